@@ -1,0 +1,1 @@
+"""HTM service: a two-tier memory service for LLM agents."""

@@ -1,0 +1,93 @@
+"""The one Settings object. Nothing else in the service reads os.environ."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+EmbeddingProvider = Literal["local", "ollama", "openai", "none"]
+
+
+class Settings(BaseSettings):
+    """Every knob of the service, read from `HTM_*` environment variables (or a .env file)."""
+
+    model_config = SettingsConfigDict(env_prefix="HTM_", env_file=".env", extra="ignore")
+
+    # --- where the data lives -------------------------------------------------------------
+    # Unset URLs mean "start embedded servers" (make run / tests); set them to use your own.
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL, e.g. postgresql+asyncpg://u:p@host/db"
+    )
+    redis_url: str | None = Field(default=None, description="redis:// or unix:// URL")
+    data_dir: Path = Field(
+        default=PROJECT_ROOT / ".htm", description="Where embedded servers keep their data"
+    )
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    db_max_overflow: int = Field(default=10, ge=0, le=200)
+    hypertable_chunk_interval: str = Field(
+        default="7 days", description="TimescaleDB chunk interval for memory and memory_event"
+    )
+
+    # --- HTTP -----------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    log_level: str = "info"
+
+    # --- working memory -------------------------------------------------------------------
+    working_memory_budget: int = Field(
+        default=128_000, ge=1, description="Default per-robot working-memory token budget"
+    )
+
+    # --- embeddings -----------------------------------------------------------------------
+    embedding_provider: EmbeddingProvider = "local"
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_dimension: int = Field(default=384, ge=1, le=16000)
+    embedding_url: str | None = Field(
+        default=None, description="Base URL of the Ollama or OpenAI-compatible server"
+    )
+    embedding_api_key: SecretStr | None = None
+    embedding_timeout_s: float = Field(default=10.0, gt=0)
+    embedding_batch_size: int = Field(default=64, ge=1, le=4096)
+    embedding_batch_wait_ms: float = Field(default=5.0, ge=0)
+    embedding_worker_interval_s: float = Field(default=2.0, gt=0)
+
+    # --- tokens ---------------------------------------------------------------------------
+    tiktoken_encoding: str = "cl100k_base"
+
+    # --- auth -----------------------------------------------------------------------------
+    auth_enabled: bool = False
+
+    # --- request limits -------------------------------------------------------------------
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_content_bytes: int = Field(default=256 * 1024, ge=1)
+    max_batch_size: int = Field(default=500, ge=1)
+    max_query_chars: int = Field(default=2000, ge=1)
+    max_recall_limit: int = Field(default=100, ge=1, le=1000)
+    max_metadata_bytes: int = Field(default=16 * 1024, ge=2)
+    max_metadata_depth: int = Field(default=5, ge=1)
+    max_tags: int = Field(default=32, ge=0)
+
+    # --- recall ---------------------------------------------------------------------------
+    rrf_k: int = Field(default=60, ge=1)
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, v: str | None) -> str | None:
+        # Accept the plain postgres:// forms people paste and use the asyncpg driver.
+        if v is None:
+            return v
+        for prefix in ("postgres://", "postgresql://"):
+            if v.startswith(prefix):
+                return "postgresql+asyncpg://" + v[len(prefix) :]
+        return v
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,134 @@
+"""Domain errors that carry their HTTP status, rendered as RFC 9457 problem+json.
+
+Services raise these; one set of handlers (installed by create_app) renders every error —
+domain, validation, routing and unexpected — as application/problem+json, never leaking a
+stack trace or SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_BASE = "https://htm.dev/problems/"
+
+
+class DomainError(Exception):
+    """Base of every error a service raises on purpose."""
+
+    status: int = 400
+    type: str = "bad-request"
+    title: str = "Bad request"
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+
+class BadRequest(DomainError):
+    status, type, title = 400, "bad-request", "Bad request"
+
+
+class Unauthorized(DomainError):
+    status, type, title = 401, "unauthorized", "Authentication required"
+
+
+class Forbidden(DomainError):
+    status, type, title = 403, "forbidden", "Not allowed"
+
+
+class NotFound(DomainError):
+    status, type, title = 404, "not-found", "Not found"
+
+
+class Conflict(DomainError):
+    status, type, title = 409, "conflict", "Conflict"
+
+
+class PayloadTooLarge(DomainError):
+    status, type, title = 413, "payload-too-large", "Payload too large"
+
+
+class Unprocessable(DomainError):
+    status, type, title = 422, "validation-error", "Validation failed"
+
+
+class ServiceUnavailable(DomainError):
+    status, type, title = 503, "unavailable", "Service unavailable"
+
+
+def problem(
+    status: int, type_: str, title: str, detail: str, instance: str | None = None, **extra: Any
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + type_,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if instance:
+        body["instance"] = instance
+    body.update(extra)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+_STATUS_TYPES = {
+    400: ("bad-request", "Bad request"),
+    401: ("unauthorized", "Authentication required"),
+    403: ("forbidden", "Not allowed"),
+    404: ("not-found", "Not found"),
+    405: ("method-not-allowed", "Method not allowed"),
+    409: ("conflict", "Conflict"),
+    413: ("payload-too-large", "Payload too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
+    422: ("validation-error", "Validation failed"),
+    503: ("unavailable", "Service unavailable"),
+}
+
+
+def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    out = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ())]
+        out.append({"field": ".".join(loc), "message": err.get("msg", ""), "type": err.get("type")})
+    return out
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def _domain(request: Request, exc: DomainError) -> JSONResponse:
+        return problem(
+            exc.status, exc.type, exc.title, exc.detail, request.url.path, **exc.extra
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _field_errors(exc)
+        # A body that is not JSON at all is a 400, a JSON body of the wrong shape a 422.
+        if any(e["type"] == "json_invalid" for e in errors):
+            return problem(400, "bad-request", "Malformed JSON", "The body is not valid JSON",
+                           request.url.path, errors=errors)  # fmt: skip
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        return problem(422, "validation-error", "Validation failed", detail, request.url.path,
+                       errors=errors)  # fmt: skip
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        type_, title = _STATUS_TYPES.get(exc.status_code, ("http-error", "HTTP error"))
+        return problem(exc.status_code, type_, title, str(exc.detail), request.url.path)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem(500, "internal", "Internal error",
+                       "The server failed to handle this request", request.url.path)  # fmt: skip
