@@ -1,0 +1,1 @@
+"""Recall: search strategies and timeframes over long-term memory."""
