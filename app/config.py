@@ -25,6 +25,8 @@ class Settings(BaseSettings):
         default=None, description="SQLAlchemy URL, e.g. postgresql+asyncpg://u:p@host/db"
     )
     redis_url: str | None = Field(default=None, description="redis:// or unix:// URL")
+    redis_cluster: bool = Field(default=False, description="Connect to a Redis Cluster")
+    redis_timeout_s: float = Field(default=1.0, gt=0, description="Redis socket timeouts")
     data_dir: Path = Field(
         default=PROJECT_ROOT / ".htm", description="Where embedded servers keep their data"
     )

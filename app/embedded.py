@@ -154,8 +154,8 @@ class EmbeddedPostgres:
 
 @contextlib.contextmanager
 def embedded_services(
-    data_dir: Path, *, database_url: str | None, redis_url: str | None
-) -> Iterator[tuple[str, str]]:
+    data_dir: Path, *, database_url: str | None, redis_url: str | None, redis: bool = True
+) -> Iterator[tuple[str, str | None]]:
     """Start whatever is not configured; yield the URLs to use; stop what was started."""
     pg: EmbeddedPostgres | None = None
     rd: EmbeddedRedis | None = None
@@ -164,7 +164,7 @@ def embedded_services(
             log.info("starting embedded PostgreSQL in %s", data_dir / "pgdata")
             pg = EmbeddedPostgres(data_dir / "pgdata").start()
             database_url = pg.url()
-        if redis_url is None:
+        if redis_url is None and redis:
             log.info("starting embedded Redis in %s", data_dir / "redis")
             rd = EmbeddedRedis(data_dir / "redis").start()
             redis_url = rd.url

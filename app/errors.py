@@ -107,9 +107,7 @@ def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(request: Request, exc: DomainError) -> JSONResponse:
-        return problem(
-            exc.status, exc.type, exc.title, exc.detail, request.url.path, **exc.extra
-        )
+        return problem(exc.status, exc.type, exc.title, exc.detail, request.url.path, **exc.extra)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

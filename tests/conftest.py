@@ -65,3 +65,101 @@ def redis_server_factory(tmp_path: Path) -> Iterator[type]:
     yield Factory
     for s in started:
         s.stop()
+
+
+# --- PostgreSQL databases -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def server_url(embedded_pg: EmbeddedPostgres | None) -> str:
+    """URL of the test server's maintenance database (for CREATE/DROP DATABASE)."""
+    if embedded_pg is None:
+        return os.environ["HTM_TEST_DATABASE_URL"]
+    return embedded_pg.url("postgres")
+
+
+def _with_database(url: str, name: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+async def _admin(server_url: str, sql: str) -> None:
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    u = make_url(server_url)
+    conn = await asyncpg.connect(
+        user=u.username, password=u.password, host=u.query.get("host") or u.host,
+        port=u.port, database=u.database or "postgres",
+    )  # fmt: skip
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+async def database_factory(server_url: str) -> AsyncIterator[object]:
+    """Creates fresh, uniquely named databases; drops them at the end of the session."""
+    created: list[str] = []
+
+    async def create() -> str:
+        name = f"htm_test_{uuid.uuid4().hex[:12]}"
+        await _admin(server_url, f'CREATE DATABASE "{name}"')
+        created.append(name)
+        return _with_database(server_url, name)
+
+    yield create
+    for name in created:
+        await _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+async def database_url(database_factory) -> str:  # type: ignore[no-untyped-def]
+    """One migrated database shared by the session; tests isolate by namespace."""
+    import asyncio
+
+    from app.db.migrate import upgrade
+
+    url = await database_factory()
+    await asyncio.to_thread(upgrade, url)
+    return url
+
+
+# --- the app --------------------------------------------------------------------------------
+
+
+def make_settings(database_url: str, redis_url: str, **overrides: object):  # type: ignore[no-untyped-def]
+    from app.config import Settings
+
+    values: dict[str, object] = {
+        "database_url": database_url,
+        "redis_url": redis_url,
+        "embedding_provider": "none",
+        "db_pool_size": 5,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def app_factory(database_url: str, redis_url: str):  # type: ignore[no-untyped-def]
+    """`async with app_factory(**settings) as client:` — a running app and an httpx client."""
+    import contextlib
+
+    import httpx
+
+    from app.main import create_app
+
+    @contextlib.asynccontextmanager
+    async def factory(**overrides: object) -> AsyncIterator[httpx.AsyncClient]:
+        values = {"database_url": database_url, "redis_url": redis_url, **overrides}
+        app = create_app(make_settings(**values))
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://htm") as client:
+                client.app = app  # type: ignore[attr-defined]
+                yield client
+
+    return factory

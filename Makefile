@@ -1,0 +1,43 @@
+# The two commands that matter: `make run` and `make test`. Everything installs itself.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# CPU build of torch for the local embedding model (on this project's machines pip finds it
+# on local disk; elsewhere it comes from PyPI).
+TORCH_SPEC ?= torch==2.13.0
+
+# Offline, tiktoken reads its BPE files from the shared folder when it exists.
+ifneq ($(wildcard ../shared/tiktoken),)
+export TIKTOKEN_CACHE_DIR ?= $(abspath ../shared/tiktoken)
+endif
+# The default embedding model ships inside a Python package; never reach for a model hub.
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+
+.PHONY: install run test lint format openapi openapi-check bench bench-quick clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[local,embedded,dev]"
+	touch $@
+
+run: install
+	$(VENV)/bin/htm serve
+
+test: install
+	$(PY) -m pytest
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(VENV) .htm .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Database engine, session and table definitions shared by every domain package."""

@@ -1,0 +1,40 @@
+"""Annotated dependency aliases. Each hands out something created in the lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.resources import Resources
+
+
+def get_resources(request: Request) -> Resources:
+    return request.app.state.resources  # type: ignore[no-any-return]
+
+
+ResourcesDep = Annotated[Resources, Depends(get_resources)]
+
+
+def get_settings_dep(res: ResourcesDep) -> Settings:
+    return res.settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+
+
+async def get_session(res: ResourcesDep) -> AsyncIterator[AsyncSession]:
+    """One session per request: commit on success, roll back on any error."""
+    async with res.sessionmaker() as session:
+        try:
+            yield session
+            await session.commit()
+        except BaseException:
+            await session.rollback()
+            raise
+
+
+SessionDep = Annotated[AsyncSession, Depends(get_session)]

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from app.deps import ResourcesDep
+from app.health import service
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", operation_id="health-live", summary="Liveness")
+async def healthz() -> dict[str, str]:
+    """Answers while the process lives; checks nothing else."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", operation_id="health-ready", summary="Readiness and versions")
+async def readyz(res: ResourcesDep) -> dict[str, Any]:
+    """Checks PostgreSQL and Redis; reports their versions, the embedder and the tokenizer."""
+    return {"status": "ready", **await service.readiness(res)}

@@ -1,0 +1,65 @@
+"""Readiness: which dependencies answer, and which versions are in use."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.errors import ServiceUnavailable
+from app.resources import Resources
+
+CHECK_TIMEOUT_S = 2.0
+
+
+async def postgres_versions(engine: AsyncEngine) -> dict[str, Any]:
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(
+                text("""
+                SELECT current_setting('server_version') AS postgres,
+                       (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector,
+                       (SELECT extversion FROM pg_extension WHERE extname = 'timescaledb')
+                           AS timescaledb
+            """)
+            )
+        ).one()
+    return dict(row._mapping)
+
+
+async def readiness(res: Resources) -> dict[str, Any]:
+    """Check every dependency; raise 503 naming the ones that are down."""
+    report: dict[str, Any] = {
+        "postgres": None,
+        "pgvector": None,
+        "timescaledb": None,
+        "redis": None,
+        "embedding": res.embedding_description(),
+        "tokenizer": {"encoding": res.tokenizer.encoding_name, "loaded": res.tokenizer.ready},
+    }
+    down: dict[str, str] = {}
+
+    async def pg() -> None:
+        try:
+            report.update(await asyncio.wait_for(postgres_versions(res.engine), CHECK_TIMEOUT_S))
+        except Exception as exc:
+            down["postgres"] = type(exc).__name__
+
+    async def rd() -> None:
+        try:
+            info = await asyncio.wait_for(res.redis.info("server"), CHECK_TIMEOUT_S)
+            report["redis"] = info["redis_version"]
+        except Exception as exc:
+            down["redis"] = type(exc).__name__
+
+    await asyncio.gather(pg(), rd())
+    if not res.tokenizer.ready:
+        down["tokenizer"] = res.tokenizer.error or "not loaded"
+    if res.embedding_error:
+        down["embedding"] = res.embedding_error
+    if down:
+        names = ", ".join(sorted(down))
+        raise ServiceUnavailable(f"not ready: {names} unavailable", unavailable=down, **report)
+    return report

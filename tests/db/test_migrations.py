@@ -1,0 +1,96 @@
+import asyncio
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.db.migrate import downgrade, upgrade
+
+TABLES = {
+    "namespace",
+    "robot",
+    "memory",
+    "memory_key",
+    "working_memory_item",
+    "memory_event",
+    "api_key",
+    "alembic_version",
+}
+MEMORY_INDEXES = {
+    "memory_pkey",
+    "memory_namespace_created",
+    "memory_author_created",
+    "memory_embedding_hnsw",
+    "memory_content_tsv",
+    "memory_pending_embedding",
+}
+
+
+async def _schema(url: str) -> tuple[set[str], set[str], str | None, str]:
+    engine = create_async_engine(url)
+    async with engine.connect() as conn:
+        tables = set(
+            (
+                await conn.execute(
+                    text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+                )
+            ).scalars()
+        )
+        indexes = set(
+            (
+                await conn.execute(
+                    text("SELECT indexname FROM pg_indexes WHERE tablename = 'memory'")
+                )
+            ).scalars()
+        )
+        hnsw = (
+            await conn.execute(
+                text("SELECT indexdef FROM pg_indexes WHERE indexname = 'memory_embedding_hnsw'")
+            )
+        ).scalar()
+        dim = (
+            await conn.execute(
+                text(
+                    "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                    "WHERE attrelid = to_regclass('memory') AND attname = 'embedding'"
+                )
+            )
+        ).scalar()
+    await engine.dispose()
+    return tables, indexes, hnsw, dim or ""
+
+
+async def test_upgrade_downgrade_upgrade_round_trip(database_factory) -> None:
+    url = await database_factory()
+
+    await asyncio.to_thread(upgrade, url)
+    tables, indexes, hnsw, dim = await _schema(url)
+    assert tables == TABLES
+    assert indexes == MEMORY_INDEXES
+    assert hnsw is not None
+    assert "USING hnsw (embedding vector_cosine_ops) WITH (m='16', ef_construction='64')" in hnsw
+    assert dim == "vector(384)"
+
+    await asyncio.to_thread(downgrade, url, "base")
+    tables, indexes, _, _ = await _schema(url)
+    assert tables == {"alembic_version"}
+    assert indexes == set()
+
+    await asyncio.to_thread(upgrade, url)
+    tables, indexes, _, _ = await _schema(url)
+    assert tables == TABLES
+    assert indexes == MEMORY_INDEXES
+
+
+async def test_vector_dimension_comes_from_settings(database_factory, monkeypatch) -> None:
+    from app.config import get_settings
+
+    url = await database_factory()
+    monkeypatch.setenv("HTM_EMBEDDING_DIMENSION", "1536")
+    get_settings.cache_clear()
+    try:
+        await asyncio.to_thread(upgrade, url)
+    finally:
+        monkeypatch.delenv("HTM_EMBEDDING_DIMENSION")
+        get_settings.cache_clear()
+    _, _, _, dim = await _schema(url)
+    assert dim == "vector(1536)"
