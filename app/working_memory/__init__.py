@@ -1,0 +1,20 @@
+"""Working memory (hot tier): the Redis store and pure-Python context assembly."""
+
+from app.working_memory.context import ContextItem, ContextResult, Strategy, assemble
+from app.working_memory.store import (
+    PlaceResult,
+    WMItem,
+    WorkingMemoryNotInitialized,
+    WorkingMemoryStore,
+)
+
+__all__ = [
+    "ContextItem",
+    "ContextResult",
+    "PlaceResult",
+    "Strategy",
+    "WMItem",
+    "WorkingMemoryNotInitialized",
+    "WorkingMemoryStore",
+    "assemble",
+]

@@ -1,0 +1,8 @@
+-- clear: drop every item but keep meta (still initialized, tokens 0); reply with the count.
+if not initialized() then
+  return { 'NOINIT' }
+end
+local n = redis.call('HLEN', K_ITEMS)
+redis.call('DEL', K_ITEMS, K_EVICT, K_ACCESS)
+redis.call('HSET', K_META, 'tokens', '0')
+return { 'OK', bump_seq(), n }

@@ -1,0 +1,17 @@
+-- load: atomic rebuild (from Postgres) — wipe, start a new generation, place ARGV items.
+--
+-- seq restarts from the server clock in microseconds, never below the previous seq + 1. After
+-- Redis lost its data the old seq is gone; seeding from the clock keeps seqs increasing
+-- across generations, so last-writer-wins-by-seq in Postgres still prefers the newest write.
+-- (Calling TIME before writing is fine: scripts replicate their effects, Redis >= 5.)
+local now = redis.call('TIME')
+local seq = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local old_seq = redis.call('HGET', K_META, 'seq')
+if old_seq then
+  seq = math.max(seq, tonumber(old_seq) + 1)
+end
+seq = string.format('%d', seq)
+redis.call('DEL', K_ITEMS, K_EVICT, K_ACCESS, K_META)
+redis.call('HSET', K_META, 'tokens', '0', 'seq', seq, 'gen', seq)
+local total, admitted, rejected, evicted = place_items(0)
+return { 'OK', tonumber(seq), total, admitted, rejected, evicted }

@@ -1,0 +1,7 @@
+-- place: add or update items in order, evicting until each fits. See place_items.
+if not initialized() then
+  return { 'NOINIT' }
+end
+local current = tonumber(redis.call('HGET', K_META, 'tokens'))
+local total, admitted, rejected, evicted = place_items(current)
+return { 'OK', bump_seq(), total, admitted, rejected, evicted }

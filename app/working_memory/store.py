@@ -1,0 +1,230 @@
+"""The Redis working-memory store (hot tier): one small set of keys per robot, changed only by
+Lua scripts.
+
+Per robot, under the prefix ``htm:{<ns>/<robot>}:`` (one hash tag, so one cluster slot):
+
+- ``items``  HASH memory_key -> JSON {content, tokens, importance, added_at (epoch µs),
+  last_access (epoch ms), from_recall, member}
+- ``evict``  ZSET score = importance, member = ``%020d(added_at):memory_key``. Equal scores sort
+  by member, i.e. oldest first, which is exactly ``[importance ASC, added_at ASC]``.
+- ``access`` ZSET score = last access epoch ms, member = memory_key
+- ``meta``   HASH {tokens, seq, gen}
+
+Every change is one script (scripts/*.lua), so the token budget holds under any concurrency
+with no locks and no read-modify-write from Python. A missing ``meta`` means Redis lost the
+robot's data (or never had it): mutating calls then raise WorkingMemoryNotInitialized and the
+caller rebuilds with ``load`` (from Postgres) and retries.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+
+SCRIPTS_DIR = Path(__file__).parent / "scripts"
+NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# Integers go through Lua doubles: exact only below 2**53.
+MAX_INT = 2**53 - 1
+MAX_IMPORTANCE = 10.0
+
+
+@dataclass(frozen=True)
+class WMItem:
+    key: str
+    content: str
+    tokens: int
+    importance: float
+    added_at_us: int
+    last_access_ms: int
+    from_recall: bool = False
+
+
+@dataclass(frozen=True)
+class PlaceResult:
+    """What one place/load call did. A key is in at most one list: where it ended up.
+
+    admitted: placed and still present when the call finished (in order of first admission).
+    rejected: larger than the whole budget, so not present (removed if it was).
+    evicted: present before or during the call, evicted to make room (in eviction order).
+    seq: the robot's sequence number after this call, for last-writer-wins in Postgres.
+    """
+
+    admitted: list[str]
+    rejected: list[str]
+    evicted: list[str]
+    tokens: int
+    seq: int
+
+
+class WorkingMemoryNotInitialized(Exception):
+    """The robot's working memory is not in Redis (new robot or data loss): rebuild via load."""
+
+    def __init__(self, ns: str, robot: str) -> None:
+        super().__init__(f"working memory of {ns}/{robot} is not initialized")
+        self.ns = ns
+        self.robot = robot
+
+
+def robot_keys(ns: str, robot: str) -> list[str]:
+    """The robot's four keys in script KEYS order; all share the hash tag ``{ns/robot}``."""
+    for name, value in (("namespace", ns), ("robot", robot)):
+        if not isinstance(value, str) or not NAME_RE.fullmatch(value):
+            raise ValueError(f"invalid {name} {value!r}: must match {NAME_RE.pattern}")
+    prefix = f"htm:{{{ns}/{robot}}}:"
+    return [prefix + part for part in ("items", "evict", "access", "meta")]
+
+
+def _check_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        raise ValueError(f"{name} must be an integer in [0, 2**53): {value!r}")
+    return value
+
+
+def _item_args(item: WMItem) -> list[str]:
+    if not isinstance(item.key, str) or not item.key:
+        raise ValueError(f"memory key must be a non-empty string: {item.key!r}")
+    if not isinstance(item.content, str):
+        raise ValueError(f"content of {item.key!r} must be a string")
+    importance = item.importance
+    if (
+        isinstance(importance, bool)
+        or not isinstance(importance, int | float)
+        or not math.isfinite(importance)
+        or not 0 <= importance <= MAX_IMPORTANCE
+    ):
+        raise ValueError(f"importance of {item.key!r} must be in [0, 10]: {importance!r}")
+    return [
+        item.key,
+        item.content,
+        str(_check_int("tokens", item.tokens)),
+        repr(float(importance)),  # repr round-trips; Lua's tonumber (strtod) reads it exactly
+        str(_check_int("added_at_us", item.added_at_us)),
+        str(_check_int("last_access_ms", item.last_access_ms)),
+        "1" if item.from_recall else "0",
+    ]
+
+
+def _place_args(items: list[WMItem], budget: int) -> list[str]:
+    args = [str(_check_int("budget", budget)), str(len(items))]
+    for item in items:
+        args.extend(_item_args(item))
+    return args
+
+
+def _item_from_json(key: str, doc: str | None) -> WMItem:
+    if doc is None:
+        raise RuntimeError(f"working memory inconsistent: {key!r} in evict order but no item")
+    d = json.loads(doc)
+    return WMItem(
+        key=key,
+        content=d["content"],
+        tokens=int(d["tokens"]),
+        importance=float(d["importance"]),
+        added_at_us=int(d["added_at"]),
+        last_access_ms=int(d["last_access"]),
+        from_recall=bool(d["from_recall"]),
+    )
+
+
+class WorkingMemoryStore:
+    """Per-robot working memory in Redis or Redis Cluster. Needs a decode_responses=True client.
+
+    Budgets are passed per call (Postgres owns each robot's budget); after every script the
+    robot's token total is at most the budget of the last place/load.
+    """
+
+    SCRIPT_NAMES = ("place", "load", "touch", "remove", "clear", "snapshot", "usage")
+
+    def __init__(self, redis: aioredis.Redis | RedisCluster) -> None:
+        self._redis = redis
+        common = (SCRIPTS_DIR / "common.lua").read_text()
+        # register_script calls EVALSHA and on NOSCRIPT (server restarted, SCRIPT FLUSH, new
+        # cluster node) loads the script and retries, so each script is sent in full rarely.
+        self._scripts = {
+            name: redis.register_script(common + "\n" + (SCRIPTS_DIR / f"{name}.lua").read_text())
+            for name in self.SCRIPT_NAMES
+        }
+
+    async def _run(self, name: str, ns: str, robot: str, args: list[str]) -> list[Any]:
+        reply = await self._scripts[name](keys=robot_keys(ns, robot), args=args)
+        if reply[0] == "NOINIT":
+            raise WorkingMemoryNotInitialized(ns, robot)
+        return list(reply[1:])
+
+    @staticmethod
+    def _place_result(reply: list[Any]) -> PlaceResult:
+        seq, tokens, admitted, rejected, evicted = reply
+        return PlaceResult(
+            admitted=list(admitted),
+            rejected=list(rejected),
+            evicted=list(evicted),
+            tokens=int(tokens),
+            seq=int(seq),
+        )
+
+    async def place(self, ns: str, robot: str, items: list[WMItem], budget: int) -> PlaceResult:
+        """Add or update items in order in one atomic step, evicting until each fits.
+
+        Re-placing a present key replaces content, tokens, importance and from_recall but keeps
+        the original added_at (its age, hence its slot among equal importances); last access
+        becomes the later of the two. An item with tokens > budget is rejected and removed if
+        it was present. Items are admitted even when more important ones must be evicted.
+        """
+        reply = await self._run("place", ns, robot, _place_args(items, budget))
+        return self._place_result(reply)
+
+    async def touch(self, ns: str, robot: str, key: str, access_ms: int) -> bool:
+        """Record an access; False if the key is not in working memory."""
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"memory key must be a non-empty string: {key!r}")
+        reply = await self._run("touch", ns, robot, [key, str(_check_int("access_ms", access_ms))])
+        return bool(reply[1])
+
+    async def remove(self, ns: str, robot: str, keys: list[str]) -> list[str]:
+        """Remove keys; returns those that were present (each once, in the order given)."""
+        if not all(isinstance(k, str) and k for k in keys):
+            raise ValueError("memory keys must be non-empty strings")
+        reply = await self._run("remove", ns, robot, list(keys))
+        return list(reply[1])
+
+    async def clear(self, ns: str, robot: str) -> int:
+        """Remove every item; the robot stays initialized with 0 tokens. Returns the count."""
+        reply = await self._run("clear", ns, robot, [])
+        return int(reply[1])
+
+    async def load(self, ns: str, robot: str, items: list[WMItem], budget: int) -> PlaceResult:
+        """Atomic rebuild: wipe, start a new generation, then place items as place() would.
+
+        The new seq (also the generation id) is above every seq this robot had before, even
+        when Redis lost the old one: it is seeded from the Redis clock in microseconds.
+        """
+        reply = await self._run("load", ns, robot, _place_args(items, budget))
+        return self._place_result(reply)
+
+    async def snapshot(self, ns: str, robot: str) -> tuple[list[WMItem], int]:
+        """All items in eviction order (next victim first) and the token total, read atomically."""
+        tokens, _seq, _gen, keys, docs = await self._run("snapshot", ns, robot, [])
+        items = [_item_from_json(k, d) for k, d in zip(keys, docs, strict=True)]
+        return items, int(tokens)
+
+    async def usage(self, ns: str, robot: str) -> tuple[int, int] | None:
+        """(tokens, items), or None if the robot's working memory is not initialized."""
+        try:
+            tokens, count = await self._run("usage", ns, robot, [])
+        except WorkingMemoryNotInitialized:
+            return None
+        return int(tokens), int(count)
+
+    async def ping(self) -> str:
+        """The Redis server version (of any node, on a cluster)."""
+        info = await self._redis.info("server")
+        if "redis_version" not in info:  # RedisCluster answers per node: {node: info}
+            info = next(iter(info.values()))
+        return str(info["redis_version"])

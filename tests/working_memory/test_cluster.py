@@ -1,0 +1,61 @@
+"""The same scripts, unchanged, on a real 3-master Redis Cluster: every robot's keys share one
+slot, so each script runs on the node owning it."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from app.working_memory.store import WorkingMemoryStore, robot_keys
+from tests.working_memory.helpers import NS, item
+from tests.working_memory.reference import ReferenceModel
+
+
+def robots_on_distinct_nodes(cluster) -> dict[str, str]:
+    """One robot name per master: node name -> robot."""
+    found: dict[str, str] = {}
+    for i in range(10_000):
+        name = f"robot-{i}"
+        node = cluster.get_node_from_key(robot_keys(NS, name)[0])
+        found.setdefault(node.name, name)
+        if len(found) == 3:
+            return found
+    raise AssertionError(f"robots landed on only {len(found)} nodes")
+
+
+async def test_scripts_run_unchanged_on_redis_cluster(redis_cluster):
+    store = WorkingMemoryStore(redis_cluster)
+    assert (await store.ping()).split(".")[0].isdigit()
+    robots = robots_on_distinct_nodes(redis_cluster)
+    budget = 40
+
+    for node_name, robot in robots.items():
+        model = ReferenceModel()
+        first = [item("a", added=1), item("b", importance=3, added=2)]
+        res = await store.load(NS, robot, first, budget)
+        assert (res.admitted, res.rejected, res.evicted) == model.load(first, budget, res.seq)
+
+        batch = [item("c", 15, 2.0, added=3), item("d", 15, 0.5, added=4), item("e", 41)]
+        res = await store.place(NS, robot, batch, budget)
+        assert (res.admitted, res.rejected, res.evicted) == model.place(batch, budget)
+        assert (res.admitted, res.rejected, res.evicted) == (["c", "d"], ["e"], ["a"])
+
+        assert await store.touch(NS, robot, "c", 1_900_000_000_000) == model.touch(
+            "c", 1_900_000_000_000
+        )
+        assert await store.remove(NS, robot, ["d", "zz"]) == model.remove(["d", "zz"]) == ["d"]
+        items, tokens = await store.snapshot(NS, robot)
+        assert (items, tokens) == (model.eviction_order(), model.tokens)
+        assert [i.key for i in items] == ["c", "b"]
+
+        # The keys really live on the node that owns the robot's slot.
+        host, port = node_name.rsplit(":", 1)
+        node = aioredis.Redis(host=host, port=int(port), decode_responses=True)
+        assert await node.exists(*robot_keys(NS, robot)) == 4
+        await node.aclose()
+
+        # A rebuild restores the snapshot exactly, also after the script caches are flushed.
+        await redis_cluster.script_flush()
+        restored = await store.load(NS, robot, items, budget)
+        assert restored.admitted == ["c", "b"]
+        assert await store.snapshot(NS, robot) == (items, tokens)
+        assert await store.usage(NS, robot) == (tokens, 2)
