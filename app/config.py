@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(default=None, description="redis:// or unix:// URL")
     redis_cluster: bool = Field(default=False, description="Connect to a Redis Cluster")
     redis_timeout_s: float = Field(default=1.0, gt=0, description="Redis socket timeouts")
+    redis_retry_after_s: float = Field(
+        default=1.0, ge=0, description="After a Redis failure, skip Redis for this long"
+    )
     data_dir: Path = Field(
         default=PROJECT_ROOT / ".htm", description="Where embedded servers keep their data"
     )

@@ -7,9 +7,11 @@ service starts (and /readyz reports 503) while a dependency is down.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -18,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.tokens import Tokenizer
+from app.working_memory.store import WorkingMemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +42,43 @@ def create_redis(settings: Settings) -> Any:
 
 
 @dataclass
+class RedisBreaker:
+    """After a Redis failure, skip Redis for a short while instead of paying a connect
+    timeout on every request; the first request after the pause tries again."""
+
+    pause_s: float
+    down_until: float = 0.0
+
+    @property
+    def open(self) -> bool:
+        return time.monotonic() < self.down_until
+
+    def trip(self) -> None:
+        self.down_until = time.monotonic() + self.pause_s
+
+    def reset(self) -> None:
+        self.down_until = 0.0
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
 class Resources:
     settings: Settings
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     redis: Any
+    working_memory: WorkingMemoryStore
+    redis_breaker: RedisBreaker
     tokenizer: Tokenizer
     embedder: Any = None
     embedding_error: str | None = None
     background: list[Any] = field(default_factory=list)
+    namespace_ids: dict[str, int] = field(default_factory=dict)
+    # The service's clock; tests replace it to freeze time where order depends on it.
+    clock: Callable[[], datetime] = utc_now
 
     def embedding_description(self) -> dict[str, Any]:
         if self.embedder is None:
@@ -85,6 +116,8 @@ async def open_resources(settings: Settings) -> AsyncIterator[Resources]:
         engine=engine,
         sessionmaker=create_sessionmaker(engine),
         redis=redis,
+        working_memory=WorkingMemoryStore(redis),
+        redis_breaker=RedisBreaker(settings.redis_retry_after_s),
         tokenizer=tokenizer,
         embedder=embedder,
         embedding_error=embedding_error,

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 
 from app.config import PROJECT_ROOT
 from app.embedded import EmbeddedPostgres, EmbeddedRedis
+from tests.stubs import StubServer
 
 TEST_DATA = PROJECT_ROOT / ".htm" / "test"
 
@@ -90,9 +91,12 @@ async def _admin(server_url: str, sql: str) -> None:
 
     u = make_url(server_url)
     conn = await asyncpg.connect(
-        user=u.username, password=u.password, host=u.query.get("host") or u.host,
-        port=u.port, database=u.database or "postgres",
-    )  # fmt: skip
+        user=u.username,
+        password=u.password,
+        host=u.query.get("host") or u.host,
+        port=u.port,
+        database=u.database or "postgres",
+    )
     try:
         await conn.execute(sql)
     finally:
@@ -163,3 +167,20 @@ def app_factory(database_url: str, redis_url: str):  # type: ignore[no-untyped-d
                 yield client
 
     return factory
+
+
+# --- third-party HTTP providers (stubbed by a real local server) ----------------------------
+
+
+@pytest.fixture(scope="session")
+def stub_server() -> Iterator[StubServer]:
+    server = StubServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stub(stub_server: StubServer) -> Iterator[StubServer]:
+    stub_server.reset()
+    yield stub_server
+    stub_server.reset()

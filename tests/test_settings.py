@@ -10,6 +10,7 @@ ENV = {
     "HTM_REDIS_URL": "redis://cache:6380/2",
     "HTM_REDIS_CLUSTER": "true",
     "HTM_REDIS_TIMEOUT_S": "0.5",
+    "HTM_REDIS_RETRY_AFTER_S": "0",
     "HTM_DATA_DIR": "/var/lib/htm",
     "HTM_DB_POOL_SIZE": "20",
     "HTM_DB_MAX_OVERFLOW": "5",
@@ -48,8 +49,10 @@ def test_defaults_match_the_design(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.database_url is None and s.redis_url is None
     assert s.working_memory_budget == 128_000
     assert (s.embedding_provider, s.embedding_model, s.embedding_dimension) == (
-        "local", "all-MiniLM-L6-v2", 384,
-    )  # fmt: skip
+        "local",
+        "all-MiniLM-L6-v2",
+        384,
+    )
     assert s.tiktoken_encoding == "cl100k_base"
     assert s.auth_enabled is False
     assert (s.max_content_bytes, s.max_batch_size, s.max_recall_limit) == (262_144, 500, 100)
@@ -65,21 +68,26 @@ def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyP
     assert s.database_url == "postgresql+asyncpg://u:p@db.example:5433/htm"
     assert s.redis_url == "redis://cache:6380/2"
     assert s.redis_cluster is True and s.redis_timeout_s == 0.5
+    assert s.redis_retry_after_s == 0
     assert s.data_dir == Path("/var/lib/htm")
     assert (s.db_pool_size, s.db_max_overflow) == (20, 5)
     assert s.hypertable_chunk_interval == "1 day"
     assert (s.host, s.port, s.log_level) == ("0.0.0.0", 9000, "debug")
     assert s.working_memory_budget == 4096
     assert (s.embedding_provider, s.embedding_model, s.embedding_dimension) == (
-        "openai", "text-embedding-3-small", 1536,
-    )  # fmt: skip
+        "openai",
+        "text-embedding-3-small",
+        1536,
+    )
     assert s.embedding_url == "http://127.0.0.1:9999"
     assert s.embedding_api_key is not None
     assert s.embedding_api_key.get_secret_value() == "sk-test"
     assert "sk-test" not in repr(s)
     assert (s.embedding_timeout_s, s.embedding_batch_size, s.embedding_batch_wait_ms) == (
-        3.0, 32, 2.5,
-    )  # fmt: skip
+        3.0,
+        32,
+        2.5,
+    )
     assert s.embedding_worker_interval_s == 0.5
     assert s.tiktoken_encoding == "o200k_base"
     assert s.auth_enabled is True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pgvector.asyncpg import register_vector
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -17,7 +19,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
         raise RuntimeError(
             "HTM_DATABASE_URL is not set; `htm serve` starts an embedded PostgreSQL for you"
         )
-    return create_async_engine(
+    engine = create_async_engine(
         settings.database_url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
@@ -25,6 +27,20 @@ def create_engine(settings: Settings) -> AsyncEngine:
         # Statements are short; a stuck connection should fail the request, not hang it.
         connect_args={"command_timeout": 30, "server_settings": {"jit": "off"}},
     )
+    _register_vector_codec(engine)
+    return engine
+
+
+def _register_vector_codec(engine: AsyncEngine) -> None:
+    # pgvector's binary codec: vectors travel as 4-byte floats instead of decimal text,
+    # several times cheaper to encode and parse for 384+ dimensions. Vector parameters are
+    # therefore passed as lists or numpy arrays, never as '[…]' strings.
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+        try:
+            dbapi_connection.run_async(register_vector)
+        except ValueError:  # "unknown type": the database is not migrated yet
+            pass
 
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

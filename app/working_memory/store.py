@@ -199,13 +199,24 @@ class WorkingMemoryStore:
         reply = await self._run("clear", ns, robot, [])
         return int(reply[1])
 
-    async def load(self, ns: str, robot: str, items: list[WMItem], budget: int) -> PlaceResult:
+    async def load(
+        self,
+        ns: str,
+        robot: str,
+        items: list[WMItem],
+        budget: int,
+        *,
+        only_if_missing: bool = False,
+    ) -> PlaceResult:
         """Atomic rebuild: wipe, start a new generation, then place items as place() would.
 
         The new seq (also the generation id) is above every seq this robot had before, even
         when Redis lost the old one: it is seeded from the Redis clock in microseconds.
+        With only_if_missing, a robot that is already initialized is left as it is (and the
+        result lists nothing): concurrent rebuilds after data loss cannot undo each other.
         """
-        reply = await self._run("load", ns, robot, _place_args(items, budget))
+        mode = "if_missing" if only_if_missing else "always"
+        reply = await self._run("load", ns, robot, [*_place_args(items, budget), mode])
         return self._place_result(reply)
 
     async def snapshot(self, ns: str, robot: str) -> tuple[list[WMItem], int]:

@@ -14,7 +14,7 @@ from app.embeddings import (
     build_embedder,
     describe,
 )
-from tests.embeddings.conftest import Recorded, StubServer
+from tests.stubs import Recorded, StubServer
 
 
 def settings(**overrides: Any) -> Settings:

@@ -10,7 +10,7 @@ import pytest
 
 from app.embeddings import EmbeddingError, OllamaEmbedder, OpenAIEmbedder
 from app.embeddings._http import HttpEmbedder
-from tests.embeddings.conftest import StubServer
+from tests.stubs import StubServer
 
 
 @dataclass

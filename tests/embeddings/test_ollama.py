@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from app.embeddings import EmbeddingError, OllamaEmbedder
-from tests.embeddings.conftest import StubServer
+from tests.stubs import StubServer
 
 
 async def test_ollama_posts_model_and_texts_to_api_embed(stub: StubServer):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from app.embeddings import EmbeddingError, OpenAIEmbedder
-from tests.embeddings.conftest import Recorded, StubServer
+from tests.stubs import Recorded, StubServer
 
 
 def openai_reply(vectors: list[list[float]], order: list[int] | None = None):

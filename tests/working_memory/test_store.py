@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
@@ -224,3 +226,21 @@ async def test_flushall_gives_noinit_and_load_restores_identical_snapshot(redis_
     assert await store.snapshot(NS, robot) == before
     assert await access_order(client, NS, robot) == access_before
     await client.aclose()
+
+
+async def test_load_only_if_missing_leaves_an_initialized_robot_alone(redis) -> None:
+    from app.working_memory.store import WMItem, WorkingMemoryStore
+
+    store = WorkingMemoryStore(redis)
+    robot = f"r-{uuid.uuid4().hex[:8]}"
+    first = [WMItem("a", "A", 3, 1.0, 1_000, 1)]
+    result = await store.load("ns", robot, first, 100, only_if_missing=True)
+    assert (result.admitted, result.tokens) == (["a"], 3)
+    await store.place("ns", robot, [WMItem("b", "B", 4, 1.0, 2_000, 2)], 100)
+
+    again = await store.load(
+        "ns", robot, [WMItem("z", "Z", 5, 1.0, 3_000, 3)], 100, only_if_missing=True
+    )
+    assert (again.admitted, again.evicted, again.tokens) == ([], [], 7)
+    items, tokens = await store.snapshot("ns", robot)
+    assert ([i.key for i in items], tokens) == (["a", "b"], 7)

@@ -1,5 +1,14 @@
 -- load: atomic rebuild (from Postgres) — wipe, start a new generation, place ARGV items.
 --
+-- The argument after the items is the mode. "if_missing" acts only when meta is absent: two
+-- requests that both saw NOINIT both rebuild, and the second must not wipe what the first
+-- (and any place that followed it) already wrote.
+local mode = ARGV[3 + 7 * tonumber(ARGV[2])]
+if mode == 'if_missing' and initialized() then
+  return { 'OK', tonumber(redis.call('HGET', K_META, 'seq')),
+           tonumber(redis.call('HGET', K_META, 'tokens')), {}, {}, {} }
+end
+--
 -- seq restarts from the server clock in microseconds, never below the previous seq + 1. After
 -- Redis lost its data the old seq is gone; seeding from the clock keeps seqs increasing
 -- across generations, so last-writer-wins-by-seq in Postgres still prefers the newest write.

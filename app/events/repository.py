@@ -1,0 +1,42 @@
+"""memory_event: the append-only activity log (add, recall, evict, forget, restore, access)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+EventKind = Literal["add", "recall", "evict", "forget", "restore", "access"]
+
+
+class EventRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def record(
+        self,
+        namespace_id: int,
+        kind: EventKind,
+        robot_id: int | None,
+        memory_ids: Sequence[int | None],
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """One row per memory, in one statement."""
+        if not memory_ids:
+            return
+        await self.session.execute(
+            text("""
+            INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, detail)
+            SELECT :ns, :robot, m, :kind, CAST(:detail AS jsonb)
+            FROM unnest(CAST(:ids AS bigint[])) AS m"""),
+            {
+                "ns": namespace_id,
+                "robot": robot_id,
+                "kind": kind,
+                "ids": list(memory_ids),
+                "detail": json.dumps(detail or {}),
+            },
+        )

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query, Response, status
+
+from app.auth.caller import CallerDep
+from app.common import MemoryKeyPath, Page, RobotName, Tag, decode_cursor, encode_cursor
+from app.deps import ResourcesDep, SessionDep
+from app.memories.repository import ListFilters
+from app.memories.schemas import (
+    MemoryAdded,
+    MemoryBatchCreate,
+    MemoryBatchResult,
+    MemoryCreate,
+    MemoryRead,
+    MemoryUpsert,
+)
+from app.memories.service import MemoryService
+from app.recall.timeframes_http import TimeframeQuery, resolve_timeframe
+
+router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"])
+
+
+def memory_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> MemoryService:
+    return MemoryService(session, caller, res)
+
+
+Service = Annotated[MemoryService, Depends(memory_service)]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    operation_id="memories-add",
+    summary="Add a memory",
+)
+async def add_memory(robot: RobotName, body: MemoryCreate, service: Service) -> MemoryAdded:
+    """Stores the memory durably, then places it in the robot's working memory."""
+    return await service.add(robot, body)
+
+
+@router.post(
+    "/batch",
+    status_code=status.HTTP_201_CREATED,
+    operation_id="memories-add-batch",
+    summary="Add many memories (all or nothing)",
+)
+async def add_memories(
+    robot: RobotName, body: MemoryBatchCreate, service: Service, res: ResourcesDep
+) -> MemoryBatchResult:
+    """Stores every memory in one transaction, or none of them."""
+    service.check_batch_size(len(body.memories))
+    return MemoryBatchResult(memories=await service.add_many(robot, body.memories))
+
+
+@router.get("", operation_id="memories-list", summary="List memories")
+async def list_memories(
+    robot: RobotName,
+    service: Service,
+    res: ResourcesDep,
+    scope: Annotated[
+        Literal["self", "all"],
+        Query(description="self: memories this robot authored; all: the namespace's"),
+    ] = "all",
+    type: Annotated[str | None, Query(description="Only this type")] = None,
+    tag: Annotated[list[Tag] | None, Query(description="Any of these tags (repeatable)")] = None,
+    min_importance: Annotated[float | None, Query(ge=0, le=10)] = None,
+    timeframe: TimeframeQuery = None,
+    include_deleted: Annotated[bool, Query(description="Include soft-deleted memories")] = False,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+) -> Page[MemoryRead]:
+    """Newest first, with filters and cursor pagination."""
+    tr = resolve_timeframe(timeframe, res.clock())
+    filters = ListFilters(
+        type=type,
+        tags_any=tag,
+        min_importance=min_importance,
+        start=tr.start if tr else None,
+        end=tr.end if tr else None,
+        include_deleted=include_deleted,
+    )
+    after = decode_cursor(cursor) if cursor else None
+    items = await service.list(robot, scope, filters, limit + 1, after)
+    more = len(items) > limit
+    items = items[:limit]
+    next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more else None
+    return Page[MemoryRead](items=items, next_cursor=next_cursor)
+
+
+@router.get("/{key}", operation_id="memories-get", summary="Retrieve a memory")
+async def get_memory(
+    robot: RobotName,
+    key: MemoryKeyPath,
+    service: Service,
+    include_deleted: Annotated[
+        bool, Query(description="Also return a soft-deleted memory")
+    ] = False,
+) -> MemoryRead:
+    """Returns the memory and records the access in the robot's working memory."""
+    return await service.retrieve(robot, key, include_deleted)
+
+
+@router.put(
+    "/{key}",
+    operation_id="memories-put",
+    summary="Create or replace a memory (idempotent)",
+    responses={201: {"model": MemoryAdded, "description": "Created"}},
+)
+async def put_memory(
+    robot: RobotName, key: MemoryKeyPath, body: MemoryUpsert, service: Service, response: Response
+) -> MemoryAdded:
+    """Creates the key (201) or replaces its fields (200); repeating a PUT changes nothing more."""
+    result = await service.upsert(robot, key, body)
+    response.status_code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+    return result
+
+
+@router.delete("/{key}", operation_id="memories-forget", summary="Forget a memory")
+async def forget_memory(
+    robot: RobotName,
+    key: MemoryKeyPath,
+    service: Service,
+    hard: Annotated[bool, Query(description="Delete permanently (needs `confirm`)")] = False,
+    confirm: Annotated[
+        str | None, Query(description="For a hard delete: the memory's key, repeated")
+    ] = None,
+) -> MemoryRead:
+    """Soft delete (restorable) by default; `hard=true&confirm=<key>` deletes permanently."""
+    return await service.forget(robot, key, hard, confirm)
+
+
+@router.post("/{key}/restore", operation_id="memories-restore", summary="Restore a memory")
+async def restore_memory(robot: RobotName, key: MemoryKeyPath, service: Service) -> MemoryRead:
+    """Undoes a soft delete."""
+    return await service.restore(robot, key)

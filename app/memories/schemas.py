@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from app.common import KEY_PATTERN, TAG_PATTERN, StrictModel, Tag
+
+_EXAMPLE = {
+    "content": "The staging database is PostgreSQL 16 with pgvector 0.8.",
+    "key": "staging-db-version",
+    "type": "fact",
+    "importance": 5,
+    "tags": ["infra", "postgres"],
+    "metadata": {"source": "ops-handbook"},
+}
+
+
+class MemoryFields(StrictModel):
+    content: str = Field(min_length=1, description="The memory's text (UTF-8, size-limited)")
+    type: str = Field(
+        default="fact",
+        pattern=r"^[a-z][a-z0-9_-]{0,31}$",
+        description="Free-form kind, e.g. fact, preference, decision, code",
+    )
+    importance: float = Field(default=1.0, ge=0, le=10, description="0–10; evicted lowest first")
+    tags: list[Tag] = Field(default_factory=list, description=f"Tags matching {TAG_PATTERN}")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Any JSON object")
+    created_at: AwareDatetime | None = Field(
+        default=None, description="For imports and backfill; default: now"
+    )
+    embedding: list[float] | None = Field(
+        default=None, description="Client-supplied vector of the deployment's dimension"
+    )
+
+
+class MemoryCreate(MemoryFields):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_EXAMPLE]})
+
+    key: str | None = Field(
+        default=None,
+        pattern=KEY_PATTERN,
+        description="Unique in the namespace; generated when absent",
+    )
+
+
+class MemoryUpsert(MemoryFields):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{k: v for k, v in _EXAMPLE.items() if k != "key"}]},
+    )
+
+
+class MemoryBatchCreate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"memories": [_EXAMPLE]}]}
+    )
+
+    memories: list[MemoryCreate] = Field(min_length=1)
+
+
+class WorkingMemoryOutcome(BaseModel):
+    admitted: bool = Field(description="Whether the memory is now in the robot's working memory")
+    reason: Literal["admitted", "too_large", "evicted", "unavailable"] = Field(
+        default="admitted",
+        description="too_large: over the robot's whole budget; evicted: pushed out by a later "
+        "memory of the same batch; unavailable: Redis is down (the memory is stored)",
+    )
+    evicted: list[str] = Field(default_factory=list, description="Keys evicted to make room")
+
+
+class MemoryRead(BaseModel):
+    id: int
+    key: str
+    content: str
+    type: str
+    importance: float
+    tags: list[str]
+    metadata: dict[str, Any]
+    author: str = Field(description="The robot that added it")
+    token_count: int
+    embedding_status: Literal["ready", "pending"]
+    embedding_model: str | None
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+
+
+class MemoryAdded(MemoryRead):
+    created: bool = Field(description="False when an upsert updated an existing memory")
+    working_memory: WorkingMemoryOutcome
+
+
+class MemoryBatchResult(BaseModel):
+    memories: list[MemoryAdded]

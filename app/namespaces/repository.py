@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+
+class NamespaceRepository:
+    @staticmethod
+    async def resolve(
+        sessionmaker: async_sessionmaker[AsyncSession], cache: dict[str, int], name: str
+    ) -> int:
+        """Namespace id by name, created on first use.
+
+        Namespaces are never renamed or deleted through the API, so the caller's cache (one
+        per running app) saves a query per request.
+        """
+        cached = cache.get(name)
+        if cached is not None:
+            return cached
+        async with sessionmaker() as session, session.begin():
+            ns_id = (
+                await session.execute(
+                    text("""
+                    INSERT INTO namespace (name) VALUES (:name)
+                    ON CONFLICT (name) DO UPDATE SET name = excluded.name
+                    RETURNING id"""),
+                    {"name": name},
+                )
+            ).scalar_one()
+        cache[name] = ns_id
+        return int(ns_id)

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from app.auth.caller import CallerDep
+from app.common import RobotName
+from app.deps import ResourcesDep, SessionDep
+from app.recall.schemas import RecallRequest, RecallResult
+from app.recall.service import RecallService
+
+router = APIRouter(prefix="/v1/robots/{robot}", tags=["recall"])
+
+
+def recall_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> RecallService:
+    return RecallService(session, caller, res)
+
+
+@router.post("/recall", operation_id="recall-search", summary="Recall memories")
+async def recall(
+    robot: RobotName,
+    body: RecallRequest,
+    service: Annotated[RecallService, Depends(recall_service)],
+) -> RecallResult:
+    """Searches long-term memory (vector, full text or hybrid RRF) and loads the hits into
+    the robot's working memory."""
+    return await service.recall(robot, body)

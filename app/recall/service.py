@@ -1,0 +1,158 @@
+"""Recall: search long-term memory, then load the hits into the robot's working memory."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.caller import Caller
+from app.embeddings import EmbeddingError
+from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
+from app.events.repository import EventRepository
+from app.recall.repository import SearchFilters, SearchHit, SearchRepository
+from app.recall.schemas import (
+    RecallHit,
+    RecallRequest,
+    RecallResult,
+    RecallWorkingMemory,
+    TimeframeRead,
+)
+from app.recall.timeframes_http import resolve_timeframe
+from app.resources import Resources
+from app.robots.service import RobotService
+from app.working_memory.service import Placement, WorkingMemoryService
+
+log = logging.getLogger(__name__)
+
+
+class RecallService:
+    def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
+        self.caller = caller
+        self.res = res
+        self.search = SearchRepository(session)
+        self.events = EventRepository(session)
+        self.robots = RobotService(session, caller, res.settings.working_memory_budget)
+        self.working_memory = WorkingMemoryService(session, caller, res)
+
+    def _check(self, req: RecallRequest) -> None:
+        s = self.res.settings
+        if len(req.query) > s.max_query_chars:
+            raise PayloadTooLarge(
+                f"query is {len(req.query)} characters; the limit is {s.max_query_chars}",
+                field="query",
+                limit=s.max_query_chars,
+            )
+        if req.limit > s.max_recall_limit:
+            raise Unprocessable(
+                f"limit must be at most {s.max_recall_limit}",
+                errors=[{"field": "limit", "message": f"at most {s.max_recall_limit}"}],
+            )
+        if req.embedding is not None and len(req.embedding) != s.embedding_dimension:
+            raise Unprocessable(
+                f"embedding has {len(req.embedding)} dimensions; this deployment uses "
+                f"{s.embedding_dimension}",
+                errors=[{"field": "embedding", "message": "wrong dimension"}],
+            )
+
+    async def _query_vector(self, req: RecallRequest) -> list[float] | None:
+        if req.embedding is not None:
+            return req.embedding
+        embedder = self.res.embedder
+        if embedder is None:
+            return None
+        try:
+            [vector] = await asyncio.wait_for(
+                embedder.embed([req.query]), self.res.settings.embedding_timeout_s
+            )
+            return vector
+        except (EmbeddingError, TimeoutError) as exc:
+            log.warning("query embedding failed: %s", exc)
+            return None
+
+    async def recall(self, robot_name: str, req: RecallRequest) -> RecallResult:
+        self._check(req)
+        tr = resolve_timeframe(req.timeframe, req.now or self.res.clock())
+        robot = await self.robots.ensure(robot_name)
+        f = req.filters
+        filters = SearchFilters(
+            author_robot_id=robot.id if req.scope == "self" else None,
+            types=f.types,
+            tags_any=f.tags_any,
+            tags_all=f.tags_all,
+            min_importance=f.min_importance,
+            metadata=f.metadata,
+            start=tr.start if tr else None,
+            end=tr.end if tr else None,
+        )
+        ns = self.caller.namespace_id
+        vector = None
+        if req.strategy != "fulltext":
+            vector = await self._query_vector(req)
+        embedding_state = (
+            "not_needed"
+            if req.strategy == "fulltext"
+            else ("ready" if vector is not None else "unavailable")
+        )
+
+        hits: list[SearchHit]
+        if req.strategy == "vector":
+            if vector is None:
+                raise ServiceUnavailable(
+                    "vector recall needs a query embedding and the embedder is unavailable; "
+                    "use strategy=fulltext or hybrid, or send `embedding`",
+                    dependency="embedding",
+                )
+            hits = await self.search.vector(ns, vector, filters, req.limit)
+        elif req.strategy == "fulltext":
+            hits = await self.search.fulltext(ns, req.query, filters, req.limit)
+        else:
+            hits = await self.search.hybrid(
+                ns, req.query, vector, filters, req.limit, self.res.settings.rrf_k
+            )
+
+        await self.events.record(
+            ns, "recall", robot.id, [h.id for h in hits], {"strategy": req.strategy}
+        )
+        wm = RecallWorkingMemory(loaded=[], evicted=[], not_admitted=[], reason="skipped")
+        if req.load_into_working_memory and hits:
+            outcomes = await self.working_memory.place(
+                robot,
+                [Placement(h.id, h.key, h.content, h.token_count, h.importance) for h in hits],
+                from_recall=True,
+            )
+            evicted: list[str] = next(iter(outcomes.values())).evicted
+            unavailable = any(o.reason == "unavailable" for o in outcomes.values())
+            wm = RecallWorkingMemory(
+                loaded=[k for k, o in outcomes.items() if o.admitted],
+                evicted=evicted,
+                not_admitted=[k for k, o in outcomes.items() if not o.admitted],
+                reason="unavailable" if unavailable else "loaded",
+            )
+        return RecallResult(
+            strategy=req.strategy,
+            query=req.query,
+            timeframe=TimeframeRead(start=tr.start, end=tr.end) if tr else None,
+            embedding=embedding_state,
+            hits=[
+                RecallHit(
+                    key=h.key,
+                    content=h.content,
+                    type=h.type,
+                    importance=h.importance,
+                    tags=h.tags,
+                    metadata=h.metadata,
+                    author=h.author,
+                    token_count=h.token_count,
+                    created_at=h.created_at,
+                    score=h.score,
+                    vector_rank=h.vector_rank,
+                    vector_similarity=h.vector_similarity,
+                    fulltext_rank=h.fulltext_rank,
+                    fulltext_score=h.fulltext_score,
+                )
+                for h in hits
+            ],
+            working_memory=wm,
+        )

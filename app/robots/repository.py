@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+_COLUMNS = "id, name, working_memory_budget, created_at, last_seen_at"
+
+
+class RobotRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def ensure(self, namespace_id: int, name: str) -> Any:
+        """Register on first use; later calls only bump last_seen_at."""
+        return (
+            await self.session.execute(
+                text(f"""
+                INSERT INTO robot (namespace_id, name) VALUES (:ns, :name)
+                ON CONFLICT (namespace_id, name) DO UPDATE SET last_seen_at = now()
+                RETURNING {_COLUMNS}"""),
+                {"ns": namespace_id, "name": name},
+            )
+        ).one()
+
+    async def get(self, namespace_id: int, name: str) -> Any | None:
+        return (
+            await self.session.execute(
+                text(f"SELECT {_COLUMNS} FROM robot WHERE namespace_id = :ns AND name = :name"),
+                {"ns": namespace_id, "name": name},
+            )
+        ).one_or_none()
+
+    async def list(self, namespace_id: int) -> list[Any]:
+        return list(
+            await self.session.execute(
+                text(f"SELECT {_COLUMNS} FROM robot WHERE namespace_id = :ns ORDER BY name"),
+                {"ns": namespace_id},
+            )
+        )
+
+    async def upsert_budget(self, namespace_id: int, name: str, budget: int | None) -> Any:
+        return (
+            await self.session.execute(
+                text(f"""
+                INSERT INTO robot (namespace_id, name, working_memory_budget)
+                VALUES (:ns, :name, :budget)
+                ON CONFLICT (namespace_id, name) DO UPDATE
+                    SET working_memory_budget = excluded.working_memory_budget,
+                        last_seen_at = now()
+                RETURNING {_COLUMNS}"""),
+                {"ns": namespace_id, "name": name, "budget": budget},
+            )
+        ).one()

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from app.auth.caller import CallerDep
+from app.common import RobotName
+from app.deps import SessionDep, SettingsDep
+from app.robots.schemas import RobotRead, RobotUpdate
+from app.robots.service import RobotService
+
+router = APIRouter(prefix="/v1/robots", tags=["robots"])
+
+
+def robot_service(session: SessionDep, caller: CallerDep, settings: SettingsDep) -> RobotService:
+    return RobotService(session, caller, settings.working_memory_budget)
+
+
+Service = Annotated[RobotService, Depends(robot_service)]
+
+
+@router.get("", operation_id="robots-list", summary="List robots")
+async def list_robots(service: Service) -> list[RobotRead]:
+    """Every robot registered in the caller's namespace, by name."""
+    return await service.list()
+
+
+@router.get("/{robot}", operation_id="robots-get", summary="Get a robot")
+async def get_robot(robot: RobotName, service: Service) -> RobotRead:
+    """One robot and its effective working-memory budget."""
+    return await service.get(robot)
+
+
+@router.put("/{robot}", operation_id="robots-put", summary="Register or update a robot")
+async def put_robot(robot: RobotName, body: RobotUpdate, service: Service) -> RobotRead:
+    """Registers the robot if new; sets its working-memory budget (null = default)."""
+    return await service.put(robot, body)

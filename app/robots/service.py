@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.caller import Caller
+from app.errors import NotFound
+from app.robots.repository import RobotRepository
+from app.robots.schemas import RobotRead, RobotUpdate
+
+
+@dataclass(frozen=True)
+class Robot:
+    id: int
+    name: str
+    budget: int
+
+
+class RobotService:
+    def __init__(self, session: AsyncSession, caller: Caller, default_budget: int) -> None:
+        self.repo = RobotRepository(session)
+        self.caller = caller
+        self.default_budget = default_budget
+
+    def _robot(self, row: Any) -> Robot:
+        return Robot(row.id, row.name, row.working_memory_budget or self.default_budget)
+
+    def _read(self, row: Any) -> RobotRead:
+        return RobotRead(
+            name=row.name,
+            working_memory_budget=row.working_memory_budget or self.default_budget,
+            working_memory_budget_is_default=row.working_memory_budget is None,
+            created_at=row.created_at,
+            last_seen_at=row.last_seen_at,
+        )
+
+    async def ensure(self, name: str) -> Robot:
+        return self._robot(await self.repo.ensure(self.caller.namespace_id, name))
+
+    async def require(self, name: str) -> Robot:
+        row = await self.repo.get(self.caller.namespace_id, name)
+        if row is None:
+            raise NotFound(f"robot {name!r} does not exist")
+        return self._robot(row)
+
+    async def list(self) -> list[RobotRead]:
+        return [self._read(r) for r in await self.repo.list(self.caller.namespace_id)]
+
+    async def get(self, name: str) -> RobotRead:
+        row = await self.repo.get(self.caller.namespace_id, name)
+        if row is None:
+            raise NotFound(f"robot {name!r} does not exist")
+        return self._read(row)
+
+    async def put(self, name: str, body: RobotUpdate) -> RobotRead:
+        row = await self.repo.upsert_budget(
+            self.caller.namespace_id, name, body.working_memory_budget
+        )
+        return self._read(row)

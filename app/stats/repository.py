@@ -1,0 +1,101 @@
+"""Statistics SQL. Activity per day uses TimescaleDB's time_bucket when memory_event is a
+hypertable and date_trunc otherwise — detected from the catalog, never assumed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+
+class StatsRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def hypertables(self) -> list[str]:
+        has_ext = (
+            await self.session.execute(
+                text("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'timescaledb')")
+            )
+        ).scalar_one()
+        if not has_ext:
+            return []
+        return list(
+            (
+                await self.session.execute(
+                    text("""SELECT hypertable_name FROM timescaledb_information.hypertables
+                            ORDER BY hypertable_name""")
+                )
+            ).scalars()
+        )
+
+    async def long_term(self, namespace_id: int, robot_id: int) -> dict[str, Any]:
+        row = (
+            await self.session.execute(
+                text("""
+                SELECT count(*) AS memories,
+                       min(created_at) AS oldest, max(created_at) AS newest,
+                       count(*) FILTER (WHERE embedding_status = 'pending') AS pending
+                FROM memory
+                WHERE namespace_id = :ns AND author_robot_id = :robot AND deleted_at IS NULL"""),
+                {"ns": namespace_id, "robot": robot_id},
+            )
+        ).one()
+        by_type = dict(
+            (
+                await self.session.execute(
+                    text("""
+                    SELECT type, count(*) FROM memory
+                    WHERE namespace_id = :ns AND author_robot_id = :robot AND deleted_at IS NULL
+                    GROUP BY type ORDER BY type"""),
+                    {"ns": namespace_id, "robot": robot_id},
+                )
+            ).all()
+        )
+        return {**row._asdict(), "by_type": by_type}
+
+    async def activity(self, robot_id: int, since: datetime, timescale: bool) -> list[Any]:
+        bucket = "time_bucket('1 day', at)" if timescale else "date_trunc('day', at)"
+        return list(
+            await self.session.execute(
+                text(f"""
+                SELECT {bucket} AS day,
+                       count(*) FILTER (WHERE kind = 'add') AS adds,
+                       count(*) FILTER (WHERE kind = 'recall') AS recalls,
+                       count(*) FILTER (WHERE kind = 'evict') AS evictions
+                FROM memory_event
+                WHERE robot_id = :robot AND at >= :since
+                GROUP BY 1 ORDER BY 1"""),
+                {"robot": robot_id, "since": since},
+            )
+        )
+
+    async def membership_usage(self, robot_id: int) -> tuple[int, int]:
+        row = (
+            await self.session.execute(
+                text("""
+                SELECT coalesce(sum(m.token_count), 0), count(*)
+                FROM working_memory_item w
+                JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
+                WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL"""),
+                {"robot": robot_id},
+            )
+        ).one()
+        return int(row[0]), int(row[1])
+
+    async def namespace(self, namespace_id: int) -> dict[str, Any]:
+        row = (
+            await self.session.execute(
+                text("""
+                SELECT count(*) FILTER (WHERE deleted_at IS NULL) AS memories,
+                       count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted,
+                       count(*) FILTER (WHERE embedding_status = 'pending'
+                                        AND deleted_at IS NULL) AS pending_embeddings,
+                       pg_database_size(current_database()) AS database_bytes
+                FROM memory WHERE namespace_id = :ns"""),
+                {"ns": namespace_id},
+            )
+        ).one()
+        return row._asdict()

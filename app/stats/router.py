@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from app.auth.caller import CallerDep
+from app.common import RobotName
+from app.deps import ResourcesDep, SessionDep
+from app.stats.schemas import NamespaceStats, RobotStats
+from app.stats.service import StatsService
+
+router = APIRouter(tags=["stats"])
+
+
+def stats_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> StatsService:
+    return StatsService(session, caller, res)
+
+
+Service = Annotated[StatsService, Depends(stats_service)]
+
+
+@router.get("/v1/robots/{robot}/stats", operation_id="stats-robot", summary="Robot statistics")
+async def robot_stats(
+    robot: RobotName,
+    service: Service,
+    days: Annotated[int, Query(ge=1, le=366, description="Days of activity to report")] = 30,
+) -> RobotStats:
+    """Working-memory use, long-term memories authored, and activity per day."""
+    return await service.robot(robot, days)
+
+
+@router.get("/v1/stats", operation_id="stats-namespace", summary="Namespace statistics")
+async def namespace_stats(service: Service) -> NamespaceStats:
+    """Memory counts, robots' working-memory use, database size and versions in use."""
+    return await service.namespace()

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from pydantic import BaseModel, Field
+
+
+class WorkingMemoryUsage(BaseModel):
+    tokens: int
+    max_tokens: int
+    utilization: float = Field(description="Percent of the budget in use")
+    items: int
+    degraded: bool = Field(description="True when read from Postgres because Redis is down")
+
+
+class LongTermStats(BaseModel):
+    memories: int = Field(description="Memories this robot authored (not deleted)")
+    by_type: dict[str, int]
+    oldest: datetime | None
+    newest: datetime | None
+    pending_embeddings: int
+
+
+class DayActivity(BaseModel):
+    day: date
+    adds: int
+    recalls: int
+    evictions: int
+
+
+class RobotStats(BaseModel):
+    robot: str
+    working_memory: WorkingMemoryUsage
+    long_term: LongTermStats
+    activity: list[DayActivity] = Field(description="Per UTC day, oldest first")
+
+
+class RobotUsage(BaseModel):
+    robot: str
+    working_memory: WorkingMemoryUsage
+
+
+class Versions(BaseModel):
+    postgres: str | None
+    pgvector: str | None
+    timescaledb: str | None
+    redis: str | None
+
+
+class NamespaceStats(BaseModel):
+    namespace: str
+    memories: int
+    deleted_memories: int
+    pending_embeddings: int
+    robots: list[RobotUsage]
+    database_bytes: int
+    hypertables: list[str] = Field(description="Empty when TimescaleDB is not in use")
+    versions: Versions

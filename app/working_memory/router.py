@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Query
+
+from app.auth.caller import CallerDep
+from app.common import RobotName
+from app.deps import ResourcesDep, SessionDep
+from app.robots.service import RobotService
+from app.working_memory.schemas import (
+    ContextItemRead,
+    ContextRead,
+    WorkingMemoryCleared,
+    WorkingMemoryEntry,
+    WorkingMemoryRead,
+)
+from app.working_memory.service import WorkingMemoryService, from_us
+
+router = APIRouter(prefix="/v1/robots/{robot}", tags=["working-memory"])
+
+
+class Deps:
+    def __init__(self, session: SessionDep, caller: CallerDep, res: ResourcesDep) -> None:
+        self.robots = RobotService(session, caller, res.settings.working_memory_budget)
+        self.working_memory = WorkingMemoryService(session, caller, res)
+
+
+DepsDep = Annotated[Deps, Depends()]
+
+
+@router.get("/working-memory", operation_id="working-memory-get", summary="Inspect working memory")
+async def get_working_memory(robot: RobotName, deps: DepsDep) -> WorkingMemoryRead:
+    """The robot's working set in eviction order (next victim first), with its token use."""
+    rb = await deps.robots.require(robot)
+    items, tokens, degraded = await deps.working_memory.snapshot(rb)
+    return WorkingMemoryRead(
+        robot=rb.name,
+        tokens=tokens,
+        max_tokens=rb.budget,
+        utilization=round(100.0 * tokens / rb.budget, 2),
+        items=[
+            WorkingMemoryEntry(
+                key=i.key,
+                content=i.content,
+                tokens=i.tokens,
+                importance=i.importance,
+                added_at=from_us(i.added_at_us),
+                last_access_at=from_us(i.last_access_ms * 1000),
+                from_recall=i.from_recall,
+            )
+            for i in items
+        ],
+        degraded=degraded,
+    )
+
+
+@router.delete(
+    "/working-memory", operation_id="working-memory-clear", summary="Clear working memory"
+)
+async def clear_working_memory(robot: RobotName, deps: DepsDep) -> WorkingMemoryCleared:
+    """Empties the robot's working memory; long-term memory is untouched."""
+    rb = await deps.robots.require(robot)
+    return WorkingMemoryCleared(robot=rb.name, removed=await deps.working_memory.clear(rb))
+
+
+@router.get("/context", operation_id="context-get", summary="Assemble context")
+async def get_context(
+    robot: RobotName,
+    deps: DepsDep,
+    strategy: Annotated[
+        Literal["recent", "important", "balanced"],
+        Query(
+            description="recent: last access first; important: importance first; "
+            "balanced: importance × 1/(1 + hours since added)"
+        ),
+    ] = "balanced",
+    max_tokens: Annotated[
+        int | None, Query(ge=1, le=10_000_000, description="Default: the robot's budget")
+    ] = None,
+) -> ContextRead:
+    """Prompt-ready text from working memory, within a token budget."""
+    rb = await deps.robots.require(robot)
+    limit = max_tokens or rb.budget
+    result, degraded = await deps.working_memory.context(rb, strategy, limit)
+    return ContextRead(
+        robot=rb.name,
+        strategy=result.strategy,
+        text=result.text,
+        items=[
+            ContextItemRead(key=i.key, tokens=i.tokens, importance=i.importance, score=i.score)
+            for i in result.items
+        ],
+        tokens=result.tokens,
+        max_tokens=limit,
+        degraded=degraded,
+    )

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class WorkingMemoryEntry(BaseModel):
+    key: str
+    content: str
+    tokens: int
+    importance: float
+    added_at: datetime
+    last_access_at: datetime
+    from_recall: bool
+
+
+class WorkingMemoryRead(BaseModel):
+    robot: str
+    tokens: int
+    max_tokens: int = Field(description="The robot's budget")
+    utilization: float = Field(description="tokens / max_tokens × 100")
+    items: list[WorkingMemoryEntry] = Field(description="In eviction order: next victim first")
+    degraded: bool = Field(description="True when served from Postgres because Redis is down")
+
+
+class WorkingMemoryCleared(BaseModel):
+    robot: str
+    removed: int
+
+
+class ContextItemRead(BaseModel):
+    key: str
+    tokens: int
+    importance: float
+    score: float = Field(description="The strategy's ranking value")
+
+
+class ContextRead(BaseModel):
+    robot: str
+    strategy: Literal["recent", "important", "balanced"]
+    text: str = Field(description="Items' contents joined by a blank line")
+    items: list[ContextItemRead]
+    tokens: int = Field(description="Sum of the included items' tokens; never above max_tokens")
+    max_tokens: int
+    degraded: bool = Field(description="True when served from Postgres because Redis is down")

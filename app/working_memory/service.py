@@ -1,0 +1,234 @@
+"""Working-memory rules: place after durable writes, rebuild after Redis data loss, degrade
+(never fail) while Redis is unreachable."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from redis.exceptions import RedisError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.caller import Caller
+from app.events.repository import EventRepository
+from app.memories.schemas import WorkingMemoryOutcome
+from app.resources import Resources
+from app.robots.service import Robot
+from app.working_memory.context import ContextResult, Strategy, assemble
+from app.working_memory.repository import MembershipRepository
+from app.working_memory.store import PlaceResult, WMItem, WorkingMemoryNotInitialized
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Errors that mean "Redis is not there right now" rather than a bug.
+UNAVAILABLE = (RedisError, OSError, TimeoutError)
+
+
+def to_us(t: datetime) -> int:
+    return int(t.timestamp() * 1_000_000)
+
+
+def from_us(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, UTC)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A memory as working memory needs it."""
+
+    memory_id: int
+    key: str
+    content: str
+    tokens: int
+    importance: float
+
+    @classmethod
+    def of(cls, m: Any) -> Placement:
+        return cls(m.id, m.key, m.content, m.token_count, m.importance)
+
+
+class RedisUnavailable(Exception):
+    pass
+
+
+class WorkingMemoryService:
+    def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
+        self.caller = caller
+        self.res = res
+        self.store = res.working_memory
+        self.members = MembershipRepository(session)
+        self.events = EventRepository(session)
+
+    @property
+    def ns(self) -> str:
+        return self.caller.namespace
+
+    # --- Redis calls: rebuild on data loss, short-circuit while down -----------------------
+
+    async def _call(self, robot: Robot, op: Callable[[], Awaitable[T]]) -> T:
+        breaker = self.res.redis_breaker
+        if breaker.open:
+            raise RedisUnavailable("redis marked down")
+        try:
+            try:
+                result = await op()
+            except WorkingMemoryNotInitialized:
+                # New robot, or Redis lost its data (restart, failover, FLUSHALL): rebuild
+                # from Postgres membership, then retry once.
+                await self._rebuild(robot)
+                result = await op()
+        except UNAVAILABLE as exc:
+            breaker.trip()
+            log.warning("redis unavailable: %s", exc)
+            raise RedisUnavailable(str(exc)) from exc
+        breaker.reset()
+        return result
+
+    async def _rebuild(self, robot: Robot) -> PlaceResult:
+        rows = await self.members.members(robot.id)
+        items = [
+            WMItem(
+                key=r.key,
+                content=r.content,
+                tokens=r.token_count,
+                importance=r.importance,
+                added_at_us=to_us(r.added_at),
+                last_access_ms=to_us(r.last_access_at) // 1000,
+                from_recall=r.from_recall,
+            )
+            for r in rows
+        ]
+        result = await self.store.load(
+            self.ns, robot.name, items, robot.budget, only_if_missing=True
+        )
+        if rows:
+            log.info("rebuilt working memory of %s/%s: %d items", self.ns, robot.name, len(items))
+        return result
+
+    # --- changes ---------------------------------------------------------------------------
+
+    async def place(
+        self, robot: Robot, placements: list[Placement], from_recall: bool = False
+    ) -> dict[str, WorkingMemoryOutcome]:
+        """Put memories in the robot's working memory, evicting by policy; record membership."""
+        if not placements:
+            return {}
+        now_us = to_us(self.res.clock())
+        # Distinct, increasing added_at keeps a batch's own order among equal importances.
+        items = [
+            WMItem(
+                p.key, p.content, p.tokens, p.importance, now_us + i, now_us // 1000, from_recall
+            )
+            for i, p in enumerate(placements)
+        ]
+        try:
+            result = await self._call(
+                robot, lambda: self.store.place(self.ns, robot.name, items, robot.budget)
+            )
+        except RedisUnavailable:
+            return {
+                p.key: WorkingMemoryOutcome(admitted=False, reason="unavailable")
+                for p in placements
+            }
+        admitted = set(result.admitted)
+        members = [
+            (it.key, from_us(it.added_at_us), from_us(it.last_access_ms * 1000), from_recall)
+            for it in items
+            if it.key in admitted
+        ]
+        evicted_ids = await self.members.record(
+            self.caller.namespace_id,
+            robot.id,
+            result.seq,
+            members,
+            result.evicted + result.rejected,
+        )
+        by_key = {p.key: p.memory_id for p in placements}
+        evicted_ids = [i for i in evicted_ids if i not in {by_key[k] for k in result.rejected}]
+        await self.events.record(self.caller.namespace_id, "evict", robot.id, evicted_ids)
+        out = {}
+        for p in placements:
+            if p.key in admitted:
+                out[p.key] = WorkingMemoryOutcome(admitted=True, evicted=result.evicted)
+            elif p.key in result.rejected:
+                out[p.key] = WorkingMemoryOutcome(admitted=False, reason="too_large")
+            else:  # admitted, then evicted by a later item of the same call
+                out[p.key] = WorkingMemoryOutcome(
+                    admitted=False, reason="evicted", evicted=result.evicted
+                )
+        return out
+
+    async def touch(self, robot: Robot, memory_id: int, key: str) -> bool:
+        now = self.res.clock()
+        try:
+            present = await self._call(
+                robot, lambda: self.store.touch(self.ns, robot.name, key, to_us(now) // 1000)
+            )
+        except RedisUnavailable:
+            present = True  # Postgres still learns of the access
+        if present:
+            await self.members.touch(robot.id, memory_id, now)
+        return present
+
+    async def remove_everywhere(self, memory_id: int, key: str) -> None:
+        """A forgotten or replaced memory leaves the working memory of every robot holding it."""
+        holders = await self.members.holders(memory_id)
+        for _robot_id, name in holders:
+            try:
+                await self.store.remove(self.ns, name, [key])
+            except WorkingMemoryNotInitialized:
+                pass  # rebuilt later from Postgres, which no longer lists it
+            except UNAVAILABLE as exc:
+                log.warning("redis unavailable removing %s from %s: %s", key, name, exc)
+        await self.members.leave(memory_id)
+
+    async def clear(self, robot: Robot) -> int:
+        try:
+            removed = await self._call(robot, lambda: self.store.clear(self.ns, robot.name))
+        except RedisUnavailable:
+            removed = len(await self.members.members(robot.id))
+        await self.members.clear(robot.id)
+        return removed
+
+    # --- reads -----------------------------------------------------------------------------
+
+    async def snapshot(self, robot: Robot) -> tuple[list[WMItem], int, bool]:
+        """Items in eviction order, token total, and whether this came from Postgres (degraded)."""
+        try:
+            items, tokens = await self._call(
+                robot, lambda: self.store.snapshot(self.ns, robot.name)
+            )
+            return items, tokens, False
+        except RedisUnavailable:
+            rows = await self.members.members(robot.id)
+            items = [
+                WMItem(
+                    r.key,
+                    r.content,
+                    r.token_count,
+                    r.importance,
+                    to_us(r.added_at),
+                    to_us(r.last_access_at) // 1000,
+                    r.from_recall,
+                )
+                for r in rows
+            ]
+            items.sort(key=lambda i: (i.importance, i.added_at_us, i.key))
+            return items, sum(i.tokens for i in items), True
+
+    async def context(
+        self, robot: Robot, strategy: Strategy, max_tokens: int
+    ) -> tuple[ContextResult, bool]:
+        items, _, degraded = await self.snapshot(robot)
+        now_ms = to_us(self.res.clock()) // 1000
+        return assemble(items, strategy, max_tokens, now_ms), degraded
+
+    async def usage(self, robot: Robot) -> tuple[int, int] | None:
+        try:
+            return await self.store.usage(self.ns, robot.name)
+        except UNAVAILABLE:
+            return None
