@@ -52,6 +52,52 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
+    from app.auth.schemas import ApiKeyCreate
+    from app.auth.service import ApiKeyService, KeyCache
+    from app.db.engine import create_engine, create_sessionmaker
+    from app.errors import DomainError
+    from app.namespaces.repository import NamespaceRepository
+
+    engine = create_engine(settings)
+    sessionmaker = create_sessionmaker(engine)
+    try:
+        ns_id = await NamespaceRepository.resolve(sessionmaker, {}, args.namespace)
+        async with sessionmaker() as session, session.begin():
+            service = ApiKeyService(session, ns_id, KeyCache())
+            if args.action == "create":
+                created = await service.create(
+                    args.namespace, ApiKeyCreate(name=args.name, role=args.role)
+                )
+                print(f"created key {created.id} ({created.role}) in namespace {args.namespace}")
+                print("the secret is shown only now:")
+                print(created.key)
+            elif args.action == "list":
+                for k in await service.list():
+                    state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
+                    print(f"{k.id}\t{k.prefix}…\t{k.role}\t{k.name}\t{state}")
+            else:
+                try:
+                    k = await service.revoke(args.id)
+                except DomainError as exc:
+                    print(exc.detail, file=sys.stderr)
+                    return 1
+                print(f"revoked key {k.id} ({k.name})")
+    finally:
+        await engine.dispose()
+    return 0
+
+
+def _keys(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncio
+
+    with embedded_services(
+        settings.data_dir, database_url=settings.database_url, redis_url=None, redis=False
+    ) as (database_url, _):
+        settings = settings.model_copy(update={"database_url": database_url})
+        return asyncio.run(_keys_async(settings, args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="htm", description="HTM memory service")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +113,19 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("revision", nargs="?", help="target revision (default: head/base)")
     migrate.add_argument("--downgrade", action="store_true")
     migrate.set_defaults(func=_migrate)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="action", required=True)
+    create = keys_sub.add_parser("create", help="create a key (the secret is printed once)")
+    create.add_argument("--namespace", default="default")
+    create.add_argument("--role", choices=["admin", "writer", "reader"], required=True)
+    create.add_argument("--name", required=True)
+    listing = keys_sub.add_parser("list", help="list a namespace's keys")
+    listing.add_argument("--namespace", default="default")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
+    revoke.add_argument("id", type=int)
+    revoke.add_argument("--namespace", default="default")
+    keys.set_defaults(func=_keys)
     return parser
 
 

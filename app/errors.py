@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -114,19 +115,58 @@ def install_error_handlers(app: FastAPI) -> None:
         errors = _field_errors(exc)
         # A body that is not JSON at all is a 400, a JSON body of the wrong shape a 422.
         if any(e["type"] == "json_invalid" for e in errors):
-            return problem(400, "bad-request", "Malformed JSON", "The body is not valid JSON",
-                           request.url.path, errors=errors)  # fmt: skip
+            return problem(
+                400,
+                "bad-request",
+                "Malformed JSON",
+                "The body is not valid JSON",
+                request.url.path,
+                errors=errors,
+            )
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-        return problem(422, "validation-error", "Validation failed", detail, request.url.path,
-                       errors=errors)  # fmt: skip
+        return problem(
+            422, "validation-error", "Validation failed", detail, request.url.path, errors=errors
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         type_, title = _STATUS_TYPES.get(exc.status_code, ("http-error", "HTTP error"))
         return problem(exc.status_code, type_, title, str(exc.detail), request.url.path)
 
+    @app.exception_handler(OSError)
+    @app.exception_handler(DBAPIError)
+    async def _database_down(request: Request, exc: Exception) -> JSONResponse:
+        # Connection refused/reset, pool timeout or a dropped server: the database is
+        # unavailable. Any other database error is a bug and falls through to 500 below.
+        if (
+            isinstance(exc, DBAPIError)
+            and not exc.connection_invalidated
+            and not isinstance(exc.orig, OSError | ConnectionError)
+            and "connect" not in str(exc.orig).lower()
+        ):
+            return await _unexpected(request, exc)
+        log.warning(
+            "database unavailable on %s %s: %s",
+            request.method,
+            request.url.path,
+            type(exc).__name__,
+        )
+        return problem(
+            503,
+            "unavailable",
+            "Service unavailable",
+            "the database is unavailable; nothing was written",
+            request.url.path,
+            dependency="postgres",
+        )
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return problem(500, "internal", "Internal error",
-                       "The server failed to handle this request", request.url.path)  # fmt: skip
+        return problem(
+            500,
+            "internal",
+            "Internal error",
+            "The server failed to handle this request",
+            request.url.path,
+        )

@@ -7,16 +7,26 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from app.auth.router import router as keys_router
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
 from app.health.router import router as health_router
 from app.memories.embedding_worker import embedding_worker
 from app.memories.router import router as memories_router
+from app.middleware import BodyLimitMiddleware
+from app.openapi import install_openapi
 from app.recall.router import router as recall_router
 from app.resources import open_resources
 from app.robots.router import router as robots_router
 from app.stats.router import router as stats_router
 from app.working_memory.router import router as working_memory_router
+
+DESCRIPTION = """\
+Robots (LLM agents) add memories, recall them by meaning, words or both, and assemble
+prompt-ready context from a token-budgeted working memory. Every error is
+`application/problem+json` (RFC 9457). With auth on, send `Authorization: Bearer <key>`;
+the key decides the namespace. With auth off, `X-Namespace` picks it (default `default`).
+"""
 
 
 def create_app(settings: Settings | None = None, *, background: bool = True) -> FastAPI:
@@ -36,9 +46,12 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         title="HTM memory service",
         version="1.0.0",
         summary="Two-tier memory for LLM agents: Redis working memory, PostgreSQL long-term memory",
+        description=DESCRIPTION,
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    install_openapi(app)
+    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     for router in (
         health_router,
         robots_router,
@@ -46,6 +59,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         recall_router,
         working_memory_router,
         stats_router,
+        keys_router,
     ):
         app.include_router(router)
     return app

@@ -17,6 +17,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.auth.service import KeyCache
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.tokens import Tokenizer
@@ -77,6 +78,7 @@ class Resources:
     embedding_error: str | None = None
     background: list[Any] = field(default_factory=list)
     namespace_ids: dict[str, int] = field(default_factory=dict)
+    key_cache: KeyCache = field(default_factory=KeyCache)
     # The service's clock; tests replace it to freeze time where order depends on it.
     clock: Callable[[], datetime] = utc_now
 

@@ -184,3 +184,42 @@ def stub(stub_server: StubServer) -> Iterator[StubServer]:
     stub_server.reset()
     yield stub_server
     stub_server.reset()
+
+
+# --- a live server on a loopback port (generated clients, curl) -----------------------------
+
+
+@pytest.fixture(scope="session")
+def live_server_factory(database_url: str, redis_url: str):  # type: ignore[no-untyped-def]
+    """Start the real app under uvicorn in a thread on a free port; stopped at session end."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from app.embedded import free_port
+    from app.main import create_app
+
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(**overrides: object) -> str:
+        values = {"database_url": database_url, "redis_url": redis_url, **overrides}
+        app = create_app(make_settings(**values))
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("live server did not start")
+            time.sleep(0.02)
+        servers.append((server, thread))
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -2,12 +2,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.common import StrictModel
 
 
 class RobotUpdate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"working_memory_budget": 64000}]}
+    )
+
     working_memory_budget: int | None = Field(
         default=None,
         ge=1,

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+_COLUMNS = "k.id, k.name, k.role, k.prefix, k.created_at, k.revoked_at, k.last_used_at"
+
+
+class ApiKeyRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def by_hash(self, key_hash: bytes) -> Any | None:
+        return (
+            await self.session.execute(
+                text(f"""
+                SELECT {_COLUMNS}, k.key_hash, k.namespace_id, n.name AS namespace
+                FROM api_key k JOIN namespace n ON n.id = k.namespace_id
+                WHERE k.key_hash = :h AND k.revoked_at IS NULL"""),
+                {"h": key_hash},
+            )
+        ).one_or_none()
+
+    async def create(
+        self, namespace_id: int, name: str, role: str, key_hash: bytes, prefix: str
+    ) -> Any:
+        return (
+            await self.session.execute(
+                text(f"""
+                INSERT INTO api_key AS k (namespace_id, name, role, key_hash, prefix)
+                VALUES (:ns, :name, :role, :h, :prefix)
+                RETURNING {_COLUMNS}"""),
+                {"ns": namespace_id, "name": name, "role": role, "h": key_hash, "prefix": prefix},
+            )
+        ).one()
+
+    async def list(self, namespace_id: int) -> list[Any]:
+        return list(
+            await self.session.execute(
+                text(f"SELECT {_COLUMNS} FROM api_key k WHERE k.namespace_id = :ns ORDER BY k.id"),
+                {"ns": namespace_id},
+            )
+        )
+
+    async def revoke(self, namespace_id: int, key_id: int) -> Any | None:
+        return (
+            await self.session.execute(
+                text(f"""
+                UPDATE api_key AS k SET revoked_at = coalesce(revoked_at, now())
+                WHERE k.id = :id AND k.namespace_id = :ns
+                RETURNING {_COLUMNS}"""),
+                {"id": key_id, "ns": namespace_id},
+            )
+        ).one_or_none()
+
+    async def touch(self, key_id: int) -> None:
+        await self.session.execute(
+            text("UPDATE api_key SET last_used_at = now() WHERE id = :id"), {"id": key_id}
+        )

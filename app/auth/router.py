@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, status
+
+from app.auth.caller import AdminDep
+from app.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead
+from app.auth.service import ApiKeyService
+from app.deps import ResourcesDep, SessionDep
+
+router = APIRouter(prefix="/v1/keys", tags=["keys"])
+
+
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, operation_id="keys-create", summary="Create an API key"
+)
+async def create_key(
+    body: ApiKeyCreate, caller: AdminDep, session: SessionDep, res: ResourcesDep
+) -> ApiKeyCreated:
+    """Creates a key in the caller's namespace; the secret is in this response only."""
+    service = ApiKeyService(session, caller.namespace_id, res.key_cache)
+    return await service.create(caller.namespace, body)
+
+
+@router.get("", operation_id="keys-list", summary="List API keys")
+async def list_keys(caller: AdminDep, session: SessionDep, res: ResourcesDep) -> list[ApiKeyRead]:
+    """The namespace's keys (never their secrets), revoked ones included."""
+    return await ApiKeyService(session, caller.namespace_id, res.key_cache).list()
+
+
+@router.delete("/{key_id}", operation_id="keys-revoke", summary="Revoke an API key")
+async def revoke_key(
+    key_id: Annotated[int, Path(ge=1)], caller: AdminDep, session: SessionDep, res: ResourcesDep
+) -> ApiKeyRead:
+    """Revokes the key at once; requests with it then get 401."""
+    return await ApiKeyService(session, caller.namespace_id, res.key_cache).revoke(key_id)

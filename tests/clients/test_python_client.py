@@ -1,0 +1,95 @@
+"""A Python client generated from the committed spec (openapi-python-client) runs
+add → recall → context → stats → forget against a live server."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+from app.openapi import SPEC_PATH
+
+
+def test_generated_python_client_round_trip(client_server, tmp_path: Path) -> None:
+    url, key = client_server
+    config = tmp_path / "config.yml"
+    config.write_text("post_hooks: []\npackage_name_override: htm_client\n")
+    out = tmp_path / "htm_client"
+    gen = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "openapi_python_client",
+            "generate",
+            "--path",
+            str(SPEC_PATH),
+            "--config",
+            str(config),
+            "--meta",
+            "none",
+            "--output-path",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert gen.returncode == 0, gen.stdout + gen.stderr
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        client_mod = importlib.import_module("htm_client")
+        add = importlib.import_module("htm_client.api.memories.memories_add")
+        forget = importlib.import_module("htm_client.api.memories.memories_forget")
+        get = importlib.import_module("htm_client.api.memories.memories_get")
+        recall = importlib.import_module("htm_client.api.recall.recall_search")
+        context = importlib.import_module("htm_client.api.working_memory.context_get")
+        stats = importlib.import_module("htm_client.api.stats.stats_robot")
+        models = importlib.import_module("htm_client.models")
+        strategy = importlib.import_module("htm_client.models.context_get_strategy")
+        recall_strategy = importlib.import_module("htm_client.models.recall_request_strategy")
+
+        client = client_mod.AuthenticatedClient(base_url=url, token=key)
+        added = add.sync_detailed(
+            "py-agent",
+            client=client,
+            body=models.MemoryCreate(
+                content="The Python client talks to HTM.", key="py-fact", importance=7.0
+            ),
+        )
+        assert added.status_code == 201
+        assert added.parsed.key == "py-fact"
+        assert added.parsed.working_memory.admitted is True
+
+        found = recall.sync(
+            "py-agent",
+            client=client,
+            body=models.RecallRequest(
+                query="Which client talks to HTM?",
+                strategy=recall_strategy.RecallRequestStrategy.FULLTEXT,
+            ),
+        )
+        assert [h.key for h in found.hits] == ["py-fact"]
+
+        ctx = context.sync(
+            "py-agent",
+            client=client,
+            strategy=strategy.ContextGetStrategy.IMPORTANT,
+            max_tokens=100,
+        )
+        assert (ctx.text, ctx.tokens) == ("The Python client talks to HTM.", 8)
+
+        st = stats.sync("py-agent", client=client)
+        assert st.long_term.memories == 1
+        assert st.working_memory.items == 1
+
+        gone = forget.sync_detailed("py-agent", "py-fact", client=client)
+        assert gone.status_code == 200
+        missing = get.sync_detailed("py-agent", "py-fact", client=client)
+        assert missing.status_code == 404
+        assert missing.parsed.status == 404
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith("htm_client")]:
+            del sys.modules[name]

@@ -1,0 +1,99 @@
+"""The HTTP contract: the committed OpenAPI spec, and problem+json for every error status."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from app.embedded import free_port
+from app.main import create_app
+from app.openapi import SPEC_PATH, render
+from tests.conftest import make_settings
+
+PROBLEM = "application/problem+json"
+
+
+def test_committed_spec_matches_the_app() -> None:
+    app = create_app(make_settings("postgresql+asyncpg://x@h/db", "redis://h"))
+    assert SPEC_PATH.read_text() == render(app), "openapi/openapi.json is stale: run make openapi"
+
+
+def _resolve(spec: dict, schema: dict) -> dict:
+    ref = schema.get("$ref")
+    return spec["components"]["schemas"][ref.rsplit("/", 1)[1]] if ref else schema
+
+
+def test_spec_has_ids_summaries_descriptions_examples_and_errors() -> None:
+    spec = json.loads(SPEC_PATH.read_text())
+    ids = []
+    for path, item in spec["paths"].items():
+        for method, op in item.items():
+            ids.append(op["operationId"])
+            assert op.get("summary") and op.get("description"), (method, path)
+            if "requestBody" in op:
+                schema = op["requestBody"]["content"]["application/json"]["schema"]
+                assert _resolve(spec, schema).get("examples"), (method, path)
+            if path.startswith("/v1/"):
+                for code in ("401", "403", "404", "422", "503"):
+                    content = op["responses"][code]["content"]
+                    assert list(content) == [PROBLEM], (method, path, code)
+    assert len(ids) == len(set(ids))
+    assert {"memories-add", "recall-search", "context-get", "stats-robot"} <= set(ids)
+
+
+@pytest.fixture
+async def client(app_factory):
+    async with app_factory(max_body_bytes=4096) as c:
+        c.headers["X-Namespace"] = f"t-{uuid.uuid4().hex[:10]}"
+        yield c
+
+
+async def _status_cases(client) -> dict[int, object]:
+    await client.post("/v1/robots/a/memories", json={"content": "x", "key": "dup"})
+    return {
+        400: await client.post(
+            "/v1/robots/a/memories", content=b"{", headers={"content-type": "application/json"}
+        ),
+        404: await client.get("/v1/robots/a/memories/absent"),
+        409: await client.post("/v1/robots/a/memories", json={"content": "y", "key": "dup"}),
+        413: await client.post("/v1/robots/a/memories", json={"content": "z" * 5000}),
+        422: await client.post("/v1/robots/a/memories", json={"content": "x", "importance": 99}),
+    }
+
+
+async def test_every_error_status_is_rfc9457_problem_json(client, app_factory) -> None:
+    cases = await _status_cases(client)
+    async with app_factory(auth_enabled=True) as authed:
+        cases[401] = await authed.get("/v1/robots")
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    async with app_factory(redis_url=dead) as down:
+        cases[503] = await down.get("/readyz")
+    for status, r in cases.items():
+        assert r.status_code == status, (status, r.text)
+        assert r.headers["content-type"] == PROBLEM, status
+        body = r.json()
+        assert body["status"] == status
+        assert body["type"].startswith("https://") and body["title"] and body["detail"]
+    assert cases[422].json()["errors"][0]["field"] == "body.importance"
+
+
+async def test_body_over_the_limit_is_413_before_any_work(client) -> None:
+    r = await client.post(
+        "/v1/robots/a/memories/batch", json={"memories": [{"content": "x" * 100}] * 100}
+    )
+    assert r.status_code == 413
+    assert r.json()["limit"] == 4096
+    assert (await client.get("/v1/robots")).json() == []  # not even the robot was registered
+
+
+async def test_database_outage_is_503_without_sql_or_traces(app_factory) -> None:
+    dead = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/htm"
+    async with app_factory(database_url=dead) as client:
+        r = await client.post("/v1/robots/a/memories", json={"content": "x"})
+    assert r.status_code == 503
+    assert r.headers["content-type"] == PROBLEM
+    text = r.text.lower()
+    assert "select" not in text and "insert" not in text and "traceback" not in text
+    assert r.json()["dependency"] == "postgres"
