@@ -1,0 +1,85 @@
+"""`htm serve` (what `make run` runs): embedded servers up, migrations applied, HTTP served;
+stopping it stops what it started; a second run reuses the data."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from app.embedded import free_port
+
+
+def _serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("HTM_")},
+        "HTM_DATA_DIR": str(data_dir),
+        "HTM_EMBEDDING_PROVIDER": "none",
+        "HTM_PORT": str(port),
+    }
+    return subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> dict:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        try:
+            r = httpx.get(f"{url}/readyz", timeout=2)
+            if r.status_code == 200:
+                return r.json()
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("htm serve did not become ready")
+
+
+def _gone(pid: int) -> bool:
+    # The postmaster is daemonized by pg_ctl; where PID 1 does not reap, it lingers as a zombie.
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _children(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    return psutil.Process(proc.pid).children(recursive=True)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 0
+
+
+def test_serve_starts_embedded_servers_and_stops_them(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = _serve(tmp_path, port)
+    try:
+        ready = _wait_ready(url, proc)
+        assert ready["postgres"].startswith("16.") and ready["pgvector"]
+        redis_server = [p for p in _children(proc) if p.name() == "redis-server"]
+        assert len(redis_server) == 1
+        r = httpx.post(f"{url}/v1/robots/a/memories", json={"content": "kept", "key": "k"})
+        assert r.status_code == 201
+        postmaster = int((tmp_path / "pgdata" / "postmaster.pid").read_text().split()[0])
+    finally:
+        _stop(proc)
+    assert not redis_server[0].is_running()
+    assert _gone(postmaster)
+
+    # Second run: same data directory, the memory is still there.
+    proc = _serve(tmp_path, port)
+    try:
+        _wait_ready(url, proc)
+        r = httpx.get(f"{url}/v1/robots/a/memories/k")
+        assert (r.status_code, r.json()["content"]) == (200, "kept")
+    finally:
+        _stop(proc)
