@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import text
@@ -13,8 +14,11 @@ EventKind = Literal["add", "recall", "evict", "forget", "restore", "access"]
 
 
 class EventRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: AsyncSession, clock: Callable[[], datetime] | None = None) -> None:
         self.session = session
+        # Events are stamped by the service clock (when given), the same clock that stats
+        # use to pick "today", so activity per day is consistent and testable.
+        self.clock = clock
 
     async def record(
         self,
@@ -29,8 +33,9 @@ class EventRepository:
             return
         await self.session.execute(
             text("""
-            INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, detail)
-            SELECT :ns, :robot, m, :kind, CAST(:detail AS jsonb)
+            INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, detail, at)
+            SELECT :ns, :robot, m, :kind, CAST(:detail AS jsonb),
+                   coalesce(CAST(:at AS timestamptz), now())
             FROM unnest(CAST(:ids AS bigint[])) AS m"""),
             {
                 "ns": namespace_id,
@@ -38,5 +43,6 @@ class EventRepository:
                 "kind": kind,
                 "ids": list(memory_ids),
                 "detail": json.dumps(detail or {}),
+                "at": self.clock() if self.clock else None,
             },
         )

@@ -65,7 +65,7 @@ class MemoryService:
         self.res = res
         self.settings: Settings = res.settings
         self.repo = MemoryRepository(session)
-        self.events = EventRepository(session)
+        self.events = EventRepository(session, res.clock)
         self.robots = RobotService(session, caller, res.settings.working_memory_budget)
         self.working_memory = WorkingMemoryService(session, caller, res)
 

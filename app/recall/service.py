@@ -32,7 +32,7 @@ class RecallService:
         self.caller = caller
         self.res = res
         self.search = SearchRepository(session)
-        self.events = EventRepository(session)
+        self.events = EventRepository(session, res.clock)
         self.robots = RobotService(session, caller, res.settings.working_memory_budget)
         self.working_memory = WorkingMemoryService(session, caller, res)
 
@@ -122,7 +122,9 @@ class RecallService:
                 [Placement(h.id, h.key, h.content, h.token_count, h.importance) for h in hits],
                 from_recall=True,
             )
-            evicted: list[str] = next(iter(outcomes.values())).evicted
+            # Admitted hits all carry the call's evictions; a too-large hit carries none, so
+            # the first hit alone may not tell.
+            evicted: list[str] = next((o.evicted for o in outcomes.values() if o.evicted), [])
             unavailable = any(o.reason == "unavailable" for o in outcomes.values())
             wm = RecallWorkingMemory(
                 loaded=[k for k, o in outcomes.items() if o.admitted],

@@ -56,8 +56,12 @@ class StatsRepository:
         )
         return {**row._asdict(), "by_type": by_type}
 
-    async def activity(self, robot_id: int, since: datetime, timescale: bool) -> list[Any]:
-        bucket = "time_bucket('1 day', at)" if timescale else "date_trunc('day', at)"
+    async def activity(
+        self, robot_id: int, since: datetime, until: datetime, timescale: bool
+    ) -> list[Any]:
+        """Counts per UTC day in [since, until). date_trunc on a timestamptz follows the
+        session's TimeZone, so the zone is named; time_bucket buckets in UTC already."""
+        bucket = "time_bucket('1 day', at)" if timescale else "date_trunc('day', at, 'UTC')"
         return list(
             await self.session.execute(
                 text(f"""
@@ -66,9 +70,9 @@ class StatsRepository:
                        count(*) FILTER (WHERE kind = 'recall') AS recalls,
                        count(*) FILTER (WHERE kind = 'evict') AS evictions
                 FROM memory_event
-                WHERE robot_id = :robot AND at >= :since
+                WHERE robot_id = :robot AND at >= :since AND at < :until
                 GROUP BY 1 ORDER BY 1"""),
-                {"robot": robot_id, "since": since},
+                {"robot": robot_id, "since": since, "until": until},
             )
         )
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -47,8 +47,11 @@ class StatsService:
         robot = await self.robots.require(name)
         lt = await self.repo.long_term(self.caller.namespace_id, robot.id)
         timescale = "memory_event" in await self.repo.hypertables()
-        today = self.res.clock().replace(hour=0, minute=0, second=0, microsecond=0)
-        rows = await self.repo.activity(robot.id, today - timedelta(days=days - 1), timescale)
+        now = self.res.clock().astimezone(UTC)
+        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        rows = await self.repo.activity(
+            robot.id, today - timedelta(days=days - 1), today + timedelta(days=1), timescale
+        )
         return RobotStats(
             robot=robot.name,
             working_memory=await self._usage(robot),

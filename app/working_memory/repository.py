@@ -25,6 +25,9 @@ class MembershipRepository:
         """Apply one Redis change: members (key, added_at, last_access_at, from_recall) are in,
         departed keys are out. Last writer wins by seq, so concurrent requests converge to the
         order Redis applied them in. Returns the memory ids of the departed keys.
+
+        Like the place script, re-placing a present member keeps its added_at (its eviction
+        slot) and never moves its last access backwards; otherwise a rebuild would reorder it.
         """
         keys = [m[0] for m in members] + departed
         if not keys:
@@ -45,10 +48,13 @@ class MembershipRepository:
             ON CONFLICT (robot_id, memory_id) DO UPDATE SET
                 in_working_memory = excluded.in_working_memory,
                 seq = excluded.seq,
-                added_at = CASE WHEN excluded.in_working_memory
+                added_at = CASE WHEN excluded.in_working_memory AND NOT w.in_working_memory
                                 THEN excluded.added_at ELSE w.added_at END,
-                last_access_at = CASE WHEN excluded.in_working_memory
-                                      THEN excluded.last_access_at ELSE w.last_access_at END,
+                last_access_at = CASE
+                    WHEN NOT excluded.in_working_memory THEN w.last_access_at
+                    WHEN w.in_working_memory
+                        THEN greatest(w.last_access_at, excluded.last_access_at)
+                    ELSE excluded.last_access_at END,
                 from_recall = CASE WHEN excluded.in_working_memory
                                    THEN excluded.from_recall ELSE w.from_recall END
             WHERE w.seq < excluded.seq

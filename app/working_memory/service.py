@@ -61,7 +61,7 @@ class WorkingMemoryService:
         self.res = res
         self.store = res.working_memory
         self.members = MembershipRepository(session)
-        self.events = EventRepository(session)
+        self.events = EventRepository(session, res.clock)
 
     @property
     def ns(self) -> str:
@@ -102,11 +102,32 @@ class WorkingMemoryService:
             )
             for r in rows
         ]
+        # The budget may have shrunk since these were placed. load() places in the order
+        # given and would evict among the items placed so far; trim by the eviction policy
+        # over the whole set instead (lowest importance, then oldest), as place() would.
+        total = sum(i.tokens for i in items)
+        victims: list[WMItem] = []
+        for it in sorted(items, key=lambda i: (i.importance, i.added_at_us, i.key)):
+            if total <= robot.budget:
+                break
+            victims.append(it)
+            total -= it.tokens
+        keep = [i for i in items if i not in victims]
         result = await self.store.load(
-            self.ns, robot.name, items, robot.budget, only_if_missing=True
+            self.ns, robot.name, keep, robot.budget, only_if_missing=True
         )
+        # Only the request whose load acted records the trim (a concurrent rebuild that got
+        # there first did the same; recording with its later seq could undo newer changes).
+        if victims and result.admitted:
+            await self.members.record(
+                self.caller.namespace_id, robot.id, result.seq, [], [v.key for v in victims]
+            )
+            ids = {r.key: r.id for r in rows}
+            await self.events.record(
+                self.caller.namespace_id, "evict", robot.id, [ids[v.key] for v in victims]
+            )
         if rows:
-            log.info("rebuilt working memory of %s/%s: %d items", self.ns, robot.name, len(items))
+            log.info("rebuilt working memory of %s/%s: %d items", self.ns, robot.name, len(keep))
         return result
 
     # --- changes ---------------------------------------------------------------------------
@@ -163,10 +184,13 @@ class WorkingMemoryService:
         return out
 
     async def touch(self, robot: Robot, memory_id: int, key: str) -> bool:
-        now = self.res.clock()
+        # Redis keeps last access in milliseconds; Postgres gets the same instant, so a
+        # rebuild or a degraded read shows what Redis showed.
+        now_ms = to_us(self.res.clock()) // 1000
+        now = from_us(now_ms * 1000)
         try:
             present = await self._call(
-                robot, lambda: self.store.touch(self.ns, robot.name, key, to_us(now) // 1000)
+                robot, lambda: self.store.touch(self.ns, robot.name, key, now_ms)
             )
         except RedisUnavailable:
             present = True  # Postgres still learns of the access
@@ -228,7 +252,16 @@ class WorkingMemoryService:
         return assemble(items, strategy, max_tokens, now_ms), degraded
 
     async def usage(self, robot: Robot) -> tuple[int, int] | None:
+        """(tokens, items) from Redis, rebuilding a lost working memory first; None while
+        Redis is unreachable (the caller then reads Postgres membership: degraded)."""
+
+        async def op() -> tuple[int, int]:
+            usage = await self.store.usage(self.ns, robot.name)
+            if usage is None:  # the store answers None rather than raising on NOINIT
+                raise WorkingMemoryNotInitialized(self.ns, robot.name)
+            return usage
+
         try:
-            return await self.store.usage(self.ns, robot.name)
-        except UNAVAILABLE:
+            return await self._call(robot, op)
+        except RedisUnavailable:
             return None

@@ -1,0 +1,237 @@
+"""Robot and namespace statistics over HTTP (issue 4, item 6), with a frozen service clock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+import tiktoken
+from sqlalchemy import text
+
+from app.working_memory.store import robot_keys
+
+ENC = tiktoken.get_encoding("cl100k_base")
+DAY1 = datetime(2031, 5, 6, 22, 30, tzinfo=UTC)
+DAY2 = datetime(2031, 5, 7, 0, 15, tzinfo=UTC)  # 1h45 later, but the next UTC day
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = DAY1
+
+    def __call__(self) -> datetime:
+        return self.t
+
+
+def text_of(tokens: int, word: str) -> str:
+    content = word + " apple" * (tokens - len(ENC.encode(word)))
+    assert len(ENC.encode(content)) == tokens
+    return content
+
+
+def vec(i: int, dim: int = 384) -> list[float]:
+    v = [0.0] * dim
+    v[i] = 1.0
+    return v
+
+
+@pytest.fixture
+def ns() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def client(app_factory, ns: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with app_factory() as c:
+        c.headers["X-Namespace"] = ns
+        c.clock = Clock()  # type: ignore[attr-defined]
+        c.app.state.resources.clock = c.clock
+        yield c
+
+
+async def add(client, robot: str, key: str, tokens: int, **fields) -> dict:
+    word = fields.pop("word", "note")
+    r = await client.post(
+        f"/v1/robots/{robot}/memories",
+        json={"key": key, "content": text_of(tokens, word), **fields},
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+async def get_ok(client, path: str, **params) -> dict:
+    r = await client.get(path, params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.fixture
+async def two_days(client) -> None:
+    """Robot a (budget 30) over two UTC days: 4 adds, one of them forgotten, 1 recall of 2
+    hits, 2 evictions. Robot b adds once. The clock stops on day 2."""
+    assert (await client.put("/v1/robots/a", json={"working_memory_budget": 30})).is_success
+    await add(client, "a", "a1", 8, created_at="2030-01-01T00:00:00Z", word="walrus")
+    await add(
+        client, "a", "a2", 10, type="preference", importance=2,
+        created_at="2030-06-01T12:00:00Z", embedding=vec(1),
+    )  # fmt: skip
+    client.clock.t = DAY2
+    a3 = await add(client, "a", "a3", 14, importance=3, created_at="2031-05-07T00:10:00Z")
+    assert a3["working_memory"]["evicted"] == ["a1"]
+    await add(client, "a", "gone", 2, importance=9, type="decision")
+    assert (await client.delete("/v1/robots/a/memories/gone")).status_code == 200
+    await add(client, "b", "b1", 4, importance=5, word="walrus")
+    r = await client.post("/v1/robots/a/recall", json={"query": "walrus", "strategy": "fulltext"})
+    assert sorted(r.json()["working_memory"]["loaded"]) == ["a1", "b1"]
+    assert r.json()["working_memory"]["evicted"] == ["a2"]
+
+
+async def test_robot_stats_report_both_tiers_and_activity_per_day(client, two_days) -> None:
+    stats = await get_ok(client, "/v1/robots/a/stats")
+    assert stats == {
+        "robot": "a",
+        "working_memory": {
+            "tokens": 26,
+            "max_tokens": 30,
+            "utilization": 86.67,
+            "items": 3,
+            "degraded": False,
+        },
+        "long_term": {
+            "memories": 3,
+            "by_type": {"fact": 2, "preference": 1},
+            "oldest": "2030-01-01T00:00:00Z",
+            "newest": "2031-05-07T00:10:00Z",
+            "pending_embeddings": 2,
+        },
+        "activity": [
+            {"day": "2031-05-06", "adds": 2, "recalls": 0, "evictions": 0},
+            {"day": "2031-05-07", "adds": 2, "recalls": 2, "evictions": 2},
+        ],
+    }
+
+
+async def test_activity_covers_the_last_n_days_up_to_the_clocks_today(client, two_days) -> None:
+    day2 = {"day": "2031-05-07", "adds": 2, "recalls": 2, "evictions": 2}
+    assert (await get_ok(client, "/v1/robots/a/stats", days=1))["activity"] == [day2]
+    client.clock.t = DAY1
+    assert (await get_ok(client, "/v1/robots/a/stats", days=1))["activity"] == [
+        {"day": "2031-05-06", "adds": 2, "recalls": 0, "evictions": 0}
+    ]
+    b = await get_ok(client, "/v1/robots/b/stats")
+    assert b["activity"] == []  # b's add happened on day 2
+    client.clock.t = DAY2
+    b = await get_ok(client, "/v1/robots/b/stats")
+    assert b["activity"] == [{"day": "2031-05-07", "adds": 1, "recalls": 0, "evictions": 0}]
+    assert b["long_term"]["by_type"] == {"fact": 1}
+    for params in ({"days": 0}, {"days": 367}):
+        r = await client.get("/v1/robots/a/stats", params=params)
+        assert (r.status_code, r.headers["content-type"]) == (422, "application/problem+json")
+    r = await client.get("/v1/robots/nobody/stats")
+    assert (r.status_code, r.headers["content-type"]) == (404, "application/problem+json")
+
+
+async def test_stats_rebuild_a_lost_working_memory_instead_of_reporting_degraded(
+    client, two_days, ns, redis_url
+) -> None:
+    before = (await get_ok(client, "/v1/robots/a/stats"))["working_memory"]
+    async with aioredis.from_url(redis_url) as r:
+        assert await r.delete(*robot_keys(ns, "a")) >= 1
+    # Redis is up but lost the robot's data: stats rebuild it, they are not degraded.
+    assert (await get_ok(client, "/v1/robots/a/stats"))["working_memory"] == before
+    wm = await get_ok(client, "/v1/robots/a/working-memory")
+    assert sorted(i["key"] for i in wm["items"]) == ["a1", "a3", "b1"]
+    # A robot that exists but never held anything reports an empty, healthy working memory.
+    assert (await client.put("/v1/robots/idle", json={"working_memory_budget": 7})).is_success
+    assert (await get_ok(client, "/v1/robots/idle/stats"))["working_memory"] == {
+        "tokens": 0,
+        "max_tokens": 7,
+        "utilization": 0.0,
+        "items": 0,
+        "degraded": False,
+    }
+
+
+async def test_namespace_stats_count_memories_robots_size_and_versions(
+    client, two_days, ns, redis_url
+) -> None:
+    stats = await get_ok(client, "/v1/stats")
+    async with client.app.state.resources.engine.connect() as conn:
+        pg = (await conn.execute(text("SHOW server_version"))).scalar_one()
+        vector = (
+            await conn.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))
+        ).scalar_one()
+    async with aioredis.from_url(redis_url, decode_responses=True) as r:
+        redis_version = (await r.info("server"))["redis_version"]
+    assert stats["database_bytes"] > 0
+    assert {k: v for k, v in stats.items() if k != "database_bytes"} == {
+        "namespace": ns,
+        "memories": 4,  # a1, a2, a3, b1; "gone" is soft-deleted
+        "deleted_memories": 1,
+        "pending_embeddings": 3,
+        "robots": [
+            {
+                "robot": "a",
+                "working_memory": {
+                    "tokens": 26,
+                    "max_tokens": 30,
+                    "utilization": 86.67,
+                    "items": 3,
+                    "degraded": False,
+                },
+            },
+            {
+                "robot": "b",
+                "working_memory": {
+                    "tokens": 4,
+                    "max_tokens": 128000,
+                    "utilization": 0.0,
+                    "items": 1,
+                    "degraded": False,
+                },
+            },
+        ],
+        "hypertables": [],
+        "versions": {
+            "postgres": pg,
+            "pgvector": vector,
+            "timescaledb": None,
+            "redis": redis_version,
+        },
+    }
+
+
+async def test_namespace_stats_see_only_their_own_namespace(app_factory, ns) -> None:
+    async with app_factory() as client:
+        client.headers["X-Namespace"] = ns
+        stats = await get_ok(client, "/v1/stats")
+        assert (stats["namespace"], stats["memories"], stats["robots"]) == (ns, 0, [])
+
+
+async def test_activity_days_are_utc_days_whatever_the_session_time_zone(client, two_days) -> None:
+    from app.stats.repository import StatsRepository
+
+    async with client.app.state.resources.sessionmaker() as s:
+        # In New York both days' events fall on May 6 local time.
+        await s.execute(text("SET LOCAL TIME ZONE 'America/New_York'"))
+        robot_id = (
+            await s.execute(
+                text("""SELECT r.id FROM robot r JOIN namespace n ON n.id = r.namespace_id
+                        WHERE n.name = :ns AND r.name = 'a'"""),
+                {"ns": client.headers["X-Namespace"]},
+            )
+        ).scalar_one()
+        rows = await StatsRepository(s).activity(
+            robot_id,
+            datetime(2031, 5, 1, tzinfo=UTC),
+            datetime(2031, 5, 8, tzinfo=UTC),
+            timescale=False,
+        )
+    assert [(r.day.astimezone(UTC).date().isoformat(), r.adds) for r in rows] == [
+        ("2031-05-06", 2),
+        ("2031-05-07", 2),
+    ]

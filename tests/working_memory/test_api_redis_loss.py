@@ -1,0 +1,199 @@
+"""Redis losing its data or going away (issue 4, item 7), over HTTP: the working memory is
+rebuilt from Postgres membership, identical; while Redis is down every request degrades and
+none answers 500. Each test runs its own throwaway redis-server."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import redis.asyncio as aioredis
+import tiktoken
+
+from app.embedded import EmbeddedRedis
+
+T0 = datetime(2031, 5, 6, 8, 0, 0, 123457, tzinfo=UTC)
+ENC = tiktoken.get_encoding("cl100k_base")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = T0
+
+    def __call__(self) -> datetime:
+        return self.t
+
+    def at(self, **delta: float) -> None:
+        self.t = T0 + timedelta(**delta)
+
+
+def text_of(tokens: int, word: str) -> str:
+    content = word + " apple" * (tokens - len(ENC.encode(word)))
+    assert len(ENC.encode(content)) == tokens
+    return content
+
+
+@asynccontextmanager
+async def app_on(app_factory, server: EmbeddedRedis) -> AsyncIterator[httpx.AsyncClient]:
+    # No breaker pause: each request tries Redis again, so a restart is noticed at once.
+    async with app_factory(redis_url=server.url, redis_retry_after_s=0) as client:
+        client.headers["X-Namespace"] = f"t-{uuid.uuid4().hex[:12]}"
+        client.clock = Clock()  # type: ignore[attr-defined]
+        client.app.state.resources.clock = client.clock
+        yield client
+
+
+async def add(client, key: str, tokens: int, importance: float, word: str = "note") -> dict:
+    r = await client.post(
+        "/v1/robots/a/memories",
+        json={"key": key, "content": text_of(tokens, word), "importance": importance},
+    )
+    assert r.status_code == 201, r.text
+    return r.json()["working_memory"]
+
+
+async def get_ok(client, path: str, **params) -> dict:
+    r = await client.get(path, params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def flushall(server: EmbeddedRedis) -> None:
+    async with aioredis.from_url(server.url) as r:
+        await r.flushall()
+
+
+async def test_flushall_rebuilds_the_identical_working_set(app_factory, redis_server_factory):
+    server = redis_server_factory.start()
+    async with app_on(app_factory, server) as client:
+        clock = client.clock
+        assert (await client.put("/v1/robots/a", json={"working_memory_budget": 40})).is_success
+        for minute, (key, tokens, importance, word) in enumerate(
+            [("a", 10, 2, "walrus"), ("b", 10, 2, "note"), ("c", 8, 5, "note"), ("d", 6, 1, "x")]
+        ):
+            clock.at(minutes=minute)
+            await add(client, key, tokens, importance, word)
+        # A recall re-places `a`, which keeps its age (its slot before b), gains a new last
+        # access and from_recall; a read touches `b`; `e` evicts `d`.
+        clock.at(minutes=10)
+        r = await client.post(
+            "/v1/robots/a/recall", json={"query": "walrus", "strategy": "fulltext"}
+        )
+        assert r.json()["working_memory"]["loaded"] == ["a"]
+        clock.at(minutes=11)
+        assert (await client.get("/v1/robots/a/memories/b")).status_code == 200
+        clock.at(minutes=12)
+        assert (await add(client, "e", 9, 3))["evicted"] == ["d"]
+
+        before = await get_ok(client, "/v1/robots/a/working-memory")
+        assert [i["key"] for i in before["items"]] == ["a", "b", "e", "c"]
+        assert (before["tokens"], before["degraded"]) == (37, False)
+        contexts = {
+            s: await get_ok(client, "/v1/robots/a/context", strategy=s)
+            for s in ("recent", "important", "balanced")
+        }
+
+        await flushall(server)
+        assert await get_ok(client, "/v1/robots/a/working-memory") == before
+        for strategy, ctx in contexts.items():
+            assert await get_ok(client, "/v1/robots/a/context", strategy=strategy) == ctx
+
+        # Data lost again; this time an add is the first request and finds the rebuilt set.
+        await flushall(server)
+        clock.at(minutes=13)
+        assert await add(client, "f", 5, 1) == {
+            "admitted": True,
+            "reason": "admitted",
+            "evicted": ["a"],
+        }
+        after = await get_ok(client, "/v1/robots/a/working-memory")
+        assert [i["key"] for i in after["items"]] == ["f", "b", "e", "c"]
+        assert after["items"][1:] == before["items"][1:]
+        assert after["tokens"] == 32
+
+
+async def test_requests_degrade_while_redis_is_down_and_recover_after(
+    app_factory, redis_server_factory
+) -> None:
+    server = redis_server_factory.start()
+    async with app_on(app_factory, server) as client:
+        clock = client.clock
+        await add(client, "high", 10, 3, "walrus")
+        clock.at(hours=1)
+        await add(client, "low", 6, 1)
+        clock.at(hours=2)
+        before = await get_ok(client, "/v1/robots/a/working-memory")
+        ctx = await get_ok(client, "/v1/robots/a/context")
+        assert [i["key"] for i in ctx["items"]] == ["high", "low"]
+
+        server.stop()
+        assert await add(client, "during", 4, 9, "zebra") == {
+            "admitted": False,
+            "reason": "unavailable",
+            "evicted": [],
+        }
+        r = await client.post(
+            "/v1/robots/a/recall", json={"query": "walrus", "strategy": "fulltext"}
+        )
+        assert r.status_code == 200
+        assert [h["key"] for h in r.json()["hits"]] == ["high"]
+        assert r.json()["working_memory"] == {
+            "loaded": [],
+            "evicted": [],
+            "not_admitted": ["high"],
+            "reason": "unavailable",
+        }
+
+        # Context and the working set come from Postgres membership, in the same order.
+        down_ctx = await get_ok(client, "/v1/robots/a/context")
+        assert down_ctx == {**ctx, "degraded": True}
+        down_wm = await get_ok(client, "/v1/robots/a/working-memory")
+        assert down_wm == {**before, "degraded": True}
+
+        stats = await get_ok(client, "/v1/robots/a/stats")
+        assert stats["working_memory"] == {
+            "tokens": 16,
+            "max_tokens": 128000,
+            "utilization": 0.01,
+            "items": 2,
+            "degraded": True,
+        }
+        ns_stats = await get_ok(client, "/v1/stats")
+        assert ns_stats["versions"]["redis"] is None
+        assert [(u["robot"], u["working_memory"]["degraded"]) for u in ns_stats["robots"]] == [
+            ("a", True)
+        ]
+        # A read during the outage still reaches Postgres (and its membership's last access).
+        clock.at(hours=3)
+        assert (await get_ok(client, "/v1/robots/a/memories/low"))["key"] == "low"
+        unavailable = {"admitted": False, "reason": "unavailable", "evicted": []}
+        r = await client.put("/v1/robots/a/memories/during", json={"content": "zebra again"})
+        assert (r.status_code, r.json()["working_memory"]) == (200, unavailable)
+        r = await client.post(
+            "/v1/robots/b/memories/batch",
+            json={"memories": [{"key": "b1", "content": "x"}, {"key": "b2", "content": "y"}]},
+        )
+        assert r.status_code == 201
+        assert [m["working_memory"] for m in r.json()["memories"]] == [unavailable] * 2
+
+        # Redis comes back empty on the same port: the working set is rebuilt from Postgres.
+        back = EmbeddedRedis(server.data_dir, port=server.port, persistent=False).start()
+        try:
+            after = await get_ok(client, "/v1/robots/a/working-memory")
+            assert after["degraded"] is False
+            expected = [dict(i) for i in before["items"]]
+            expected[0]["last_access_at"] = "2031-05-06T11:00:00.123000Z"  # ms, as Redis
+            assert [i["key"] for i in expected] == ["low", "high"]
+            assert after["items"] == expected
+            during = await get_ok(client, "/v1/robots/a/memories/during")
+            assert during["content"] == "zebra again"
+            assert (await get_ok(client, "/v1/robots/b/working-memory"))["items"] == []
+            assert (await get_ok(client, "/v1/robots/a/stats"))["working_memory"][
+                "degraded"
+            ] is False
+            assert (await add(client, "later", 3, 1))["admitted"] is True
+        finally:
+            back.stop()
