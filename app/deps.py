@@ -37,4 +37,6 @@ async def get_session(res: ResourcesDep) -> AsyncIterator[AsyncSession]:
             raise
 
 
-SessionDep = Annotated[AsyncSession, Depends(get_session)]
+# scope="function": the commit happens before the response is sent, so a client never gets
+# a 2xx for a change that then fails to commit (FastAPI's default runs it afterwards).
+SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
