@@ -1,0 +1,593 @@
+"""All recall SQL: vector, full-text and hybrid (RRF) search over long-term memory.
+
+Every query is scoped to one namespace and skips soft-deleted rows; the author's name comes
+from a join on robot. Filters are plain predicates on `memory`, so the planner can use the
+btree indexes and TimescaleDB can exclude chunks by the `created_at` range.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+# pgvector's GUC limits ef_search to [1, 1000]; 40 is its default.
+EF_SEARCH_MIN = 40
+EF_SEARCH_MAX = 1000
+# pgvector >= 0.8: how far an iterative scan may walk the graph before giving up. Past this
+# many tuples the exact fallback (btree filters + sort) is the cheaper way to fill the page.
+MAX_SCAN_TUPLES = 20_000
+ITERATIVE_SCAN_SINCE = (0, 8, 0)
+# Full text uses a query's first this-many distinct content words. Questions have far fewer;
+# a pasted paragraph would otherwise cost a count per word and a ts_rank over all of them.
+MAX_QUERY_LEXEMES = 32
+
+# The query vector travels as real[] and is cast to vector in SQL: that works whether or not
+# the connection registered pgvector's binary codec (a Vector bind would send text to it).
+_QVEC = "CAST(CAST(:qvec AS real[]) AS vector)"
+
+# The same text search configuration as the generated memory.content_tsv column.
+_TS_CONFIG = "'english'::regconfig"
+
+# A lexeme as a one-term tsquery. Quoting keeps punctuation in lexemes (e-mails, URLs) from
+# being read as operators; quotes and backslashes are doubled as tsquery input requires.
+# Casting text to tsquery does not normalise, so lexemes are not stemmed a second time.
+_LEXEME_AS_TSQUERY = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"
+
+_HIT_COLUMNS = """
+    m.id, m.created_at, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
+    r.name AS author, m.token_count"""
+
+_NO_VECTOR_HITS = """
+    SELECT NULL::bigint AS id, NULL::timestamptz AS created_at, NULL::float8 AS distance,
+           NULL::bigint AS vector_rank
+    WHERE false"""
+
+_NO_TEXT_HITS = """
+    SELECT NULL::bigint AS id, NULL::timestamptz AS created_at, NULL::float8 AS text_score,
+           NULL::bigint AS text_rank
+    WHERE false"""
+
+# set_config(..., is_local => true) is SET LOCAL: it ends with the transaction, so a pooled
+# connection never carries one request's scan settings into the next.
+_SET_LOCAL = (
+    "set_config(name, value, true) "
+    "FROM unnest(CAST(:set_names AS text[]), CAST(:set_values AS text[])) AS s(name, value)"
+)
+
+_pgvector_version: tuple[int, int, int] | None = None
+
+
+def _settings_params(settings: dict[str, str]) -> dict[str, list[str]]:
+    return {"set_names": list(settings), "set_values": list(settings.values())}
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Restrictions on the searched memories; None (or an empty list/dict) means "any"."""
+
+    author_robot_id: int | None = None  # scope=self
+    types: list[str] | None = None
+    tags_any: list[str] | None = None  # memory.tags && tags_any
+    tags_all: list[str] | None = None  # memory.tags @> tags_all
+    min_importance: float | None = None
+    metadata: dict[str, Any] | None = None  # memory.metadata @> metadata (jsonb containment)
+    start: datetime | None = None  # created_at >= start
+    end: datetime | None = None  # created_at <  end
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: int
+    created_at: datetime
+    key: str
+    content: str
+    type: str
+    importance: float
+    tags: list[str]
+    metadata: dict[str, Any]
+    author: str  # robot.name
+    token_count: int
+    score: float
+    vector_rank: int | None
+    vector_similarity: float | None  # 1 - cosine distance
+    fulltext_rank: int | None
+    fulltext_score: float | None
+
+
+@dataclass(frozen=True)
+class _TextPlan:
+    """Which tsqueries select and rank the full-text candidates (see SearchRepository.fulltext)."""
+
+    all_q: str  # every content lexeme of the question, OR-ed: the ranking query
+    rare_q: str | None  # the rarest lexemes whose matches fit the candidate budget
+    common_q: str | None  # the rest; None when every lexeme is rare enough (exact ranking)
+
+
+def _or_query(terms: list[str]) -> str | None:
+    return " | ".join(terms) if terms else None
+
+
+def hybrid_candidates(limit: int, rrf_k: int) -> int:
+    """How many candidates each side of the hybrid fusion contributes: N = k + 2·limit.
+
+    A memory missing from both top-N lists scores at most 2/(k+N+1) < 1/(k+limit), less
+    than the limit-th memory of either list alone scores, so cutting the lists at N never
+    loses a memory that belongs in the fused top `limit`. (A memory on one list only still
+    misses what it would get from beyond rank N of the other: RRF over cut lists.)
+    Capped at ef_search's maximum, but never below `limit`.
+    """
+    return max(limit, min(rrf_k + 2 * limit, EF_SEARCH_MAX))
+
+
+def hnsw_settings(version: tuple[int, int, int], candidates: int) -> dict[str, str]:
+    """The transaction-local pgvector settings for an HNSW query wanting `candidates` rows."""
+    settings = {"hnsw.ef_search": str(min(max(EF_SEARCH_MIN, candidates), EF_SEARCH_MAX))}
+    if version >= ITERATIVE_SCAN_SINCE:
+        settings["hnsw.iterative_scan"] = "strict_order"
+        settings["hnsw.max_scan_tuples"] = str(MAX_SCAN_TUPLES)
+    return settings
+
+
+def _eligible(namespace_id: int, filters: SearchFilters, params: dict[str, Any]) -> str:
+    """The WHERE clause shared by every strategy; adds its bind values to `params`."""
+    where = ["m.namespace_id = :ns", "m.deleted_at IS NULL"]
+    params["ns"] = namespace_id
+    if filters.author_robot_id is not None:
+        where.append("m.author_robot_id = :f_author")
+        params["f_author"] = filters.author_robot_id
+    if filters.types:
+        where.append("m.type = ANY(CAST(:f_types AS text[]))")
+        params["f_types"] = list(filters.types)
+    if filters.tags_any:
+        where.append("m.tags && CAST(:f_tags_any AS text[])")
+        params["f_tags_any"] = list(filters.tags_any)
+    if filters.tags_all:
+        where.append("m.tags @> CAST(:f_tags_all AS text[])")
+        params["f_tags_all"] = list(filters.tags_all)
+    if filters.min_importance is not None:
+        where.append("m.importance >= :f_min_importance")
+        params["f_min_importance"] = float(filters.min_importance)
+    if filters.metadata:
+        where.append("m.metadata @> CAST(:f_metadata AS jsonb)")
+        params["f_metadata"] = json.dumps(filters.metadata)
+    # Plain range predicates on the partitioning column: TimescaleDB excludes chunks by them.
+    if filters.start is not None:
+        where.append("m.created_at >= :f_start")
+        params["f_start"] = filters.start
+    if filters.end is not None:
+        where.append("m.created_at < :f_end")
+        params["f_end"] = filters.end
+    return " AND ".join(where)
+
+
+def _vector_sql(eligible: str, exact: bool) -> str:
+    """The `limit :vec_n` nearest ready embeddings: (id, created_at, distance).
+
+    The HNSW index can only serve ORDER BY on the bare `embedding <=> q`; ordering by
+    `(embedding <=> q) + 0` hides that expression from it, so the exact variant is planned on
+    the btree filters (author, time range, namespace) and sorts the survivors by distance.
+    """
+    order = f"(m.embedding <=> {_QVEC}) + 0, m.id" if exact else f"m.embedding <=> {_QVEC}"
+    return f"""
+        SELECT m.id, m.created_at, m.embedding <=> {_QVEC} AS distance
+        FROM memory m
+        WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
+        ORDER BY {order}
+        LIMIT :vec_n"""
+
+
+def _text_ctes(eligible: str, plan: _TextPlan) -> str:
+    """CTEs ending in `text_hits(id, created_at, text_score, text_rank)`, the top :text_n."""
+    score = "ts_rank(m.content_tsv, CAST(:all_q AS tsquery))"
+    if plan.common_q is None:
+        # Every lexeme is rare enough: rank all matches, at most the candidate budget.
+        candidates = f"""
+        text_candidates AS (
+            SELECT m.id, m.created_at, {score} AS text_score
+            FROM memory m
+            WHERE {eligible} AND m.content_tsv @@ CAST(:all_q AS tsquery)
+        )"""
+    else:
+        parts = []
+        fill_where = f"{eligible} AND m.content_tsv @@ CAST(:common_q AS tsquery)"
+        if plan.rare_q is not None:
+            parts.append(f"""
+        text_rare AS MATERIALIZED (
+            SELECT m.id, m.created_at, {score} AS text_score
+            FROM memory m
+            WHERE {eligible} AND m.content_tsv @@ CAST(:rare_q AS tsquery)
+        )""")
+            # Only when the rare lexemes leave the page short; the one-time filter skips
+            # this scan entirely otherwise.
+            fill_where += """
+              AND NOT (m.content_tsv @@ CAST(:rare_q AS tsquery))
+              AND (SELECT count(*) FROM text_rare) < :text_n"""
+        parts.append(f"""
+        text_fill AS (
+            SELECT m.id, m.created_at, {score} AS text_score
+            FROM memory m
+            WHERE {fill_where}
+            ORDER BY m.created_at DESC
+            LIMIT :text_budget
+        )""")
+        union = "SELECT * FROM text_fill"
+        if plan.rare_q is not None:
+            union = "SELECT * FROM text_rare UNION ALL " + union
+        candidates = (
+            ",".join(parts)
+            + f""",
+        text_candidates AS ({union})"""
+        )
+    return f"""{candidates},
+        text_hits AS (
+            SELECT id, created_at, text_score,
+                   row_number() OVER (ORDER BY text_score DESC, created_at DESC, id) AS text_rank
+            FROM text_candidates
+            ORDER BY text_rank
+            LIMIT :text_n
+        )"""
+
+
+class SearchRepository:
+    """Vector, full-text and hybrid search; the session is inside the request's transaction."""
+
+    # The most rows a full-text query ranks (see `fulltext`).
+    FULLTEXT_CANDIDATE_BUDGET = 2_000
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    # --- pgvector ------------------------------------------------------------------------
+
+    async def pgvector_version(self) -> tuple[int, int, int]:
+        """The installed pgvector extension's version, read once per process."""
+        global _pgvector_version
+        if _pgvector_version is None:
+            raw = (
+                await self.session.execute(
+                    text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+                )
+            ).scalar_one()
+            nums = [int(p) for p in re.findall(r"\d+", raw)[:3]] + [0, 0, 0]
+            _pgvector_version = (nums[0], nums[1], nums[2])
+        return _pgvector_version
+
+    async def _hnsw_settings(self, candidates: int) -> dict[str, str]:
+        return hnsw_settings(await self.pgvector_version(), candidates)
+
+    async def _configure(self, settings: dict[str, str]) -> None:
+        await self.session.execute(text(f"SELECT {_SET_LOCAL}"), _settings_params(settings))
+
+    # --- vector --------------------------------------------------------------------------
+
+    async def vector(
+        self, namespace_id: int, embedding: list[float], filters: SearchFilters, limit: int
+    ) -> list[SearchHit]:
+        """The `limit` nearest memories by cosine distance; score = similarity (1 - distance).
+
+        HNSW applies the WHERE clause after the graph walk, which yields at most ef_search
+        candidates; a selective filter (and namespace scoping and soft deletes are filters
+        too) can leave fewer than `limit` of them, and pgvector < 0.8 then silently returns
+        a short page. pgvector >= 0.8 walks on (iterative scan, strict order) but still stops
+        at hnsw.max_scan_tuples. So whenever the index path returns fewer than `limit` rows,
+        the exact query runs: it is planned on the btree filters, and its cost is that of the
+        filtered set, which is small exactly when post-filtering starved the index scan.
+        """
+        if limit <= 0:
+            return []
+        hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=False)
+        if len(hits) < limit:
+            hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=True)
+        return hits
+
+    async def _vector_hits(
+        self,
+        namespace_id: int,
+        embedding: list[float],
+        filters: SearchFilters,
+        limit: int,
+        *,
+        exact: bool,
+    ) -> list[SearchHit]:
+        params: dict[str, Any] = {"qvec": [float(x) for x in embedding], "vec_n": limit}
+        eligible = _eligible(namespace_id, filters, params)
+        if not exact:
+            await self._configure(await self._hnsw_settings(limit))
+        sql = f"""
+            WITH nearest AS MATERIALIZED ({_vector_sql(eligible, exact)})
+            SELECT {_HIT_COLUMNS}, n.distance,
+                   row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
+            FROM nearest n
+            JOIN memory m ON m.id = n.id AND m.created_at = n.created_at
+            JOIN robot r ON r.id = m.author_robot_id
+            ORDER BY vector_rank"""
+        rows = (await self.session.execute(text(sql), params)).mappings().all()
+        return [
+            _hit(
+                row,
+                score=1.0 - row["distance"],
+                vector_rank=row["vector_rank"],
+                vector_similarity=1.0 - row["distance"],
+            )
+            for row in rows
+        ]
+
+    # --- full text -----------------------------------------------------------------------
+
+    async def fulltext(
+        self, namespace_id: int, query: str, filters: SearchFilters, limit: int
+    ) -> list[SearchHit]:
+        """Memories sharing content words with `query`, best first; score = ts_rank.
+
+        Questions are matched as an OR of their content lexemes (stop words dropped, each
+        lexeme stemmed once by to_tsvector), so "When did Caroline go to the support group?"
+        finds memories that mention any of caroline | go | support | group.
+
+        Ranking is ts_rank, not ts_rank_cd: for an OR query every single occurrence is a
+        cover, so cover density degenerates into counting occurrences, and a memory saying
+        "group" five times would beat one matching "caroline", "support" and "group".
+        ts_rank sums per lexeme with diminishing returns for repeats, so memories that share
+        more distinct words with the question rank first. Ties: newest first, then id.
+
+        Bounding the work. Common words ("go") match most memories, and ranking means
+        reading and scoring every match: at 100k memories that is ~0.3 s per question.
+        So a first statement counts each lexeme's matches among the eligible memories,
+        each count capped at B+1 (B = FULLTEXT_CANDIDATE_BUDGET); planned per lexeme, a
+        common word is counted by a scan that stops after B+1 matches, a rare one through
+        the GIN index. The rarest lexemes whose matches together fit in B (the informative
+        words: names, topics) select the candidates, exactly. Memories matching only the
+        remaining common words are considered only when the rare ones leave the page short,
+        and then only the newest B of them. All candidates are ranked by the full OR query;
+        when every lexeme fits in B this is exactly the unbounded ranking.
+        The trade-off is an IDF-like prior that ts_rank lacks: a memory sharing only common
+        words with the question can no longer outrank one sharing a rare word, and when the
+        page must be filled with common-word matches, older ones past the newest B are not
+        scored. In exchange at most ~2B rows are ranked, whatever the namespace's size
+        (measured at 100k memories: ~20 ms instead of ~360 ms, same top 10).
+        A question's first MAX_QUERY_LEXEMES content words are used, the rest ignored.
+        """
+        if limit <= 0:
+            return []
+        plan = await self._text_plan(namespace_id, query, filters, limit)
+        if plan is None:
+            return []
+        params = self._text_params(plan, limit)
+        eligible = _eligible(namespace_id, filters, params)
+        sql = f"""
+            WITH {_text_ctes(eligible, plan).lstrip()}
+            SELECT {_HIT_COLUMNS}, t.text_score, t.text_rank
+            FROM text_hits t
+            JOIN memory m ON m.id = t.id AND m.created_at = t.created_at
+            JOIN robot r ON r.id = m.author_robot_id
+            ORDER BY t.text_rank"""
+        rows = (await self.session.execute(text(sql), params)).mappings().all()
+        return [
+            _hit(
+                row,
+                score=row["text_score"],
+                fulltext_rank=row["text_rank"],
+                fulltext_score=row["text_score"],
+            )
+            for row in rows
+        ]
+
+    def _text_params(self, plan: _TextPlan, wanted: int) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "all_q": plan.all_q,
+            "text_n": wanted,
+            "text_budget": max(self.FULLTEXT_CANDIDATE_BUDGET, wanted),
+        }
+        if plan.rare_q is not None:
+            params["rare_q"] = plan.rare_q
+        if plan.common_q is not None:
+            params["common_q"] = plan.common_q
+        return params
+
+    async def _text_plan(
+        self,
+        namespace_id: int,
+        query: str,
+        filters: SearchFilters,
+        wanted: int,
+        settings: dict[str, str] | None = None,
+    ) -> _TextPlan | None:
+        """Split the question's lexemes into rare and common by their capped match counts.
+
+        None when the question has no content lexemes (only stop words or punctuation).
+        `settings` are set (transaction-locally) in the same round trip.
+        """
+        # Each lexeme gets its own count subquery with the lexeme as a bind value, so the
+        # planner sees it and uses the column's lexeme statistics: a common word is counted
+        # by a scan that stops after budget+1 matches, a rare one through the GIN index.
+        # A generic plan knows no lexeme and would build a GIN bitmap of every match of
+        # "go"; force_custom_plan keeps the plan cache from switching to one. It is
+        # transaction-local like the rest, and only costs later statements a re-plan.
+        settings = {"plan_cache_mode": "force_custom_plan", **(settings or {})}
+        terms = (
+            await self.session.execute(
+                text(f"""
+                    SELECT array_agg(l.term ORDER BY l.term) AS terms,
+                           (SELECT count(*) FROM (SELECT {_SET_LOCAL}) AS s) AS configured
+                    FROM (SELECT {_LEXEME_AS_TSQUERY} AS term
+                          FROM unnest(to_tsvector({_TS_CONFIG}, CAST(:query AS text)))
+                          ORDER BY positions[1], lexeme
+                          LIMIT :max_lexemes) AS l"""),
+                {"query": query, "max_lexemes": MAX_QUERY_LEXEMES, **_settings_params(settings)},
+            )
+        ).scalar_one()
+        if not terms:
+            return None
+
+        budget = max(self.FULLTEXT_CANDIDATE_BUDGET, wanted)
+        params: dict[str, Any] = {"df_cap": budget + 1}
+        eligible = _eligible(namespace_id, filters, params)
+        counts = []
+        for i, term in enumerate(terms):
+            params[f"t{i}"] = term
+            counts.append(f"""
+                SELECT {i} AS i, (SELECT count(*) FROM (
+                    SELECT 1 FROM memory m
+                    WHERE {eligible} AND m.content_tsv @@ CAST(:t{i} AS tsquery)
+                    LIMIT :df_cap) AS hit) AS matches""")
+        rows = (await self.session.execute(text(" UNION ALL ".join(counts)), params)).all()
+        matches = {i: n for i, n in rows}
+
+        rare: list[str] = []
+        common: list[str] = []
+        total = 0
+        for i in sorted(matches, key=lambda i: (matches[i], terms[i])):
+            if matches[i] == 0:
+                continue  # matches nothing eligible; stays in the ranking query only
+            if not common and total + matches[i] <= budget:
+                rare.append(terms[i])
+                total += matches[i]
+            else:
+                common.append(terms[i])
+        all_q = " | ".join(terms)
+        if not common:
+            return _TextPlan(all_q=all_q, rare_q=None, common_q=None)
+        return _TextPlan(all_q=all_q, rare_q=_or_query(rare), common_q=_or_query(common))
+
+    # --- hybrid --------------------------------------------------------------------------
+
+    async def hybrid(
+        self,
+        namespace_id: int,
+        query: str,
+        embedding: list[float] | None,
+        filters: SearchFilters,
+        limit: int,
+        rrf_k: int = 60,
+    ) -> list[SearchHit]:
+        """Reciprocal Rank Fusion of the vector and full-text rankings, in one statement.
+
+        Each side contributes its top N = hybrid_candidates(limit, rrf_k) memories, ranked
+        1..N; a memory scores Σ 1/(rrf_k + rank) over the sides it appears in. Ties: newest
+        first, then id. Without an embedding only the full-text side runs (vector ranks are
+        null). The vector side gets the same guarantee as `vector`: when its index scan
+        yields fewer than N candidates, the statement runs again with the exact vector CTE.
+        """
+        if limit <= 0:
+            return []
+        n = hybrid_candidates(limit, rrf_k)
+        # The HNSW settings ride along with the lexeme look-up: one round trip fewer.
+        settings = None if embedding is None else await self._hnsw_settings(n)
+        plan = await self._text_plan(namespace_id, query, filters, n, settings)
+        if embedding is None:
+            if plan is None:
+                return []
+            hits, _ = await self._hybrid_once(
+                namespace_id, None, plan, filters, limit, rrf_k, n, exact=True
+            )
+            return hits
+        hits, vector_found = await self._hybrid_once(
+            namespace_id, embedding, plan, filters, limit, rrf_k, n, exact=False
+        )
+        if vector_found < n:
+            hits, _ = await self._hybrid_once(
+                namespace_id, embedding, plan, filters, limit, rrf_k, n, exact=True
+            )
+        return hits
+
+    async def _hybrid_once(
+        self,
+        namespace_id: int,
+        embedding: list[float] | None,
+        plan: _TextPlan | None,
+        filters: SearchFilters,
+        limit: int,
+        rrf_k: int,
+        n: int,
+        *,
+        exact: bool,
+    ) -> tuple[list[SearchHit], int]:
+        """One fused statement; also returns how many candidates the vector side found."""
+        params: dict[str, Any] = {"limit": limit, "k": rrf_k}
+        eligible = _eligible(namespace_id, filters, params)
+        ctes = []
+        if embedding is not None:
+            params.update(qvec=[float(x) for x in embedding], vec_n=n)
+            ctes.append(f"""
+        vec AS MATERIALIZED ({_vector_sql(eligible, exact)}),
+        vec_hits AS (
+            SELECT id, created_at, distance,
+                   row_number() OVER (ORDER BY distance, id) AS vector_rank
+            FROM vec
+        )""")
+        else:
+            ctes.append(f"""
+        vec AS ({_NO_VECTOR_HITS}),
+        vec_hits AS (SELECT * FROM vec)""")
+        if plan is not None:
+            params.update(self._text_params(plan, n))
+            ctes.append(_text_ctes(eligible, plan))
+        else:
+            ctes.append(f"""
+        text_hits AS ({_NO_TEXT_HITS})""")
+        # float8 arithmetic: 1.0 alone is numeric, and the driver would return Decimals.
+        sql = f"""
+            WITH {",".join(ctes).lstrip()},
+            fused AS (
+                SELECT coalesce(v.id, t.id) AS id,
+                       coalesce(v.created_at, t.created_at) AS created_at,
+                       v.vector_rank, v.distance, t.text_rank, t.text_score,
+                       coalesce(1::float8 / (:k + v.vector_rank), 0)
+                         + coalesce(1::float8 / (:k + t.text_rank), 0) AS rrf
+                FROM vec_hits v
+                FULL OUTER JOIN text_hits t ON t.id = v.id AND t.created_at = v.created_at
+            )
+            SELECT {_HIT_COLUMNS}, f.rrf, f.vector_rank, f.distance, f.text_rank, f.text_score,
+                   (SELECT count(*) FROM vec) AS vector_found
+            FROM fused f
+            JOIN memory m ON m.id = f.id AND m.created_at = f.created_at
+            JOIN robot r ON r.id = m.author_robot_id
+            ORDER BY f.rrf DESC, m.created_at DESC, m.id
+            LIMIT :limit"""
+        rows = (await self.session.execute(text(sql), params)).mappings().all()
+        hits = [
+            _hit(
+                row,
+                score=row["rrf"],
+                vector_rank=row["vector_rank"],
+                vector_similarity=None if row["distance"] is None else 1.0 - row["distance"],
+                fulltext_rank=row["text_rank"],
+                fulltext_score=row["text_score"],
+            )
+            for row in rows
+        ]
+        # No rows at all means neither side found anything: the vector side found 0.
+        return hits, (rows[0]["vector_found"] if rows else 0)
+
+
+def _hit(
+    row: Any,
+    *,
+    score: float,
+    vector_rank: int | None = None,
+    vector_similarity: float | None = None,
+    fulltext_rank: int | None = None,
+    fulltext_score: float | None = None,
+) -> SearchHit:
+    return SearchHit(
+        id=row["id"],
+        created_at=row["created_at"],
+        key=row["key"],
+        content=row["content"],
+        type=row["type"],
+        importance=row["importance"],
+        tags=list(row["tags"]),
+        metadata=row["metadata"],
+        author=row["author"],
+        token_count=row["token_count"],
+        score=float(score),
+        vector_rank=vector_rank,
+        vector_similarity=vector_similarity,
+        fulltext_rank=fulltext_rank,
+        fulltext_score=fulltext_score,
+    )
