@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.auth.service import KeyCache
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
+from app.robots.cache import RobotCache
 from app.tokens import Tokenizer
 from app.working_memory.store import WorkingMemoryStore
 
@@ -79,6 +80,7 @@ class Resources:
     background: list[Any] = field(default_factory=list)
     namespace_ids: dict[str, int] = field(default_factory=dict)
     key_cache: KeyCache = field(default_factory=KeyCache)
+    robot_cache: RobotCache = field(default_factory=RobotCache)
     # The service's clock; tests replace it to freeze time where order depends on it.
     clock: Callable[[], datetime] = utc_now
 

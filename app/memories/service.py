@@ -66,7 +66,7 @@ class MemoryService:
         self.settings: Settings = res.settings
         self.repo = MemoryRepository(session)
         self.events = EventRepository(session, res.clock)
-        self.robots = RobotService(session, caller, res.settings.working_memory_budget)
+        self.robots = RobotService(session, caller, res)
         self.working_memory = WorkingMemoryService(session, caller, res)
 
     # --- validation ------------------------------------------------------------------------

@@ -33,7 +33,7 @@ class RecallService:
         self.res = res
         self.search = SearchRepository(session)
         self.events = EventRepository(session, res.clock)
-        self.robots = RobotService(session, caller, res.settings.working_memory_budget)
+        self.robots = RobotService(session, caller, res)
         self.working_memory = WorkingMemoryService(session, caller, res)
 
     def _check(self, req: RecallRequest) -> None:

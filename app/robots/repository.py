@@ -13,16 +13,27 @@ class RobotRepository:
         self.session = session
 
     async def ensure(self, namespace_id: int, name: str) -> Any:
-        """Register on first use; later calls only bump last_seen_at."""
-        return (
+        """Register on first use. DO NOTHING on conflict: concurrent requests of one robot
+        must not queue on its row lock; last_seen_at is refreshed at most once a minute."""
+        row = (
             await self.session.execute(
                 text(f"""
                 INSERT INTO robot (namespace_id, name) VALUES (:ns, :name)
-                ON CONFLICT (namespace_id, name) DO UPDATE SET last_seen_at = now()
+                ON CONFLICT (namespace_id, name) DO NOTHING
                 RETURNING {_COLUMNS}"""),
                 {"ns": namespace_id, "name": name},
             )
-        ).one()
+        ).one_or_none()
+        if row is not None:
+            return row
+        row = await self.get(namespace_id, name)
+        await self.session.execute(
+            text("""
+            UPDATE robot SET last_seen_at = now()
+            WHERE id = :id AND last_seen_at < now() - interval '1 minute'"""),
+            {"id": row.id},
+        )
+        return row
 
     async def get(self, namespace_id: int, name: str) -> Any | None:
         return (

@@ -6,15 +6,15 @@ from fastapi import APIRouter, Depends
 
 from app.auth.caller import CallerDep
 from app.common import RobotName
-from app.deps import SessionDep, SettingsDep
+from app.deps import ResourcesDep, SessionDep
 from app.robots.schemas import RobotRead, RobotUpdate
 from app.robots.service import RobotService
 
 router = APIRouter(prefix="/v1/robots", tags=["robots"])
 
 
-def robot_service(session: SessionDep, caller: CallerDep, settings: SettingsDep) -> RobotService:
-    return RobotService(session, caller, settings.working_memory_budget)
+def robot_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> RobotService:
+    return RobotService(session, caller, res)
 
 
 Service = Annotated[RobotService, Depends(robot_service)]

@@ -1,28 +1,25 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.caller import Caller
 from app.errors import NotFound
+from app.resources import Resources
+from app.robots.cache import Robot
 from app.robots.repository import RobotRepository
 from app.robots.schemas import RobotRead, RobotUpdate
 
-
-@dataclass(frozen=True)
-class Robot:
-    id: int
-    name: str
-    budget: int
+__all__ = ["Robot", "RobotService"]
 
 
 class RobotService:
-    def __init__(self, session: AsyncSession, caller: Caller, default_budget: int) -> None:
+    def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
         self.repo = RobotRepository(session)
         self.caller = caller
-        self.default_budget = default_budget
+        self.default_budget = res.settings.working_memory_budget
+        self.cache = res.robot_cache
 
     def _robot(self, row: Any) -> Robot:
         return Robot(row.id, row.name, row.working_memory_budget or self.default_budget)
@@ -36,14 +33,27 @@ class RobotService:
             last_seen_at=row.last_seen_at,
         )
 
+    def _remember(self, row: Any) -> Robot:
+        robot = self._robot(row)
+        self.cache.put(self.caller.namespace_id, robot)
+        return robot
+
     async def ensure(self, name: str) -> Robot:
-        return self._robot(await self.repo.ensure(self.caller.namespace_id, name))
+        """The robot, registered on first use."""
+        robot = self.cache.get(self.caller.namespace_id, name)
+        if robot is not None:
+            return robot
+        return self._remember(await self.repo.ensure(self.caller.namespace_id, name))
 
     async def require(self, name: str) -> Robot:
+        """The robot, or 404: reads never register robots."""
+        robot = self.cache.get(self.caller.namespace_id, name)
+        if robot is not None:
+            return robot
         row = await self.repo.get(self.caller.namespace_id, name)
         if row is None:
             raise NotFound(f"robot {name!r} does not exist")
-        return self._robot(row)
+        return self._remember(row)
 
     async def list(self) -> list[RobotRead]:
         return [self._read(r) for r in await self.repo.list(self.caller.namespace_id)]
@@ -58,4 +68,5 @@ class RobotService:
         row = await self.repo.upsert_budget(
             self.caller.namespace_id, name, body.working_memory_budget
         )
+        self._remember(row)
         return self._read(row)

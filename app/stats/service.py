@@ -28,7 +28,7 @@ class StatsService:
         self.res = res
         self.repo = StatsRepository(session)
         self.robot_rows = RobotRepository(session)
-        self.robots = RobotService(session, caller, res.settings.working_memory_budget)
+        self.robots = RobotService(session, caller, res)
         self.working_memory = WorkingMemoryService(session, caller, res)
 
     async def _usage(self, robot: Robot) -> WorkingMemoryUsage:

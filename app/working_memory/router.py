@@ -22,7 +22,7 @@ router = APIRouter(prefix="/v1/robots/{robot}", tags=["working-memory"])
 
 class Deps:
     def __init__(self, session: SessionDep, caller: CallerDep, res: ResourcesDep) -> None:
-        self.robots = RobotService(session, caller, res.settings.working_memory_budget)
+        self.robots = RobotService(session, caller, res)
         self.working_memory = WorkingMemoryService(session, caller, res)
 
 
