@@ -223,3 +223,20 @@ def live_server_factory(database_url: str, redis_url: str):  # type: ignore[no-u
     for server, thread in servers:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+# --- per-test isolation by namespace --------------------------------------------------------
+
+
+@pytest.fixture
+def ns() -> str:
+    """A fresh namespace: tests share one database and isolate by namespace."""
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def client(app_factory, ns: str):  # type: ignore[no-untyped-def]
+    """An app without an embedder (clients send vectors), scoped to a fresh namespace."""
+    async with app_factory() as c:
+        c.headers["X-Namespace"] = ns
+        yield c

@@ -12,9 +12,11 @@ class RobotRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def ensure(self, namespace_id: int, name: str) -> Any:
-        """Register on first use. DO NOTHING on conflict: concurrent requests of one robot
-        must not queue on its row lock; last_seen_at is refreshed at most once a minute."""
+    async def ensure(self, namespace_id: int, name: str) -> tuple[Any, bool]:
+        """(row, created): register on first use.
+
+        DO NOTHING on conflict: concurrent requests of one robot must not queue on its row
+        lock. last_seen_at is refreshed at most once a minute."""
         row = (
             await self.session.execute(
                 text(f"""
@@ -25,7 +27,7 @@ class RobotRepository:
             )
         ).one_or_none()
         if row is not None:
-            return row
+            return row, True
         row = await self.get(namespace_id, name)
         await self.session.execute(
             text("""
@@ -33,7 +35,7 @@ class RobotRepository:
             WHERE id = :id AND last_seen_at < now() - interval '1 minute'"""),
             {"id": row.id},
         )
-        return row
+        return row, False
 
     async def get(self, namespace_id: int, name: str) -> Any | None:
         return (

@@ -43,7 +43,10 @@ class RobotService:
         robot = self.cache.get(self.caller.namespace_id, name)
         if robot is not None:
             return robot
-        return self._remember(await self.repo.ensure(self.caller.namespace_id, name))
+        row, created = await self.repo.ensure(self.caller.namespace_id, name)
+        # A robot created by this transaction is not cached: if the request fails (a 409,
+        # say) the row is rolled back, and a cached id would point at nothing.
+        return self._robot(row) if created else self._remember(row)
 
     async def require(self, name: str) -> Robot:
         """The robot, or 404: reads never register robots."""

@@ -281,3 +281,13 @@ async def test_robot_budget_can_be_set_per_robot(client) -> None:
     assert (await client.get("/v1/robots/nobody")).status_code == 404
     r = await client.put("/v1/robots/r1", json={"working_memory_budget": 0})
     assert r.status_code == 422
+
+
+async def test_a_robot_first_seen_in_a_rejected_request_works_afterwards(client) -> None:
+    # The 409 rolls back the robot's registration too; nothing may remember its id.
+    await client.post("/v1/robots/first/memories", json={"content": "x", "key": "taken"})
+    r = await client.post("/v1/robots/newcomer/memories", json={"content": "y", "key": "taken"})
+    assert r.status_code == 409
+    r = await client.post("/v1/robots/newcomer/memories", json={"content": "z", "key": "free"})
+    assert (r.status_code, r.json()["author"]) == (201, "newcomer")
+    assert [rb["name"] for rb in (await client.get("/v1/robots")).json()] == ["first", "newcomer"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -37,11 +36,6 @@ def vec(i: int, dim: int = 384) -> list[float]:
     v = [0.0] * dim
     v[i] = 1.0
     return v
-
-
-@pytest.fixture
-def ns() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ context assembles, DELETE clears, forget reaches every robot — real Postgres a
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -36,18 +34,6 @@ def text_of(tokens: int, word: str) -> str:
     content = word + " apple" * (tokens - len(ENC.encode(word)))
     assert len(ENC.encode(content)) == tokens
     return content
-
-
-@pytest.fixture
-def ns() -> str:
-    return f"t-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-async def client(app_factory, ns: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with app_factory() as c:
-        c.headers["X-Namespace"] = ns
-        yield c
 
 
 @pytest.fixture
