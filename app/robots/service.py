@@ -10,12 +10,15 @@ from app.resources import Resources
 from app.robots.cache import Robot
 from app.robots.repository import RobotRepository
 from app.robots.schemas import RobotRead, RobotUpdate
+from app.working_memory.service import WorkingMemoryService
 
 __all__ = ["Robot", "RobotService"]
 
 
 class RobotService:
     def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
+        self.session = session
+        self.res = res
         self.repo = RobotRepository(session)
         self.caller = caller
         self.default_budget = res.settings.working_memory_budget
@@ -71,5 +74,7 @@ class RobotService:
         row = await self.repo.upsert_budget(
             self.caller.namespace_id, name, body.working_memory_budget
         )
-        self._remember(row)
+        robot = self._remember(row)
+        # A smaller budget takes effect at once: the working memory is trimmed by policy.
+        await WorkingMemoryService(self.session, self.caller, self.res).apply_budget(robot)
         return self._read(row)

@@ -16,7 +16,7 @@ from app.auth.caller import Caller
 from app.events.repository import EventRepository
 from app.memories.schemas import WorkingMemoryOutcome
 from app.resources import Resources
-from app.robots.service import Robot
+from app.robots.cache import Robot
 from app.working_memory.context import ContextResult, Strategy, assemble
 from app.working_memory.repository import MembershipRepository
 from app.working_memory.store import PlaceResult, WMItem, WorkingMemoryNotInitialized
@@ -182,6 +182,20 @@ class WorkingMemoryService:
                     admitted=False, reason="evicted", evicted=result.evicted
                 )
         return out
+
+    async def apply_budget(self, robot: Robot) -> list[str]:
+        """After a budget change: evict down to the new budget now, not at the next add."""
+        try:
+            result = await self._call(
+                robot, lambda: self.store.place(self.ns, robot.name, [], robot.budget)
+            )
+        except RedisUnavailable:
+            return []  # the next rebuild applies the budget
+        evicted_ids = await self.members.record(
+            self.caller.namespace_id, robot.id, result.seq, [], result.evicted
+        )
+        await self.events.record(self.caller.namespace_id, "evict", robot.id, evicted_ids)
+        return result.evicted
 
     async def touch(self, robot: Robot, memory_id: int, key: str) -> bool:
         # Redis keeps last access in milliseconds; Postgres gets the same instant, so a

@@ -494,3 +494,21 @@ async def test_rebuild_under_a_shrunk_budget_evicts_by_policy_and_postgres_follo
     )
     assert await members_in_postgres(client, ns, "a") == {"first", "second"}
     assert (await event_counts(client, ns))["evict"] == 1
+
+
+async def test_lowering_the_budget_trims_working_memory_at_once(client) -> None:
+    await client.put("/v1/robots/r", json={"working_memory_budget": 100})
+    for key, importance in (("low", 1), ("mid", 5), ("high", 9)):
+        r = await client.post(
+            "/v1/robots/r/memories",
+            json={"key": key, "content": text_of(20, key), "importance": importance},
+        )
+        assert r.json()["working_memory"]["admitted"] is True
+    r = await client.put("/v1/robots/r", json={"working_memory_budget": 45})
+    assert r.status_code == 200
+    wm = (await client.get("/v1/robots/r/working-memory")).json()
+    assert ([i["key"] for i in wm["items"]], wm["tokens"], wm["max_tokens"]) == (
+        ["mid", "high"],
+        40,
+        45,
+    )
