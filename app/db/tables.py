@@ -52,6 +52,8 @@ class Robot(Base):
     name: Mapped[str] = mapped_column(String(64))
     # NULL means "the deployment default" (Settings.working_memory_budget).
     working_memory_budget: Mapped[int | None] = mapped_column(Integer)
+    # Redis may still hold removals it missed while unreachable: rebuild before next use.
+    working_memory_stale: Mapped[bool] = mapped_column(Boolean, server_default="false")
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     last_seen_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
 

@@ -3,7 +3,8 @@
 A robot's id never changes; its budget changes only through PUT /v1/robots/{robot}, which
 refreshes the entry here at once. Another process's PUT is seen within TTL_S (the Redis
 scripts enforce whatever budget a request passes, so a briefly stale budget never breaks the
-budget invariant; the next request simply applies the new one).
+budget invariant; the next request simply applies the new one). The same holds for the
+working_memory_stale flag set by another process.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-TTL_S = 30.0
+TTL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class Robot:
     id: int
     name: str
     budget: int
+    # Redis missed a removal while it was unreachable; rebuild before trusting it.
+    stale: bool = False
 
 
 class RobotCache:
@@ -34,3 +37,6 @@ class RobotCache:
 
     def put(self, namespace_id: int, robot: Robot) -> None:
         self._entries[(namespace_id, robot.name)] = (time.monotonic() + self.ttl_s, robot)
+
+    def forget(self, namespace_id: int, name: str) -> None:
+        self._entries.pop((namespace_id, name), None)

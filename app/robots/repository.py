@@ -5,7 +5,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-_COLUMNS = "id, name, working_memory_budget, created_at, last_seen_at"
+_COLUMNS = "id, name, working_memory_budget, working_memory_stale, created_at, last_seen_at"
 
 
 class RobotRepository:

@@ -25,7 +25,12 @@ class RobotService:
         self.cache = res.robot_cache
 
     def _robot(self, row: Any) -> Robot:
-        return Robot(row.id, row.name, row.working_memory_budget or self.default_budget)
+        return Robot(
+            row.id,
+            row.name,
+            row.working_memory_budget or self.default_budget,
+            row.working_memory_stale,
+        )
 
     def _read(self, row: Any) -> RobotRead:
         return RobotRead(

@@ -72,7 +72,12 @@ class StatsService:
         counts = await self.repo.namespace(self.caller.namespace_id)
         robots = []
         for row in await self.robot_rows.list(self.caller.namespace_id):
-            robot = Robot(row.id, row.name, row.working_memory_budget or self.robots.default_budget)
+            robot = Robot(
+                row.id,
+                row.name,
+                row.working_memory_budget or self.robots.default_budget,
+                row.working_memory_stale,
+            )
             robots.append(RobotUsage(robot=robot.name, working_memory=await self._usage(robot)))
         pg = await postgres_versions(self.res.engine)
         try:

@@ -100,6 +100,12 @@ class MembershipRepository:
             {"id": memory_id, "robots": robot_ids},
         )
 
+    async def set_stale(self, robot_ids: list[int], stale: bool) -> None:
+        await self.session.execute(
+            text("UPDATE robot SET working_memory_stale = :stale WHERE id = ANY(:ids)"),
+            {"stale": stale, "ids": robot_ids},
+        )
+
     async def clear(self, robot_id: int) -> None:
         await self.session.execute(
             text("""

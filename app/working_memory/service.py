@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -74,6 +74,8 @@ class WorkingMemoryService:
         if breaker.open:
             raise RedisUnavailable("redis marked down")
         try:
+            if robot.stale:
+                await self._resync(robot)
             try:
                 result = await op()
             except WorkingMemoryNotInitialized:
@@ -88,7 +90,19 @@ class WorkingMemoryService:
         breaker.reset()
         return result
 
-    async def _rebuild(self, robot: Robot) -> PlaceResult:
+    async def _resync(self, robot: Robot) -> None:
+        """Redis is back but may hold removals it missed: replace it from Postgres."""
+        await self._rebuild(robot, force=True)
+        await self.members.set_stale([robot.id], False)
+        self.res.robot_cache.put(self.caller.namespace_id, replace(robot, stale=False))
+
+    async def _mark_stale(self, robot_ids: list[int], names: list[str]) -> None:
+        """A removal did not reach Redis: the next request for these robots rebuilds."""
+        await self.members.set_stale(robot_ids, True)
+        for name in names:
+            self.res.robot_cache.forget(self.caller.namespace_id, name)
+
+    async def _rebuild(self, robot: Robot, force: bool = False) -> PlaceResult:
         rows = await self.members.members(robot.id)
         items = [
             WMItem(
@@ -114,7 +128,7 @@ class WorkingMemoryService:
             total -= it.tokens
         keep = [i for i in items if i not in victims]
         result = await self.store.load(
-            self.ns, robot.name, keep, robot.budget, only_if_missing=True
+            self.ns, robot.name, keep, robot.budget, only_if_missing=not force
         )
         # Only the request whose load acted records the trim (a concurrent rebuild that got
         # there first did the same; recording with its later seq could undo newer changes).
@@ -208,6 +222,7 @@ class WorkingMemoryService:
             )
         except RedisUnavailable:
             present = True  # Postgres still learns of the access
+            await self._mark_stale([robot.id], [robot.name])
         if present:
             await self.members.touch(robot.id, memory_id, now)
         return present
@@ -215,20 +230,27 @@ class WorkingMemoryService:
     async def remove_everywhere(self, memory_id: int, key: str) -> None:
         """A forgotten or replaced memory leaves the working memory of every robot holding it."""
         holders = await self.members.holders(memory_id)
-        for _robot_id, name in holders:
+        missed: list[tuple[int, str]] = []
+        for robot_id, name in holders:
             try:
+                if self.res.redis_breaker.open:
+                    raise RedisUnavailable("redis marked down")
                 await self.store.remove(self.ns, name, [key])
             except WorkingMemoryNotInitialized:
                 pass  # rebuilt later from Postgres, which no longer lists it
-            except UNAVAILABLE as exc:
+            except (RedisUnavailable, *UNAVAILABLE) as exc:
                 log.warning("redis unavailable removing %s from %s: %s", key, name, exc)
+                missed.append((robot_id, name))
         await self.members.leave(memory_id)
+        if missed:
+            await self._mark_stale([i for i, _ in missed], [n for _, n in missed])
 
     async def clear(self, robot: Robot) -> int:
         try:
             removed = await self._call(robot, lambda: self.store.clear(self.ns, robot.name))
         except RedisUnavailable:
             removed = len(await self.members.members(robot.id))
+            await self._mark_stale([robot.id], [robot.name])
         await self.members.clear(robot.id)
         return removed
 

@@ -197,3 +197,35 @@ async def test_requests_degrade_while_redis_is_down_and_recover_after(
             assert (await add(client, "later", 3, 1))["admitted"] is True
         finally:
             back.stop()
+
+
+async def test_removals_missed_while_redis_was_away_are_not_resurrected(
+    app_factory, tmp_path
+) -> None:
+    # Redis with its data intact after an outage (a blip, not a restart): it still holds what
+    # was forgotten and cleared meanwhile. The next request must rebuild from Postgres.
+    server = EmbeddedRedis(tmp_path / "redis", persistent=True).start()
+    try:
+        async with app_on(app_factory, server) as client:
+            for key in ("keep", "forget-me"):
+                await add(client, key, 10, 5)
+            await add(client, "other", 10, 5)
+            r = await client.post(
+                "/v1/robots/reader/recall", json={"query": "note", "strategy": "fulltext"}
+            )
+            assert sorted(r.json()["working_memory"]["loaded"]) == ["forget-me", "keep", "other"]
+
+            server.stop()
+            assert (await client.delete("/v1/robots/a/memories/forget-me")).status_code == 200
+            assert (await client.delete("/v1/robots/reader/working-memory")).status_code == 200
+            server.start()  # same port, same append-only file: the old data is back
+
+            writer = await get_ok(client, "/v1/robots/a/working-memory")
+            reader = await get_ok(client, "/v1/robots/reader/working-memory")
+            assert ([i["key"] for i in writer["items"]], writer["degraded"]) == (
+                ["keep", "other"],
+                False,
+            )
+            assert (reader["items"], reader["tokens"]) == ([], 0)
+    finally:
+        server.stop()
