@@ -1,0 +1,589 @@
+"""TimescaleDB: hypertables, chunk exclusion, time_bucket activity and version reporting.
+
+These tests run only when the test server offers the timescaledb extension and preloads it
+(HTM_TEST_DATABASE_URL pointing at a TimescaleDB server); elsewhere they skip, saying why.
+The embedded pgserver PostgreSQL has no TimescaleDB, so `make test` on a fresh machine skips
+them, and the rest of the suite covers the plain-table path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+import tiktoken
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+
+from app.config import Settings, get_settings
+from app.recall.repository import SearchFilters, _eligible, _text_ctes, _TextPlan, _vector_sql
+
+pytestmark = [pytest.mark.timescaledb, pytest.mark.usefixtures("timescaledb")]
+
+
+async def _connect(url: str) -> asyncpg.Connection:
+    u = make_url(url)
+    return await asyncpg.connect(
+        user=u.username, password=u.password, host=u.query.get("host") or u.host,
+        port=u.port, database=u.database or "postgres",
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+async def timescaledb(server_url: str) -> str:
+    """The timescaledb version the test server offers; skips when it cannot be used."""
+    conn = await _connect(server_url)
+    try:
+        available = await conn.fetchval(
+            "SELECT default_version FROM pg_available_extensions WHERE name = 'timescaledb'"
+        )
+        # The loader, once preloaded, defines this postmaster-level setting. Unlike
+        # shared_preload_libraries it is readable without pg_read_all_settings.
+        preloaded = await conn.fetchval(
+            "SELECT current_setting('timescaledb.max_background_workers', true) IS NOT NULL"
+        )
+    finally:
+        await conn.close()
+    if not available:
+        pytest.skip(
+            "timescaledb is not available on the test server (pg_available_extensions); "
+            "point HTM_TEST_DATABASE_URL at a PostgreSQL with TimescaleDB to run these tests"
+        )
+    if not preloaded:
+        pytest.skip(
+            f"timescaledb {available} is installed on the test server but not preloaded "
+            "(shared_preload_libraries), so no database can create the extension"
+        )
+    return str(available)
+
+
+@pytest.fixture(scope="session")
+def ts_url(timescaledb: str, request: pytest.FixtureRequest) -> str:
+    """The session's migrated database, requested only once TimescaleDB is known usable."""
+    return str(request.getfixturevalue("database_url"))
+
+
+@pytest.fixture(scope="session")
+def ts_app_factory(ts_url: str, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    return request.getfixturevalue("app_factory")
+
+
+@pytest.fixture(scope="module")
+async def engine(ts_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_async_engine(ts_url, connect_args={"server_settings": {"jit": "off"}})
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def session(engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
+    """One transaction, rolled back: rows and the chunks they created disappear with it."""
+    async with AsyncSession(engine) as s:
+        await s.begin()
+        yield s
+        await s.rollback()
+
+
+# --- (a) the migration's hypertables -------------------------------------------------------
+
+
+async def test_migration_made_memory_and_memory_event_hypertables_with_the_chunk_interval(
+    session: AsyncSession, timescaledb: str
+) -> None:
+    installed = (
+        await session.execute(
+            text("SELECT extversion FROM pg_extension WHERE extname = 'timescaledb'")
+        )
+    ).scalar_one()
+    assert installed == timescaledb
+
+    # The migration read the chunk interval from the settings; the default is a week.
+    assert Settings.model_fields["hypertable_chunk_interval"].default == "7 days"
+    configured = get_settings().hypertable_chunk_interval
+    interval = (
+        await session.execute(text("SELECT CAST(CAST(:c AS text) AS interval)"), {"c": configured})
+    ).scalar_one()
+    if configured == "7 days":
+        assert interval == timedelta(days=7)
+
+    dims = (
+        await session.execute(
+            text("""
+            SELECT hypertable_name, column_name, dimension_type, time_interval
+            FROM timescaledb_information.dimensions
+            WHERE hypertable_schema = 'public'
+            ORDER BY hypertable_name, dimension_number""")
+        )
+    ).all()
+    assert [tuple(d) for d in dims] == [
+        ("memory", "created_at", "Time", interval),
+        ("memory_event", "at", "Time", interval),
+    ]
+    tables = (
+        await session.execute(
+            text("""SELECT hypertable_name FROM timescaledb_information.hypertables
+                    WHERE hypertable_schema = 'public' ORDER BY 1""")
+        )
+    ).scalars()
+    assert list(tables) == ["memory", "memory_event"]
+
+
+async def test_every_unique_constraint_on_a_hypertable_includes_its_time_column(
+    session: AsyncSession,
+) -> None:
+    rows = (
+        await session.execute(
+            text("""
+            SELECT c.conrelid::regclass::text AS tbl, c.conname,
+                   array_agg(a.attname::text ORDER BY a.attname) AS cols
+            FROM pg_constraint c
+            JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+            WHERE c.contype IN ('p', 'u') AND c.conrelid IN ('memory'::regclass,
+                                                           'memory_event'::regclass)
+            GROUP BY 1, 2 ORDER BY 1, 2""")
+        )
+    ).all()
+    assert [(r.tbl, sorted(r.cols)) for r in rows] == [
+        ("memory", ["created_at", "id"]),
+        ("memory_event", ["at", "id"]),
+    ]
+
+
+# --- (b) chunk exclusion for the recall statements ----------------------------------------
+
+BASE = datetime(2019, 3, 4, 12, tzinfo=UTC)  # no other test writes memories near 2019
+WEEKS = 10
+
+
+def _relations(plan: Any) -> set[str]:
+    """Every relation a JSON plan scans (chunks appear under their own names)."""
+    found: set[str] = set()
+    if isinstance(plan, dict):
+        if "Relation Name" in plan:
+            found.add(plan["Relation Name"])
+        for value in plan.values():
+            found |= _relations(value)
+    elif isinstance(plan, list):
+        for item in plan:
+            found |= _relations(item)
+    return found
+
+
+def _executed(plan: Any) -> set[str]:
+    """The relations an EXPLAIN ANALYZE plan actually scanned (loops > 0); TimescaleDB's
+    ChunkAppend node names the hypertable itself but only its children scan anything."""
+    found: set[str] = set()
+    if isinstance(plan, dict):
+        if (
+            "Relation Name" in plan
+            and plan.get("Actual Loops", 0) > 0
+            and plan.get("Custom Plan Provider") != "ChunkAppend"
+        ):
+            found.add(plan["Relation Name"])
+        for value in plan.values():
+            found |= _executed(value)
+    elif isinstance(plan, list):
+        for item in plan:
+            found |= _executed(item)
+    return found
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        raise TypeError(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return f"'{value.isoformat()}'"
+    if isinstance(value, list):
+        return "'{" + ",".join(repr(float(v)) for v in value) + "}'"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _excluded_at_startup(plan: Any) -> int:
+    if isinstance(plan, dict):
+        own = plan.get("Chunks excluded during startup", 0)
+        return own + sum(_excluded_at_startup(v) for v in plan.values())
+    if isinstance(plan, list):
+        return sum(_excluded_at_startup(v) for v in plan)
+    return 0
+
+
+def _as_json(raw: Any) -> Any:
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
+class TenWeeks:
+    def __init__(self, session: AsyncSession, namespace_id: int, dim: int) -> None:
+        self.session = session
+        self.namespace_id = namespace_id
+        self.dim = dim
+
+    async def chunks(self, start: datetime | None = None, end: datetime | None = None) -> set[str]:
+        """memory's chunks (from the catalog) whose range overlaps [start, end)."""
+        rows = await self.session.execute(
+            text("""
+            SELECT chunk_name FROM timescaledb_information.chunks
+            WHERE hypertable_schema = 'public' AND hypertable_name = 'memory'
+              AND (CAST(:start AS timestamptz) IS NULL OR range_end > :start)
+              AND (CAST(:end AS timestamptz) IS NULL OR range_start < :end)"""),
+            {"start": start, "end": end},
+        )
+        return set(rows.scalars())
+
+    async def chunk_ranges(self) -> list[tuple[str, datetime, datetime]]:
+        rows = await self.session.execute(
+            text("""
+            SELECT chunk_name, range_start, range_end FROM timescaledb_information.chunks
+            WHERE hypertable_schema = 'public' AND hypertable_name = 'memory'
+              AND range_start >= :start AND range_end <= :end
+            ORDER BY range_start"""),
+            {"start": BASE, "end": BASE + timedelta(weeks=WEEKS)},
+        )
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
+    def statements(self, start: datetime | None, end: datetime | None) -> dict[str, tuple]:
+        """The recall repository's own filtered statements: vector (index and exact) and
+        full text, with the created_at range exactly as recall passes a timeframe."""
+        filters = SearchFilters(start=start, end=end)
+        qvec = [1.0] + [0.0] * (self.dim - 1)
+        out: dict[str, tuple] = {}
+        for name, exact in (("vector-hnsw", False), ("vector-exact", True)):
+            params: dict[str, Any] = {"qvec": qvec, "vec_n": 5}
+            out[name] = (_vector_sql(_eligible(self.namespace_id, filters, params), exact), params)
+        plan = _TextPlan(all_q="'walrus'", rare_q=None, common_q=None)
+        params = {"all_q": plan.all_q, "text_n": 5, "text_budget": 2000}
+        ctes = _text_ctes(_eligible(self.namespace_id, filters, params), plan)
+        out["fulltext"] = (f"WITH {ctes} SELECT * FROM text_hits", params)
+        return out
+
+    async def planned(self, sql: str, params: dict[str, Any]) -> set[str]:
+        raw = (await self.session.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params)).scalar()
+        return _relations(_as_json(raw))
+
+    async def executed_with_a_generic_plan(
+        self, sql: str, params: dict[str, Any]
+    ) -> tuple[set[str], int]:
+        """As a cached prepared statement runs after its first executions: planned without
+        the parameter values, so exclusion must happen when the executor starts."""
+        names = [n for n in params if re.search(rf":{n}\b", sql)]
+        numbered = sql
+        for i, name in enumerate(names, start=1):
+            numbered = re.sub(rf":{name}\b", f"${i}", numbered)
+        params = {n: params[n] for n in names}
+        stmt = f"htm_ts_{uuid.uuid4().hex[:8]}"
+        await self.session.execute(text(f"PREPARE {stmt} AS {numbered}"))
+        await self.session.execute(text("SET LOCAL plan_cache_mode = force_generic_plan"))
+        # EXPLAIN takes no bind parameters: EXECUTE gets literals, typed by the PREPARE.
+        args = ", ".join(_literal(params[name]) for name in names)
+        raw = (
+            await self.session.execute(
+                text(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {stmt}({args})")
+            )
+        ).scalar()
+        await self.session.execute(text(f"DEALLOCATE {stmt}"))
+        await self.session.execute(text("SET LOCAL plan_cache_mode = auto"))
+        plan = _as_json(raw)
+        return _executed(plan), _excluded_at_startup(plan)
+
+
+@pytest.fixture
+async def ten_weeks(session: AsyncSession) -> TenWeeks:
+    """One memory per day at noon for ten weeks, inserted with SQL in the test's transaction."""
+    dim = (
+        await session.execute(
+            text("""SELECT atttypmod FROM pg_attribute
+                    WHERE attrelid = 'memory'::regclass AND attname = 'embedding'""")
+        )
+    ).scalar_one()
+    ns = (
+        await session.execute(
+            text("INSERT INTO namespace (name) VALUES (:n) RETURNING id"),
+            {"n": f"ts-{uuid.uuid4().hex[:12]}"},
+        )
+    ).scalar_one()
+    robot = (
+        await session.execute(
+            text("INSERT INTO robot (namespace_id, name) VALUES (:ns, 'chunky') RETURNING id"),
+            {"ns": ns},
+        )
+    ).scalar_one()
+    vector = "[" + ",".join(["1"] + ["0"] * (dim - 1)) + "]"
+    await session.execute(
+        text("""
+        INSERT INTO memory (created_at, namespace_id, key, content, author_robot_id,
+                            token_count, embedding, embedding_status)
+        SELECT CAST(:base AS timestamptz) + d * interval '1 day', :ns, 'day-' || d,
+               'walrus sighting number ' || d, :robot, 4, CAST(:vec AS vector), 'ready'
+        FROM generate_series(0, :days - 1) AS d"""),
+        {"base": BASE, "ns": ns, "robot": robot, "vec": vector, "days": 7 * WEEKS},
+    )
+    return TenWeeks(session, ns, dim)
+
+
+async def test_ten_weeks_of_memories_span_weekly_chunks_each_with_every_index(
+    ten_weeks: TenWeeks,
+) -> None:
+    inside = await ten_weeks.chunk_ranges()
+    assert len(inside) >= WEEKS - 1  # chunks are aligned to the epoch, not to BASE
+    assert all(end - start == timedelta(days=7) for _, start, end in inside)
+    overlapping = await ten_weeks.chunks(BASE, BASE + timedelta(weeks=WEEKS))
+    assert len(overlapping) in (WEEKS, WEEKS + 1)
+    # Indexes made on the hypertable exist on each chunk: HNSW and GIN included.
+    for chunk in sorted(overlapping):
+        defs = (
+            await ten_weeks.session.execute(
+                text("SELECT indexdef FROM pg_indexes WHERE tablename = :t"), {"t": chunk}
+            )
+        ).scalars()
+        methods = {d.split(" USING ")[1].split(" ")[0] for d in defs}
+        assert methods == {"btree", "hnsw", "gin"}, chunk
+
+
+@pytest.mark.parametrize("statement", ["vector-hnsw", "vector-exact", "fulltext"])
+async def test_a_one_week_timeframe_plans_only_the_chunks_overlapping_that_week(
+    ten_weeks: TenWeeks, statement: str
+) -> None:
+    everything = await ten_weeks.chunks()
+    _, start, end = (await ten_weeks.chunk_ranges())[4]
+
+    # A week that is exactly one chunk: that chunk alone.
+    sql, params = ten_weeks.statements(start, end)[statement]
+    chunk = await ten_weeks.chunks(start, end)
+    assert len(chunk) == 1
+    assert await ten_weeks.planned(sql, params) == chunk
+
+    # A week straddling two chunks (mid-chunk to mid-chunk): those two only.
+    shifted = start + timedelta(days=3, hours=5)
+    sql, params = ten_weeks.statements(shifted, shifted + timedelta(days=7))[statement]
+    pair = await ten_weeks.chunks(shifted, shifted + timedelta(days=7))
+    assert len(pair) == 2 and chunk < pair
+    assert await ten_weeks.planned(sql, params) == pair
+
+    # Without a timeframe every chunk of memory is planned: the check above can fail.
+    sql, params = ten_weeks.statements(None, None)[statement]
+    assert len(everything) > WEEKS
+    assert await ten_weeks.planned(sql, params) == everything
+
+
+@pytest.mark.parametrize("statement", ["vector-hnsw", "vector-exact", "fulltext"])
+async def test_a_generic_plan_still_scans_only_that_weeks_chunks(
+    ten_weeks: TenWeeks, statement: str
+) -> None:
+    _, start, _ = (await ten_weeks.chunk_ranges())[6]
+    shifted = start + timedelta(days=2)
+    sql, params = ten_weeks.statements(shifted, shifted + timedelta(days=7))[statement]
+
+    everything = await ten_weeks.chunks()
+
+    scanned, excluded = await ten_weeks.executed_with_a_generic_plan(sql, params)
+
+    assert scanned == await ten_weeks.chunks(shifted, shifted + timedelta(days=7))
+    assert len(scanned) == 2
+    # Not planned away (the plan knows no dates): ChunkAppend skips them as it starts.
+    assert excluded == len(everything) - 2
+
+
+async def test_a_one_week_timeframe_finds_exactly_that_weeks_memories(
+    ten_weeks: TenWeeks,
+) -> None:
+    _, start, end = (await ten_weeks.chunk_ranges())[3]
+    sql, params = ten_weeks.statements(start, end)["fulltext"]
+    params = {**params, "text_n": 100}
+    rows = (await ten_weeks.session.execute(text(sql), params)).all()
+    days = sorted(r.created_at for r in rows)
+    assert len(days) == 7
+    assert all(start <= d < end for d in days)
+
+
+# --- (c) versions and hypertables through the API -----------------------------------------
+
+
+@pytest.fixture
+def ns() -> str:
+    return f"ts-{uuid.uuid4().hex[:12]}"
+
+
+async def test_readyz_and_namespace_stats_report_timescaledb(
+    ts_app_factory, timescaledb: str, ns: str
+) -> None:
+    async with ts_app_factory() as client:
+        client.headers["X-Namespace"] = ns
+        ready = await client.get("/readyz")
+        stats = await client.get("/v1/stats")
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["status"] == "ready"
+    assert ready.json()["timescaledb"] == timescaledb
+    assert stats.status_code == 200, stats.text
+    assert stats.json()["hypertables"] == ["memory", "memory_event"]
+    assert stats.json()["versions"]["timescaledb"] == timescaledb
+
+
+# --- (d) activity per day: the time_bucket path --------------------------------------------
+
+ENC = tiktoken.get_encoding("cl100k_base")
+DAY1 = datetime(2032, 3, 1, 23, 50, tzinfo=UTC)
+DAY2 = datetime(2032, 3, 2, 0, 5, tzinfo=UTC)  # 15 minutes later, the next UTC day
+DAY4 = datetime(2032, 3, 4, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, t: datetime) -> None:
+        self.t = t
+
+    def __call__(self) -> datetime:
+        return self.t
+
+
+def text_of(tokens: int, word: str) -> str:
+    content = word + " apple" * (tokens - len(ENC.encode(word)))
+    assert len(ENC.encode(content)) == tokens
+    return content
+
+
+@pytest.fixture
+async def client(ts_app_factory, ns: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with ts_app_factory() as c:
+        c.headers["X-Namespace"] = ns
+        c.clock = Clock(DAY1)  # type: ignore[attr-defined]
+        c.app.state.resources.clock = c.clock
+        yield c
+
+
+async def _add(client: httpx.AsyncClient, key: str, word: str) -> dict:
+    r = await client.post("/v1/robots/tb/memories", json={"key": key, "content": text_of(10, word)})
+    assert r.status_code == 201, r.text
+    return r.json()["working_memory"]
+
+
+@pytest.fixture
+async def three_days(client: httpx.AsyncClient) -> None:
+    """Robot tb (budget 30, memories of 10 tokens): day 1 two adds; day 2 two adds, the
+    second evicting one; day 4 a recall of one memory that evicts another. Day 3: nothing."""
+    assert (await client.put("/v1/robots/tb", json={"working_memory_budget": 30})).is_success
+    await _add(client, "k1", "walrus")
+    await _add(client, "k2", "note")
+    client.clock.t = DAY2  # type: ignore[attr-defined]
+    await _add(client, "k3", "note")
+    assert (await _add(client, "k4", "note"))["evicted"] == ["k1"]
+    client.clock.t = DAY4  # type: ignore[attr-defined]
+    r = await client.post("/v1/robots/tb/recall", json={"query": "walrus", "strategy": "fulltext"})
+    assert r.status_code == 200, r.text
+    assert r.json()["working_memory"]["loaded"] == ["k1"]
+    assert r.json()["working_memory"]["evicted"] == ["k2"]
+
+
+async def test_robot_activity_per_utc_day_from_time_bucket(
+    client: httpx.AsyncClient, three_days: None, engine: AsyncEngine, ns: str
+) -> None:
+    # The events sit in memory_event, a hypertable: the stats take the time_bucket path.
+    async with engine.connect() as conn:
+        events = (
+            await conn.execute(
+                text("""
+                SELECT e.kind, e.at, (SELECT count(*) FROM timescaledb_information.hypertables
+                                      WHERE hypertable_name = 'memory_event') AS hyper
+                FROM memory_event e JOIN robot r ON r.id = e.robot_id
+                JOIN namespace n ON n.id = r.namespace_id
+                WHERE n.name = :ns ORDER BY e.at, e.kind"""),
+                {"ns": ns},
+            )
+        ).all()
+    assert {e.hyper for e in events} == {1}
+    assert sorted((e.at, e.kind) for e in events) == sorted(
+        [(DAY1, "add"), (DAY1, "add"), (DAY2, "add"), (DAY2, "add"), (DAY2, "evict"),
+         (DAY4, "recall"), (DAY4, "evict")]
+    )  # fmt: skip
+
+    r = await client.get("/v1/robots/tb/stats", params={"days": 4})
+    assert r.status_code == 200, r.text
+    assert r.json()["activity"] == [
+        {"day": "2032-03-01", "adds": 2, "recalls": 0, "evictions": 0},
+        {"day": "2032-03-02", "adds": 2, "recalls": 0, "evictions": 1},
+        {"day": "2032-03-04", "adds": 0, "recalls": 1, "evictions": 1},
+    ]
+    # The window is the last N days up to the clock's today.
+    r = await client.get("/v1/robots/tb/stats", params={"days": 3})
+    assert [d["day"] for d in r.json()["activity"]] == ["2032-03-02", "2032-03-04"]
+    client.clock.t = DAY2  # type: ignore[attr-defined]
+    r = await client.get("/v1/robots/tb/stats", params={"days": 1})
+    assert r.json()["activity"] == [{"day": "2032-03-02", "adds": 2, "recalls": 0, "evictions": 1}]
+
+
+async def test_time_bucket_days_are_utc_whatever_the_session_time_zone(
+    client: httpx.AsyncClient, three_days: None, ns: str
+) -> None:
+    from app.stats.repository import StatsRepository
+
+    async with client.app.state.resources.sessionmaker() as s:  # type: ignore[attr-defined]
+        # UTC+14: day 1's 23:50 and day 2's 00:05 are both on March 2 local time.
+        await s.execute(text("SET LOCAL TIME ZONE 'Pacific/Kiritimati'"))
+        repo = StatsRepository(s)
+        assert "memory_event" in await repo.hypertables()
+        robot_id = (
+            await s.execute(
+                text("""SELECT r.id FROM robot r JOIN namespace n ON n.id = r.namespace_id
+                        WHERE n.name = :ns AND r.name = 'tb'"""),
+                {"ns": ns},
+            )
+        ).scalar_one()
+        rows = await repo.activity(
+            robot_id,
+            since=datetime(2032, 3, 1, tzinfo=UTC),
+            until=datetime(2032, 3, 5, tzinfo=UTC),
+            timescale=True,
+        )
+    assert [(r.day.astimezone(UTC), r.adds, r.recalls, r.evictions) for r in rows] == [
+        (datetime(2032, 3, 1, tzinfo=UTC), 2, 0, 0),
+        (datetime(2032, 3, 2, tzinfo=UTC), 2, 0, 1),
+        (datetime(2032, 3, 4, tzinfo=UTC), 0, 1, 1),
+    ]
+
+
+# --- (e) the migration's round trip with hypertables ---------------------------------------
+
+
+async def test_downgrade_drops_the_hypertables_and_upgrade_recreates_them(
+    ts_url: str, database_factory
+) -> None:
+    from app.db.migrate import downgrade, upgrade
+
+    url = await database_factory()
+
+    async def catalog() -> tuple[list[str], int]:
+        conn = await _connect(url)
+        try:
+            tables = await conn.fetch(
+                "SELECT hypertable_name FROM timescaledb_information.hypertables ORDER BY 1"
+            )
+            chunks = await conn.fetchval("SELECT count(*) FROM timescaledb_information.chunks")
+            return [t["hypertable_name"] for t in tables], chunks
+        finally:
+            await conn.close()
+
+    await asyncio.to_thread(upgrade, url)
+    conn = await _connect(url)
+    try:
+        ns = await conn.fetchval("INSERT INTO namespace (name) VALUES ('x') RETURNING id")
+        await conn.execute(
+            "INSERT INTO memory_event (namespace_id, kind, at) VALUES ($1, 'add', $2)",
+            ns, datetime(2020, 1, 1, tzinfo=UTC),
+        )  # fmt: skip
+    finally:
+        await conn.close()
+    assert await catalog() == (["memory", "memory_event"], 1)
+
+    await asyncio.to_thread(downgrade, url, "base")
+    assert await catalog() == ([], 0)
+
+    await asyncio.to_thread(upgrade, url)
+    assert await catalog() == (["memory", "memory_event"], 0)
