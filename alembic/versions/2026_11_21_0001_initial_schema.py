@@ -28,7 +28,13 @@ def _try_timescaledb() -> bool:
     available = bind.execute(
         text("SELECT 1 FROM pg_available_extensions WHERE name = 'timescaledb'")
     ).scalar()
-    if not available:
+    # The extension can only be created when its loader is preloaded, and CREATE EXTENSION
+    # without it fails with FATAL, which ends the connection (no savepoint survives that).
+    # The preloaded loader defines this setting; any role can read it.
+    preloaded = bind.execute(
+        text("SELECT current_setting('timescaledb.max_background_workers', true) IS NOT NULL")
+    ).scalar()
+    if not available or not preloaded:
         return False
     # CREATE EXTENSION fails when timescaledb is not preloaded; a savepoint keeps the
     # migration's transaction usable so we fall back to plain tables.

@@ -22,6 +22,9 @@ EF_SEARCH_MAX = 1000
 # pgvector >= 0.8: how far an iterative scan may walk the graph before giving up. Past this
 # many tuples the exact fallback (btree filters + sort) is the cheaper way to fill the page.
 MAX_SCAN_TUPLES = 20_000
+# At most this many eligible rows, exact search is both correct and cheap (a few ms), so the
+# index is skipped. Above it the index runs, with the exact query as the fallback.
+EXACT_SEARCH_MAX_ROWS = 2_000
 ITERATIVE_SCAN_SINCE = (0, 8, 0)
 # Full text uses a query's first this-many distinct content words. Questions have far fewer;
 # a pasted paragraph would otherwise cost a count per word and a ts_rank over all of them.
@@ -281,10 +284,34 @@ class SearchRepository:
         """
         if limit <= 0:
             return []
-        hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=False)
-        if len(hits) < limit:
+        exact = await self._few_eligible(namespace_id, filters)
+        hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=exact)
+        if not exact and len(hits) < limit:
             hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=True)
         return hits
+
+    async def _few_eligible(self, namespace_id: int, filters: SearchFilters) -> bool:
+        """Whether at most EXACT_SEARCH_MAX_ROWS embedded memories pass the filters.
+
+        Post-filtered HNSW can also come back with a full page that is not the nearest one:
+        on TimescaleDB each chunk's index yields its own ef_search candidates, so a one-week
+        filter over two chunks fills the page from a few hundred rows approximately. When the
+        filtered set is this small, exact search is cheap, so it is used outright. The count
+        stops at the cap, so it costs little when the set is large.
+        """
+        params: dict[str, Any] = {"cap": EXACT_SEARCH_MAX_ROWS + 1}
+        eligible = _eligible(namespace_id, filters, params)
+        n = (
+            await self.session.execute(
+                text(f"""
+                SELECT count(*) FROM (
+                    SELECT 1 FROM memory m
+                    WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
+                    LIMIT :cap) AS e"""),
+                params,
+            )
+        ).scalar_one()
+        return int(n) <= EXACT_SEARCH_MAX_ROWS
 
     async def _vector_hits(
         self,
@@ -486,10 +513,11 @@ class SearchRepository:
                 namespace_id, None, plan, filters, limit, rrf_k, n, exact=True
             )
             return hits
+        exact = await self._few_eligible(namespace_id, filters)
         hits, vector_found = await self._hybrid_once(
-            namespace_id, embedding, plan, filters, limit, rrf_k, n, exact=False
+            namespace_id, embedding, plan, filters, limit, rrf_k, n, exact=exact
         )
-        if vector_found < n:
+        if not exact and vector_found < n:
             hits, _ = await self._hybrid_once(
                 namespace_id, embedding, plan, filters, limit, rrf_k, n, exact=True
             )
