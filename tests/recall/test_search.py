@@ -197,7 +197,9 @@ async def test_vector_author_filter_returns_the_exact_nearest_of_that_robots_mem
     assert {h.fulltext_rank for h in hits} == {None}
 
 
-@pytest.mark.parametrize("planner", PLANNERS)
+# Not index-first: on TimescaleDB a week is one or two small chunks whose indexes fill the
+# page approximately; the small-set shortcut is what makes this exact there.
+@pytest.mark.parametrize("planner", PLANNERS[:2])
 async def test_vector_week_filter_returns_the_exact_nearest_within_the_week(
     big: BigSet, big_session: AsyncSession, planner: str, monkeypatch
 ) -> None:
