@@ -185,10 +185,27 @@ class MemoryService:
         await self.session.commit()
 
         outcomes = await self.working_memory.place(robot, [Placement.of(m) for m in new])
-        rows = await self.repo.get_many(ids)
+        # Everything the response shows was just written: no need to read it back.
         return [
-            MemoryAdded(**to_read(r).model_dump(), created=True, working_memory=outcomes[r.key])
-            for r in rows
+            MemoryAdded(
+                id=m.id,
+                key=m.key,
+                content=m.content,
+                type=m.type,
+                importance=m.importance,
+                tags=m.tags,
+                metadata=m.metadata,
+                author=robot.name,
+                token_count=m.token_count,
+                embedding_status="ready" if m.embedding is not None else "pending",
+                embedding_model=m.embedding_model,
+                created_at=m.created_at,
+                updated_at=now,  # the insert's now(): same transaction as allocate()
+                deleted_at=None,
+                created=True,
+                working_memory=outcomes[m.key],
+            )
+            for m in new
         ]
 
     async def add(self, robot_name: str, body: MemoryCreate) -> MemoryAdded:

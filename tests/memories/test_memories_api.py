@@ -291,3 +291,26 @@ async def test_a_robot_first_seen_in_a_rejected_request_works_afterwards(client)
     r = await client.post("/v1/robots/newcomer/memories", json={"content": "z", "key": "free"})
     assert (r.status_code, r.json()["author"]) == (201, "newcomer")
     assert [rb["name"] for rb in (await client.get("/v1/robots")).json()] == ["first", "newcomer"]
+
+
+async def test_the_add_response_is_what_a_read_returns(client) -> None:
+    body = {
+        "content": "As stored.",
+        "key": "same",
+        "type": "note",
+        "importance": 2.5,
+        "tags": ["x"],
+        "metadata": {"a": [1, {"b": None}]},
+        "embedding": [0.5] * 384,
+    }
+    added = (await client.post("/v1/robots/a/memories", json=body)).json()
+    read = (await client.get("/v1/robots/a/memories/same")).json()
+    assert {k: v for k, v in added.items() if k not in {"created", "working_memory"}} == read
+    batch = (
+        await client.post(
+            "/v1/robots/a/memories/batch", json={"memories": [{"content": "b1"}, {"content": "b2"}]}
+        )
+    ).json()
+    for m in batch["memories"]:
+        got = (await client.get(f"/v1/robots/a/memories/{m['key']}")).json()
+        assert {k: v for k, v in m.items() if k not in {"created", "working_memory"}} == got
