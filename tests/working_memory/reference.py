@@ -6,7 +6,7 @@ store with the same operations and demand identical results after every step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from app.working_memory.store import WMItem
 
@@ -64,8 +64,7 @@ class ReferenceModel:
         for item in items:
             old = self.items.pop(item.key, None)
             if old is not None:
-                item = replace(
-                    item,
+                item = item._replace(
                     added_at_us=old.added_at_us,
                     last_access_ms=max(item.last_access_ms, old.last_access_ms),
                 )
@@ -73,7 +72,7 @@ class ReferenceModel:
                 note(item.key, "rejected")
                 continue
             make_room(item.tokens)
-            self.items[item.key] = replace(item, importance=float(item.importance))
+            self.items[item.key] = item._replace(importance=float(item.importance))
             note(item.key, "admitted")
         admitted, rejected, evicted = (
             [k for k in lists[o] if final[k] == o] for o in ("admitted", "rejected", "evicted")
@@ -86,7 +85,7 @@ class ReferenceModel:
         item = self.items.get(key)
         if item is None:
             return False
-        self.items[key] = replace(item, last_access_ms=max(item.last_access_ms, access_ms))
+        self.items[key] = item._replace(last_access_ms=max(item.last_access_ms, access_ms))
         return True
 
     def remove(self, keys: list[str]) -> list[str]:
