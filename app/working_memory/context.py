@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from app.working_memory.store import WMItem
 
@@ -13,8 +13,7 @@ SEPARATOR = "\n\n"
 US_PER_HOUR = 3_600_000_000
 
 
-@dataclass(frozen=True)
-class ContextItem:
+class ContextItem(NamedTuple):
     key: str
     tokens: int
     importance: float
