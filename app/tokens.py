@@ -48,7 +48,8 @@ class Tokenizer:
         return len(self._encoding.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
 
     def count_many(self, texts: list[str]) -> list[int]:
-        if self._encoding is None:
+        # encode_batch fans out to a thread pool: worth it for big batches only.
+        if self._encoding is None or len(texts) < 32:
             return [self.count(t) for t in texts]
         enc = self._encoding.encode_batch(texts, disallowed_special=())  # type: ignore[attr-defined]
         return [len(e) for e in enc]

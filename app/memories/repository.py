@@ -17,6 +17,24 @@ _READ = """
     m.created_at, m.updated_at, m.deleted_at"""
 
 
+_CLAIM = text("""
+    WITH input AS (
+        SELECT k, c, ord
+        FROM unnest(CAST(:keys AS text[]), CAST(:cs AS timestamptz[]))
+             WITH ORDINALITY AS t(k, c, ord)
+    ), claimed AS (
+        INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
+        SELECT :ns, k, nextval('memory_id_seq'), coalesce(c, now()) FROM input ORDER BY ord
+        ON CONFLICT (namespace_id, key) DO NOTHING
+        RETURNING key, memory_id, memory_created_at
+    ), events AS (
+        INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, at)
+        SELECT :ns, :robot, memory_id, 'add', coalesce(CAST(:at AS timestamptz), now())
+        FROM claimed
+    )
+    SELECT key, memory_id, memory_created_at, now() AS now FROM claimed""")
+
+
 @dataclass
 class NewMemory:
     id: int
@@ -48,38 +66,32 @@ class MemoryRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def allocate(self, count: int) -> tuple[list[int], datetime]:
-        """Ids for new memories and the transaction's now() (their default created_at)."""
+    async def claim(
+        self,
+        namespace_id: int,
+        robot_id: int,
+        keys: list[str],
+        created_at: list[datetime | None],
+        event_at: datetime | None,
+    ) -> tuple[dict[str, tuple[int, datetime]], datetime | None]:
+        """Claim keys in the namespace, numbering the new memories and logging their `add`
+        events, in one round trip. Returns {key: (id, created_at)} for the keys claimed (a
+        key already taken is missing: the caller answers 409 and the transaction rolls
+        back, events included) and the transaction's now(), the default created_at."""
         rows = (
             await self.session.execute(
-                text("SELECT nextval('memory_id_seq'), now() FROM generate_series(1, :n)"),
-                {"n": count},
+                _CLAIM,
+                {
+                    "ns": namespace_id,
+                    "robot": robot_id,
+                    "keys": keys,
+                    "cs": created_at,
+                    "at": event_at,
+                },
             )
         ).all()
-        return [r[0] for r in rows], rows[0][1]
-
-    async def claim_keys(self, namespace_id: int, memories: list[NewMemory]) -> set[str]:
-        """Claim keys in the namespace; returns the keys that were already taken."""
-        claimed = set(
-            (
-                await self.session.execute(
-                    text("""
-                    INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
-                    SELECT :ns, k, i, c
-                    FROM unnest(CAST(:keys AS text[]), CAST(:ids AS bigint[]),
-                                CAST(:cs AS timestamptz[])) AS t(k, i, c)
-                    ON CONFLICT (namespace_id, key) DO NOTHING
-                    RETURNING key"""),
-                    {
-                        "ns": namespace_id,
-                        "keys": [m.key for m in memories],
-                        "ids": [m.id for m in memories],
-                        "cs": [m.created_at for m in memories],
-                    },
-                )
-            ).scalars()
-        )
-        return {m.key for m in memories} - claimed
+        claimed = {r.key: (r.memory_id, r.memory_created_at) for r in rows}
+        return claimed, rows[0].now if rows else None
 
     async def insert(self, namespace_id: int, memories: list[NewMemory]) -> None:
         await self.session.execute(

@@ -153,12 +153,26 @@ class MemoryService:
             embeddings[i], models[i] = v, model if v is not None else None
         tokens = self.res.tokenizer.count_many([b.content for b in bodies])
 
-        ids, now = await self.repo.allocate(len(bodies))
+        keys = [b.key or f"m-{uuid.uuid4().hex}" for b in bodies]
+        claimed, now = await self.repo.claim(
+            self.caller.namespace_id,
+            robot.id,
+            keys,
+            [b.created_at for b in bodies],
+            self.events.clock() if self.events.clock else None,
+        )
+        taken = sorted(set(keys) - claimed.keys())
+        if taken:
+            raise Conflict(
+                f"key already exists in this namespace: {', '.join(taken)}; "
+                "use PUT /v1/robots/{robot}/memories/{key} to update",
+                keys=taken,
+            )
         new = [
             NewMemory(
-                id=ids[i],
-                created_at=b.created_at or now,
-                key=b.key or f"m-{uuid.uuid4().hex}",
+                id=claimed[keys[i]][0],
+                created_at=claimed[keys[i]][1],
+                key=keys[i],
                 content=b.content,
                 type=b.type,
                 importance=b.importance,
@@ -171,15 +185,7 @@ class MemoryService:
             )
             for i, b in enumerate(bodies)
         ]
-        taken = await self.repo.claim_keys(self.caller.namespace_id, new)
-        if taken:
-            raise Conflict(
-                f"key already exists in this namespace: {', '.join(sorted(taken))}; "
-                "use PUT /v1/robots/{robot}/memories/{key} to update",
-                keys=sorted(taken),
-            )
         await self.repo.insert(self.caller.namespace_id, new)
-        await self.events.record(self.caller.namespace_id, "add", robot.id, ids)
         # Durable first (invariant 1): the memories are committed before anything touches
         # working memory, so no Redis failure can lose an acknowledged memory.
         await self.session.commit()
@@ -200,7 +206,7 @@ class MemoryService:
                 embedding_status="ready" if m.embedding is not None else "pending",
                 embedding_model=m.embedding_model,
                 created_at=m.created_at,
-                updated_at=now,  # the insert's now(): same transaction as allocate()
+                updated_at=now,  # the insert's now(): same transaction as claim()
                 deleted_at=None,
                 created=True,
                 working_memory=outcomes[m.key],
