@@ -44,3 +44,17 @@ format: install
 
 clean:
 	rm -rf $(VENV) .htm .pytest_cache .ruff_cache
+
+# Benchmarks (bench/): `make bench` runs N = 10,000 and 100,000 (about half an hour on 2 cores),
+# `make bench-quick` N = 2,000 and 10,000 in a few minutes. Both start their own PostgreSQL and
+# Redis under .htm/bench/ and write bench/results/. COMPARE=<previous .json> prints deltas.
+# The bench's HTTP client is aiohttp (httpx costs ~10x the client CPU; see bench/http.py).
+BENCH_ARGS = $(if $(COMPARE),--compare $(COMPARE))
+
+bench: install
+	$(PY) -c "import aiohttp" 2>/dev/null || $(PY) -m pip install -q "aiohttp>=3.9"
+	$(PY) -m bench $(BENCH_ARGS)
+
+bench-quick: install
+	$(PY) -c "import aiohttp" 2>/dev/null || $(PY) -m pip install -q "aiohttp>=3.9"
+	$(PY) -m bench --quick $(BENCH_ARGS)

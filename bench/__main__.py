@@ -1,0 +1,105 @@
+"""`python -m bench [--quick] [--compare PATH]`: see bench/__init__.py and `--help`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.infra import Servers, offline_env
+from bench.scale import PROFILES, Profile, QuietBudget, run_scale
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="N = 2,000 and 10,000; short phases")
+    p.add_argument("--sizes", help="comma-separated N values (overrides the profile)")
+    p.add_argument("--concurrency", type=int, help="K concurrent clients (default 8)")
+    p.add_argument("--seed", type=int, default=20260101)
+    p.add_argument("--compare", type=Path, help="a previous results JSON to print deltas against")
+    p.add_argument("--skip-model", action="store_true", help="no local-model run (quality, adds)")
+    p.add_argument("--keep-databases", action="store_true", help="keep the bench databases")
+    p.add_argument("--out", type=Path, default=report.RESULTS_DIR)
+    return p.parse_args(argv)
+
+
+async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "schema": 1,
+        "profile": profile.name,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": report.machine(),
+        "settings": {**dataclasses.asdict(profile), "seed": args.seed},
+        "scale": {},
+    }
+    t0 = time.perf_counter()
+    quiet = QuietBudget()
+    for n in profile.sizes:
+        results["scale"][str(n)] = await run_scale(
+            servers, profile, n, args.seed, args.keep_databases, quiet, say
+        )
+    results["quiet_wait_s"] = quiet.spent_s
+    if not args.skip_model:
+        from bench.quality import run_model
+
+        results["model"] = await run_model(servers, profile, args.seed, args.keep_databases, say)
+    first = next(iter(results["scale"].values()), {})
+    results["client"] = first.get("client")
+    results["versions"] = report.versions(first.get("readyz", {}))
+    results["machine"]["loadavg_end"] = list(os.getloadavg())
+    results["seconds"] = time.perf_counter() - t0
+    results["targets"] = report.targets(results)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    profile = PROFILES["quick" if args.quick else "full"]
+    if args.sizes:
+        profile = dataclasses.replace(profile, sizes=[int(x) for x in args.sizes.split(",")])
+    if args.concurrency:
+        profile = dataclasses.replace(profile, concurrency=args.concurrency)
+    previous = json.loads(args.compare.read_text()) if args.compare else None
+    os.environ.update(offline_env())
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # SIGTERM takes the Ctrl-C path: the run is cancelled and every `finally` stops what it
+    # started (the service, the databases, the embedded servers).
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+
+    import uvloop
+
+    say(f"bench ({profile.name}): N = {profile.sizes}, K = {profile.concurrency}")
+    servers = Servers.start()
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            results = runner.run(run(args, profile, servers))
+    except KeyboardInterrupt:
+        say("interrupted: everything the bench started is stopped")
+        return 130
+    finally:
+        servers.stop()
+
+    dated, md_path = report.write(results, args.out)
+    print(md_path.read_text())
+    say(f"results: {dated} (and latest.json, latest.md); {results['seconds']:.0f}s in all")
+    if previous is not None:
+        print(report.compare(previous, results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,487 @@
+"""The floor: the service's own SQL sent directly with asyncpg, its own Lua with redis-py.
+
+`RawSession` runs the service's repositories (app/*/repository.py: the SQL builders the
+service itself uses, SQLAlchemy `text()` clauses) over a raw asyncpg connection, compiled once
+per statement text by SQLAlchemy's asyncpg dialect into the same `$n` SQL the service's
+driver sends. `Floor` then replays, per operation, the statement sequence of one service
+request, in the same transactions, with the same Lua scripts (read from
+app/working_memory/scripts) — everything but HTTP, FastAPI, pydantic, the SQLAlchemy session
+and the service's Python between the calls. Token counting is not part of the floor (it uses
+counts computed beforehand), nor would be a pool pre-ping (BEGIN; ";"; ROLLBACK per checkout)
+if the service's engine turned one on.
+
+The sequences mirror app/memories/service.py (add_many, retrieve), app/recall/service.py,
+app/working_memory/service.py (place, touch, snapshot), app/stats/service.py; keep them in step.
+
+`core_*` are the bare minimum for an operation: the search statements alone, one raw INSERT,
+one snapshot script.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.sql.elements import TextClause
+
+from app.events.repository import EventRepository
+from app.memories.repository import MemoryRepository, NewMemory
+from app.recall.repository import SearchFilters, SearchRepository
+from app.robots.repository import RobotRepository
+from app.stats.repository import StatsRepository
+from app.working_memory.repository import MembershipRepository
+from app.working_memory.store import SCRIPTS_DIR, robot_keys
+
+_DIALECT = asyncpg_dialect()
+_COMPILED: dict[str, tuple[str, list[str]]] = {}
+
+# app/health/service.py postgres_versions(), which runs on an engine connection of its own.
+_VERSIONS_SQL = """
+    SELECT current_setting('server_version') AS postgres,
+           (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector,
+           (SELECT extversion FROM pg_extension WHERE extname = 'timescaledb') AS timescaledb"""
+
+
+try:  # the service caches robots per process (app/robots/cache.py); so does the floor
+    from app.robots.cache import TTL_S as ROBOT_TTL_S
+except ImportError:  # pragma: no cover - a service without the cache
+    ROBOT_TTL_S = 0.0
+
+# The repositories change as the service does; call them the way the checked-out code expects.
+_EVENTS_TAKE_CLOCK = "clock" in inspect.signature(EventRepository.__init__).parameters
+_ACTIVITY_TAKES_UNTIL = "until" in inspect.signature(StatsRepository.activity).parameters
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _events(s: RawSession) -> EventRepository:
+    """EventRepository as the services build it (stamped by the clock, when it takes one)."""
+    if _EVENTS_TAKE_CLOCK:
+        return EventRepository(s, _utc_now)  # type: ignore[arg-type, call-arg]
+    return EventRepository(s)  # type: ignore[arg-type]
+
+
+def _compile(clause: TextClause) -> tuple[str, list[str]]:
+    hit = _COMPILED.get(clause.text)
+    if hit is None:
+        compiled = clause.compile(dialect=_DIALECT)
+        hit = (compiled.string, list(compiled.positiontup or []))
+        _COMPILED[clause.text] = hit
+    return hit
+
+
+class RawResult:
+    """The slice of SQLAlchemy's Result API the repositories use."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def mappings(self) -> RawResult:
+        return self
+
+    def all(self) -> list[Any]:
+        return self._rows
+
+    def __iter__(self) -> Any:
+        return iter(self._rows)
+
+    def one(self) -> Any:
+        if len(self._rows) != 1:
+            raise RuntimeError(f"expected one row, got {len(self._rows)}")
+        return self._rows[0]
+
+    def one_or_none(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+    def scalar(self) -> Any:
+        return self._rows[0][0] if self._rows else None
+
+    def scalars(self) -> list[Any]:
+        return [r[0] for r in self._rows]
+
+
+class RawSession:
+    """Stands in for the AsyncSession the repositories are given."""
+
+    def __init__(self, conn: asyncpg.Connection, capture: list[Any] | None = None) -> None:
+        self.conn = conn
+        self.capture = capture
+
+    async def execute(self, clause: TextClause, params: Any = None) -> RawResult:
+        sql, names = _compile(clause)
+        if isinstance(params, list) and len(params) == 1:
+            params = params[0]  # SQLAlchemy executes a one-element list as a single execute
+        if isinstance(params, list):  # executemany, as SQLAlchemy does for a list of dicts
+            rows = [[p[n] for n in names] for p in params]
+            if self.capture is not None:
+                self.capture.append((sql, rows, True))
+            await self.conn.executemany(sql, rows)
+            return RawResult([])
+        args = [params[n] for n in names] if names else []
+        if self.capture is not None:
+            self.capture.append((sql, args, False))
+        return RawResult(await self.conn.fetch(sql, *args))
+
+
+@dataclass(frozen=True)
+class AddItem:
+    content: str
+    tokens: int
+    vector: list[float]
+    type: str = "fact"
+    importance: float = 1.0
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RecallSpec:
+    strategy: str
+    query: str
+    vector: list[float]
+    self_scope: bool
+    start: datetime | None
+    end: datetime | None
+    limit: int
+    load: bool
+
+
+def _us(t: datetime) -> int:
+    return int(t.timestamp() * 1_000_000)
+
+
+def _from_us(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, UTC)
+
+
+class Floor:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        redis: Any,
+        namespace: str,
+        namespace_id: int,
+        default_budget: int,
+        rrf_k: int = 60,
+    ) -> None:
+        self.pool = pool
+        self.redis = redis
+        self.ns = namespace
+        self.ns_id = namespace_id
+        self.default_budget = default_budget
+        self.rrf_k = rrf_k
+        self.capture: list[Any] | None = None
+        self._robots: dict[str, tuple[float, Any]] = {}
+        common = (SCRIPTS_DIR / "common.lua").read_text()
+        self.scripts = {
+            name: redis.register_script(common + "\n" + (SCRIPTS_DIR / f"{name}.lua").read_text())
+            for name in ("place", "load", "touch", "snapshot", "usage")
+        }
+
+    def _session(self, conn: asyncpg.Connection) -> RawSession:
+        return RawSession(conn, self.capture)
+
+    async def _robot(self, s: RawSession, name: str, register: bool = True) -> Any:
+        """RobotService.ensure / require: from the per-process cache while it is fresh."""
+        hit = self._robots.get(name)
+        if hit is not None and hit[0] > time.monotonic():
+            return hit[1]
+        repo = RobotRepository(s)  # type: ignore[arg-type]
+        if register:
+            res = await repo.ensure(self.ns_id, name)
+            row = res[0] if isinstance(res, tuple) else res  # (row, created) in newer code
+        else:
+            row = await repo.get(self.ns_id, name)
+        if row is None:
+            raise RuntimeError(f"floor: no robot {name!r}")
+        self._robots[name] = (time.monotonic() + ROBOT_TTL_S, row)
+        return row
+
+    def _budget(self, robot: Any) -> int:
+        return int(robot.working_memory_budget or self.default_budget)
+
+    # --- Redis: the store's scripts, rebuilt once when the robot is not initialized ----------
+
+    async def _script(self, name: str, robot: str, args: list[str], budget: int) -> list[Any]:
+        keys = robot_keys(self.ns, robot)
+        reply = await self.scripts[name](keys=keys, args=args)
+        if reply[0] == "NOINIT":  # a robot the floor has not used yet: empty rebuild, retry
+            await self.scripts["load"](keys=keys, args=[str(budget), "0", "if_missing"])
+            reply = await self.scripts[name](keys=keys, args=args)
+        return list(reply[1:])
+
+    async def _place(
+        self,
+        s: RawSession,
+        robot: Any,
+        placements: Sequence[tuple[int, str, str, int, float]],  # id, key, content, tokens, imp
+        from_recall: bool,
+    ) -> None:
+        """WorkingMemoryService.place: one place script, then membership and evict events."""
+        budget = self._budget(robot)
+        now_us = int(time.time() * 1_000_000)
+        args = [str(budget), str(len(placements))]
+        for i, (_, key, content, tokens, imp) in enumerate(placements):
+            args += [key, content, str(tokens), repr(float(imp)), str(now_us + i)]
+            args += [str(now_us // 1000), "1" if from_recall else "0"]
+        seq, _tokens, admitted, rejected, evicted = await self._script(
+            "place", robot.name, args, budget
+        )
+        added = {key for key in admitted}
+        members = [
+            (key, _from_us(now_us + i), _from_us(now_us // 1000 * 1000), from_recall)
+            for i, (_, key, _, _, _) in enumerate(placements)
+            if key in added
+        ]
+        evicted_ids = await MembershipRepository(s).record(
+            self.ns_id, robot.id, int(seq), members, list(evicted) + list(rejected)
+        )
+        by_key = {p[1]: p[0] for p in placements}
+        skip = {by_key[k] for k in rejected}
+        await _events(s).record(
+            self.ns_id, "evict", robot.id, [i for i in evicted_ids if i not in skip]
+        )
+
+    # --- operations, one service request each ---------------------------------------------
+
+    async def add(self, robot_name: str, items: Sequence[AddItem]) -> None:
+        """MemoryService.add_many with client vectors: commit, then working memory."""
+        async with self.pool.acquire() as conn:
+            s = self._session(conn)
+            repo = MemoryRepository(s)
+            async with conn.transaction():
+                robot = await self._robot(s, robot_name)
+                keys = [f"m-{uuid.uuid4().hex}" for _ in items]
+                if hasattr(repo, "claim"):  # one statement numbers, claims and logs
+                    claimed, _now = await repo.claim(
+                        self.ns_id, robot.id, keys, [None] * len(items), _utc_now()
+                    )
+                    placed = [claimed[k] for k in keys]
+                else:  # earlier service: ids, keys and events one statement each
+                    ids, now = await repo.allocate(len(items))  # type: ignore[attr-defined]
+                    placed = [(i, now) for i in ids]
+                new = [
+                    NewMemory(
+                        id=placed[i][0],
+                        created_at=placed[i][1],
+                        key=keys[i],
+                        content=it.content,
+                        type=it.type,
+                        importance=it.importance,
+                        tags=list(it.tags),
+                        metadata={},
+                        author_robot_id=robot.id,
+                        token_count=it.tokens,
+                        embedding=it.vector,
+                        embedding_model="client",
+                    )
+                    for i, it in enumerate(items)
+                ]
+                if not hasattr(repo, "claim"):
+                    await repo.claim_keys(self.ns_id, new)  # type: ignore[attr-defined]
+                await repo.insert(self.ns_id, new)
+                if not hasattr(repo, "claim"):
+                    await _events(s).record(self.ns_id, "add", robot.id, [m.id for m in new])
+            async with conn.transaction():  # the answer is built from what was written
+                await self._place(
+                    s,
+                    robot,
+                    [(m.id, m.key, m.content, m.token_count, m.importance) for m in new],
+                    from_recall=False,
+                )
+
+    async def recall(self, robot_name: str, spec: RecallSpec) -> int:
+        """RecallService.recall: robot, search, recall events, optionally working memory."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            s = self._session(conn)
+            robot = await self._robot(s, robot_name)
+            hits = await self._search(s, spec, robot.id if spec.self_scope else None)
+            await _events(s).record(
+                self.ns_id, "recall", robot.id, [h.id for h in hits], {"strategy": spec.strategy}
+            )
+            if spec.load and hits:
+                await self._place(
+                    s,
+                    robot,
+                    [(h.id, h.key, h.content, h.token_count, h.importance) for h in hits],
+                    from_recall=True,
+                )
+            return len(hits)
+
+    async def _search(self, s: RawSession, spec: RecallSpec, author_id: int | None) -> list[Any]:
+        search = SearchRepository(s)  # type: ignore[arg-type]
+        filters = SearchFilters(author_robot_id=author_id, start=spec.start, end=spec.end)
+        if spec.strategy == "vector":
+            return await search.vector(self.ns_id, spec.vector, filters, spec.limit)
+        if spec.strategy == "fulltext":
+            return await search.fulltext(self.ns_id, spec.query, filters, spec.limit)
+        return await search.hybrid(
+            self.ns_id, spec.query, spec.vector, filters, spec.limit, self.rrf_k
+        )
+
+    async def context(self, robot_name: str) -> int:
+        """get_context: the robot (from the cache, so usually no SQL at all), one snapshot."""
+        hit = self._robots.get(robot_name)
+        if hit is not None and hit[0] > time.monotonic():
+            robot = hit[1]
+        else:
+            async with self.pool.acquire() as conn, conn.transaction():
+                robot = await self._robot(self._session(conn), robot_name, register=False)
+        _tokens, _seq, _gen, keys, _docs = await self._script(
+            "snapshot", robot_name, [], self._budget(robot)
+        )
+        return len(keys)
+
+    async def retrieve(self, robot_name: str, key: str) -> None:
+        """MemoryService.retrieve: read, robot, access event, touch script (+ membership)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            s = self._session(conn)
+            row = await MemoryRepository(s).get(self.ns_id, key)
+            if row is None:
+                raise RuntimeError(f"floor retrieve: no memory {key!r}")
+            robot = await self._robot(s, robot_name)
+            await _events(s).record(self.ns_id, "access", robot.id, [row.id])
+            now = datetime.now(UTC)
+            (_seq, found) = await self._script(
+                "touch", robot_name, [key, str(_us(now) // 1000)], self._budget(robot)
+            )
+            if found:
+                await MembershipRepository(s).touch(robot.id, row.id, now)
+
+    async def robot_stats(self, robot_name: str, days: int = 30) -> None:
+        """StatsService.robot."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            s = self._session(conn)
+            robot = await self._robot(s, robot_name, register=False)
+            repo = StatsRepository(s)  # type: ignore[arg-type]
+            await repo.long_term(self.ns_id, robot.id)
+            timescale = "memory_event" in await repo.hypertables()
+            today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+            since = today - timedelta(days=days - 1)
+            if _ACTIVITY_TAKES_UNTIL:
+                await repo.activity(robot.id, since, today + timedelta(days=1), timescale)
+            else:
+                await repo.activity(robot.id, since, timescale)  # type: ignore[call-arg]
+            await self._usage(s, robot)
+
+    async def _usage(self, s: RawSession, robot: Any) -> None:
+        reply = await self.scripts["usage"](keys=robot_keys(self.ns, robot.name), args=[])
+        if reply[0] == "NOINIT":
+            await StatsRepository(s).membership_usage(robot.id)  # type: ignore[arg-type]
+
+    async def namespace_stats(self) -> None:
+        """StatsService.namespace (the versions query on the same connection here)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            s = self._session(conn)
+            repo = StatsRepository(s)  # type: ignore[arg-type]
+            await repo.namespace(self.ns_id)
+            for row in await RobotRepository(s).list(self.ns_id):
+                await self._usage(s, row)
+            await conn.fetchrow(_VERSIONS_SQL)
+            await self.redis.info("server")
+            await repo.hypertables()
+
+    # --- core: the one essential statement or script --------------------------------------
+
+    async def core_search(self, spec: RecallSpec, author_id: int | None) -> int:
+        """The search statements alone (in a transaction: SET LOCAL needs one)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            return len(await self._search(self._session(conn), spec, author_id))
+
+    async def core_insert(self, author_id: int, items: Sequence[AddItem]) -> None:
+        """A raw INSERT into memory (one row, or one executemany for a batch)."""
+        rows = [
+            (
+                self.ns_id,
+                f"m-{uuid.uuid4().hex}",
+                it.content,
+                it.type,
+                it.importance,
+                list(it.tags),
+                author_id,
+                it.tokens,
+                it.vector,
+            )
+            for it in items
+        ]
+        async with self.pool.acquire() as conn:
+            await conn.executemany(
+                """
+                INSERT INTO memory (namespace_id, key, content, type, importance, tags,
+                                    author_robot_id, token_count, embedding, embedding_model,
+                                    embedding_status, metadata)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'client', 'ready', '{}')""",
+                rows,
+            )
+
+    async def core_snapshot(self, robot_name: str) -> int:
+        reply = await self.scripts["snapshot"](keys=robot_keys(self.ns, robot_name), args=[])
+        return len(reply[4])
+
+    async def core_get(self, key: str) -> None:
+        async with self.pool.acquire() as conn:
+            if await MemoryRepository(self._session(conn)).get(self.ns_id, key) is None:
+                raise RuntimeError(f"floor get: no memory {key!r}")
+
+
+# --- EXPLAIN ANALYZE of the statements an operation issues ------------------------------------
+
+
+def _plan_nodes(node: dict[str, Any], out: list[str]) -> None:
+    label = node.get("Node Type", "?")
+    if node.get("Index Name"):
+        label += f" using {node['Index Name']}"
+    elif node.get("Relation Name"):
+        label += f" on {node['Relation Name']}"
+    if node.get("CTE Name"):
+        label += f" ({node['CTE Name']})"
+    out.append(label)
+    for child in node.get("Plans", []):
+        _plan_nodes(child, out)
+
+
+async def explain(floor: Floor, run: Any) -> list[dict[str, Any]]:
+    """Run `run()` once capturing its SQL, then replay it under EXPLAIN ANALYZE in a
+    transaction that is rolled back. Returns one entry per statement."""
+    floor.capture = captured = []
+    try:
+        await run()
+    finally:
+        floor.capture = None
+    out: list[dict[str, Any]] = []
+    async with floor.pool.acquire() as conn:
+        tr = conn.transaction()
+        await tr.start()
+        try:
+            for sql, args, many in captured:
+                head = " ".join(sql.split())[:90]
+                if many:  # executemany: run it, no plan
+                    await conn.executemany(sql, args)
+                    out.append({"sql": head, "ms": None, "plan": "executemany"})
+                    continue
+                if head.startswith("SELECT set_config"):
+                    await conn.fetch(sql, *args)
+                    out.append({"sql": head, "ms": None, "plan": None})
+                    continue
+                raw = await conn.fetchval(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", *args)
+                doc = json.loads(raw) if isinstance(raw, str) else raw
+                nodes: list[str] = []
+                _plan_nodes(doc[0]["Plan"], nodes)
+                out.append(
+                    {"sql": head, "ms": doc[0].get("Execution Time"), "plan": " > ".join(nodes)}
+                )
+        finally:
+            await tr.rollback()
+    return out

@@ -1,0 +1,417 @@
+"""Results: the machine and versions, targets with pass/miss, the markdown table, and the
+comparison with a previous JSON."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from app.config import PROJECT_ROOT
+
+RESULTS_DIR = PROJECT_ROOT / "bench" / "results"
+PACKAGES = (
+    "fastapi", "uvicorn", "starlette", "pydantic", "sqlalchemy", "asyncpg", "pgvector", "redis",
+    "httpx", "aiohttp", "uvloop", "numpy", "sentence-transformers", "torch", "tiktoken",
+    "hiredis",
+)  # fmt: skip
+
+
+# --- machine and versions --------------------------------------------------------------------
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _ram_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "host": socket.gethostname(),
+        "cores": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "ram_gb": _ram_gb(),
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "loadavg_start": list(os.getloadavg()),
+    }
+
+
+def versions(readyz: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        k: readyz.get(k) for k in ("postgres", "pgvector", "timescaledb", "redis")
+    }
+    packages: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            packages[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            packages[name] = None
+    out["packages"] = packages
+    try:
+        out["git"] = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out["git"] = None
+    return out
+
+
+# --- targets ---------------------------------------------------------------------------------
+
+
+def _p50(ops: dict[str, Any], name: str, phase: str = "service") -> float | None:
+    return ops.get(name, {}).get(phase, {}).get("p50_ms")
+
+
+def _ratio(ops: dict[str, Any], name: str) -> float | None:
+    s, f = _p50(ops, name), _p50(ops, name, "floor")
+    return s / f if s and f else None
+
+
+def _worst(values: list[float | None], higher_is_worse: bool = True) -> float | None:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return max(vals) if higher_is_worse else min(vals)
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets (for 100,000 memories) at the largest N of this run."""
+    scale = results.get("scale", {})
+    if not scale:
+        return []
+    n = max(int(k) for k in scale)
+    ops = scale[str(n)].get("ops", {})
+    recall_ops = [k for k in ops if k.startswith("recall_")]
+    rows = [
+        ("recall hybrid, p50 (unfiltered)", _p50(ops, "recall_hybrid_all"), "<=", 15.0, "ms"),
+        (
+            "recall vector, p50 (worst of unfiltered / scope=self / one week)",
+            _worst([_p50(ops, f"recall_vector_{v}") for v in ("all", "self", "week")]),
+            "<=",
+            10.0,
+            "ms",
+        ),
+        ("add with client vector, p50 (c=1)", _p50(ops, "add"), "<=", 5.0, "ms"),
+        (
+            f"add with client vector, throughput (c={results['settings']['concurrency']})",
+            ops.get("add", {}).get("service_k", {}).get("throughput"),
+            ">=",
+            300.0,
+            "/s",
+        ),
+        (
+            "context from 1,000 items, p50 (worst strategy)",
+            _worst([_p50(ops, f"context_{s}") for s in ("recent", "important", "balanced")]),
+            "<=",
+            5.0,
+            "ms",
+        ),
+        (
+            "service / floor p50, recall (worst of 10)",
+            _worst([_ratio(ops, k) for k in recall_ops]),
+            "<=",
+            2.0,
+            "x",
+        ),
+        (
+            "service / floor p50, add (worst of single / batch of 100)",
+            _worst([_ratio(ops, k) for k in ("add", "add_batch100")]),
+            "<=",
+            2.0,
+            "x",
+        ),
+        (
+            "ANN vs exact agreement at k = 10",
+            scale[str(n)].get("ann", {}).get("service"),
+            ">=",
+            0.95,
+            "",
+        ),
+    ]
+    out = []
+    for label, value, op, target, unit in rows:
+        ok = None if value is None else (value <= target if op == "<=" else value >= target)
+        out.append(dict(target=label, n=n, value=value, op=op, goal=target, unit=unit, ok=ok))
+    return out
+
+
+# --- markdown --------------------------------------------------------------------------------
+
+
+def _f(x: float | None, unit: str = "") -> str:
+    if x is None:
+        return "–"
+    if unit == "x":
+        return f"{x:.2f}×"
+    if abs(x) >= 100:
+        return f"{x:.0f}{unit}"
+    if abs(x) >= 10:
+        return f"{x:.1f}{unit}"
+    return f"{x:.2f}{unit}"
+
+
+def _cpu(cpu: dict[str, Any]) -> str:
+    if not cpu:
+        return "–"
+    parts = [_f(cpu.get(k)) for k in ("service", "postgres", "redis", "client")]
+    return " / ".join(parts)
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m, v, s = results["machine"], results["versions"], results["settings"]
+    pk = v.get("packages", {})
+    k = s["concurrency"]
+    lines = [
+        f"# HTM bench ({results['profile']}) — {results['date']}",
+        "",
+        f"Machine: `{m['host']}`, {m['cores']} cores ({m['cpu']}), {m['ram_gb']} GB RAM, "
+        f"{m['os']}, Python {m['python']}.  ",
+        f"PostgreSQL {v.get('postgres')}, pgvector {v.get('pgvector')}, "
+        f"TimescaleDB {v.get('timescaledb') or 'absent'}, Redis {v.get('redis')}; "
+        f"FastAPI {pk.get('fastapi')}, uvicorn {pk.get('uvicorn')}, SQLAlchemy "
+        f"{pk.get('sqlalchemy')}, asyncpg {pk.get('asyncpg')}, redis-py {pk.get('redis')} "
+        f"(hiredis {pk.get('hiredis') or 'absent'}); "
+        f"commit `{v.get('git')}`.  ",
+        f"Seed {s['seed']}; c=1 runs ≤ {s['c1']['max_requests']} requests / "
+        f"{s['c1']['max_seconds']} s, c={k} runs ≤ {s['ck']['max_requests']} / "
+        f"{s['ck']['max_seconds']} s, after warm-up. Client: {results.get('client')} on one "
+        "uvloop event loop.",
+        "",
+        "Columns: n = requests measured at c=1 / c=K; latency (ms) at c=1; "
+        "**floor** = the same SQL + Lua sent directly with "
+        "asyncpg/redis-py; **core** = the essential statement alone; ×floor = service ÷ floor "
+        f"(p50), or floor ÷ service (req/s at c={k}); CPU = ms of CPU per request at c={k} "
+        "in service / PostgreSQL / Redis / bench client.",
+    ]
+    tg = results.get("targets", [])
+    if tg:
+        n = tg[0]["n"]
+        note = "" if n >= 100_000 else " — the targets are set for 100,000; this run's largest N"
+        lines += ["", f"## Targets at N = {n:,}{note}", ""]
+        lines += ["| target | measured | goal | |", "|---|---:|---:|---|"]
+        for t in tg:
+            verdict = {True: "pass", False: "**miss**", None: "–"}[t["ok"]]
+            unit = t["unit"]
+            value = _f(t["value"], "x") if unit == "x" else f"{_f(t['value'])} {unit}"
+            lines.append(
+                f"| {t['target']} | {value} | {t['op']} {t['goal']:g} {unit} | {verdict} |"
+            )
+    for n_str, sc in sorted(results.get("scale", {}).items(), key=lambda kv: int(kv[0])):
+        ld, ann = sc.get("load", {}), sc.get("ann", {})
+        db = sc.get("db", {})
+        lines += [
+            "",
+            f"## N = {int(n_str):,} memories",
+            "",
+            f"Loaded through the batch endpoint at {_f(ld.get('memories_per_s'))} memories/s. "
+            f"Table {_mb(db, 'memory')}, HNSW index {_mb(db, 'memory_embedding_hnsw')}, "
+            f"GIN index {_mb(db, 'memory_content_tsv')}; shared_buffers "
+            f"{db.get('settings', {}).get('shared_buffers')}. "
+            f"ANN vs exact at k=10: {_f(ann.get('service'))} at the service's ef_search "
+            f"(sweep: {', '.join(f'{e}: {_f(a)}' for e, a in ann.get('by_ef_search', {}).items())}"
+            f"); plan `{ann.get('plan_ann')}`.",
+            "",
+            f"| operation | n | p50 | p95 | p99 | floor p50 | ×floor | core p50 | req/s c={k} "
+            f"| p50 c={k} | p99 c={k} | floor req/s | ×floor | CPU ms/req |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for name, r in sc.get("ops", {}).items():
+            svc, fl, core = r["service"], r.get("floor", {}), r.get("core", {})
+            sk, fk = r.get("service_k", {}), r.get("floor_k", {})
+            ratio = svc["p50_ms"] / fl["p50_ms"] if fl.get("p50_ms") and svc.get("p50_ms") else None
+            kratio = (
+                fk["throughput"] / sk["throughput"]
+                if fk.get("throughput") and sk.get("throughput")
+                else None
+            )
+            errors = sum(x.get("errors", 0) for x in (svc, fl, core, sk, fk) if x)
+            failed = [x["error"] for x in (svc, fl, core, sk, fk) if x and x.get("error")]
+            flag = f" ⚠ {errors} errors" if errors else ""
+            if failed:
+                flag += f" ⚠ failed: {failed[0][:80]}"
+            other = sk.get("cpu_ms", {}).get("other_pct")
+            if other is not None and other > 10:
+                flag += f" ⚠ other load {other:.0f}%"
+            av = r.get("autovacuum", {})
+            if av.get("finished") or av.get("running"):
+                flag += " ⚠ autovacuum"
+            lines.append(
+                f"| {name}{flag} | {svc.get('requests')}/{sk.get('requests', '–')} | "
+                f"{_f(svc.get('p50_ms'))} | {_f(svc.get('p95_ms'))} | "
+                f"{_f(svc.get('p99_ms'))} | {_f(fl.get('p50_ms'))} | {_f(ratio, 'x')} | "
+                f"{_f(core.get('p50_ms'))} | {_f(sk.get('throughput'))} | {_f(sk.get('p50_ms'))} "
+                f"| {_f(sk.get('p99_ms'))} | {_f(fk.get('throughput'))} | {_f(kratio, 'x')} | "
+                f"{_cpu(sk.get('cpu_ms', {}))} |"
+            )
+    lines += _plans(results)
+    md = results.get("model")
+    if md:
+        q = md.get("quality", {})
+        lines += [
+            "",
+            "## Quality with the local model (all-MiniLM-L6-v2)",
+            "",
+            f"{q.get('facts')} facts (one per person and relation) + {q.get('background')} "
+            "background memories, embedded by the service; one paraphrased question per fact, "
+            "asked without a vector (the service embeds it).",
+            "",
+            "| strategy | recall@5 | recall@10 | MRR@10 | p50 ms (c=4) |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for st in ("vector", "fulltext", "hybrid"):
+            x = q.get(st)
+            if x:
+                lines.append(
+                    f"| {st} | {x['recall_at_5']:.3f} | {x['recall_at_10']:.3f} | "
+                    f"{x['mrr_at_10']:.3f} | {_f(x['latency_under_load']['p50_ms'])} |"
+                )
+        lines += [
+            "",
+            "## Add with the local model (no client vector, micro-batching on)",
+            "",
+            "| clients | adds/s | p50 ms | p95 ms | p99 ms | errors | CPU ms/req |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for c, r in md.get("add", {}).items():
+            lines.append(
+                f"| {c[1:]} | {_f(r['throughput'])} | {_f(r['p50_ms'])} | {_f(r['p95_ms'])} | "
+                f"{_f(r['p99_ms'])} | {r['errors']} | {_cpu(r.get('cpu_ms', {}))} |"
+            )
+        mf = md.get("model_floor", {})
+        if mf:
+            lines += [
+                "",
+                f"Model alone in one process: {_f(mf['batch64_texts_per_s'])} texts/s in "
+                f"batches of 64; one text {_f(mf['single']['p50_ms'])} ms p50. "
+                f"Bulk load through the batch endpoint with embedding: "
+                f"{_f(md.get('load', {}).get('memories_per_s'))} memories/s.",
+            ]
+    lines += ["", f"Load average at start / end: {m.get('loadavg_start')} / {m.get('loadavg_end')}"]
+    return "\n".join(lines) + "\n"
+
+
+def _plans(results: dict[str, Any]) -> list[str]:
+    """EXPLAIN ANALYZE of each statement the floor sent for one request, at the largest N."""
+    scale = results.get("scale", {})
+    if not scale:
+        return []
+    n = max(scale, key=int)
+    plans = scale[n].get("plans", {})
+    if not plans:
+        return []
+    out = [
+        "",
+        f"### Where the SQL time goes at N = {int(n):,} (EXPLAIN ANALYZE, one request)",
+        "",
+        "| operation | statements | ms in PostgreSQL | slowest statement: plan |",
+        "|---|---:|---:|---|",
+    ]
+    for name, stmts in plans.items():
+        timed = [s for s in stmts if s.get("ms") is not None]
+        total = sum(s["ms"] for s in timed)
+        worst = max(timed, key=lambda s: s["ms"], default=None)
+        plan = f"{_f(worst['ms'])} ms: `{worst['plan'][:150]}`" if worst else "–"
+        out.append(f"| {name} | {len(stmts)} | {_f(total)} | {plan} |")
+    return out
+
+
+def _mb(db: dict[str, Any], rel: str) -> str:
+    b = db.get("bytes", {}).get(rel)
+    return "–" if b is None else f"{b / 1024 / 1024:.0f} MB"
+
+
+# --- comparison ------------------------------------------------------------------------------
+
+
+def _delta(old: float | None, new: float | None) -> str:
+    if old is None or new is None or old == 0:
+        return "–"
+    return f"{100.0 * (new - old) / old:+.0f}%"
+
+
+def compare(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """Deltas of p50 (c=1) and throughput (c=K) per operation and N, targets and quality."""
+    lines = [
+        f"# Compared with {old.get('date')} ({old.get('profile')}, "
+        f"`{old.get('versions', {}).get('git')}`)",
+    ]
+    for n_str, sc in sorted(new.get("scale", {}).items(), key=lambda kv: int(kv[0])):
+        prev = old.get("scale", {}).get(n_str)
+        if not prev:
+            lines += ["", f"N = {int(n_str):,}: not in the previous run"]
+            continue
+        lines += [
+            "",
+            f"## N = {int(n_str):,}",
+            "",
+            "| operation | p50 before | p50 now | Δ | req/s before | req/s now | Δ |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, r in sc.get("ops", {}).items():
+            p = prev.get("ops", {}).get(name)
+            if not p:
+                continue
+            a, b = p["service"].get("p50_ms"), r["service"].get("p50_ms")
+            ta = p.get("service_k", {}).get("throughput")
+            tb = r.get("service_k", {}).get("throughput")
+            lines.append(
+                f"| {name} | {_f(a)} | {_f(b)} | {_delta(a, b)} | {_f(ta)} | {_f(tb)} | "
+                f"{_delta(ta, tb)} |"
+            )
+    old_t = {t["target"]: t for t in old.get("targets", [])}
+    if new.get("targets"):
+        lines += ["", "## Targets", "", "| target | before | now |", "|---|---:|---:|"]
+        for t in new["targets"]:
+            o = old_t.get(t["target"], {})
+            before = f"{_f(o.get('value'))} (N={o['n']:,})" if o else "–"
+            lines.append(f"| {t['target']} | {before} | {_f(t['value'])} (N={t['n']:,}) |")
+    oq = old.get("model", {}).get("quality", {})
+    nq = new.get("model", {}).get("quality", {})
+    if oq and nq:
+        lines += ["", "## Quality", "", "| strategy | recall@10 before | now |", "|---|---:|---:|"]
+        for st in ("vector", "fulltext", "hybrid"):
+            if st in oq and st in nq:
+                lines.append(
+                    f"| {st} | {oq[st]['recall_at_10']:.3f} | {nq[st]['recall_at_10']:.3f} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def write(results: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    suffix = "" if results["profile"] == "full" else f"-{results['profile']}"
+    host = results["machine"]["host"]
+    dated = out_dir / f"{results['date'][:10]}-{host}{suffix}.json"
+    text = json.dumps(results, indent=1, default=str) + "\n"
+    dated.write_text(text)
+    (out_dir / "latest.json").write_text(text)
+    md = out_dir / "latest.md"
+    md.write_text(markdown(results))
+    return dated, md

@@ -1,0 +1,628 @@
+"""One scale run: N memories in a fresh database, the service over HTTP against its floor.
+
+Order: load (batch endpoint, client vectors) → VACUUM ANALYZE → ANN-vs-exact agreement →
+read operations → write operations, so the reads see exactly N memories. Each operation is
+measured sequentially (c=1: latency) and with K concurrent clients (c=K: throughput), for the
+service and for its floor; `core` (the essential statement alone) at c=1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import redis.asyncio as aioredis
+
+from app.recall.repository import SearchFilters, SearchRepository
+from app.recall.timeframes import parse_timeframe
+from app.tokens import Tokenizer
+from bench import dataset
+from bench.driver import Limits, closed_loop
+from bench.floor import AddItem, Floor, RawSession, RecallSpec, explain
+from bench.http import Http, Response
+from bench.infra import (
+    BENCH_DIR,
+    CpuMeter,
+    Servers,
+    ServiceProcess,
+    admin,
+    drop_database,
+    floor_pool,
+    fresh_database,
+    wait_for_quiet,
+)
+
+log = logging.getLogger("bench")
+
+JSON = {"content-type": "application/json"}
+NAMESPACE = "default"
+BATCH = 500  # memories per load request (the service's max_batch_size)
+CONTEXT_ROBOT, CONTEXT_ITEMS, CONTEXT_BUDGET = "ctx", 1000, 1_000_000
+CONTEXT_MAX_TOKENS = 8000  # a prompt-sized context; `context_all` takes all 1,000 items
+RARE_ROBOT, RARE_SHARE = "rare", 0.01
+SCRIBES = 6
+RECALL_LIMIT = 10
+WEEK = "last week"
+_VEC_FMT = ",".join(["%.6g"] * dataset.DIM)
+
+
+def vec_json(v: np.ndarray) -> str:
+    return "[" + _VEC_FMT % tuple(v.tolist()) + "]"
+
+
+def vec_list(v: np.ndarray) -> list[float]:
+    """The vector as the service receives it: the JSON numbers we send, parsed back."""
+    return json.loads(vec_json(v))
+
+
+@dataclass
+class Profile:
+    name: str
+    sizes: list[int]
+    concurrency: int
+    c1: Limits
+    ck: Limits
+    questions: int
+    ann_queries: int
+    quality_people: int
+    quality_background: int
+    model_c1: Limits
+    model_ck: Limits
+    model_texts: int
+    quiet_wait_s: float  # per operation: wait this long at most for other work to settle
+    quiet_budget_s: float  # in all, over the whole run
+
+
+PROFILES = {
+    "quick": Profile(
+        name="quick",
+        sizes=[2_000, 10_000],
+        concurrency=8,
+        c1=Limits(max_requests=100, max_seconds=0.4, warmup=6, min_requests=12),
+        ck=Limits(max_requests=400, max_seconds=0.7, warmup=16, min_requests=24),
+        questions=200,
+        ann_queries=100,
+        quality_people=12,
+        quality_background=400,
+        model_c1=Limits(max_requests=40, max_seconds=1.5, warmup=4, min_requests=10),
+        model_ck=Limits(max_requests=400, max_seconds=2.5, warmup=16, min_requests=40),
+        model_texts=256,
+        quiet_wait_s=5.0,
+        quiet_budget_s=30.0,
+    ),
+    "full": Profile(
+        name="full",
+        sizes=[10_000, 100_000],
+        concurrency=8,
+        c1=Limits(max_requests=500, max_seconds=4.0, warmup=20, min_requests=50),
+        ck=Limits(max_requests=3000, max_seconds=6.0, warmup=32, min_requests=100),
+        questions=400,
+        ann_queries=300,
+        quality_people=40,
+        quality_background=3000,
+        model_c1=Limits(max_requests=150, max_seconds=5.0, warmup=8, min_requests=30),
+        model_ck=Limits(max_requests=2000, max_seconds=8.0, warmup=32, min_requests=100),
+        model_texts=2048,
+        quiet_wait_s=60.0,
+        quiet_budget_s=900.0,
+    ),
+}
+
+
+@dataclass
+class QuietBudget:
+    """Seconds spent waiting for other work to settle, over the whole run."""
+
+    spent_s: float = 0.0
+
+
+@dataclass
+class Op:
+    name: str
+    service: Callable[[int, int], Awaitable[Any]]
+    floor: Callable[[int, int], Awaitable[Any]] | None = None
+    core: Callable[[int, int], Awaitable[Any]] | None = None
+    explain: bool = False
+    k_phase: bool = True
+    note: str = ""
+    prepare: Callable[[int, int], Any] | None = None  # builds each call's data, untimed
+
+
+@dataclass
+class ScaleContext:
+    profile: Profile
+    n: int
+    seed: int
+    client: Http
+    floor: Floor
+    meter: CpuMeter
+    robot_ids: dict[str, int] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    quiet: QuietBudget = field(default_factory=QuietBudget)
+
+
+def _check(r: Response, status: int) -> Response:
+    if r.status_code != status:
+        raise RuntimeError(f"HTTP {r.status_code}: {r.text[:200]}")
+    return r
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def _authors(n: int) -> list[str]:
+    """Author of each memory index: `ctx` owns 1,000 (its working memory for context), `rare`
+    about 1% (the scope=self filter), six scribes the rest."""
+    ctx = min(CONTEXT_ITEMS, n // 2)
+    rare = max(1, round(n * RARE_SHARE))
+    out = [CONTEXT_ROBOT] * ctx + [RARE_ROBOT] * rare
+    rest = n - len(out)
+    out += [f"scribe-{(i // BATCH) % SCRIBES}" for i in range(rest)]
+    return out
+
+
+def _memory_json(key: str, m: dataset.ScaleMemories, i: int) -> str:
+    return (
+        f'{{"key":"{key}","content":{json.dumps(m.contents[i])},"type":"{m.types[i]}",'
+        f'"importance":{float(m.importance[i])},"tags":{json.dumps(m.tags[i])},'
+        f'"created_at":"{m.created_at[i].isoformat()}","embedding":{vec_json(m.vectors[i])}}}'
+    )
+
+
+async def load_memories(ctx: ScaleContext, max_seconds: float) -> dict[str, Any]:
+    """N memories through POST /memories/batch, 500 per request, two requests in flight."""
+    t0 = time.perf_counter()
+    mem = dataset.scale_memories(ctx.seed, ctx.n)
+    gen_s = time.perf_counter() - t0
+    authors = _authors(ctx.n)
+    _check(
+        await ctx.client.put(
+            f"/v1/robots/{CONTEXT_ROBOT}", json={"working_memory_budget": CONTEXT_BUDGET}
+        ),
+        200,
+    )
+    batches: list[tuple[str, list[int]]] = []
+    start = 0
+    while start < ctx.n:
+        robot = authors[start]
+        end = start
+        while end < ctx.n and end - start < BATCH and authors[end] == robot:
+            end += 1
+        batches.append((robot, list(range(start, end))))
+        start = end
+    ctx.keys = [f"k{i:07d}" for i in range(ctx.n)]
+    queue = list(reversed(batches))
+    deadline = time.perf_counter() + max_seconds
+    t_load = time.perf_counter()
+
+    async def loader() -> None:
+        while queue:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"loading {ctx.n} memories took over {max_seconds:.0f}s")
+            robot, idx = queue.pop()
+            body = '{"memories":[' + ",".join(_memory_json(ctx.keys[i], mem, i) for i in idx)
+            body += "]}"
+            r = await ctx.client.post(
+                f"/v1/robots/{robot}/memories/batch", content=body.encode(), headers=JSON
+            )
+            _check(r, 201)
+
+    await asyncio.gather(loader(), loader())
+    load_s = time.perf_counter() - t_load
+    return {
+        "memories": ctx.n,
+        "batches": len(batches),
+        "generate_s": gen_s,
+        "load_s": load_s,
+        "memories_per_s": ctx.n / load_s,
+    }
+
+
+async def db_facts(pool: Any) -> dict[str, Any]:
+    """Sizes and the settings that matter for these numbers."""
+    async with pool.acquire() as conn:
+        sizes = await conn.fetch(
+            """SELECT c.relname, pg_relation_size(c.oid) AS bytes FROM pg_class c
+               WHERE c.relname IN ('memory', 'memory_embedding_hnsw', 'memory_content_tsv',
+                                   'memory_event', 'working_memory_item')"""
+        )
+        settings = {
+            name: await conn.fetchval(f"SHOW {name}")
+            for name in ("shared_buffers", "work_mem", "effective_cache_size", "max_connections")
+        }
+    return {"bytes": {r["relname"]: r["bytes"] for r in sizes}, "settings": settings}
+
+
+# --- ANN vs exact ----------------------------------------------------------------------------
+
+_EXACT_SQL = """
+    SELECT m.id FROM memory m
+    WHERE m.namespace_id = $1 AND m.deleted_at IS NULL AND m.embedding_status = 'ready'
+      AND m.embedding IS NOT NULL
+    ORDER BY (m.embedding <=> $2) + 0, m.id
+    LIMIT $3"""
+
+_ANN_SQL = """
+    SELECT m.id FROM memory m
+    WHERE m.namespace_id = $1 AND m.deleted_at IS NULL AND m.embedding_status = 'ready'
+      AND m.embedding IS NOT NULL
+    ORDER BY m.embedding <=> $2
+    LIMIT $3"""
+
+
+async def ann_agreement(ctx: ScaleContext, k: int = 10) -> dict[str, Any]:
+    """recall@k of the service's HNSW search against exact cosine kNN (a `+ 0` ORDER BY the
+    index cannot serve), and the same for a few hnsw.ef_search values."""
+    q = dataset.scale_questions(ctx.seed + 1, ctx.profile.ann_queries)
+    floor = ctx.floor
+    exact: list[set[int]] = []
+    service: list[set[int]] = []
+    sweep = {40: [], 80: [], 100: [], 200: []}  # type: dict[int, list[set[int]]]
+    t0 = time.perf_counter()
+    async with floor.pool.acquire() as conn:
+        plan_ann = await conn.fetchval(
+            f"EXPLAIN (FORMAT JSON) {_ANN_SQL}", floor.ns_id, q.vectors[0], k
+        )
+        plan_exact = await conn.fetchval(
+            f"EXPLAIN (FORMAT JSON) {_EXACT_SQL}", floor.ns_id, q.vectors[0], k
+        )
+        for v in q.vectors:
+            exact.append({r["id"] for r in await conn.fetch(_EXACT_SQL, floor.ns_id, v, k)})
+            async with conn.transaction():
+                hits = await SearchRepository(RawSession(conn)).vector(  # type: ignore[arg-type]
+                    floor.ns_id, [float(x) for x in v], SearchFilters(), k
+                )
+            service.append({h.id for h in hits})
+            for ef, found in sweep.items():
+                async with conn.transaction():
+                    await conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                    found.append({r["id"] for r in await conn.fetch(_ANN_SQL, floor.ns_id, v, k)})
+
+    def agreement(found: list[set[int]]) -> float:
+        return float(np.mean([len(a & e) / k for a, e in zip(found, exact, strict=True)]))
+
+    def top_node(plan: Any) -> str:
+        doc = json.loads(plan) if isinstance(plan, str) else plan
+        nodes: list[str] = []
+        node = doc[0]["Plan"]
+        while node:
+            index = node.get("Index Name")
+            nodes.append(node["Node Type"] + (f" using {index}" if index else ""))
+            node = (node.get("Plans") or [None])[0]
+        return " > ".join(nodes)
+
+    return {
+        "k": k,
+        "queries": len(q.vectors),
+        "service": agreement(service),
+        "by_ef_search": {str(ef): agreement(found) for ef, found in sweep.items()},
+        "plan_ann": top_node(plan_ann),
+        "plan_exact": top_node(plan_exact),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+# --- the operations --------------------------------------------------------------------------
+
+
+def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[Op]]:
+    """(read operations, write operations), each with its service call and floors."""
+    c, floor, p = ctx.client, ctx.floor, ctx.profile
+    qs = dataset.scale_questions(ctx.seed, p.questions)
+    qvec_json = [vec_json(v) for v in qs.vectors]
+    qvec = [vec_list(v) for v in qs.vectors]
+    weeks = [parse_timeframe(WEEK, now) for now in qs.now]
+    rare_id = ctx.robot_ids[RARE_ROBOT]
+    rng = np.random.default_rng([ctx.seed, 9])
+    key_order = [ctx.keys[i] for i in rng.integers(0, len(ctx.keys), size=4096)]
+
+    def recall_body(i: int, strategy: str, variant: str, load: bool) -> bytes:
+        body = {
+            "query": qs.texts[i],
+            "strategy": strategy,
+            "limit": RECALL_LIMIT,
+            "load_into_working_memory": load,
+        }
+        if variant == "self":
+            body["scope"] = "self"
+        if variant == "week":
+            body["timeframe"] = WEEK
+            body["now"] = qs.now[i].isoformat()
+        raw = json.dumps(body)
+        if strategy != "fulltext":  # agents send no vector for a pure keyword search
+            raw = raw[:-1] + f',"embedding":{qvec_json[i]}}}'
+        return raw.encode()
+
+    def recall_spec(i: int, strategy: str, variant: str, load: bool) -> RecallSpec:
+        week = weeks[i] if variant == "week" else None
+        return RecallSpec(
+            strategy=strategy,
+            query=qs.texts[i],
+            vector=qvec[i],
+            self_scope=variant == "self",
+            start=week.start if week else None,
+            end=week.end if week else None,
+            limit=RECALL_LIMIT,
+            load=load,
+        )
+
+    def recall_op(strategy: str, variant: str, load: bool = False) -> Op:
+        nq = len(qs.texts)
+        bodies = [recall_body(i, strategy, variant, load) for i in range(nq)]
+        specs = [recall_spec(i, strategy, variant, load) for i in range(nq)]
+
+        def robot(w: int) -> str:
+            if variant == "self":
+                return RARE_ROBOT  # scope=self: every client is the 1% robot
+            return f"loader-{w}" if load else f"reader-{w}"
+
+        async def service(w: int, i: int) -> None:
+            r = await c.post(f"/v1/robots/{robot(w)}/recall", content=bodies[i % nq], headers=JSON)
+            _check(r, 200)
+
+        async def floor_call(w: int, i: int) -> None:
+            await floor.recall(("f" if load else "") + robot(w), specs[i % nq])
+
+        async def core(w: int, i: int) -> None:
+            await floor.core_search(specs[i % nq], rare_id if variant == "self" else None)
+
+        name = f"recall_{strategy}_{variant}" + ("_load" if load else "")
+        return Op(name, service, floor_call, core, explain=not load)
+
+    def context_op(strategy: str, max_tokens: int | None, name: str) -> Op:
+        q = f"?strategy={strategy}" + (f"&max_tokens={max_tokens}" if max_tokens else "")
+
+        async def service(w: int, i: int) -> None:
+            _check(await c.get(f"/v1/robots/{CONTEXT_ROBOT}/context{q}"), 200)
+
+        async def floor_call(w: int, i: int) -> None:
+            await floor.context(CONTEXT_ROBOT)
+
+        async def core(w: int, i: int) -> None:
+            await floor.core_snapshot(CONTEXT_ROBOT)
+
+        return Op(name, service, floor_call, core)
+
+    async def healthz(w: int, i: int) -> None:
+        _check(await c.get("/healthz"), 200)
+
+    async def retrieve(w: int, i: int) -> None:
+        key = key_order[i % len(key_order)]
+        _check(await c.get(f"/v1/robots/reader-{w}/memories/{key}"), 200)
+
+    async def retrieve_floor(w: int, i: int) -> None:
+        await floor.retrieve(f"reader-{w}", key_order[i % len(key_order)])
+
+    async def retrieve_core(w: int, i: int) -> None:
+        await floor.core_get(key_order[i % len(key_order)])
+
+    async def stats_robot(w: int, i: int) -> None:
+        _check(await c.get(f"/v1/robots/{RARE_ROBOT}/stats"), 200)
+
+    async def stats_robot_floor(w: int, i: int) -> None:
+        await floor.robot_stats(RARE_ROBOT)
+
+    async def stats_ns(w: int, i: int) -> None:
+        _check(await c.get("/v1/stats"), 200)
+
+    async def stats_ns_floor(w: int, i: int) -> None:
+        await floor.namespace_stats()
+
+    reads = [Op("healthz", healthz, note="HTTP stack only: client + uvicorn + FastAPI")]
+    for strategy in ("vector", "fulltext", "hybrid"):
+        for variant in ("all", "self", "week"):
+            reads.append(recall_op(strategy, variant))
+    for strategy in ("recent", "important", "balanced"):
+        reads.append(context_op(strategy, CONTEXT_MAX_TOKENS, f"context_{strategy}"))
+    reads.append(context_op("balanced", None, "context_all"))
+    reads.append(Op("retrieve", retrieve, retrieve_floor, retrieve_core, explain=True))
+    reads.append(Op("stats_robot", stats_robot, stats_robot_floor, explain=True))
+    reads.append(Op("stats_namespace", stats_ns, stats_ns_floor, explain=True))
+
+    # --- writes: every request inserts vectors never inserted before (see fresh_vectors) ---
+    pool = dataset.scale_memories(ctx.seed, 1000, offset=11)
+    pool_tokens = tokenizer.count_many(pool.contents)
+    draws = itertools.count()
+    writer_id = ctx.robot_ids[RARE_ROBOT]
+
+    def add_json(it: AddItem) -> str:
+        return (
+            f'{{"content":{json.dumps(it.content)},"type":"{it.type}",'
+            f'"importance":{it.importance},"tags":{json.dumps(list(it.tags))},'
+            f'"embedding":{json.dumps(it.vector)}}}'
+        )
+
+    def fresh(count: int, batch: bool) -> tuple[list[AddItem], bytes]:
+        """`count` new memories (contents from a pool, fresh vectors) and their JSON body."""
+        draw = next(draws)
+        rows = (np.arange(count) + draw * count) % len(pool.contents)
+        vectors = dataset.fresh_vectors(ctx.seed, count, draw)
+        items = [
+            AddItem(
+                pool.contents[j],
+                pool_tokens[j],
+                vec_list(v),
+                pool.types[j],
+                float(pool.importance[j]),
+                tuple(pool.tags[j]),
+            )
+            for j, v in zip(rows.tolist(), vectors, strict=True)
+        ]
+        if batch:
+            body = '{"memories":[' + ",".join(add_json(it) for it in items) + "]}"
+        else:
+            body = add_json(items[0])
+        return items, body.encode()
+
+    def one(w: int, i: int) -> tuple[list[AddItem], bytes]:
+        return fresh(1, batch=False)
+
+    def hundred(w: int, i: int) -> tuple[list[AddItem], bytes]:
+        return fresh(100, batch=True)
+
+    async def add(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
+        path = f"/v1/robots/writer-{w}/memories"
+        _check(await c.post(path, content=prepared[1], headers=JSON), 201)
+
+    async def add_batch(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
+        path = f"/v1/robots/writer-{w}/memories/batch"
+        _check(await c.post(path, content=prepared[1], headers=JSON), 201)
+
+    async def add_floor(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
+        await floor.add(f"fwriter-{w}", prepared[0])
+
+    async def add_core(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
+        await floor.core_insert(writer_id, prepared[0])
+
+    writes = [
+        recall_op("hybrid", "all", load=True),
+        Op("add", add, add_floor, add_core, prepare=one),
+        Op("add_batch100", add_batch, add_floor, add_core, prepare=hundred),
+    ]
+    return reads, writes
+
+
+_AUTOVACUUM_SQL = """
+    SELECT (SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables)
+           AS done,
+           (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker')
+           AS running"""
+
+
+async def _autovacuum(ctx: ScaleContext) -> tuple[int, int]:
+    async with ctx.floor.pool.acquire() as conn:
+        row = await conn.fetchrow(_AUTOVACUUM_SQL)
+    return int(row["done"]), int(row["running"])
+
+
+async def measure(ctx: ScaleContext, op: Op) -> dict[str, Any]:
+    p, k = ctx.profile, ctx.profile.concurrency
+    out: dict[str, Any] = {"note": op.note} if op.note else {}
+    budget = min(p.quiet_wait_s, max(0.0, p.quiet_budget_s - ctx.quiet.spent_s))
+    out["quiet"] = await wait_for_quiet(budget)
+    ctx.quiet.spent_s += out["quiet"]["waited_s"]
+    # Autovacuum on a table with an HNSW index is expensive; say when it ran during a phase.
+    done_before, running_before = await _autovacuum(ctx)
+
+    async def run(call: Any, c: int) -> dict[str, Any]:
+        limits = p.c1 if c == 1 else p.ck
+        try:
+            return (await closed_loop(call, c, limits, ctx.meter, op.prepare)).to_json()
+        except Exception as exc:  # e.g. a floor out of step with a changed service
+            log.exception("%s at c=%d failed", op.name, c)
+            return {"error": f"{type(exc).__name__}: {exc}"[:300], "requests": 0}
+
+    out["service"] = await run(op.service, 1)
+    if op.floor:
+        out["floor"] = await run(op.floor, 1)
+    if op.core:
+        out["core"] = await run(op.core, 1)
+    if op.k_phase:
+        out["service_k"] = await run(op.service, k)
+        if op.floor:
+            out["floor_k"] = await run(op.floor, k)
+    done_after, running_after = await _autovacuum(ctx)
+    out["autovacuum"] = {
+        "finished": done_after - done_before,
+        "running": max(running_before, running_after),
+    }
+    return out
+
+
+def _progress(n: int, name: str, r: dict[str, Any]) -> str:
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    s, f = r["service"], r.get("floor", {})
+    line = f"  N={n:<7} {name:<26} p50 {ms(s.get('p50_ms'))} ms"
+    if f.get("p50_ms") and s.get("p50_ms"):
+        line += f" | floor {ms(f['p50_ms'])} (x{s['p50_ms'] / f['p50_ms']:.1f})"
+    if r.get("service_k", {}).get("throughput") is not None:
+        line += f" | @K {r['service_k']['throughput']:.0f}/s"
+        if r.get("floor_k", {}).get("throughput") is not None:
+            line += f" vs floor {r['floor_k']['throughput']:.0f}/s"
+    failed = [r[k]["error"] for k in ("service", "floor", "core", "service_k", "floor_k")
+              if r.get(k, {}).get("error")]  # fmt: skip
+    if failed:
+        line += f" | FAILED: {failed[0]}"
+    errors = sum(r[k].get("errors", 0) for k in ("service", "floor", "core", "service_k") if k in r)
+    if errors:
+        line += f" | {errors} ERRORS"
+    return line
+
+
+async def run_scale(
+    servers: Servers,
+    profile: Profile,
+    n: int,
+    seed: int,
+    keep: bool,
+    quiet: QuietBudget,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    db = f"htm_bench_{n}"
+    say(f"N={n}: fresh database {db}, migrate")
+    url = await fresh_database(servers, db)
+    redis = aioredis.from_url(servers.redis_url, decode_responses=True)
+    await redis.flushdb()
+    service = ServiceProcess(
+        url, servers.redis_url, BENCH_DIR / "logs" / f"service-{n}.log", embedding_provider="none"
+    )
+    pool = None
+    result: dict[str, Any] = {"n": n}
+    try:
+        await service.start()
+        result["readyz"] = service.readyz
+        async with Http(service.base_url, profile.concurrency * 2) as client:
+            result["client"] = client.name
+            pool = await floor_pool(url, profile.concurrency)
+            tokenizer = Tokenizer.load("cl100k_base")
+            if not tokenizer.ready:
+                raise RuntimeError(tokenizer.error)
+            meter = CpuMeter(service.pid, servers.postmaster_pid, redis)
+            # The floor needs the namespace id, known once the service created it.
+            ctx = ScaleContext(profile, n, seed, client, None, meter, quiet=quiet)  # type: ignore[arg-type]
+            say(f"N={n}: loading through POST /memories/batch")
+            result["load"] = await load_memories(ctx, max_seconds=max(600.0, n / 20))
+            say(
+                f"N={n}: loaded in {result['load']['load_s']:.1f}s "
+                f"({result['load']['memories_per_s']:.0f} memories/s); VACUUM ANALYZE"
+            )
+            await admin(url, "VACUUM ANALYZE", "CHECKPOINT")
+            async with pool.acquire() as conn:
+                ns_id = await conn.fetchval("SELECT id FROM namespace WHERE name = $1", NAMESPACE)
+                rows = await conn.fetch("SELECT id, name FROM robot")
+            ctx.robot_ids = {r["name"]: r["id"] for r in rows}
+            ctx.floor = Floor(pool, redis, NAMESPACE, ns_id, 128_000)
+            result["db"] = await db_facts(pool)
+            say(f"N={n}: ANN vs exact agreement ({profile.ann_queries} queries)")
+            result["ann"] = await ann_agreement(ctx)
+            say(
+                f"N={n}: agreement@10 {result['ann']['service']:.3f} at the service's ef_search; "
+                f"plan {result['ann']['plan_ann']}"
+            )
+            reads, writes = build_ops(ctx, tokenizer)
+            result["ops"] = {}
+            result["plans"] = {}
+            for op in reads + writes:
+                r = await measure(ctx, op)
+                result["ops"][op.name] = r
+                say(_progress(n, op.name, r))
+                if op.explain and op.floor is not None:
+                    fl = op.floor
+                    result["plans"][op.name] = await explain(ctx.floor, lambda fl=fl: fl(0, 0))
+    finally:
+        service.stop()
+        if pool is not None:
+            await pool.close()
+        await redis.aclose()
+        if not keep:
+            await drop_database(servers, db)
+    return result
