@@ -39,6 +39,7 @@ ENV = {
     "HTM_MAX_METADATA_DEPTH": "3",
     "HTM_MAX_TAGS": "8",
     "HTM_RRF_K": "30",
+    "HTM_HNSW_EF_SEARCH": "64",
 }
 
 
@@ -95,6 +96,7 @@ def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyP
     assert (s.max_query_chars, s.max_recall_limit) == (300, 40)
     assert (s.max_metadata_bytes, s.max_metadata_depth, s.max_tags) == (512, 3, 8)
     assert s.rrf_k == 30
+    assert s.hnsw_ef_search == 64
 
 
 @pytest.mark.parametrize(

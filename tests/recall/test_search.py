@@ -264,12 +264,12 @@ async def test_hnsw_settings_are_local_to_the_transaction(big: BigSet) -> None:
         session = AsyncSession(bind=conn)
         async with session.begin():
             await SearchRepository(session).vector(
-                big.namespace_id, query_vector(big, 3).tolist(), SearchFilters(), 120
+                big.namespace_id, query_vector(big, 3).tolist(), SearchFilters(), 220
             )
             inside = (await session.execute(text("SHOW hnsw.ef_search"))).scalar()
         after = (await conn.execute(text("SHOW hnsw.ef_search"))).scalar()
         await conn.rollback()
-    assert (inside, after) == ("120", "40")
+    assert (inside, after) == ("220", "40")
 
 
 async def test_pgvector_version_is_the_installed_extension(big_session: AsyncSession) -> None:
@@ -283,10 +283,11 @@ async def test_pgvector_version_is_the_installed_extension(big_session: AsyncSes
 
 
 def test_hnsw_settings_use_iterative_scans_from_pgvector_0_8() -> None:
-    assert hnsw_settings((0, 6, 2), 20) == {"hnsw.ef_search": "40"}
+    assert hnsw_settings((0, 6, 2), 20) == {"hnsw.ef_search": "200"}
+    assert hnsw_settings((0, 6, 2), 20, ef_search=40) == {"hnsw.ef_search": "40"}
     assert hnsw_settings((0, 7, 4), 300) == {"hnsw.ef_search": "300"}
     assert hnsw_settings((0, 6, 2), 5000) == {"hnsw.ef_search": "1000"}
-    assert hnsw_settings((0, 8, 0), 100) == {
+    assert hnsw_settings((0, 8, 0), 100, ef_search=40) == {
         "hnsw.ef_search": "100",
         "hnsw.iterative_scan": "strict_order",
         "hnsw.max_scan_tuples": "20000",
