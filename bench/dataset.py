@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 import numpy as np
 
@@ -242,6 +243,7 @@ class ScaleSpace:
     place: np.ndarray
 
     @classmethod
+    @lru_cache(maxsize=4)
     def create(cls, seed: int) -> ScaleSpace:
         rng = np.random.default_rng([seed, 1])
         return cls(_unit(rng, len(PEOPLE)), _unit(rng, len(TOPICS)), _unit(rng, len(PLACES)))

@@ -33,7 +33,7 @@ class Limits:
     min_requests: int = 0
 
 
-MIN_EXTENSION = 4.0
+MIN_EXTENSION = 8.0
 
 
 @dataclass
@@ -147,3 +147,68 @@ async def closed_loop(
     if before is not None and after is not None:
         result.cpu_ms = CpuMeter.per_request(before, after, done + len(errors), elapsed)
     return result
+
+
+async def interleaved(
+    calls: list[tuple[str, Call]],
+    limits: Limits,
+    prepare: Prepare | None = None,
+) -> dict[str, PhaseResult]:
+    """Sequential (c=1) latency of several ways to do one operation, request by request in
+    rotating order (service, floor, core; then floor, core, service; ...), so that drift over
+    time (a growing table, WAL segments, a checkpoint, other work) falls on all of them alike
+    instead of on whichever phase ran second. Limits apply per way; no CPU split here."""
+    names = [n for n, _ in calls]
+    latencies: dict[str, list[float]] = {n: [] for n in names}
+    errors: dict[str, list[str]] = {n: [] for n in names}
+
+    def arg(i: int) -> Any:
+        return prepare(0, i) if prepare is not None else i
+
+    for i in range(limits.warmup):
+        for _, call in calls:
+            await call(0, arg(i))
+
+    ways = len(calls)
+    start = time.perf_counter()
+    deadline = start + limits.max_seconds * ways
+    hard_deadline = start + limits.max_seconds * ways * MIN_EXTENSION
+    timed_out = False
+    rounds = 0
+    try:
+        async with asyncio.timeout(limits.max_seconds * ways * MIN_EXTENSION + HARD_GRACE_S):
+            while rounds < limits.max_requests:
+                now = time.perf_counter()
+                done = min(len(latencies[n]) + len(errors[n]) for n in names)
+                if now >= hard_deadline or (now >= deadline and done >= limits.min_requests):
+                    break
+                i = limits.warmup + rounds
+                for k in range(ways):
+                    name, call = calls[(rounds + k) % ways]
+                    a = arg(i)
+                    t0 = time.perf_counter()
+                    try:
+                        await call(0, a)
+                    except Exception as exc:
+                        errors[name].append(f"{type(exc).__name__}: {exc}"[:300])
+                        continue
+                    latencies[name].append(time.perf_counter() - t0)
+                rounds += 1
+    except TimeoutError:
+        timed_out = True
+    elapsed = time.perf_counter() - start
+    out = {}
+    for name in names:
+        done = len(latencies[name])
+        busy = sum(latencies[name])
+        out[name] = PhaseResult(
+            concurrency=1,
+            requests=done,
+            errors=len(errors[name]),
+            seconds=elapsed,
+            throughput=done / busy if busy > 0 else 0.0,  # 1 / mean latency at c=1
+            first_error=errors[name][0] if errors[name] else None,
+            timed_out=timed_out,
+            **summarize(latencies[name]),  # type: ignore[arg-type]
+        )
+    return out

@@ -50,7 +50,9 @@ class Http:
         if aiohttp is not None:
             self._session = aiohttp.ClientSession(
                 self.base_url,
-                connector=aiohttp.TCPConnector(limit=self.connections, force_close=False),
+                # Idle connections are dropped after 2 s, before uvicorn's 5 s keep-alive
+                # timeout closes them under a request (the floor phases leave them idle).
+                connector=aiohttp.TCPConnector(limit=self.connections, keepalive_timeout=2.0),
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
                 auto_decompress=False,
             )

@@ -204,7 +204,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"{s['ck']['max_seconds']} s, after warm-up. Client: {results.get('client')} on one "
         "uvloop event loop.",
         "",
-        "Columns: n = requests measured at c=1 / c=K; latency (ms) at c=1; "
+        "Columns: n = requests measured at c=1 / c=K; latency (ms) at c=1, where service, "
+        "floor and core run request by request in rotating order; "
         "**floor** = the same SQL + Lua sent directly with "
         "asyncpg/redis-py; **core** = the essential statement alone; ×floor = service ÷ floor "
         f"(p50), or floor ÷ service (req/s at c={k}); CPU = ms of CPU per request at c={k} "

@@ -1,9 +1,9 @@
 """One scale run: N memories in a fresh database, the service over HTTP against its floor.
 
-Order: load (batch endpoint, client vectors) → VACUUM ANALYZE → ANN-vs-exact agreement →
+Order: load (batch endpoint, client vectors) → VACUUM ANALYZE, autovacuum off → ANN vs exact →
 read operations → write operations, so the reads see exactly N memories. Each operation is
-measured sequentially (c=1: latency) and with K concurrent clients (c=K: throughput), for the
-service and for its floor; `core` (the essential statement alone) at c=1.
+measured sequentially (c=1: latency; service, floor and core interleaved request by request)
+and with K concurrent clients (c=K: throughput), for the service and for its floor.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 import numpy as np
 import redis.asyncio as aioredis
 
@@ -24,7 +25,7 @@ from app.recall.repository import SearchFilters, SearchRepository
 from app.recall.timeframes import parse_timeframe
 from app.tokens import Tokenizer
 from bench import dataset
-from bench.driver import Limits, closed_loop
+from bench.driver import Limits, closed_loop, interleaved
 from bench.floor import AddItem, Floor, RawSession, RecallSpec, explain
 from bench.http import Http, Response
 from bench.infra import (
@@ -133,6 +134,9 @@ class Op:
     k_phase: bool = True
     note: str = ""
     prepare: Callable[[int, int], Any] | None = None  # builds each call's data, untimed
+    # Writes: start every phase right after a checkpoint, so that each pays the same
+    # full-page-image WAL for the HNSW pages it touches first.
+    checkpoint: bool = False
 
 
 @dataclass
@@ -432,33 +436,31 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
     draws = itertools.count()
     writer_id = ctx.robot_ids[RARE_ROBOT]
 
-    def add_json(it: AddItem) -> str:
+    def add_json(it: AddItem, vector_json: str) -> str:
         return (
             f'{{"content":{json.dumps(it.content)},"type":"{it.type}",'
             f'"importance":{it.importance},"tags":{json.dumps(list(it.tags))},'
-            f'"embedding":{json.dumps(it.vector)}}}'
+            f'"embedding":{vector_json}}}'
         )
 
     def fresh(count: int, batch: bool) -> tuple[list[AddItem], bytes]:
         """`count` new memories (contents from a pool, fresh vectors) and their JSON body."""
         draw = next(draws)
         rows = (np.arange(count) + draw * count) % len(pool.contents)
-        vectors = dataset.fresh_vectors(ctx.seed, count, draw)
+        vectors = [vec_json(v) for v in dataset.fresh_vectors(ctx.seed, count, draw)]
         items = [
             AddItem(
                 pool.contents[j],
                 pool_tokens[j],
-                vec_list(v),
+                json.loads(v),  # the numbers the service parses from the body
                 pool.types[j],
                 float(pool.importance[j]),
                 tuple(pool.tags[j]),
             )
             for j, v in zip(rows.tolist(), vectors, strict=True)
         ]
-        if batch:
-            body = '{"memories":[' + ",".join(add_json(it) for it in items) + "]}"
-        else:
-            body = add_json(items[0])
+        parts = [add_json(it, v) for it, v in zip(items, vectors, strict=True)]
+        body = '{"memories":[' + ",".join(parts) + "]}" if batch else parts[0]
         return items, body.encode()
 
     def one(w: int, i: int) -> tuple[list[AddItem], bytes]:
@@ -483,11 +485,13 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
 
     writes = [
         recall_op("hybrid", "all", load=True),
-        Op("add", add, add_floor, add_core, prepare=one),
-        Op("add_batch100", add_batch, add_floor, add_core, prepare=hundred),
+        Op("add", add, add_floor, add_core, prepare=one, checkpoint=True),
+        Op("add_batch100", add_batch, add_floor, add_core, prepare=hundred, checkpoint=True),
     ]
     return reads, writes
 
+
+_TABLES = ("memory", "memory_key", "memory_event", "working_memory_item", "robot")
 
 _AUTOVACUUM_SQL = """
     SELECT (SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables)
@@ -502,6 +506,14 @@ async def _autovacuum(ctx: ScaleContext) -> tuple[int, int]:
     return int(row["done"]), int(row["running"])
 
 
+async def _checkpoint(ctx: ScaleContext) -> None:
+    try:
+        async with ctx.floor.pool.acquire() as conn:
+            await conn.execute("CHECKPOINT")
+    except asyncpg.PostgresError:  # not allowed to (a server of your own)
+        pass
+
+
 async def measure(ctx: ScaleContext, op: Op) -> dict[str, Any]:
     p, k = ctx.profile, ctx.profile.concurrency
     out: dict[str, Any] = {"note": op.note} if op.note else {}
@@ -513,17 +525,29 @@ async def measure(ctx: ScaleContext, op: Op) -> dict[str, Any]:
 
     async def run(call: Any, c: int) -> dict[str, Any]:
         limits = p.c1 if c == 1 else p.ck
+        if op.checkpoint:
+            await _checkpoint(ctx)
         try:
             return (await closed_loop(call, c, limits, ctx.meter, op.prepare)).to_json()
         except Exception as exc:  # e.g. a floor out of step with a changed service
             log.exception("%s at c=%d failed", op.name, c)
             return {"error": f"{type(exc).__name__}: {exc}"[:300], "requests": 0}
 
-    out["service"] = await run(op.service, 1)
-    if op.floor:
-        out["floor"] = await run(op.floor, 1)
-    if op.core:
-        out["core"] = await run(op.core, 1)
+    if op.floor is None:
+        out["service"] = await run(op.service, 1)
+    else:  # c=1: service, floor and core request by request, in rotating order
+        ways = [("service", op.service), ("floor", op.floor)]
+        if op.core:
+            ways.append(("core", op.core))
+        if op.checkpoint:
+            await _checkpoint(ctx)
+        try:
+            for name, r in (await interleaved(ways, p.c1, op.prepare)).items():
+                out[name] = r.to_json()
+        except Exception as exc:
+            log.exception("%s at c=1 failed", op.name)
+            for name, _ in ways:
+                out[name] = {"error": f"{type(exc).__name__}: {exc}"[:300], "requests": 0}
     if op.k_phase:
         out["service_k"] = await run(op.service, k)
         if op.floor:
@@ -595,7 +619,15 @@ async def run_scale(
                 f"N={n}: loaded in {result['load']['load_s']:.1f}s "
                 f"({result['load']['memories_per_s']:.0f} memories/s); VACUUM ANALYZE"
             )
-            await admin(url, "VACUUM ANALYZE", "CHECKPOINT")
+            # Fresh statistics, then no autovacuum while measuring: a vacuum of the HNSW index
+            # set off by one phase's inserts would land on the next phase (service or floor)
+            # and decide the comparison. Autovacuum's own cost is not what this measures.
+            await admin(
+                url,
+                "VACUUM ANALYZE",
+                *(f"ALTER TABLE {t} SET (autovacuum_enabled = false)" for t in _TABLES),
+                "CHECKPOINT",
+            )
             async with pool.acquire() as conn:
                 ns_id = await conn.fetchval("SELECT id FROM namespace WHERE name = $1", NAMESPACE)
                 rows = await conn.fetch("SELECT id, name FROM robot")
