@@ -27,6 +27,7 @@ from bench.infra import BENCH_DIR, CpuMeter, Servers, ServiceProcess, drop_datab
 from bench.scale import JSON, Profile, _check
 
 STRATEGIES = ("vector", "fulltext", "hybrid")
+STEP_LIMIT_S = 900.0  # a bound on each step's wall time, on top of its request count
 
 
 async def _load(client: Http, items: list[tuple[str, str]], robot: str) -> float:
@@ -68,7 +69,8 @@ async def _recall_quality(
             keys = [h["key"] for h in _check(r, 200).json()["hits"]]
             return keys.index(answer) + 1 if answer in keys else None
 
-        ranks = await asyncio.gather(*(one(q, a) for q, a in queries))
+        async with asyncio.timeout(STEP_LIMIT_S):
+            ranks = await asyncio.gather(*(one(q, a) for q, a in queries))
         found = [r for r in ranks if r is not None]
         out[strategy] = {
             "queries": len(ranks),
@@ -125,7 +127,8 @@ async def run_model(
         async with Http(service.base_url, 4 * k + 4, timeout_s=120.0) as client:
             facts = list(data.facts.items())
             background = [(f"bg-{i:05d}", c) for i, c in enumerate(data.background)]
-            load_s = await _load(client, facts + background, "librarian")
+            async with asyncio.timeout(STEP_LIMIT_S):
+                load_s = await _load(client, facts + background, "librarian")
             n_loaded = len(facts) + len(background)
             result["load"] = {
                 "memories": n_loaded,

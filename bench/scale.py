@@ -635,7 +635,8 @@ async def run_scale(
             ctx.floor = Floor(pool, redis, NAMESPACE, ns_id, 128_000)
             result["db"] = await db_facts(pool)
             say(f"N={n}: ANN vs exact agreement ({profile.ann_queries} queries)")
-            result["ann"] = await ann_agreement(ctx)
+            async with asyncio.timeout(900):
+                result["ann"] = await ann_agreement(ctx)
             say(
                 f"N={n}: agreement@10 {result['ann']['service']:.3f} at the service's ef_search; "
                 f"plan {result['ann']['plan_ann']}"
