@@ -52,9 +52,7 @@ clean:
 BENCH_ARGS = $(if $(COMPARE),--compare $(COMPARE))
 
 bench: install
-	$(PY) -c "import aiohttp" 2>/dev/null || $(PY) -m pip install -q "aiohttp>=3.9"
 	$(PY) -m bench $(BENCH_ARGS)
 
 bench-quick: install
-	$(PY) -c "import aiohttp" 2>/dev/null || $(PY) -m pip install -q "aiohttp>=3.9"
 	$(PY) -m bench --quick $(BENCH_ARGS)
