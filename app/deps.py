@@ -8,7 +8,6 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
 from app.resources import Resources
 
 
@@ -17,13 +16,6 @@ def get_resources(request: Request) -> Resources:
 
 
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
-
-
-def get_settings_dep(res: ResourcesDep) -> Settings:
-    return res.settings
-
-
-SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 
 
 async def get_session(res: ResourcesDep) -> AsyncIterator[AsyncSession]:

@@ -77,7 +77,6 @@ class Resources:
     tokenizer: Tokenizer
     embedder: Any = None
     embedding_error: str | None = None
-    background: list[Any] = field(default_factory=list)
     namespace_ids: dict[str, int] = field(default_factory=dict)
     key_cache: KeyCache = field(default_factory=KeyCache)
     robot_cache: RobotCache = field(default_factory=RobotCache)

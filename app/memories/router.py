@@ -47,7 +47,7 @@ async def add_memory(robot: RobotName, body: MemoryCreate, service: Service) -> 
     summary="Add many memories (all or nothing)",
 )
 async def add_memories(
-    robot: RobotName, body: MemoryBatchCreate, service: Service, res: ResourcesDep
+    robot: RobotName, body: MemoryBatchCreate, service: Service
 ) -> MemoryBatchResult:
     """Stores every memory in one transaction, or none of them."""
     service.check_batch_size(len(body.memories))
