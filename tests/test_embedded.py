@@ -46,6 +46,23 @@ async def test_embedded_postgres_reuses_its_data_and_stops(tmp_path: Path) -> No
     assert _postgres_pids(data) == []
 
 
+async def test_embedded_postgres_sizes_shared_buffers_for_the_working_set(tmp_path: Path) -> None:
+    data = tmp_path / "pgdata"
+    pg = await asyncio.to_thread(EmbeddedPostgres(data).start)
+    try:
+        assert await _sql(pg, "SHOW shared_buffers") == "1GB"
+        # Kept in the data directory: the next start needs no second restart.
+        assert "shared_buffers = '1GB'" in (data / "postgresql.auto.conf").read_text()
+    finally:
+        await asyncio.to_thread(pg.stop)
+    pg = await asyncio.to_thread(EmbeddedPostgres(data, shared_buffers="256MB").start)
+    try:
+        assert await _sql(pg, "SHOW shared_buffers") == "256MB"
+    finally:
+        await asyncio.to_thread(pg.stop)
+    assert _postgres_pids(data) == []
+
+
 def test_embedded_redis_persists_across_restarts(tmp_path: Path) -> None:
     server = EmbeddedRedis(tmp_path / "redis").start()
     client = redis.Redis(port=server.port)
