@@ -336,9 +336,12 @@ class Questions:
     now: list[datetime] = field(default_factory=list)  # a point inside the data year
 
 
-def scale_questions(seed: int, n: int) -> Questions:
-    """Natural-language questions about (person, topic) pairs, with aligned query vectors."""
-    rng = np.random.default_rng([seed, 3])
+def scale_questions(seed: int, n: int, draw: int = 0) -> Questions:
+    """Natural-language questions about (person, topic) pairs, with aligned query vectors.
+
+    `draw` > 0 gives another set of questions over the same latent space (the same people and
+    topics as the memories of `seed`)."""
+    rng = np.random.default_rng([seed, 3] if draw == 0 else [seed, 3, draw])
     space = ScaleSpace.create(seed)
     person = rng.choice(len(PEOPLE), size=n, p=_zipf_weights(len(PEOPLE), 0.9))
     topic = rng.choice(len(TOPICS), size=n, p=_zipf_weights(len(TOPICS), 0.7))
