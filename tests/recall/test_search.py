@@ -509,7 +509,8 @@ async def test_fulltext_respects_the_limit(session: AsyncSession, story: int) ->
 async def test_fulltext_with_common_words_ranks_rare_word_matches_first(
     session: AsyncSession, seed: Seed
 ) -> None:
-    """With a candidate budget of 4, "group" (8 matches) is common and "caroline" (2) rare."""
+    """With a candidate budget of 4, "group" (8 matches) is common and "caroline" (2) rare;
+    common-word matches are then looked for among the newest 4 memories only."""
     ns = await seed.namespace()
     bot = await seed.robot(ns, "bot")
     # Says "group" three times: the best "group" match, but the oldest.
@@ -529,18 +530,26 @@ async def test_fulltext_with_common_words_ranks_rare_word_matches_first(
     ]  # fmt: skip
 
     repo.FULLTEXT_CANDIDATE_BUDGET = 4
+    repo.FULLTEXT_FILL_WINDOW = 4
     # The rare word fills the page, so "group"-only memories are not even read.
     assert keys(await repo.fulltext(ns, "Caroline group", SearchFilters(), 2)) == [
         "c-and-g", "c-only",
     ]  # fmt: skip
-    # A page the rare word cannot fill takes the newest 4 "group"-only memories: "ggg" is
-    # older than those and is never ranked. That is the documented trade-off.
+    # A page the rare word cannot fill takes the "group"-only memories among the newest 4:
+    # "ggg" is older than those and is never ranked. That is the documented trade-off.
     assert keys(await repo.fulltext(ns, "Caroline group", SearchFilters(), 4)) == [
         "c-and-g", "g7", "g6", "g5",
     ]  # fmt: skip
     assert keys(await repo.fulltext(ns, "group", SearchFilters(), 4)) == [
         "g7", "g6", "g5", "g4",
     ]  # fmt: skip
+    # The window counts memories, not matches: a newer memory without the word takes a place
+    # in it, so the page is short although older memories say "group".
+    await seed.memory(ns, bot, "newest", "Nothing to see", created_at=at(8))
+    assert keys(await repo.fulltext(ns, "group", SearchFilters(), 4)) == ["g7", "g6", "g5"]
+    # Filters apply before the window: the newest 4 memories of the week that ends at g5.
+    week = SearchFilters(start=at(-1), end=at(6))
+    assert keys(await repo.fulltext(ns, "group", week, 4)) == ["g5", "g4", "g3", "g2"]
 
 
 async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_gin(
