@@ -1,4 +1,7 @@
-"""Annotated dependency aliases. Each hands out something created in the lifespan."""
+"""Annotated dependency aliases. Each hands out something created in the lifespan.
+
+Every dependency in the app is an `async def`: FastAPI runs a plain `def` (or a class) in a
+worker thread, and that hand-off cost ~10% of a simple request's CPU in py-spy."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.resources import Resources
 
 
-def get_resources(request: Request) -> Resources:
+async def get_resources(request: Request) -> Resources:
     return request.app.state.resources  # type: ignore[no-any-return]
 
 

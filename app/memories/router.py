@@ -22,7 +22,9 @@ from app.recall.timeframes_http import TimeframeQuery, resolve_timeframe
 router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"])
 
 
-def memory_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> MemoryService:
+async def memory_service(
+    session: SessionDep, caller: CallerDep, res: ResourcesDep
+) -> MemoryService:
     return MemoryService(session, caller, res)
 
 

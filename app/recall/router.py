@@ -13,7 +13,9 @@ from app.recall.service import RecallService
 router = APIRouter(prefix="/v1/robots/{robot}", tags=["recall"])
 
 
-def recall_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> RecallService:
+async def recall_service(
+    session: SessionDep, caller: CallerDep, res: ResourcesDep
+) -> RecallService:
     return RecallService(session, caller, res)
 
 

@@ -13,7 +13,7 @@ from app.robots.service import RobotService
 router = APIRouter(prefix="/v1/robots", tags=["robots"])
 
 
-def robot_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> RobotService:
+async def robot_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> RobotService:
     return RobotService(session, caller, res)
 
 

@@ -13,7 +13,7 @@ from app.stats.service import StatsService
 router = APIRouter(tags=["stats"])
 
 
-def stats_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> StatsService:
+async def stats_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> StatsService:
     return StatsService(session, caller, res)
 
 
