@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.sql import sql
 
 _COLUMNS = "k.id, k.name, k.role, k.prefix, k.created_at, k.revoked_at, k.last_used_at"
 
@@ -15,7 +16,7 @@ class ApiKeyRepository:
     async def by_hash(self, key_hash: bytes) -> Any | None:
         return (
             await self.session.execute(
-                text(f"""
+                sql(f"""
                 SELECT {_COLUMNS}, k.key_hash, k.namespace_id, n.name AS namespace
                 FROM api_key k JOIN namespace n ON n.id = k.namespace_id
                 WHERE k.key_hash = :h AND k.revoked_at IS NULL"""),
@@ -28,7 +29,7 @@ class ApiKeyRepository:
     ) -> Any:
         return (
             await self.session.execute(
-                text(f"""
+                sql(f"""
                 INSERT INTO api_key AS k (namespace_id, name, role, key_hash, prefix)
                 VALUES (:ns, :name, :role, :h, :prefix)
                 RETURNING {_COLUMNS}"""),
@@ -39,7 +40,7 @@ class ApiKeyRepository:
     async def list(self, namespace_id: int) -> list[Any]:
         return list(
             await self.session.execute(
-                text(f"SELECT {_COLUMNS} FROM api_key k WHERE k.namespace_id = :ns ORDER BY k.id"),
+                sql(f"SELECT {_COLUMNS} FROM api_key k WHERE k.namespace_id = :ns ORDER BY k.id"),
                 {"ns": namespace_id},
             )
         )
@@ -47,7 +48,7 @@ class ApiKeyRepository:
     async def revoke(self, namespace_id: int, key_id: int) -> Any | None:
         return (
             await self.session.execute(
-                text(f"""
+                sql(f"""
                 UPDATE api_key AS k SET revoked_at = coalesce(revoked_at, now())
                 WHERE k.id = :id AND k.namespace_id = :ns
                 RETURNING {_COLUMNS}"""),
@@ -57,5 +58,5 @@ class ApiKeyRepository:
 
     async def touch(self, key_id: int) -> None:
         await self.session.execute(
-            text("UPDATE api_key SET last_used_at = now() WHERE id = :id"), {"id": key_id}
+            sql("UPDATE api_key SET last_used_at = now() WHERE id = :id"), {"id": key_id}
         )

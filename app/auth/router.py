@@ -8,8 +8,9 @@ from app.auth.caller import AdminDep
 from app.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead
 from app.auth.service import ApiKeyService
 from app.deps import ResourcesDep, SessionDep
+from app.routing import OrjsonRoute
 
-router = APIRouter(prefix="/v1/keys", tags=["keys"])
+router = APIRouter(prefix="/v1/keys", tags=["keys"], route_class=OrjsonRoute)
 
 
 @router.post(

@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.sql import sql
 
 EventKind = Literal["add", "recall", "evict", "forget", "restore", "access"]
 
@@ -32,7 +33,7 @@ class EventRepository:
         if not memory_ids:
             return
         await self.session.execute(
-            text("""
+            sql("""
             INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, detail, at)
             SELECT :ns, :robot, m, :kind, CAST(:detail AS jsonb),
                    coalesce(CAST(:at AS timestamptz), now())

@@ -6,8 +6,9 @@ from fastapi import APIRouter
 
 from app.deps import ResourcesDep
 from app.health import service
+from app.routing import OrjsonRoute
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=OrjsonRoute)
 
 
 @router.get("/healthz", operation_id="health-live", summary="Liveness")

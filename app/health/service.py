@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.sql import sql
 from app.errors import ServiceUnavailable
 from app.resources import Resources
 
@@ -18,7 +18,7 @@ async def postgres_versions(engine: AsyncEngine) -> dict[str, Any]:
     async with engine.connect() as conn:
         row = (
             await conn.execute(
-                text("""
+                sql("""
                 SELECT current_setting('server_version') AS postgres,
                        (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector,
                        (SELECT extversion FROM pg_extension WHERE extname = 'timescaledb')

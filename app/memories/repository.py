@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.sql import sql
 
 # Selected with the author's name so a memory is read in one round trip.
 _READ = """
@@ -17,7 +18,7 @@ _READ = """
     m.created_at, m.updated_at, m.deleted_at"""
 
 
-_CLAIM = text("""
+_CLAIM = sql("""
     WITH input AS (
         SELECT k, c, ord
         FROM unnest(CAST(:keys AS text[]), CAST(:cs AS timestamptz[]))
@@ -95,7 +96,7 @@ class MemoryRepository:
 
     async def insert(self, namespace_id: int, memories: list[NewMemory]) -> None:
         await self.session.execute(
-            text("""
+            sql("""
             INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,
                                 importance, tags, metadata, author_robot_id, token_count,
                                 embedding, embedding_model, embedding_status)
@@ -127,7 +128,7 @@ class MemoryRepository:
         lock = "FOR UPDATE OF m" if for_update else ""
         return (
             await self.session.execute(
-                text(f"""
+                sql(f"""
                 SELECT {_READ}
                 FROM memory_key k
                 JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
@@ -141,7 +142,7 @@ class MemoryRepository:
     async def get_many(self, ids: list[int]) -> list[Any]:
         rows = (
             await self.session.execute(
-                text(f"""
+                sql(f"""
                 SELECT {_READ}
                 FROM memory m JOIN robot r ON r.id = m.author_robot_id
                 WHERE m.id = ANY(:ids)"""),
@@ -161,23 +162,23 @@ class MemoryRepository:
         """
         if created_at != m.created_at:
             await self.session.execute(
-                text("DELETE FROM memory WHERE id = :id AND created_at = :c"),
+                sql("DELETE FROM memory WHERE id = :id AND created_at = :c"),
                 {"id": id_, "c": created_at},
             )
             ns = (
                 await self.session.execute(
-                    text("SELECT namespace_id FROM memory_key WHERE memory_id = :id"),
+                    sql("SELECT namespace_id FROM memory_key WHERE memory_id = :id"),
                     {"id": id_},
                 )
             ).scalar_one()
             await self.insert(ns, [m])
             await self.session.execute(
-                text("UPDATE memory_key SET memory_created_at = :c WHERE memory_id = :id"),
+                sql("UPDATE memory_key SET memory_created_at = :c WHERE memory_id = :id"),
                 {"id": id_, "c": m.created_at},
             )
             return
         await self.session.execute(
-            text("""
+            sql("""
             UPDATE memory SET
                 content = :content, type = :type, importance = :importance, tags = :tags,
                 metadata = CAST(:metadata AS jsonb), token_count = :tokens,
@@ -209,19 +210,19 @@ class MemoryRepository:
 
     async def set_deleted(self, id_: int, created_at: datetime, deleted: bool) -> None:
         await self.session.execute(
-            text("""
+            sql("""
             UPDATE memory SET deleted_at = CASE WHEN :deleted THEN now() END, updated_at = now()
             WHERE id = :id AND created_at = :c"""),
             {"id": id_, "c": created_at, "deleted": deleted},
         )
 
     async def hard_delete(self, id_: int, created_at: datetime) -> None:
-        for sql in (
+        for statement in (
             "DELETE FROM working_memory_item WHERE memory_id = :id",
             "DELETE FROM memory_key WHERE memory_id = :id",
             "DELETE FROM memory WHERE id = :id AND created_at = :c",
         ):
-            await self.session.execute(text(sql), {"id": id_, "c": created_at})
+            await self.session.execute(sql(statement), {"id": id_, "c": created_at})
 
     async def list(
         self, namespace_id: int, f: ListFilters, limit: int, after: tuple[datetime, int] | None
@@ -255,7 +256,7 @@ class MemoryRepository:
         return list(
             (
                 await self.session.execute(
-                    text(f"""
+                    sql(f"""
                     SELECT {_READ}
                     FROM memory m JOIN robot r ON r.id = m.author_robot_id
                     WHERE {" AND ".join(where)}
@@ -273,7 +274,7 @@ class MemoryRepository:
         return list(
             (
                 await self.session.execute(
-                    text("""
+                    sql("""
                     SELECT id, created_at, content, embedding_attempts FROM memory
                     WHERE embedding_status = 'pending' AND deleted_at IS NULL
                       AND (embedding_next_at IS NULL OR embedding_next_at <= now())
@@ -289,7 +290,7 @@ class MemoryRepository:
         self, rows: list[tuple[int, datetime]], vectors: list[list[float]], model: str
     ) -> None:
         await self.session.execute(
-            text("""
+            sql("""
             UPDATE memory SET embedding = :e, embedding_model = :model,
                    embedding_status = 'ready', embedding_error = NULL, embedding_next_at = NULL
             WHERE id = :id AND created_at = :c"""),
@@ -304,7 +305,7 @@ class MemoryRepository:
     ) -> None:
         """Exponential backoff per row: 2^attempts seconds, capped."""
         await self.session.execute(
-            text("""
+            sql("""
             UPDATE memory SET embedding_attempts = embedding_attempts + 1,
                    embedding_error = :error,
                    embedding_next_at = now() + make_interval(

@@ -18,8 +18,9 @@ from app.memories.schemas import (
 )
 from app.memories.service import MemoryService
 from app.recall.timeframes_http import TimeframeQuery, resolve_timeframe
+from app.routing import OrjsonRoute
 
-router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"])
+router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"], route_class=OrjsonRoute)
 
 
 async def memory_service(

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.db.sql import sql
 
 
 class NamespaceRepository:
@@ -20,7 +21,7 @@ class NamespaceRepository:
         async with sessionmaker() as session, session.begin():
             ns_id = (
                 await session.execute(
-                    text("""
+                    sql("""
                     INSERT INTO namespace (name) VALUES (:name)
                     ON CONFLICT (name) DO UPDATE SET name = excluded.name
                     RETURNING id"""),

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.sql import sql
 
 # pgvector's GUC limits ef_search to [1, 1000]; 40 is its default, which agreed with exact
 # search on only ~65% of the top 10 at 10,000 memories in `make bench` (200: 95%).
@@ -266,7 +267,7 @@ class SearchRepository:
         if _pgvector_version is None:
             raw = (
                 await self.session.execute(
-                    text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+                    sql("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
                 )
             ).scalar_one()
             nums = [int(p) for p in re.findall(r"\d+", raw)[:3]] + [0, 0, 0]
@@ -277,7 +278,7 @@ class SearchRepository:
         return hnsw_settings(await self.pgvector_version(), candidates, self.ef_search)
 
     async def _configure(self, settings: dict[str, str]) -> None:
-        await self.session.execute(text(f"SELECT {_SET_LOCAL}"), _settings_params(settings))
+        await self.session.execute(sql(f"SELECT {_SET_LOCAL}"), _settings_params(settings))
 
     # --- vector --------------------------------------------------------------------------
 
@@ -315,7 +316,7 @@ class SearchRepository:
         eligible = _eligible(namespace_id, filters, params)
         n = (
             await self.session.execute(
-                text(f"""
+                sql(f"""
                 SELECT count(*) FROM (
                     SELECT 1 FROM memory m
                     WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
@@ -338,7 +339,7 @@ class SearchRepository:
         eligible = _eligible(namespace_id, filters, params)
         if not exact:
             await self._configure(await self._hnsw_settings(limit))
-        sql = f"""
+        statement = f"""
             WITH nearest AS MATERIALIZED ({_vector_sql(eligible, exact)})
             SELECT {_HIT_COLUMNS}, n.distance,
                    row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
@@ -346,7 +347,7 @@ class SearchRepository:
             JOIN memory m ON m.id = n.id AND m.created_at = n.created_at
             JOIN robot r ON r.id = m.author_robot_id
             ORDER BY vector_rank"""
-        rows = (await self.session.execute(text(sql), params)).mappings().all()
+        rows = (await self.session.execute(sql(statement), params)).mappings().all()
         return [
             _hit(
                 row,
@@ -401,14 +402,14 @@ class SearchRepository:
             return []
         params = self._text_params(plan, limit)
         eligible = _eligible(namespace_id, filters, params)
-        sql = f"""
+        statement = f"""
             WITH {_text_ctes(eligible, plan).lstrip()}
             SELECT {_HIT_COLUMNS}, t.text_score, t.text_rank
             FROM text_hits t
             JOIN memory m ON m.id = t.id AND m.created_at = t.created_at
             JOIN robot r ON r.id = m.author_robot_id
             ORDER BY t.text_rank"""
-        rows = (await self.session.execute(text(sql), params)).mappings().all()
+        rows = (await self.session.execute(sql(statement), params)).mappings().all()
         return [
             _hit(
                 row,
@@ -453,7 +454,7 @@ class SearchRepository:
         settings = {"plan_cache_mode": "force_custom_plan", **(settings or {})}
         terms = (
             await self.session.execute(
-                text(f"""
+                sql(f"""
                     SELECT array_agg(l.term ORDER BY l.term) AS terms,
                            (SELECT count(*) FROM (SELECT {_SET_LOCAL}) AS s) AS configured
                     FROM (SELECT {_LEXEME_AS_TSQUERY} AS term
@@ -477,7 +478,7 @@ class SearchRepository:
                     SELECT 1 FROM memory m
                     WHERE {eligible} AND m.content_tsv @@ CAST(:t{i} AS tsquery)
                     LIMIT :df_cap) AS hit) AS matches""")
-        rows = (await self.session.execute(text(" UNION ALL ".join(counts)), params)).all()
+        rows = (await self.session.execute(sql(" UNION ALL ".join(counts)), params)).all()
         matches = {i: n for i, n in rows}
 
         rare: list[str] = []
@@ -574,7 +575,7 @@ class SearchRepository:
             ctes.append(f"""
         text_hits AS ({_NO_TEXT_HITS})""")
         # float8 arithmetic: 1.0 alone is numeric, and the driver would return Decimals.
-        sql = f"""
+        statement = f"""
             WITH {",".join(ctes).lstrip()},
             fused AS (
                 SELECT coalesce(v.id, t.id) AS id,
@@ -592,7 +593,7 @@ class SearchRepository:
             JOIN robot r ON r.id = m.author_robot_id
             ORDER BY f.rrf DESC, m.created_at DESC, m.id
             LIMIT :limit"""
-        rows = (await self.session.execute(text(sql), params)).mappings().all()
+        rows = (await self.session.execute(sql(statement), params)).mappings().all()
         hits = [
             _hit(
                 row,

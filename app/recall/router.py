@@ -9,8 +9,9 @@ from app.common import RobotName
 from app.deps import ResourcesDep, SessionDep
 from app.recall.schemas import RecallRequest, RecallResult
 from app.recall.service import RecallService
+from app.routing import OrjsonRoute
 
-router = APIRouter(prefix="/v1/robots/{robot}", tags=["recall"])
+router = APIRouter(prefix="/v1/robots/{robot}", tags=["recall"], route_class=OrjsonRoute)
 
 
 async def recall_service(

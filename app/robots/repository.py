@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.sql import sql
 
 _COLUMNS = "id, name, working_memory_budget, working_memory_stale, created_at, last_seen_at"
 
@@ -19,7 +20,7 @@ class RobotRepository:
         lock. last_seen_at is refreshed at most once a minute."""
         row = (
             await self.session.execute(
-                text(f"""
+                sql(f"""
                 INSERT INTO robot (namespace_id, name) VALUES (:ns, :name)
                 ON CONFLICT (namespace_id, name) DO NOTHING
                 RETURNING {_COLUMNS}"""),
@@ -30,7 +31,7 @@ class RobotRepository:
             return row, True
         row = await self.get(namespace_id, name)
         await self.session.execute(
-            text("""
+            sql("""
             UPDATE robot SET last_seen_at = now()
             WHERE id = :id AND last_seen_at < now() - interval '1 minute'"""),
             {"id": row.id},
@@ -40,7 +41,7 @@ class RobotRepository:
     async def get(self, namespace_id: int, name: str) -> Any | None:
         return (
             await self.session.execute(
-                text(f"SELECT {_COLUMNS} FROM robot WHERE namespace_id = :ns AND name = :name"),
+                sql(f"SELECT {_COLUMNS} FROM robot WHERE namespace_id = :ns AND name = :name"),
                 {"ns": namespace_id, "name": name},
             )
         ).one_or_none()
@@ -48,7 +49,7 @@ class RobotRepository:
     async def list(self, namespace_id: int) -> list[Any]:
         return list(
             await self.session.execute(
-                text(f"SELECT {_COLUMNS} FROM robot WHERE namespace_id = :ns ORDER BY name"),
+                sql(f"SELECT {_COLUMNS} FROM robot WHERE namespace_id = :ns ORDER BY name"),
                 {"ns": namespace_id},
             )
         )
@@ -56,7 +57,7 @@ class RobotRepository:
     async def upsert_budget(self, namespace_id: int, name: str, budget: int | None) -> Any:
         return (
             await self.session.execute(
-                text(f"""
+                sql(f"""
                 INSERT INTO robot (namespace_id, name, working_memory_budget)
                 VALUES (:ns, :name, :budget)
                 ON CONFLICT (namespace_id, name) DO UPDATE

@@ -9,8 +9,9 @@ from app.common import RobotName
 from app.deps import ResourcesDep, SessionDep
 from app.robots.schemas import RobotRead, RobotUpdate
 from app.robots.service import RobotService
+from app.routing import OrjsonRoute
 
-router = APIRouter(prefix="/v1/robots", tags=["robots"])
+router = APIRouter(prefix="/v1/robots", tags=["robots"], route_class=OrjsonRoute)
 
 
 async def robot_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> RobotService:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.sql import sql
 
 
 class StatsRepository:
@@ -17,7 +18,7 @@ class StatsRepository:
     async def hypertables(self) -> list[str]:
         has_ext = (
             await self.session.execute(
-                text("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'timescaledb')")
+                sql("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'timescaledb')")
             )
         ).scalar_one()
         if not has_ext:
@@ -25,7 +26,7 @@ class StatsRepository:
         return list(
             (
                 await self.session.execute(
-                    text("""SELECT hypertable_name FROM timescaledb_information.hypertables
+                    sql("""SELECT hypertable_name FROM timescaledb_information.hypertables
                             ORDER BY hypertable_name""")
                 )
             ).scalars()
@@ -34,7 +35,7 @@ class StatsRepository:
     async def long_term(self, namespace_id: int, robot_id: int) -> dict[str, Any]:
         row = (
             await self.session.execute(
-                text("""
+                sql("""
                 SELECT count(*) AS memories,
                        min(created_at) AS oldest, max(created_at) AS newest,
                        count(*) FILTER (WHERE embedding_status = 'pending') AS pending
@@ -46,7 +47,7 @@ class StatsRepository:
         by_type = dict(
             (
                 await self.session.execute(
-                    text("""
+                    sql("""
                     SELECT type, count(*) FROM memory
                     WHERE namespace_id = :ns AND author_robot_id = :robot AND deleted_at IS NULL
                     GROUP BY type ORDER BY type"""),
@@ -64,7 +65,7 @@ class StatsRepository:
         bucket = "time_bucket('1 day', at)" if timescale else "date_trunc('day', at, 'UTC')"
         return list(
             await self.session.execute(
-                text(f"""
+                sql(f"""
                 SELECT {bucket} AS day,
                        count(*) FILTER (WHERE kind = 'add') AS adds,
                        count(*) FILTER (WHERE kind = 'recall') AS recalls,
@@ -79,7 +80,7 @@ class StatsRepository:
     async def membership_usage(self, robot_id: int) -> tuple[int, int]:
         row = (
             await self.session.execute(
-                text("""
+                sql("""
                 SELECT coalesce(sum(m.token_count), 0), count(*)
                 FROM working_memory_item w
                 JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
@@ -92,7 +93,7 @@ class StatsRepository:
     async def namespace(self, namespace_id: int) -> dict[str, Any]:
         row = (
             await self.session.execute(
-                text("""
+                sql("""
                 SELECT count(*) FILTER (WHERE deleted_at IS NULL) AS memories,
                        count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted,
                        count(*) FILTER (WHERE embedding_status = 'pending'

@@ -7,10 +7,11 @@ from fastapi import APIRouter, Depends, Query
 from app.auth.caller import CallerDep
 from app.common import RobotName
 from app.deps import ResourcesDep, SessionDep
+from app.routing import OrjsonRoute
 from app.stats.schemas import NamespaceStats, RobotStats
 from app.stats.service import StatsService
 
-router = APIRouter(tags=["stats"])
+router = APIRouter(tags=["stats"], route_class=OrjsonRoute)
 
 
 async def stats_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> StatsService:
