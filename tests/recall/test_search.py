@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engin
 from app.recall import repository as recall_repository
 from app.recall.repository import (
     MAX_QUERY_LEXEMES,
+    LargeNamespaces,
     SearchFilters,
     SearchHit,
     SearchRepository,
@@ -257,6 +258,39 @@ async def test_hybrid_vector_side_falls_back_to_exact_when_the_index_scan_runs_s
     assert [h.id for h in hits] == expected_ids
     assert [h.vector_rank for h in hits] == list(range(1, 21))
     assert [h.score for h in hits] == [1 / (60 + r) for r in range(1, 21)]
+
+
+async def test_a_large_namespace_is_counted_once_per_ttl_for_unfiltered_search(
+    big: BigSet, big_session: AsyncSession
+) -> None:
+    now = [0.0]
+    large = LargeNamespaces(ttl_s=60, clock=lambda: now[0])
+    repo = SearchRepository(big_session, large_namespaces=large)
+    counts: list[str] = []
+
+    def _log(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        if "LIMIT $" in statement and "SELECT count(*)" in statement:
+            counts.append(statement)
+
+    event.listen(big.engine.sync_engine, "before_cursor_execute", _log)
+    try:
+        q = query_vector(big, 7)
+        first = await repo.vector(big.namespace_id, q, SearchFilters(), 5)
+        assert len(counts) == 1 and big.namespace_id in large
+        # Within the TTL the count is skipped; the answer is the same.
+        assert keys(await repo.vector(big.namespace_id, q, SearchFilters(), 5)) == keys(first)
+        assert len(counts) == 1
+        # A filtered search always counts (its set may be small), and never marks the
+        # namespace: 50 memories by one robot are few.
+        by_author = SearchFilters(author_robot_id=big.author_id)
+        await repo.vector(big.namespace_id, q, by_author, 5)
+        assert len(counts) == 2
+        now[0] = 61.0
+        assert big.namespace_id not in large
+        await repo.vector(big.namespace_id, q, SearchFilters(), 5)
+        assert len(counts) == 3 and big.namespace_id in large
+    finally:
+        event.remove(big.engine.sync_engine, "before_cursor_execute", _log)
 
 
 async def test_hnsw_settings_are_local_to_the_transaction(big: BigSet) -> None:
