@@ -293,17 +293,22 @@ async def test_a_large_namespace_is_counted_once_per_ttl_for_unfiltered_search(
         event.remove(big.engine.sync_engine, "before_cursor_execute", _log)
 
 
-async def test_hnsw_settings_are_local_to_the_transaction(big: BigSet) -> None:
+@pytest.mark.parametrize("filtered", [False, True])
+async def test_search_settings_are_local_to_the_transaction(big: BigSet, filtered: bool) -> None:
+    """ef_search for the index, and custom plans: a generic plan of the exact one-week search
+    took 12.5 ms instead of 3.4 ms at 100k memories (see CUSTOM_PLANS)."""
+    show = "SELECT current_setting('hnsw.ef_search'), current_setting('plan_cache_mode')"
+    filters = SearchFilters(author_robot_id=big.author_id) if filtered else SearchFilters()
     async with big.engine.connect() as conn:
         session = AsyncSession(bind=conn)
         async with session.begin():
             await SearchRepository(session).vector(
-                big.namespace_id, query_vector(big, 3).tolist(), SearchFilters(), 220
+                big.namespace_id, query_vector(big, 3).tolist(), filters, 220
             )
-            inside = (await session.execute(text("SHOW hnsw.ef_search"))).scalar()
-        after = (await conn.execute(text("SHOW hnsw.ef_search"))).scalar()
+            inside = tuple((await session.execute(text(show))).one())
+        after = tuple((await conn.execute(text(show))).one())
         await conn.rollback()
-    assert (inside, after) == ("220", "40")
+    assert (inside, after) == (("220", "force_custom_plan"), ("40", "auto"))
 
 
 async def test_pgvector_version_is_the_installed_extension(big_session: AsyncSession) -> None:
