@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.sql import sql
@@ -35,9 +36,11 @@ ITERATIVE_SCAN_SINCE = (0, 8, 0)
 # a pasted paragraph would otherwise cost a count per word and a ts_rank over all of them.
 MAX_QUERY_LEXEMES = 32
 
-# The query vector travels as real[] and is cast to vector in SQL: that works whether or not
-# the connection registered pgvector's binary codec (a Vector bind would send text to it).
-_QVEC = "CAST(CAST(:qvec AS real[]) AS vector)"
+# The query vector travels as text ("[0.1,-0.2,...]", what orjson writes for a list of floats)
+# and is cast in SQL: that works whether or not the connection registered pgvector's binary
+# codec, and costs little. As real[] it went through asyncpg's generic array encoder, which
+# checks every element: ~0.5 ms of CPU per query for 384 floats.
+_QVEC = "CAST(CAST(:qvec AS text) AS vector)"
 
 # The same text search configuration as the generated memory.content_tsv column.
 _TS_CONFIG = "'english'::regconfig"
@@ -97,6 +100,10 @@ class LargeNamespaces:
 
     def add(self, namespace_id: int) -> None:
         self._until[namespace_id] = self.clock() + self.ttl_s
+
+
+def _vector_text(embedding: list[float]) -> str:
+    return orjson.dumps([float(x) for x in embedding]).decode()
 
 
 def _settings_params(settings: dict[str, str]) -> dict[str, list[str]]:
@@ -388,7 +395,7 @@ class SearchRepository:
         *,
         exact: bool,
     ) -> list[SearchHit]:
-        params: dict[str, Any] = {"qvec": [float(x) for x in embedding], "vec_n": limit}
+        params: dict[str, Any] = {"qvec": _vector_text(embedding), "vec_n": limit}
         eligible = _eligible(namespace_id, filters, params)
         statement = f"""
             WITH nearest AS MATERIALIZED ({_vector_sql(eligible, exact)})
@@ -607,7 +614,7 @@ class SearchRepository:
         eligible = _eligible(namespace_id, filters, params)
         ctes = []
         if embedding is not None:
-            params.update(qvec=[float(x) for x in embedding], vec_n=n)
+            params.update(qvec=_vector_text(embedding), vec_n=n)
             ctes.append(f"""
         vec AS MATERIALIZED ({_vector_sql(eligible, exact)}),
         vec_hits AS (

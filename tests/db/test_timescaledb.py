@@ -25,7 +25,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from app.config import Settings, get_settings
-from app.recall.repository import SearchFilters, _eligible, _text_ctes, _TextPlan, _vector_sql
+from app.recall.repository import (
+    SearchFilters,
+    _eligible,
+    _text_ctes,
+    _TextPlan,
+    _vector_sql,
+    _vector_text,
+)
 
 pytestmark = [pytest.mark.timescaledb, pytest.mark.usefixtures("timescaledb")]
 
@@ -255,13 +262,13 @@ class TenWeeks:
         """The recall repository's own filtered statements: vector (index and exact) and
         full text, with the created_at range exactly as recall passes a timeframe."""
         filters = SearchFilters(start=start, end=end)
-        qvec = [1.0] + [0.0] * (self.dim - 1)
+        qvec = _vector_text([1.0] + [0.0] * (self.dim - 1))
         out: dict[str, tuple] = {}
         for name, exact in (("vector-hnsw", False), ("vector-exact", True)):
             params: dict[str, Any] = {"qvec": qvec, "vec_n": 5}
             out[name] = (_vector_sql(_eligible(self.namespace_id, filters, params), exact), params)
         plan = _TextPlan(all_q="'walrus'", rare_q=None, common_q=None)
-        params = {"all_q": plan.all_q, "text_n": 5, "text_budget": 2000}
+        params = {"all_q": plan.all_q, "text_n": 5}
         ctes = _text_ctes(_eligible(self.namespace_id, filters, params), plan)
         out["fulltext"] = (f"WITH {ctes} SELECT * FROM text_hits", params)
         return out
