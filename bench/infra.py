@@ -26,6 +26,7 @@ from pgvector.asyncpg import register_vector
 from sqlalchemy.engine import make_url
 
 from app.config import PROJECT_ROOT
+from app.db.engine import SERVER_SETTINGS
 from app.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 
 try:  # pgserver depends on psutil, so embedded installs have it; without it, no CPU split.
@@ -181,7 +182,7 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
 
 
 async def floor_pool(url: str, size: int) -> asyncpg.Pool:
-    """Raw asyncpg connections configured like the service's (jit off, same codecs)."""
+    """Raw asyncpg connections configured like the service's (same settings, same codecs)."""
     return await asyncpg.create_pool(
         **asyncpg_kwargs(url),
         min_size=size,
@@ -189,7 +190,7 @@ async def floor_pool(url: str, size: int) -> asyncpg.Pool:
         init=_init_connection,
         reset=_no_reset,
         record_class=Row,
-        server_settings={"jit": "off"},
+        server_settings=SERVER_SETTINGS,
         command_timeout=30,
     )
 

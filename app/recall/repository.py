@@ -71,13 +71,6 @@ _SET_LOCAL = (
     "FROM unnest(CAST(:set_names AS text[]), CAST(:set_values AS text[])) AS s(name, value)"
 )
 
-# Every search statement is planned for its own values. asyncpg prepares statements, and
-# after five executions PostgreSQL may switch to a generic plan that knows no value: for the
-# exact one-week vector search that plan took 12.5 ms where the custom plan takes 3.4 ms
-# (100k memories), and for full text it would bitmap-scan every match of a common word.
-# Set transaction-locally with the first statement of each search.
-CUSTOM_PLANS = {"plan_cache_mode": "force_custom_plan"}
-
 _pgvector_version: tuple[int, int, int] | None = None
 
 
@@ -340,16 +333,69 @@ class SearchRepository:
         """
         if limit <= 0:
             return []
-        settings = {**CUSTOM_PLANS, **await self._hnsw_settings(limit)}
-        exact = await self._few_eligible(namespace_id, filters, settings)
-        hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=exact)
-        if not exact and len(hits) < limit:
+        unfiltered = filters == SearchFilters()
+        if not (unfiltered and namespace_id in self.large):
+            hits = await self._exact_if_few(namespace_id, embedding, filters, limit)
+            if hits is not None:
+                return hits
+            if unfiltered:
+                self.large.add(namespace_id)
+        await self._configure(await self._hnsw_settings(limit))
+        hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=False)
+        if len(hits) < limit:
             hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=True)
         return hits
 
-    async def _few_eligible(
-        self, namespace_id: int, filters: SearchFilters, settings: dict[str, str] | None = None
-    ) -> bool:
+    async def _exact_if_few(
+        self, namespace_id: int, embedding: list[float], filters: SearchFilters, limit: int
+    ) -> list[SearchHit] | None:
+        """The exact answer when at most EXACT_SEARCH_MAX_ROWS embedded memories pass the
+        filters, else None; one pass over them (see _few_eligible for why few means exact)."""
+        params: dict[str, Any] = {
+            "qvec": _vector_text(embedding),
+            "vec_n": limit,
+            "cap": EXACT_SEARCH_MAX_ROWS + 1,
+            "max_rows": EXACT_SEARCH_MAX_ROWS,
+        }
+        eligible = _eligible(namespace_id, filters, params)
+        statement = f"""
+            WITH eligible AS MATERIALIZED (
+                SELECT m.id, m.created_at, m.embedding <=> {_QVEC} AS distance
+                FROM memory m
+                WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
+                LIMIT :cap
+            ), counted AS (
+                SELECT count(*) AS n FROM eligible
+            ), nearest AS (
+                SELECT id, created_at, distance FROM eligible
+                WHERE (SELECT n FROM counted) <= :max_rows
+                ORDER BY distance, id
+                LIMIT :vec_n
+            ), hits AS (
+                SELECT {_HIT_COLUMNS}, n.distance,
+                       row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
+                FROM nearest n
+                JOIN memory m ON m.id = n.id AND m.created_at = n.created_at
+                JOIN robot r ON r.id = m.author_robot_id
+            )
+            SELECT c.n AS eligible_n, h.*
+            FROM counted c LEFT JOIN hits h ON true
+            ORDER BY h.vector_rank"""
+        rows = (await self.session.execute(sql(statement), params)).mappings().all()
+        if rows[0]["eligible_n"] > EXACT_SEARCH_MAX_ROWS:
+            return None
+        return [
+            _hit(
+                row,
+                score=1.0 - row["distance"],
+                vector_rank=row["vector_rank"],
+                vector_similarity=1.0 - row["distance"],
+            )
+            for row in rows
+            if row["id"] is not None
+        ]
+
+    async def _few_eligible(self, namespace_id: int, filters: SearchFilters) -> bool:
         """Whether at most EXACT_SEARCH_MAX_ROWS embedded memories pass the filters.
 
         Post-filtered HNSW can also come back with a full page that is not the nearest one:
@@ -357,29 +403,22 @@ class SearchRepository:
         filter over two chunks fills the page from a few hundred rows approximately. When the
         filtered set is this small, exact search is cheap, so it is used outright. The count
         stops at the cap, so it costs little when the set is large.
-        `settings` are set (transaction-locally) in the same round trip, for what follows.
         """
         unfiltered = filters == SearchFilters()
         if unfiltered and namespace_id in self.large:
-            if settings:
-                await self._configure(settings)
             return False
         params: dict[str, Any] = {"cap": EXACT_SEARCH_MAX_ROWS + 1}
         eligible = _eligible(namespace_id, filters, params)
-        configure = ""
-        if settings:
-            params.update(_settings_params(settings))
-            configure = f", (SELECT count(*) FROM (SELECT {_SET_LOCAL}) AS s) AS configured"
         n = (
             await self.session.execute(
                 sql(f"""
-                SELECT count(*){configure} FROM (
+                SELECT count(*) FROM (
                     SELECT 1 FROM memory m
                     WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
                     LIMIT :cap) AS e"""),
                 params,
             )
-        ).one()[0]
+        ).scalar_one()
         if int(n) <= EXACT_SEARCH_MAX_ROWS:
             return True
         if unfiltered:
@@ -507,9 +546,8 @@ class SearchRepository:
         # planner sees it and uses the column's lexeme statistics: a common word is counted
         # by a scan that stops after budget+1 matches, a rare one through the GIN index.
         # A generic plan knows no lexeme and would build a GIN bitmap of every match of
-        # "go"; force_custom_plan keeps the plan cache from switching to one. It is
-        # transaction-local like the rest, and only costs later statements a re-plan.
-        settings = {**CUSTOM_PLANS, **(settings or {})}
+        # "go": the engine's connections never use one (app/db/engine.py, plan_cache_mode).
+        settings = settings or {}
         terms = (
             await self.session.execute(
                 sql(f"""
