@@ -143,6 +143,9 @@ class _TextPlan:
     all_q: str  # every content lexeme of the question, OR-ed: the ranking query
     rare_q: str | None  # the rarest lexemes whose matches fit the candidate budget
     common_q: str | None  # the rest; None when every lexeme is rare enough (exact ranking)
+    # Embedded memories passing the filters, capped at EXACT_SEARCH_MAX_ROWS + 1, when
+    # hybrid asked for the count to ride along (see SearchRepository._few_eligible).
+    vector_eligible: int | None = None
 
 
 def _or_query(terms: list[str]) -> str | None:
@@ -536,11 +539,14 @@ class SearchRepository:
         filters: SearchFilters,
         wanted: int,
         settings: dict[str, str] | None = None,
+        count_vectors: bool = False,
     ) -> _TextPlan | None:
         """Split the question's lexemes into rare and common by their capped match counts.
 
         None when the question has no content lexemes (only stop words or punctuation).
-        `settings` are set (transaction-locally) in the same round trip.
+        `settings` are set (transaction-locally) in the same round trip. With
+        `count_vectors` the plan also carries `vector_eligible`, counted in the same
+        statement as the lexemes.
         """
         # Each lexeme gets its own count subquery with the lexeme as a bind value, so the
         # planner sees it and uses the column's lexeme statistics: a common word is counted
@@ -574,8 +580,16 @@ class SearchRepository:
                     SELECT 1 FROM memory m
                     WHERE {eligible} AND m.content_tsv @@ CAST(:t{i} AS tsquery)
                     LIMIT :df_cap) AS hit) AS matches""")
+        if count_vectors:
+            params["cap"] = EXACT_SEARCH_MAX_ROWS + 1
+            counts.append(f"""
+                SELECT -1 AS i, (SELECT count(*) FROM (
+                    SELECT 1 FROM memory m
+                    WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
+                    LIMIT :cap) AS e) AS matches""")
         rows = (await self.session.execute(sql(" UNION ALL ".join(counts)), params)).all()
         matches = {i: n for i, n in rows}
+        vector_eligible = matches.pop(-1, None)
 
         rare: list[str] = []
         common: list[str] = []
@@ -590,8 +604,8 @@ class SearchRepository:
                 common.append(terms[i])
         all_q = " | ".join(terms)
         if not common:
-            return _TextPlan(all_q=all_q, rare_q=None, common_q=None)
-        return _TextPlan(all_q=all_q, rare_q=_or_query(rare), common_q=_or_query(common))
+            return _TextPlan(all_q, None, None, vector_eligible)
+        return _TextPlan(all_q, _or_query(rare), _or_query(common), vector_eligible)
 
     # --- hybrid --------------------------------------------------------------------------
 
@@ -617,7 +631,12 @@ class SearchRepository:
         n = hybrid_candidates(limit, rrf_k)
         # The HNSW settings ride along with the lexeme look-up: one round trip fewer.
         settings = None if embedding is None else await self._hnsw_settings(n)
-        plan = await self._text_plan(namespace_id, query, filters, n, settings)
+        unfiltered = filters == SearchFilters()
+        # So does the count that decides between exact and index search, when it is needed.
+        count_vectors = embedding is not None and not (unfiltered and namespace_id in self.large)
+        plan = await self._text_plan(
+            namespace_id, query, filters, n, settings, count_vectors=count_vectors
+        )
         if embedding is None:
             if plan is None:
                 return []
@@ -625,7 +644,12 @@ class SearchRepository:
                 namespace_id, None, plan, filters, limit, rrf_k, n, exact=True
             )
             return hits
-        exact = await self._few_eligible(namespace_id, filters)
+        if plan is not None and plan.vector_eligible is not None:
+            exact = plan.vector_eligible <= EXACT_SEARCH_MAX_ROWS
+            if not exact and unfiltered:
+                self.large.add(namespace_id)
+        else:
+            exact = await self._few_eligible(namespace_id, filters)
         hits, vector_found = await self._hybrid_once(
             namespace_id, embedding, plan, filters, limit, rrf_k, n, exact=exact
         )
