@@ -1,23 +1,18 @@
-"""Context assembly: prompt-ready text from working-memory items. Pure Python, no I/O."""
+"""Context assembly: prompt-ready text from working-memory items. Pure Python, no I/O.
+
+assemble() is the reference: the service gets the same result from Redis, which orders and
+cuts inside scripts/context.lua (WorkingMemoryStore.context), and calls assemble() itself
+only on Postgres membership while Redis is down."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
 
-from app.working_memory.store import WMItem
+from app.working_memory.store import STRATEGIES, ContextItem, Strategy, WMItem
 
-Strategy = Literal["recent", "important", "balanced"]
-STRATEGIES: tuple[Strategy, ...] = ("recent", "important", "balanced")
 SEPARATOR = "\n\n"
 US_PER_HOUR = 3_600_000_000
-
-
-class ContextItem(NamedTuple):
-    key: str
-    tokens: int
-    importance: float
-    score: float  # the strategy's ranking value: last access ms, importance, or balanced score
 
 
 @dataclass(frozen=True)
@@ -28,10 +23,16 @@ class ContextResult:
     strategy: Strategy
 
 
-def balanced_score(item: WMItem, now_ms: int) -> float:
-    """importance × 1/(1 + hours since added); items "added in the future" count as new."""
-    hours = max(0, now_ms * 1000 - item.added_at_us) / US_PER_HOUR
-    return item.importance / (1.0 + hours)
+def balanced_scores(
+    importances: Iterable[float], added_at_us: Iterable[int], now_ms: int
+) -> list[float]:
+    """importance × 1/(1 + hours since added); items "added in the future" count as new.
+    scripts/context.lua computes the same double operations, so the same values."""
+    now_us = now_ms * 1000
+    return [
+        importance / (1.0 + (now_us - added if now_us > added else 0) / US_PER_HOUR)
+        for importance, added in zip(importances, added_at_us, strict=True)
+    ]
 
 
 def assemble(
@@ -52,15 +53,16 @@ def assemble(
     if max_tokens < 0:
         raise ValueError("max_tokens must be >= 0")
 
-    def score(item: WMItem) -> float:
-        if strategy == "recent":
-            return float(item.last_access_ms)
-        if strategy == "important":
-            return float(item.importance)
-        return balanced_score(item, now_ms)
-
+    if strategy == "recent":
+        scores = [float(i.last_access_ms) for i in items]
+    elif strategy == "important":
+        scores = [float(i.importance) for i in items]
+    else:
+        scores = balanced_scores(
+            [i.importance for i in items], [i.added_at_us for i in items], now_ms
+        )
     ranked = sorted(
-        ((score(i), i) for i in items), key=lambda p: (-p[0], -p[1].added_at_us, p[1].key)
+        zip(scores, items, strict=True), key=lambda p: (-p[0], -p[1].added_at_us, p[1].key)
     )
     taken: list[tuple[float, WMItem]] = []
     total = 0
@@ -71,7 +73,10 @@ def assemble(
         total += item.tokens
     return ContextResult(
         text=SEPARATOR.join(item.content for _, item in taken),
-        items=[ContextItem(i.key, i.tokens, i.importance, s) for s, i in taken],
+        items=[
+            {"key": i.key, "tokens": i.tokens, "importance": i.importance, "score": s}
+            for s, i in taken
+        ],
         tokens=total,
         strategy=strategy,
     )

@@ -84,13 +84,13 @@ async def get_context(
     rb = await deps.robots.require(robot)
     limit = max_tokens or rb.budget
     result, degraded = await deps.working_memory.context(rb, strategy, limit)
-    # A plain dict, validated and serialized against ContextRead by pydantic-core in one
-    # pass: building thousands of item models in Python cost more than assembling the context.
+    # Plain dicts, validated and serialized against ContextRead by pydantic-core in one pass:
+    # building hundreds of item models in Python cost more than assembling the context.
     return {
         "robot": rb.name,
         "strategy": result.strategy,
         "text": result.text,
-        "items": [i._asdict() for i in result.items],
+        "items": result.items,
         "tokens": result.tokens,
         "max_tokens": limit,
         "degraded": degraded,

@@ -17,7 +17,7 @@ from app.events.repository import EventRepository
 from app.memories.schemas import WorkingMemoryOutcome
 from app.resources import Resources
 from app.robots.cache import Robot
-from app.working_memory.context import ContextResult, Strategy, assemble
+from app.working_memory.context import SEPARATOR, ContextResult, Strategy, assemble
 from app.working_memory.repository import MembershipRepository
 from app.working_memory.store import PlaceResult, WMItem, WorkingMemoryNotInitialized
 
@@ -264,28 +264,42 @@ class WorkingMemoryService:
             )
             return items, tokens, False
         except RedisUnavailable:
-            rows = await self.members.members(robot.id)
-            items = [
-                WMItem(
-                    r.key,
-                    r.content,
-                    r.token_count,
-                    r.importance,
-                    to_us(r.added_at),
-                    to_us(r.last_access_at) // 1000,
-                    r.from_recall,
-                )
-                for r in rows
-            ]
-            items.sort(key=lambda i: (i.importance, i.added_at_us, i.key))
+            items = await self._membership_items(robot)
             return items, sum(i.tokens for i in items), True
+
+    async def _membership_items(self, robot: Robot) -> list[WMItem]:
+        """The working set as Postgres knows it, in eviction order (serving while Redis is down)."""
+        rows = await self.members.members(robot.id)
+        items = [
+            WMItem(
+                r.key,
+                r.content,
+                r.token_count,
+                r.importance,
+                to_us(r.added_at),
+                to_us(r.last_access_at) // 1000,
+                r.from_recall,
+            )
+            for r in rows
+        ]
+        items.sort(key=lambda i: (i.importance, i.added_at_us, i.key))
+        return items
 
     async def context(
         self, robot: Robot, strategy: Strategy, max_tokens: int
     ) -> tuple[ContextResult, bool]:
-        items, _, degraded = await self.snapshot(robot)
+        """The strategy's context and whether it came from Postgres (degraded). Redis orders
+        and cuts (the context script); assemble() does the same over Postgres membership."""
         now_ms = to_us(self.res.clock()) // 1000
-        return assemble(items, strategy, max_tokens, now_ms), degraded
+        try:
+            contents, items, tokens = await self._call(
+                robot,
+                lambda: self.store.context(self.ns, robot.name, strategy, max_tokens, now_ms),
+            )
+        except RedisUnavailable:
+            members = await self._membership_items(robot)
+            return assemble(members, strategy, max_tokens, now_ms), True
+        return ContextResult(SEPARATOR.join(contents), items, tokens, strategy), False
 
     async def usage(self, robot: Robot) -> tuple[int, int] | None:
         """(tokens, items) from Redis, rebuilding a lost working memory first; None while

@@ -11,9 +11,10 @@ Per robot, under the prefix ``htm:{<ns>/<robot>}:`` (one hash tag, so one cluste
 - ``meta``   HASH {tokens, seq, gen}
 
 Every change is one script (scripts/*.lua), so the token budget holds under any concurrency
-with no locks and no read-modify-write from Python. A missing ``meta`` means Redis lost the
-robot's data (or never had it): mutating calls then raise WorkingMemoryNotInitialized and the
-caller rebuilds with ``load`` (from Postgres) and retries.
+with no locks and no read-modify-write from Python. Reads are scripts too: snapshot (every
+item) and context (the items a context takes, ordered and cut in Redis). A missing ``meta``
+means Redis lost the robot's data (or never had it): calls then raise
+WorkingMemoryNotInitialized and the caller rebuilds with ``load`` (from Postgres) and retries.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, TypedDict
 
 import orjson
 import redis.asyncio as aioredis
@@ -34,9 +35,12 @@ NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 MAX_INT = 2**53 - 1
 MAX_IMPORTANCE = 10.0
 
+Strategy = Literal["recent", "important", "balanced"]
+STRATEGIES: tuple[Strategy, ...] = ("recent", "important", "balanced")
+
 
 class WMItem(NamedTuple):
-    """One working-memory item. A NamedTuple: a context read builds a thousand of these, and
+    """One working-memory item. A NamedTuple: a snapshot builds a thousand of these, and
     tuples are several times cheaper to make than frozen dataclasses."""
 
     key: str
@@ -46,6 +50,15 @@ class WMItem(NamedTuple):
     added_at_us: int
     last_access_ms: int
     from_recall: bool = False
+
+
+class ContextItem(TypedDict):
+    """One item a context takes, shaped as the API returns it."""
+
+    key: str
+    tokens: int
+    importance: float
+    score: float  # the strategy's ranking value: last access ms, importance, or balanced score
 
 
 @dataclass(frozen=True)
@@ -142,7 +155,7 @@ class WorkingMemoryStore:
     robot's token total is at most the budget of the last place/load.
     """
 
-    SCRIPT_NAMES = ("place", "load", "touch", "remove", "clear", "snapshot", "usage")
+    SCRIPT_NAMES = ("place", "load", "touch", "remove", "clear", "snapshot", "context", "usage")
 
     def __init__(self, redis: aioredis.Redis | RedisCluster) -> None:
         self._redis = redis
@@ -226,6 +239,26 @@ class WorkingMemoryStore:
         tokens, _seq, _gen, keys, docs = await self._run("snapshot", ns, robot, [])
         items = [_item_from_json(k, d) for k, d in zip(keys, docs, strict=True)]
         return items, int(tokens)
+
+    async def context(
+        self, ns: str, robot: str, strategy: Strategy, max_tokens: int, now_ms: int
+    ) -> tuple[list[str], list[ContextItem], int]:
+        """What context.assemble() takes from the snapshot: the taken items' contents and
+        items in the strategy's order, and their token sum. The order and the cut are
+        computed inside Redis (scripts/context.lua), so that only the taken items are sent."""
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}: expected one of {STRATEGIES}")
+        # The script ages items in microseconds: now_ms * 1000 must stay an exact double.
+        if _check_int("now_ms", now_ms) > MAX_INT // 1000:
+            raise ValueError(f"now_ms must be below 2**53 / 1000: {now_ms!r}")
+        args = [strategy, str(_check_int("max_tokens", max_tokens)), str(now_ms)]
+        tokens, *arrays = await self._run("context", ns, robot, args)
+        contents, keys, toks, imps, scores = map(orjson.loads, arrays)
+        items: list[ContextItem] = [
+            {"key": key, "tokens": t, "importance": float(imp), "score": float(score)}
+            for key, t, imp, score in zip(keys, toks, imps, scores, strict=True)
+        ]
+        return contents, items, int(tokens)
 
     async def usage(self, ns: str, robot: str) -> tuple[int, int] | None:
         """(tokens, items), or None if the robot's working memory is not initialized."""

@@ -36,7 +36,7 @@ ITEMS = [
 )
 def test_strategy_orders_items_exactly(strategy, order):
     result = assemble(ITEMS, strategy, max_tokens=1000, now_ms=NOW_MS)
-    assert [i.key for i in result.items] == order
+    assert [i["key"] for i in result.items] == order
     assert result.text == "\n\n".join(f"content of {k}" for k in order)
     assert result.tokens == 115
     assert result.strategy == strategy
@@ -44,7 +44,7 @@ def test_strategy_orders_items_exactly(strategy, order):
 
 def test_balanced_scores_decay_with_hours_since_added():
     result = assemble(ITEMS, "balanced", max_tokens=1000, now_ms=NOW_MS)
-    assert {i.key: i.score for i in result.items} == pytest.approx(
+    assert {i["key"]: i["score"] for i in result.items} == pytest.approx(
         {"d": 8 / 3, "c": 5 / 2, "e": 1.0, "b": 8 / 31, "a": 2 / 11, "f": 2 / 11}
     )
 
@@ -53,13 +53,13 @@ def test_taking_stops_at_first_item_that_would_exceed_max_tokens():
     # important: d 40, b 20 (60), then c 30 would make 90 > 70. a (10) would still fit, but
     # taking stops, so the context is a prefix of the order.
     result = assemble(ITEMS, "important", max_tokens=70, now_ms=NOW_MS)
-    assert [i.key for i in result.items] == ["d", "b"]
+    assert [i["key"] for i in result.items] == ["d", "b"]
     assert result.tokens == 60
     assert result.text == "content of d\n\ncontent of b"
 
 
 def test_exact_fit_is_included_and_zero_budget_gives_empty_context():
-    assert [i.key for i in assemble(ITEMS, "recent", 45, NOW_MS).items] == ["e", "c", "a"]
+    assert [i["key"] for i in assemble(ITEMS, "recent", 45, NOW_MS).items] == ["e", "c", "a"]
     empty = assemble(ITEMS, "recent", 0, NOW_MS)
     assert (empty.text, empty.items, empty.tokens) == ("", [], 0)
 

@@ -21,6 +21,8 @@ end
 -- cjson prints numbers with 14 significant digits, which would corrupt microsecond
 -- timestamps (16 digits). Item JSON is therefore written by hand: integers with %d (exact
 -- below 2^53, checked in Python) and importance with %.17g (round-trips any double).
+-- context.lua reads fields by position in this text (content first, member last): keep the
+-- order.
 local function encode_item(it)
   return string.format(
     '{"content":%s,"tokens":%d,"importance":%s,"added_at":%d,"last_access":%d,'
