@@ -10,6 +10,8 @@ import pytest
 import tiktoken
 from sqlalchemy import text
 
+from app.working_memory.schemas import ContextRead
+
 PROBLEM = "application/problem+json"
 T0 = datetime(2031, 5, 6, 8, 0, tzinfo=UTC)
 ENC = tiktoken.get_encoding("cl100k_base")
@@ -343,6 +345,32 @@ async def test_context_stops_before_max_tokens(
     body = await context(client, "a", strategy=strategy, max_tokens=max_tokens)
     assert [i["key"] for i in body["items"]] == keys
     assert (body["tokens"], body["max_tokens"]) == (tokens, max_tokens)
+
+
+async def test_context_body_is_exactly_what_the_response_model_would_write(client, four) -> None:
+    # The route writes its body with orjson rather than through FastAPI's response model:
+    # the bytes must still be ContextRead's, floats included (8.0, not 8).
+    for strategy in ("recent", "important", "balanced"):
+        r = await client.get("/v1/robots/a/context", params={"strategy": strategy})
+        assert (r.status_code, r.headers["content-type"]) == (200, "application/json")
+        assert ContextRead.model_validate_json(r.content).model_dump_json() == r.text
+        assert all(
+            type(i["importance"]) is float and type(i["score"]) is float for i in r.json()["items"]
+        )
+
+
+async def test_context_of_a_cached_robot_opens_no_database_session(client, four) -> None:
+    res = client.app.state.resources
+    first = await context(client, "a")  # the robot is in the per-process cache from here on
+
+    def no_session() -> None:
+        raise AssertionError("a context read of a cached robot opened a database session")
+
+    sessionmaker, res.sessionmaker = res.sessionmaker, no_session
+    try:
+        assert await context(client, "a") == first
+    finally:
+        res.sessionmaker = sessionmaker
 
 
 async def test_context_rejects_unknown_robot_and_bad_parameters(client, four) -> None:
