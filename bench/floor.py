@@ -11,10 +11,10 @@ counts computed beforehand), nor would be a pool pre-ping (BEGIN; ";"; ROLLBACK 
 if the service's engine turned one on.
 
 The sequences mirror app/memories/service.py (add_many, retrieve), app/recall/service.py,
-app/working_memory/service.py (place, touch, snapshot), app/stats/service.py; keep them in step.
+app/working_memory/service.py (place, touch, context), app/stats/service.py; keep them in step.
 
 `core_*` are the bare minimum for an operation: the search statements alone, one raw INSERT,
-one snapshot script.
+one snapshot or context script.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ class Floor:
         common = (SCRIPTS_DIR / "common.lua").read_text()
         self.scripts = {
             name: redis.register_script(common + "\n" + (SCRIPTS_DIR / f"{name}.lua").read_text())
-            for name in ("place", "load", "touch", "snapshot", "usage")
+            for name in ("place", "load", "touch", "snapshot", "context", "usage")
         }
 
     def _session(self, conn: asyncpg.Connection) -> RawSession:
@@ -332,18 +332,22 @@ class Floor:
             self.ns_id, spec.query, spec.vector, filters, spec.limit, self.rrf_k
         )
 
-    async def context(self, robot_name: str) -> int:
-        """get_context: the robot (from the cache, so usually no SQL at all), one snapshot."""
+    async def context(
+        self, robot_name: str, strategy: str = "balanced", max_tokens: int | None = None
+    ) -> int:
+        """get_context: the robot (from the cache, so usually no SQL at all), one context
+        script (the order and the cut happen in Redis). The defaults are the service's.
+        Returns the context's token count."""
         hit = self._robots.get(robot_name)
         if hit is not None and hit[0] > time.monotonic():
             robot = hit[1]
         else:
             async with self.pool.acquire() as conn, conn.transaction():
                 robot = await self._robot(self._session(conn), robot_name, register=False)
-        _tokens, _seq, _gen, keys, _docs = await self._script(
-            "snapshot", robot_name, [], self._budget(robot)
-        )
-        return len(keys)
+        budget = self._budget(robot)
+        args = [strategy, str(max_tokens or budget), str(int(time.time() * 1000))]
+        tokens, *_arrays = await self._script("context", robot_name, args, budget)
+        return int(tokens)
 
     async def retrieve(self, robot_name: str, key: str) -> None:
         """MemoryService.retrieve: read, robot, access event, touch script (+ membership)."""
@@ -430,6 +434,11 @@ class Floor:
     async def core_snapshot(self, robot_name: str) -> int:
         reply = await self.scripts["snapshot"](keys=robot_keys(self.ns, robot_name), args=[])
         return len(reply[4])
+
+    async def core_context(self, robot_name: str, strategy: str, max_tokens: int) -> int:
+        args = [strategy, str(max_tokens), str(int(time.time() * 1000))]
+        reply = await self.scripts["context"](keys=robot_keys(self.ns, robot_name), args=args)
+        return int(reply[1])
 
     async def core_get(self, key: str) -> None:
         async with self.pool.acquire() as conn:
