@@ -49,10 +49,11 @@ end
 -- Inside cjson's encoding of the content every '"' is escaped, so the first ',"tokens":' is
 -- that field, and the content's JSON text is everything before it. Only plain finds and
 -- anchored matches: an unanchored pattern would be tried at every position of the content.
+-- Returns where ',"tokens":' starts, the tokens (number and text) and the importance text.
 local function fields(doc, key)
   local p = find(check(doc, key), ',"tokens":', 12, true)
   local tokens, importance = match(doc, '^(%d+),"importance":([^,]+)', p + 10)
-  return p, tonumber(tokens), importance
+  return p, tonumber(tokens), tokens, importance
 end
 
 -- added_at, from the end of the JSON: ...,"member":"%020d(added_at):key"}. cjson escapes
@@ -65,37 +66,38 @@ local function added_of(doc, key)
   return tonumber(match(doc, '^%d+', find(doc, ',"added_at":', 12, true) + 12))
 end
 
--- Takes items in order (the positions in `order`, or all of b) until one does not fit; from
--- then on done. b.keys and, aligned with them: b.imps (importance text; none: from the
--- JSON), b.scores (score text; none: the importance), b.docs (none: not read yet), and
--- b.cuts and b.toks (where ',"tokens":' starts, tokens) where the JSON was searched already.
-local function take(b, order)
-  local keys = b.keys
+-- Takes an item if it fits; false (and done) once one does not: taking stops there, so the
+-- context is always a prefix of the strategy's order. p, t, t_text, imp: see fields();
+-- score: the score's text (none: the importance).
+local function take_one(key, doc, p, t, t_text, imp, score)
+  if total + t > max_tokens then
+    done = true
+    return false
+  end
+  total = total + t
+  if imp == '-0' then
+    imp = '0' -- -0.0 is stored as "-0", which JSON decoding (the snapshot's) reads as 0
+  end
+  n_out = n_out + 1
+  contents[n_out] = sub(doc, 12, p - 1)
+  -- The item JSON ends with ,"member":"%020d(added_at):<the key as JSON text>"}
+  keys_json[n_out] = '"' .. sub(doc, find(doc, ',"member":"', p, true) + 32, -2)
+  toks_out[n_out], imps_out[n_out], scores_out[n_out] = t_text, imp, score or imp
+  return true
+end
+
+-- Takes keys in order until one does not fit. scores: their score texts; docs: their JSON,
+-- when read already.
+local function take(keys, scores, docs)
   if done or #keys == 0 then
     return
   end
-  local docs, imps, scores, toks, cuts = b.docs or read_items(keys), b.imps, b.scores, b.toks, b.cuts
-  for i = 1, order and #order or #keys do
-    local j = order and order[i] or i
-    local doc, p, t, imp = docs[j], cuts and cuts[j], toks and toks[j], imps and imps[j]
-    if not p then
-      local from_json
-      p, t, from_json = fields(doc, keys[j])
-      imp = imp or from_json
-    end
-    if total + t > max_tokens then
-      done = true
+  docs = docs or read_items(keys)
+  for j = 1, #keys do
+    local p, t, t_text, imp = fields(docs[j], keys[j])
+    if not take_one(keys[j], docs[j], p, t, t_text, imp, scores[j]) then
       return
     end
-    total = total + t
-    if imp == '-0' then
-      imp = '0' -- -0.0 is stored as "-0", which JSON decoding (the snapshot's) reads as 0
-    end
-    n_out = n_out + 1
-    contents[n_out] = sub(doc, 12, p - 1)
-    -- The item JSON ends with ,"member":"%020d(added_at):<the key as JSON text>"}
-    keys_json[n_out] = '"' .. sub(doc, find(doc, ',"member":"', p, true) + 32, -2)
-    toks_out[n_out], imps_out[n_out], scores_out[n_out] = t, imp, scores and scores[j] or imp
   end
 end
 
@@ -192,15 +194,14 @@ if strategy == 'important' then
   repeat
     local members = redis.call('ZREVRANGE', K_EVICT, rank, rank + size - 1)
     local last, n = #members < size, #members
-    local b = { keys = {}, toks = {}, cuts = {}, imps = {} }
-    local at, v = {}, {}
+    local keys, cuts, toks, texts, imps, at, v = {}, {}, {}, {}, {}, {}, {}
     for j, member in ipairs(members) do
-      b.keys[j] = sub(member, 22) -- "%020d(added_at):key"
+      keys[j] = sub(member, 22) -- "%020d(added_at):key"
     end
-    b.docs = read_items(b.keys)
+    local docs = read_items(keys)
     for j, member in ipairs(members) do
-      b.cuts[j], b.toks[j], b.imps[j] = fields(b.docs[j], b.keys[j])
-      at[j], v[j] = sub(member, 1, 20), tonumber(b.imps[j])
+      cuts[j], toks[j], texts[j], imps[j] = fields(docs[j], keys[j])
+      at[j], v[j] = sub(member, 1, 20), tonumber(imps[j])
     end
     -- A run at the end of the slice may go on past it: leave it to the next slice.
     local stop = n
@@ -213,18 +214,19 @@ if strategy == 'important' then
     if stop == 0 and not last then
       size = 2 * size -- one run fills the slice: read more of it at once
     else
-      local order, j = {}, 1
-      while j <= stop do
+      local j = 1
+      while j <= stop and not done do
         local e = j
         while e < stop and at[e + 1] == at[j] and v[e + 1] == v[j] do
           e = e + 1
         end
         for i = e, j, -1 do
-          order[#order + 1] = i
+          if not take_one(keys[i], docs[i], cuts[i], toks[i], texts[i], imps[i]) then
+            break
+          end
         end
         j = e + 1
       end
-      take(b, order)
       rank, size = rank + stop, math.min(2 * size, MOST)
     end
   until done or last
@@ -257,7 +259,7 @@ elseif strategy == 'recent' then
         nk = nk + 1
         keys[nk], scores[nk] = run[1], s
       else
-        take({ keys = keys, scores = scores }) -- what comes before the run
+        take(keys, scores) -- what comes before the run
         keys, scores, nk = {}, {}, 0
         if not done then
           local docs, added, positions = read_items(run), {}, {}
@@ -268,12 +270,12 @@ elseif strategy == 'recent' then
           for i, p in ipairs(by_added_then_key(positions, run, added, true)) do
             k[i], d[i], a[i] = run[p], docs[p], s
           end
-          take({ keys = k, scores = a, docs = d })
+          take(k, a, d)
         end
       end
       j = e + 1
     end
-    take({ keys = keys, scores = scores })
+    take(keys, scores)
     size = math.min(2 * size, MOST)
   until done or last
 else
@@ -286,8 +288,10 @@ else
   -- least `lowest`, so every item that does not is past the cut, and only items with
   -- importance >= lowest can score that much: the rest of the set is never read.
   local keys, imps, added, score, n = {}, {}, {}, {}, 0
-  local docs, toks, cuts, lowest = {}, {}, {}, -math.huge
-  local function add(member, key, imp)
+  local docs, cuts, toks, texts, lowest = {}, {}, {}, {}, -math.huge
+  -- Adds an item (member, importance text, key if cut out already) if it can score
+  -- `lowest` or more.
+  local function add(member, imp, key)
     local at = tonumber(sub(member, 1, 20))
     local age = now_us - at
     if age < 0 then
@@ -296,7 +300,7 @@ else
     local v = (tonumber(imp) + 0) / (1.0 + age / US_PER_HOUR) -- + 0: -0 reads back as 0
     if v >= lowest then
       n = n + 1
-      keys[n], imps[n], added[n], score[n] = key, imp, at, v
+      keys[n], imps[n], added[n], score[n] = key or sub(member, 22), imp, at, v
     end
   end
   -- The items read first come with their JSON, and their importance from it (as stored,
@@ -304,15 +308,16 @@ else
   local held, rank, size = 0, 0, FIRST
   while true do
     local members = redis.call('ZREVRANGE', K_EVICT, rank, rank + size - 1)
-    local slice = {}
+    local from = n + 1
     for j, member in ipairs(members) do
-      slice[j] = sub(member, 22)
+      keys[from + j - 1] = sub(member, 22)
     end
-    local got = read_items(slice)
+    local got = read_items({ unpack(keys, from, from + #members - 1) })
     for j, member in ipairs(members) do
-      local p, t, imp = fields(got[j], slice[j])
-      add(member, slice[j], imp) -- always added: lowest is -inf until the cut is bounded
-      docs[n], toks[n], cuts[n] = got[j], t, p
+      local i = from + j - 1
+      local p, t, t_text, imp = fields(got[j], keys[i])
+      add(member, imp, keys[i]) -- always added (lowest is -inf so far), as item i
+      docs[i], cuts[i], toks[i], texts[i] = got[j], p, t, t_text
       held = held + t
     end
     if #members < size then
@@ -329,7 +334,7 @@ else
       local rest = redis.call('ZREVRANGEBYSCORE', K_EVICT, '+inf',
         string.format('%.17g', lowest), 'WITHSCORES', 'LIMIT', n, -1)
       for j = 1, #rest, 2 do
-        add(rest[j], sub(rest[j], 22), rest[j + 1])
+        add(rest[j], rest[j + 1])
       end
       break
     end
@@ -338,35 +343,27 @@ else
   local order = order_desc(score, n, function(same)
     return by_added_then_key(same, keys, added, false)
   end)
-  local function batch()
-    return { keys = {}, imps = {}, scores = {}, docs = {}, toks = {}, cuts = {} }
-  end
-  local b, c, size = batch(), 0, FIRST
+  size = FIRST
   for i, p in ipairs(order) do
-    c = c + 1
-    b.keys[c], b.imps[c], b.scores[c] = keys[p], imps[p], string.format('%.17g', score[p])
-    b.docs[c], b.toks[c], b.cuts[c] = docs[p], toks[p], cuts[p] -- none past the first read
-    if c >= size or i == #order then
-      local missing = {}
-      for j = 1, c do
-        if not b.docs[j] then
-          missing[#missing + 1] = j
+    if not docs[p] then -- past the items read first: read this and the next ones now
+      local want, at = {}, {}
+      for k = i, math.min(i + size - 1, #order) do
+        if not docs[order[k]] then
+          want[#want + 1], at[#at + 1] = keys[order[k]], order[k]
         end
       end
-      if #missing > 0 then
-        local want = {}
-        for m, j in ipairs(missing) do
-          want[m] = b.keys[j]
-        end
-        for m, doc in ipairs(read_items(want)) do
-          b.docs[missing[m]] = doc
-        end
+      for m, doc in ipairs(read_items(want)) do
+        docs[at[m]] = doc
       end
-      take(b)
-      if done then
-        break
-      end
-      b, c, size = batch(), 0, math.min(2 * size, MOST)
+      size = math.min(2 * size, MOST)
+    end
+    local doc, t_text, imp = docs[p], texts[p], imps[p]
+    local q, t = cuts[p], toks[p]
+    if not q then
+      q, t, t_text = fields(doc, keys[p])
+    end
+    if not take_one(keys[p], doc, q, t, t_text, imp, string.format('%.17g', score[p])) then
+      break
     end
   end
 end
