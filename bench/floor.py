@@ -431,10 +431,6 @@ class Floor:
                 rows,
             )
 
-    async def core_snapshot(self, robot_name: str) -> int:
-        reply = await self.scripts["snapshot"](keys=robot_keys(self.ns, robot_name), args=[])
-        return len(reply[4])
-
     async def core_context(self, robot_name: str, strategy: str, max_tokens: int) -> int:
         args = [strategy, str(max_tokens), str(int(time.time() * 1000))]
         reply = await self.scripts["context"](keys=robot_keys(self.ns, robot_name), args=args)

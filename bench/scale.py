@@ -390,10 +390,10 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
             _check(await c.get(f"/v1/robots/{CONTEXT_ROBOT}/context{q}"), 200)
 
         async def floor_call(w: int, i: int) -> None:
-            await floor.context(CONTEXT_ROBOT)
+            await floor.context(CONTEXT_ROBOT, strategy, max_tokens)
 
         async def core(w: int, i: int) -> None:
-            await floor.core_snapshot(CONTEXT_ROBOT)
+            await floor.core_context(CONTEXT_ROBOT, strategy, max_tokens or CONTEXT_BUDGET)
 
         return Op(name, service, floor_call, core)
 
