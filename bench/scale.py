@@ -45,6 +45,7 @@ log = logging.getLogger("bench")
 JSON = {"content-type": "application/json"}
 NAMESPACE = "default"
 BATCH = 500  # memories per load request (the service's max_batch_size)
+SESSION = 100  # consecutive memories one robot writes (see _authors)
 CONTEXT_ROBOT, CONTEXT_ITEMS, CONTEXT_BUDGET = "ctx", 1000, 1_000_000
 CONTEXT_MAX_TOKENS = 8000  # a prompt-sized context; `context_all` takes all 1,000 items
 RARE_ROBOT, RARE_SHARE = "rare", 0.01
@@ -161,15 +162,19 @@ def _check(r: Response, status: int) -> Response:
 # --- loading ---------------------------------------------------------------------------------
 
 
-def _authors(n: int) -> list[str]:
-    """Author of each memory index: `ctx` owns 1,000 (its working memory for context), `rare`
-    about 1% (the scope=self filter), six scribes the rest."""
+def _authors(n: int, seed: int) -> list[str]:
+    """Author of each memory index (indices are in time order): `ctx` owns 1,000 (its working
+    memory for context), `rare` about 1% (the scope=self filter), six scribes the rest. Robots
+    write in sessions of SESSION consecutive memories, and the sessions are shuffled (seeded),
+    so every robot's memories are spread over the year."""
     ctx = min(CONTEXT_ITEMS, n // 2)
     rare = max(1, round(n * RARE_SHARE))
-    out = [CONTEXT_ROBOT] * ctx + [RARE_ROBOT] * rare
-    rest = n - len(out)
-    out += [f"scribe-{(i // BATCH) % SCRIBES}" for i in range(rest)]
-    return out
+    rest = n - ctx - rare
+    labels = [CONTEXT_ROBOT] * ctx + [RARE_ROBOT] * rare
+    labels += [f"scribe-{(i // SESSION) % SCRIBES}" for i in range(rest)]
+    sessions = [labels[i : i + SESSION] for i in range(0, n, SESSION)]
+    order = np.random.default_rng([seed, 10]).permutation(len(sessions))
+    return [a for j in order for a in sessions[j]]
 
 
 def _memory_json(key: str, m: dataset.ScaleMemories, i: int) -> str:
@@ -185,7 +190,7 @@ async def load_memories(ctx: ScaleContext, max_seconds: float) -> dict[str, Any]
     t0 = time.perf_counter()
     mem = dataset.scale_memories(ctx.seed, ctx.n)
     gen_s = time.perf_counter() - t0
-    authors = _authors(ctx.n)
+    authors = _authors(ctx.n, ctx.seed)
     _check(
         await ctx.client.put(
             f"/v1/robots/{CONTEXT_ROBOT}", json={"working_memory_budget": CONTEXT_BUDGET}
