@@ -50,6 +50,9 @@ _TS_CONFIG = "'english'::regconfig"
 # Casting text to tsquery does not normalise, so lexemes are not stemmed a second time.
 _LEXEME_AS_TSQUERY = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"
 
+# Only embedded memories take part in vector search.
+_READY = "m.embedding_status = 'ready' AND m.embedding IS NOT NULL"
+
 _HIT_COLUMNS = """
     m.id, m.created_at, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
     r.name AS author, m.token_count"""
@@ -218,7 +221,7 @@ def _vector_sql(eligible: str, exact: bool) -> str:
     return f"""
         SELECT m.id, m.created_at, m.embedding <=> {_QVEC} AS distance
         FROM memory m
-        WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
+        WHERE {eligible} AND {_READY}
         ORDER BY {order}
         LIMIT :vec_n"""
 
@@ -365,7 +368,7 @@ class SearchRepository:
             WITH eligible AS MATERIALIZED (
                 SELECT m.id, m.created_at, m.embedding <=> {_QVEC} AS distance
                 FROM memory m
-                WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
+                WHERE {eligible} AND {_READY}
                 LIMIT :cap
             ), counted AS (
                 SELECT count(*) AS n FROM eligible
@@ -387,16 +390,7 @@ class SearchRepository:
         rows = (await self.session.execute(sql(statement), params)).mappings().all()
         if rows[0]["eligible_n"] > EXACT_SEARCH_MAX_ROWS:
             return None
-        return [
-            _hit(
-                row,
-                score=1.0 - row["distance"],
-                vector_rank=row["vector_rank"],
-                vector_similarity=1.0 - row["distance"],
-            )
-            for row in rows
-            if row["id"] is not None
-        ]
+        return [_vector_hit(row) for row in rows if row["id"] is not None]
 
     async def _few_eligible(self, namespace_id: int, filters: SearchFilters) -> bool:
         """Whether at most EXACT_SEARCH_MAX_ROWS embedded memories pass the filters.
@@ -417,7 +411,7 @@ class SearchRepository:
                 sql(f"""
                 SELECT count(*) FROM (
                     SELECT 1 FROM memory m
-                    WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
+                    WHERE {eligible} AND {_READY}
                     LIMIT :cap) AS e"""),
                 params,
             )
@@ -448,15 +442,7 @@ class SearchRepository:
             JOIN robot r ON r.id = m.author_robot_id
             ORDER BY vector_rank"""
         rows = (await self.session.execute(sql(statement), params)).mappings().all()
-        return [
-            _hit(
-                row,
-                score=1.0 - row["distance"],
-                vector_rank=row["vector_rank"],
-                vector_similarity=1.0 - row["distance"],
-            )
-            for row in rows
-        ]
+        return [_vector_hit(row) for row in rows]
 
     # --- full text -----------------------------------------------------------------------
 
@@ -585,7 +571,7 @@ class SearchRepository:
             counts.append(f"""
                 SELECT -1 AS i, (SELECT count(*) FROM (
                     SELECT 1 FROM memory m
-                    WHERE {eligible} AND m.embedding_status = 'ready' AND m.embedding IS NOT NULL
+                    WHERE {eligible} AND {_READY}
                     LIMIT :cap) AS e) AS matches""")
         rows = (await self.session.execute(sql(" UNION ALL ".join(counts)), params)).all()
         matches = {i: n for i, n in rows}
@@ -755,3 +741,9 @@ def _hit(
         fulltext_rank=fulltext_rank,
         fulltext_score=fulltext_score,
     )
+
+
+def _vector_hit(row: Any) -> SearchHit:
+    """A hit of a vector-only search: scored by similarity (1 - cosine distance)."""
+    similarity = 1.0 - row["distance"]
+    return _hit(row, score=similarity, vector_rank=row["vector_rank"], vector_similarity=similarity)
