@@ -210,6 +210,12 @@ def _eligible(namespace_id: int, filters: SearchFilters, params: dict[str, Any])
     return " AND ".join(where)
 
 
+def _ready_count(eligible: str) -> str:
+    """A scalar subquery: the embedded memories passing `eligible`, counted up to :cap."""
+    return f"""(SELECT count(*) FROM (
+        SELECT 1 FROM memory m WHERE {eligible} AND {_READY} LIMIT :cap) AS e)"""
+
+
 def _vector_sql(eligible: str, exact: bool) -> str:
     """The `limit :vec_n` nearest ready embeddings: (id, created_at, distance).
 
@@ -339,13 +345,10 @@ class SearchRepository:
         """
         if limit <= 0:
             return []
-        unfiltered = filters == SearchFilters()
-        if not (unfiltered and namespace_id in self.large):
-            hits = await self._exact_if_few(namespace_id, embedding, filters, limit)
-            if hits is not None:
+        if not self._known_large(namespace_id, filters):
+            hits, eligible_n = await self._exact_if_few(namespace_id, embedding, filters, limit)
+            if self._few(namespace_id, filters, eligible_n):
                 return hits
-            if unfiltered:
-                self.large.add(namespace_id)
         await self._configure(await self._hnsw_settings(limit))
         hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=False)
         if len(hits) < limit:
@@ -354,9 +357,10 @@ class SearchRepository:
 
     async def _exact_if_few(
         self, namespace_id: int, embedding: list[float], filters: SearchFilters, limit: int
-    ) -> list[SearchHit] | None:
-        """The exact answer when at most EXACT_SEARCH_MAX_ROWS embedded memories pass the
-        filters, else None; one pass over them (see _few_eligible for why few means exact)."""
+    ) -> tuple[list[SearchHit], int]:
+        """The exact answer, and how many embedded memories pass the filters (counted up to
+        EXACT_SEARCH_MAX_ROWS + 1), in one pass over them. The answer is empty when they are
+        more than that: then the index is the way (see _few_eligible)."""
         params: dict[str, Any] = {
             "qvec": _vector_text(embedding),
             "vec_n": limit,
@@ -388,9 +392,7 @@ class SearchRepository:
             FROM counted c LEFT JOIN hits h ON true
             ORDER BY h.vector_rank"""
         rows = (await self.session.execute(sql(statement), params)).mappings().all()
-        if rows[0]["eligible_n"] > EXACT_SEARCH_MAX_ROWS:
-            return None
-        return [_vector_hit(row) for row in rows if row["id"] is not None]
+        return [_vector_hit(r) for r in rows if r["id"] is not None], rows[0]["eligible_n"]
 
     async def _few_eligible(self, namespace_id: int, filters: SearchFilters) -> bool:
         """Whether at most EXACT_SEARCH_MAX_ROWS embedded memories pass the filters.
@@ -401,24 +403,23 @@ class SearchRepository:
         filtered set is this small, exact search is cheap, so it is used outright. The count
         stops at the cap, so it costs little when the set is large.
         """
-        unfiltered = filters == SearchFilters()
-        if unfiltered and namespace_id in self.large:
+        if self._known_large(namespace_id, filters):
             return False
         params: dict[str, Any] = {"cap": EXACT_SEARCH_MAX_ROWS + 1}
         eligible = _eligible(namespace_id, filters, params)
-        n = (
-            await self.session.execute(
-                sql(f"""
-                SELECT count(*) FROM (
-                    SELECT 1 FROM memory m
-                    WHERE {eligible} AND {_READY}
-                    LIMIT :cap) AS e"""),
-                params,
-            )
-        ).scalar_one()
-        if int(n) <= EXACT_SEARCH_MAX_ROWS:
+        statement = sql(f"SELECT {_ready_count(eligible)}")
+        n = (await self.session.execute(statement, params)).scalar_one()
+        return self._few(namespace_id, filters, n)
+
+    def _known_large(self, namespace_id: int, filters: SearchFilters) -> bool:
+        """An unfiltered search in a namespace recently counted as too large for exact search."""
+        return filters == SearchFilters() and namespace_id in self.large
+
+    def _few(self, namespace_id: int, filters: SearchFilters, eligible_n: int) -> bool:
+        """Whether a capped eligibility count means exact search; remembers a large namespace."""
+        if eligible_n <= EXACT_SEARCH_MAX_ROWS:
             return True
-        if unfiltered:
+        if filters == SearchFilters():
             self.large.add(namespace_id)
         return False
 
@@ -568,11 +569,7 @@ class SearchRepository:
                     LIMIT :df_cap) AS hit) AS matches""")
         if count_vectors:
             params["cap"] = EXACT_SEARCH_MAX_ROWS + 1
-            counts.append(f"""
-                SELECT -1 AS i, (SELECT count(*) FROM (
-                    SELECT 1 FROM memory m
-                    WHERE {eligible} AND {_READY}
-                    LIMIT :cap) AS e) AS matches""")
+            counts.append(f"SELECT -1 AS i, {_ready_count(eligible)} AS matches")
         rows = (await self.session.execute(sql(" UNION ALL ".join(counts)), params)).all()
         matches = {i: n for i, n in rows}
         vector_eligible = matches.pop(-1, None)
@@ -617,9 +614,8 @@ class SearchRepository:
         n = hybrid_candidates(limit, rrf_k)
         # The HNSW settings ride along with the lexeme look-up: one round trip fewer.
         settings = None if embedding is None else await self._hnsw_settings(n)
-        unfiltered = filters == SearchFilters()
         # So does the count that decides between exact and index search, when it is needed.
-        count_vectors = embedding is not None and not (unfiltered and namespace_id in self.large)
+        count_vectors = embedding is not None and not self._known_large(namespace_id, filters)
         plan = await self._text_plan(
             namespace_id, query, filters, n, settings, count_vectors=count_vectors
         )
@@ -631,9 +627,7 @@ class SearchRepository:
             )
             return hits
         if plan is not None and plan.vector_eligible is not None:
-            exact = plan.vector_eligible <= EXACT_SEARCH_MAX_ROWS
-            if not exact and unfiltered:
-                self.large.add(namespace_id)
+            exact = self._few(namespace_id, filters, plan.vector_eligible)
         else:
             exact = await self._few_eligible(namespace_id, filters)
         hits, vector_found = await self._hybrid_once(
