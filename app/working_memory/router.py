@@ -1,17 +1,14 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Literal
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Response
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.caller import CallerDep
 from app.common import RobotName
-from app.deps import ResourcesDep
-from app.resources import Resources
+from app.deps import ResourcesDep, SessionDep
 from app.robots.service import RobotService
 from app.routing import OrjsonRoute
 from app.working_memory.schemas import (
@@ -31,44 +28,9 @@ class Deps:
     working_memory: WorkingMemoryService
 
 
-class _SessionOnFirstUse:
-    """Stands in for the request's AsyncSession and opens it when a repository first uses it.
-    A context read whose robot is cached and whose working memory is in Redis needs no
-    database, and making, committing and closing an unused session cost ~0.15 ms of CPU."""
-
-    def __init__(self, res: Resources) -> None:
-        self._res = res
-        self.opened: AsyncSession | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self.opened is None:
-            self.opened = self._res.sessionmaker()
-        return getattr(self.opened, name)
-
-
-async def session_on_first_use(res: ResourcesDep) -> AsyncIterator[AsyncSession]:
-    """app.deps.get_session, opened lazily: commit on success, roll back on any error."""
-    lazy = _SessionOnFirstUse(res)
-    try:
-        yield cast(AsyncSession, lazy)
-        if lazy.opened is not None:
-            await lazy.opened.commit()
-    except BaseException:
-        if lazy.opened is not None:
-            await lazy.opened.rollback()
-        raise
-    finally:
-        if lazy.opened is not None:
-            await lazy.opened.close()
-
-
-# scope="function" as for SessionDep: the commit happens before the response is sent.
-LazySessionDep = Annotated[AsyncSession, Depends(session_on_first_use, scope="function")]
-
-
 # An async function, not the class itself: FastAPI runs a plain function or class in a worker
 # thread, and that hop costs more than everything these constructors do.
-async def get_deps(session: LazySessionDep, caller: CallerDep, res: ResourcesDep) -> Deps:
+async def get_deps(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> Deps:
     return Deps(RobotService(session, caller, res), WorkingMemoryService(session, caller, res))
 
 
