@@ -340,8 +340,17 @@ else
     end
     rank, size = rank + size, math.min(2 * size, MOST)
   end
+  -- Candidates are in evict-set order: importance, added_at, then key, all descending. Ties
+  -- of one importance therefore sit in descending key order already (by_added_then_key's
+  -- packed sort); only equal scores from different importances (rounding) compare keys.
   local order = order_desc(score, n, function(same)
-    return by_added_then_key(same, keys, added, false)
+    local v = imps[same[1]] + 0
+    for _, j in ipairs(same) do
+      if imps[j] + 0 ~= v then
+        return by_added_then_key(same, keys, added, false)
+      end
+    end
+    return by_added_then_key(same, keys, added, true)
   end)
   size = FIRST
   for i, p in ipairs(order) do
