@@ -33,7 +33,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.sql.elements import TextClause
 
 from app.events.repository import EventRepository
-from app.memories.repository import MemoryRepository, NewMemory
+from app.memories.repository import MemoryDraft, MemoryRepository, NewMemory
 from app.recall.repository import LargeNamespaces, SearchFilters, SearchRepository
 from app.robots.repository import RobotRepository
 from app.stats.repository import StatsRepository
@@ -247,12 +247,17 @@ class Floor:
             if key in added
         ]
         evicted_ids = await MembershipRepository(s).record(
-            self.ns_id, robot.id, int(seq), members, list(evicted) + list(rejected)
+            self.ns_id,
+            robot.id,
+            int(seq),
+            members,
+            list(evicted) + list(rejected),
+            durable=False,  # as the service: only after a commit, or in a recall
         )
         by_key = {p[1]: p[0] for p in placements}
         skip = {by_key[k] for k in rejected}
         await _events(s).record(
-            self.ns_id, "evict", robot.id, [i for i in evicted_ids if i not in skip]
+            self.ns_id, "evict", robot.id, [i for i in evicted_ids if i not in skip], durable=False
         )
 
     # --- operations, one service request each ---------------------------------------------
@@ -265,36 +270,40 @@ class Floor:
             async with conn.transaction():
                 robot = await self._robot(s, robot_name)
                 keys = [f"m-{uuid.uuid4().hex}" for _ in items]
-                if hasattr(repo, "claim"):  # one statement numbers, claims and logs
-                    claimed, _now = await repo.claim(
-                        self.ns_id, robot.id, keys, [None] * len(items), _utc_now()
-                    )
-                    placed = [claimed[k] for k in keys]
-                else:  # earlier service: ids, keys and events one statement each
-                    ids, now = await repo.allocate(len(items))  # type: ignore[attr-defined]
-                    placed = [(i, now) for i in ids]
-                new = [
-                    NewMemory(
-                        id=placed[i][0],
-                        created_at=placed[i][1],
+                drafts = [
+                    MemoryDraft(
                         key=keys[i],
+                        created_at=None,
                         content=it.content,
                         type=it.type,
                         importance=it.importance,
                         tags=list(it.tags),
                         metadata={},
-                        author_robot_id=robot.id,
                         token_count=it.tokens,
                         embedding=it.vector,
                         embedding_model="client",
                     )
                     for i, it in enumerate(items)
                 ]
-                if not hasattr(repo, "claim"):
-                    await repo.claim_keys(self.ns_id, new)  # type: ignore[attr-defined]
-                await repo.insert(self.ns_id, new)
-                if not hasattr(repo, "claim"):
-                    await _events(s).record(self.ns_id, "add", robot.id, [m.id for m in new])
+                # One statement claims the keys, logs the events and stores the rows.
+                claimed, _now = await repo.add(self.ns_id, robot.id, drafts, _utc_now())
+                new = [
+                    NewMemory(
+                        id=claimed[d.key][0],
+                        created_at=claimed[d.key][1],
+                        key=d.key,
+                        content=d.content,
+                        type=d.type,
+                        importance=d.importance,
+                        tags=d.tags,
+                        metadata=d.metadata,
+                        author_robot_id=robot.id,
+                        token_count=d.token_count,
+                        embedding=d.embedding,
+                        embedding_model=d.embedding_model,
+                    )
+                    for d in drafts
+                ]
             async with conn.transaction():  # the answer is built from what was written
                 await self._place(
                     s,
@@ -310,7 +319,12 @@ class Floor:
             robot = await self._robot(s, robot_name)
             hits = await self._search(s, spec, robot.id if spec.self_scope else None)
             await _events(s).record(
-                self.ns_id, "recall", robot.id, [h.id for h in hits], {"strategy": spec.strategy}
+                self.ns_id,
+                "recall",
+                robot.id,
+                [h.id for h in hits],
+                {"strategy": spec.strategy},
+                durable=False,
             )
             if spec.load and hits:
                 await self._place(
@@ -357,7 +371,7 @@ class Floor:
             if row is None:
                 raise RuntimeError(f"floor retrieve: no memory {key!r}")
             robot = await self._robot(s, robot_name)
-            await _events(s).record(self.ns_id, "access", robot.id, [row.id])
+            await _events(s).record(self.ns_id, "access", robot.id, [row.id], durable=False)
             now = datetime.now(UTC)
             (_seq, found) = await self._script(
                 "touch", robot_name, [key, str(_us(now) // 1000)], self._budget(robot)

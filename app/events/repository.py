@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.sql import sql
+from app.db.sql import RELAXED_FLUSH_CTE, sql
 
 EventKind = Literal["add", "recall", "evict", "forget", "restore", "access"]
 
@@ -28,16 +28,22 @@ class EventRepository:
         robot_id: int | None,
         memory_ids: Sequence[int | None],
         detail: dict[str, Any] | None = None,
+        *,
+        durable: bool = True,
     ) -> None:
-        """One row per memory, in one statement."""
+        """One row per memory, in one statement. durable=False: the transaction records only
+        what was read or mirrored, and its commit need not wait for the WAL flush (see
+        app.db.sql.RELAXED_FLUSH_CTE)."""
         if not memory_ids:
             return
+        relaxed = f"WITH {RELAXED_FLUSH_CTE}" if not durable else ""
         await self.session.execute(
-            sql("""
+            sql(f"""
+            {relaxed}
             INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, detail, at)
             SELECT :ns, :robot, m, :kind, CAST(:detail AS jsonb),
                    coalesce(CAST(:at AS timestamptz), now())
-            FROM unnest(CAST(:ids AS bigint[])) AS m"""),
+            FROM unnest(CAST(:ids AS bigint[])) AS m{", flush" if not durable else ""}"""),
             {
                 "ns": namespace_id,
                 "robot": robot_id,

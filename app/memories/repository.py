@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.sql import sql
+from app.db.sql import sql, vector_text
 
 # Selected with the author's name so a memory is read in one round trip.
 _READ = """
@@ -18,11 +18,22 @@ _READ = """
     m.created_at, m.updated_at, m.deleted_at"""
 
 
-_CLAIM = sql("""
+# One round trip stores a batch: claim each key (numbering the memory), log the `add`
+# events, and insert the rows, but only when every key was claimed (a key already taken
+# makes the caller answer 409 and roll back, so inserting the others would be wasted work,
+# an HNSW insert each). Per-row values travel as parallel arrays; tags and metadata as JSON
+# text (tags vary in length, and PostgreSQL arrays are rectangular), embeddings as pgvector
+# text (NULL: pending).
+_ADD = sql("""
     WITH input AS (
-        SELECT k, c, ord
-        FROM unnest(CAST(:keys AS text[]), CAST(:cs AS timestamptz[]))
-             WITH ORDINALITY AS t(k, c, ord)
+        SELECT *
+        FROM unnest(CAST(:keys AS text[]), CAST(:cs AS timestamptz[]),
+                    CAST(:contents AS text[]), CAST(:types AS text[]),
+                    CAST(:importances AS float8[]), CAST(:tags AS text[]),
+                    CAST(:metadata AS text[]), CAST(:tokens AS int[]),
+                    CAST(:embeddings AS text[]), CAST(:models AS text[]))
+             WITH ORDINALITY AS t(k, c, content, type, importance, tags, metadata, tokens,
+                                  embedding, model, ord)
     ), claimed AS (
         INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
         SELECT :ns, k, nextval('memory_id_seq'), coalesce(c, now()) FROM input ORDER BY ord
@@ -32,8 +43,35 @@ _CLAIM = sql("""
         INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, at)
         SELECT :ns, :robot, memory_id, 'add', coalesce(CAST(:at AS timestamptz), now())
         FROM claimed
+    ), stored AS (
+        INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,
+                            importance, tags, metadata, author_robot_id, token_count,
+                            embedding, embedding_model, embedding_status)
+        SELECT c.memory_id, c.memory_created_at, now(), :ns, i.k, i.content, i.type,
+               i.importance, ARRAY(SELECT jsonb_array_elements_text(CAST(i.tags AS jsonb))),
+               CAST(i.metadata AS jsonb), :robot, i.tokens, CAST(i.embedding AS vector),
+               i.model, CASE WHEN i.embedding IS NULL THEN 'pending' ELSE 'ready' END
+        FROM claimed c JOIN input i ON i.k = c.key
+        WHERE (SELECT count(*) FROM claimed) = :n
+        ORDER BY i.ord
     )
     SELECT key, memory_id, memory_created_at, now() AS now FROM claimed""")
+
+
+@dataclass
+class MemoryDraft:
+    """A memory to add, before the database numbers it."""
+
+    key: str
+    created_at: datetime | None  # None: the transaction's now()
+    content: str
+    type: str
+    importance: float
+    tags: list[str]
+    metadata: dict[str, Any]
+    token_count: int
+    embedding: list[float] | None
+    embedding_model: str | None
 
 
 @dataclass
@@ -67,27 +105,38 @@ class MemoryRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def claim(
+    async def add(
         self,
         namespace_id: int,
         robot_id: int,
-        keys: list[str],
-        created_at: list[datetime | None],
+        drafts: list[MemoryDraft],
         event_at: datetime | None,
     ) -> tuple[dict[str, tuple[int, datetime]], datetime | None]:
-        """Claim keys in the namespace, numbering the new memories and logging their `add`
-        events, in one round trip. Returns {key: (id, created_at)} for the keys claimed (a
-        key already taken is missing: the caller answers 409 and the transaction rolls
-        back, events included) and the transaction's now(), the default created_at."""
+        """Claim the drafts' keys in the namespace, log their `add` events and store them, in
+        one statement. Returns {key: (id, created_at)} for the keys claimed and the
+        transaction's now(), the default created_at. When a key was taken already it is
+        missing from the answer and nothing is stored: the caller answers 409 and the
+        transaction rolls back, keys and events included."""
         rows = (
             await self.session.execute(
-                _CLAIM,
+                _ADD,
                 {
                     "ns": namespace_id,
                     "robot": robot_id,
-                    "keys": keys,
-                    "cs": created_at,
                     "at": event_at,
+                    "n": len(drafts),
+                    "keys": [d.key for d in drafts],
+                    "cs": [d.created_at for d in drafts],
+                    "contents": [d.content for d in drafts],
+                    "types": [d.type for d in drafts],
+                    "importances": [float(d.importance) for d in drafts],
+                    "tags": [json.dumps(d.tags) for d in drafts],
+                    "metadata": [json.dumps(d.metadata) for d in drafts],
+                    "tokens": [d.token_count for d in drafts],
+                    "embeddings": [
+                        None if d.embedding is None else vector_text(d.embedding) for d in drafts
+                    ],
+                    "models": [d.embedding_model for d in drafts],
                 },
             )
         ).all()
@@ -95,6 +144,7 @@ class MemoryRepository:
         return claimed, rows[0].now if rows else None
 
     async def insert(self, namespace_id: int, memories: list[NewMemory]) -> None:
+        """Rows whose keys are claimed already (an upsert moving a memory in time)."""
         await self.session.execute(
             sql("""
             INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,

@@ -16,7 +16,7 @@ from app.config import Settings
 from app.embeddings import EmbeddingError
 from app.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unprocessable
 from app.events.repository import EventRepository
-from app.memories.repository import ListFilters, MemoryRepository, NewMemory
+from app.memories.repository import ListFilters, MemoryDraft, MemoryRepository, NewMemory
 from app.memories.schemas import (
     MemoryAdded,
     MemoryCreate,
@@ -153,15 +153,28 @@ class MemoryService:
             embeddings[i], models[i] = v, model if v is not None else None
         tokens = self.res.tokenizer.count_many([b.content for b in bodies])
 
-        keys = [b.key or f"m-{uuid.uuid4().hex}" for b in bodies]
-        claimed, now = await self.repo.claim(
+        drafts = [
+            MemoryDraft(
+                key=b.key or f"m-{uuid.uuid4().hex}",
+                created_at=b.created_at,
+                content=b.content,
+                type=b.type,
+                importance=b.importance,
+                tags=b.tags,
+                metadata=b.metadata,
+                token_count=tokens[i],
+                embedding=embeddings[i],
+                embedding_model=models[i],
+            )
+            for i, b in enumerate(bodies)
+        ]
+        claimed, now = await self.repo.add(
             self.caller.namespace_id,
             robot.id,
-            keys,
-            [b.created_at for b in bodies],
+            drafts,
             self.events.clock() if self.events.clock else None,
         )
-        taken = sorted(set(keys) - claimed.keys())
+        taken = sorted({d.key for d in drafts} - claimed.keys())
         if taken:
             raise Conflict(
                 f"key already exists in this namespace: {', '.join(taken)}; "
@@ -170,27 +183,29 @@ class MemoryService:
             )
         new = [
             NewMemory(
-                id=claimed[keys[i]][0],
-                created_at=claimed[keys[i]][1],
-                key=keys[i],
-                content=b.content,
-                type=b.type,
-                importance=b.importance,
-                tags=b.tags,
-                metadata=b.metadata,
+                id=claimed[d.key][0],
+                created_at=claimed[d.key][1],
+                key=d.key,
+                content=d.content,
+                type=d.type,
+                importance=d.importance,
+                tags=d.tags,
+                metadata=d.metadata,
                 author_robot_id=robot.id,
-                token_count=tokens[i],
-                embedding=embeddings[i],
-                embedding_model=models[i],
+                token_count=d.token_count,
+                embedding=d.embedding,
+                embedding_model=d.embedding_model,
             )
-            for i, b in enumerate(bodies)
+            for d in drafts
         ]
-        await self.repo.insert(self.caller.namespace_id, new)
         # Durable first (invariant 1): the memories are committed before anything touches
         # working memory, so no Redis failure can lose an acknowledged memory.
         await self.session.commit()
 
-        outcomes = await self.working_memory.place(robot, [Placement.of(m) for m in new])
+        # What follows only mirrors working memory: it need not wait for the WAL flush.
+        outcomes = await self.working_memory.place(
+            robot, [Placement.of(m) for m in new], durable=False
+        )
         # Everything the response shows was just written: no need to read it back.
         return [
             MemoryAdded(
@@ -254,7 +269,7 @@ class MemoryService:
 
         # Everyone holding the old version drops it; the writer gets the new one.
         await self.working_memory.remove_everywhere(existing.id, key)
-        outcome = (await self.working_memory.place(robot, [Placement.of(m)]))[key]
+        outcome = (await self.working_memory.place(robot, [Placement.of(m)], durable=False))[key]
         [row] = await self.repo.get_many([existing.id])
         return MemoryAdded(**to_read(row).model_dump(), created=False, working_memory=outcome)
 
@@ -269,7 +284,10 @@ class MemoryService:
     async def retrieve(self, robot_name: str, key: str, include_deleted: bool) -> MemoryRead:
         row = await self._get(key, include_deleted)
         robot = await self.robots.ensure(robot_name)
-        await self.events.record(self.caller.namespace_id, "access", robot.id, [row.id])
+        # A read: its log row (and the touch) need not wait for the WAL flush.
+        await self.events.record(
+            self.caller.namespace_id, "access", robot.id, [row.id], durable=False
+        )
         if row.deleted_at is None:
             await self.working_memory.touch(robot, row.id, key)
         return to_read(row)

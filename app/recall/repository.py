@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.sql import sql
+from app.db.sql import sql, vector_text
 
 # pgvector's GUC limits ef_search to [1, 1000]; 40 is its default, which agreed with exact
 # search on only ~65% of the top 10 at 10,000 memories in `make bench` (200: 95%).
@@ -36,10 +35,7 @@ ITERATIVE_SCAN_SINCE = (0, 8, 0)
 # a pasted paragraph would otherwise cost a count per word and a ts_rank over all of them.
 MAX_QUERY_LEXEMES = 32
 
-# The query vector travels as text ("[0.1,-0.2,...]", what orjson writes for a list of floats)
-# and is cast in SQL: that works whether or not the connection registered pgvector's binary
-# codec, and costs little. As real[] it went through asyncpg's generic array encoder, which
-# checks every element: ~0.5 ms of CPU per query for 384 floats.
+# The query vector travels as text (app.db.sql.vector_text) and is cast in SQL.
 _QVEC = "CAST(CAST(:qvec AS text) AS vector)"
 
 # The same text search configuration as the generated memory.content_tsv column.
@@ -96,10 +92,6 @@ class LargeNamespaces:
 
     def add(self, namespace_id: int) -> None:
         self._until[namespace_id] = self.clock() + self.ttl_s
-
-
-def _vector_text(embedding: list[float]) -> str:
-    return orjson.dumps([float(x) for x in embedding]).decode()
 
 
 def _settings_params(settings: dict[str, str]) -> dict[str, list[str]]:
@@ -362,7 +354,7 @@ class SearchRepository:
         EXACT_SEARCH_MAX_ROWS + 1), in one pass over them. The answer is empty when they are
         more than that: then the index is the way (see _few_eligible)."""
         params: dict[str, Any] = {
-            "qvec": _vector_text(embedding),
+            "qvec": vector_text(embedding),
             "vec_n": limit,
             "cap": EXACT_SEARCH_MAX_ROWS + 1,
             "max_rows": EXACT_SEARCH_MAX_ROWS,
@@ -432,7 +424,7 @@ class SearchRepository:
         *,
         exact: bool,
     ) -> list[SearchHit]:
-        params: dict[str, Any] = {"qvec": _vector_text(embedding), "vec_n": limit}
+        params: dict[str, Any] = {"qvec": vector_text(embedding), "vec_n": limit}
         eligible = _eligible(namespace_id, filters, params)
         statement = f"""
             WITH nearest AS MATERIALIZED ({_vector_sql(eligible, exact)})
@@ -656,7 +648,7 @@ class SearchRepository:
         eligible = _eligible(namespace_id, filters, params)
         ctes = []
         if embedding is not None:
-            params.update(qvec=_vector_text(embedding), vec_n=n)
+            params.update(qvec=vector_text(embedding), vec_n=n)
             ctes.append(f"""
         vec AS MATERIALIZED ({_vector_sql(eligible, exact)}),
         vec_hits AS (

@@ -112,8 +112,10 @@ class RecallService:
                 ns, req.query, vector, filters, req.limit, self.res.settings.rrf_k
             )
 
+        # A recall changes nothing a client is told is stored: its log rows (and working
+        # memory's mirror) commit without waiting for the WAL flush.
         await self.events.record(
-            ns, "recall", robot.id, [h.id for h in hits], {"strategy": req.strategy}
+            ns, "recall", robot.id, [h.id for h in hits], {"strategy": req.strategy}, durable=False
         )
         wm = RecallWorkingMemory(loaded=[], evicted=[], not_admitted=[], reason="skipped")
         if req.load_into_working_memory and hits:
@@ -121,6 +123,7 @@ class RecallService:
                 robot,
                 [Placement(h.id, h.key, h.content, h.token_count, h.importance) for h in hits],
                 from_recall=True,
+                durable=False,
             )
             # Admitted hits all carry the call's evictions; a too-large hit carries none, so
             # the first hit alone may not tell.

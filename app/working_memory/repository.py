@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.sql import RELAXED_FLUSH_CTE, sql
 
 
 class MembershipRepository:
@@ -21,6 +22,8 @@ class MembershipRepository:
         seq: int,
         members: list[tuple[str, datetime, datetime, bool]],
         departed: list[str],
+        *,
+        durable: bool = True,
     ) -> list[int]:
         """Apply one Redis change: members (key, added_at, last_access_at, from_recall) are in,
         departed keys are out. Last writer wins by seq, so concurrent requests converge to the
@@ -28,13 +31,17 @@ class MembershipRepository:
 
         Like the place script, re-placing a present member keeps its added_at (its eviction
         slot) and never moves its last access backwards; otherwise a rebuild would reorder it.
+        durable=False: the transaction changes nothing a client is told is stored, and its
+        commit need not wait for the WAL flush (see app.db.sql.RELAXED_FLUSH_CTE).
         """
         keys = [m[0] for m in members] + departed
         if not keys:
             return []
         n = len(members)
+        relaxed = f"WITH {RELAXED_FLUSH_CTE}" if not durable else ""
         rows = await self.session.execute(
-            text("""
+            sql(f"""
+            {relaxed}
             INSERT INTO working_memory_item AS w (robot_id, memory_id, memory_created_at,
                 in_working_memory, seq, added_at, last_access_at, from_recall)
             SELECT :robot, k.memory_id, k.memory_created_at, t.in_wm, :seq,
@@ -44,7 +51,9 @@ class MembershipRepository:
                         CAST(:added AS timestamptz[]), CAST(:access AS timestamptz[]),
                         CAST(:recall AS boolean[])) AS t(key, in_wm, added_at, last_access,
                                                          from_recall)
-            JOIN memory_key k ON k.namespace_id = :ns AND k.key = t.key
+            JOIN memory_key k ON k.namespace_id = :ns AND k.key = t.key{
+                " CROSS JOIN flush" if not durable else ""
+            }
             ON CONFLICT (robot_id, memory_id) DO UPDATE SET
                 in_working_memory = excluded.in_working_memory,
                 seq = excluded.seq,
@@ -74,7 +83,7 @@ class MembershipRepository:
 
     async def touch(self, robot_id: int, memory_id: int, at: datetime) -> None:
         await self.session.execute(
-            text("""
+            sql("""
             UPDATE working_memory_item SET last_access_at = greatest(last_access_at, :at)
             WHERE robot_id = :robot AND memory_id = :id AND in_working_memory"""),
             {"robot": robot_id, "id": memory_id, "at": at},
@@ -83,7 +92,7 @@ class MembershipRepository:
     async def holders(self, memory_id: int) -> list[Any]:
         return list(
             await self.session.execute(
-                text("""
+                sql("""
                 SELECT r.id, r.name FROM working_memory_item w JOIN robot r ON r.id = w.robot_id
                 WHERE w.memory_id = :id AND w.in_working_memory"""),
                 {"id": memory_id},
@@ -93,7 +102,7 @@ class MembershipRepository:
     async def leave(self, memory_id: int, robot_ids: list[int] | None = None) -> None:
         """Mark a memory out of working memory (for the given robots, or everyone)."""
         await self.session.execute(
-            text("""
+            sql("""
             UPDATE working_memory_item SET in_working_memory = false
             WHERE memory_id = :id AND in_working_memory
               AND (CAST(:robots AS bigint[]) IS NULL OR robot_id = ANY(:robots))"""),
@@ -102,13 +111,13 @@ class MembershipRepository:
 
     async def set_stale(self, robot_ids: list[int], stale: bool) -> None:
         await self.session.execute(
-            text("UPDATE robot SET working_memory_stale = :stale WHERE id = ANY(:ids)"),
+            sql("UPDATE robot SET working_memory_stale = :stale WHERE id = ANY(:ids)"),
             {"stale": stale, "ids": robot_ids},
         )
 
     async def clear(self, robot_id: int) -> None:
         await self.session.execute(
-            text("""
+            sql("""
             UPDATE working_memory_item SET in_working_memory = false
             WHERE robot_id = :robot AND in_working_memory"""),
             {"robot": robot_id},
@@ -118,7 +127,7 @@ class MembershipRepository:
         """The robot's working set with what Redis needs, oldest first."""
         return list(
             await self.session.execute(
-                text("""
+                sql("""
                 SELECT m.id, m.key, m.content, m.token_count, m.importance,
                        w.added_at, w.last_access_at, w.from_recall
                 FROM working_memory_item w

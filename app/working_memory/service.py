@@ -147,9 +147,17 @@ class WorkingMemoryService:
     # --- changes ---------------------------------------------------------------------------
 
     async def place(
-        self, robot: Robot, placements: list[Placement], from_recall: bool = False
+        self,
+        robot: Robot,
+        placements: list[Placement],
+        from_recall: bool = False,
+        *,
+        durable: bool = True,
     ) -> dict[str, WorkingMemoryOutcome]:
-        """Put memories in the robot's working memory, evicting by policy; record membership."""
+        """Put memories in the robot's working memory, evicting by policy; record membership.
+        durable=False when the transaction changes nothing else a client is told is stored
+        (a recall; an add after its memories committed): its commit then does not wait for
+        the WAL flush (app.db.sql.RELAXED_FLUSH_CTE)."""
         if not placements:
             return {}
         now_us = to_us(self.res.clock())
@@ -181,10 +189,13 @@ class WorkingMemoryService:
             result.seq,
             members,
             result.evicted + result.rejected,
+            durable=durable,
         )
         by_key = {p.key: p.memory_id for p in placements}
         evicted_ids = [i for i in evicted_ids if i not in {by_key[k] for k in result.rejected}]
-        await self.events.record(self.caller.namespace_id, "evict", robot.id, evicted_ids)
+        await self.events.record(
+            self.caller.namespace_id, "evict", robot.id, evicted_ids, durable=durable
+        )
         out = {}
         for p in placements:
             if p.key in admitted:

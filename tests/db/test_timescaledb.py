@@ -25,13 +25,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from app.config import Settings, get_settings
+from app.db.sql import vector_text
 from app.recall.repository import (
     SearchFilters,
     _eligible,
     _text_ctes,
     _TextPlan,
     _vector_sql,
-    _vector_text,
 )
 
 pytestmark = [pytest.mark.timescaledb, pytest.mark.usefixtures("timescaledb")]
@@ -262,7 +262,7 @@ class TenWeeks:
         """The recall repository's own filtered statements: vector (index and exact) and
         full text, with the created_at range exactly as recall passes a timeframe."""
         filters = SearchFilters(start=start, end=end)
-        qvec = _vector_text([1.0] + [0.0] * (self.dim - 1))
+        qvec = vector_text([1.0] + [0.0] * (self.dim - 1))
         out: dict[str, tuple] = {}
         for name, exact in (("vector-hnsw", False), ("vector-exact", True)):
             params: dict[str, Any] = {"qvec": qvec, "vec_n": 5}

@@ -314,3 +314,63 @@ async def test_the_add_response_is_what_a_read_returns(client) -> None:
     for m in batch["memories"]:
         got = (await client.get(f"/v1/robots/a/memories/{m['key']}")).json()
         assert {k: v for k, v in m.items() if k not in {"created", "working_memory"}} == got
+
+
+async def test_a_mixed_batch_stores_every_field_of_every_memory(client, ns) -> None:
+    # One statement stores a batch from parallel arrays: ragged tags, nested metadata, some
+    # embeddings missing, some created_at given. Each row must get its own values.
+    memories = [
+        {
+            "content": "First, with everything.",
+            "key": "f1",
+            "type": "note",
+            "importance": 7.25,
+            "tags": ["a", "b", "c"],
+            "metadata": {"n": {"deep": [1, "zwölf", None]}, "ok": True},
+            "created_at": "2026-03-01T12:00:00+00:00",
+            "embedding": [0.25] * 384,
+        },
+        {"content": "Second: no tags, no vector.", "key": "f2", "tags": []},
+        {"content": "Third has one tag.", "key": "f3", "tags": ["solo"], "embedding": vec(3)},
+    ]
+    r = await client.post("/v1/robots/a/memories/batch", json={"memories": memories})
+    assert r.status_code == 201
+    got = {m["key"]: m for m in r.json()["memories"]}
+    assert [m["key"] for m in r.json()["memories"]] == ["f1", "f2", "f3"]
+    ids = [got[k]["id"] for k in ("f1", "f2", "f3")]
+    assert ids == sorted(ids) and len(set(ids)) == 3  # numbered in the batch's order
+    for m in memories:
+        read = (await client.get(f"/v1/robots/a/memories/{m['key']}")).json()
+        assert read["content"] == m["content"]
+        assert read["tags"] == m.get("tags", [])
+        assert read["metadata"] == m.get("metadata", {})
+        assert read["importance"] == m.get("importance", 1.0)
+        assert read["type"] == m.get("type", "fact")
+        assert read["embedding_status"] == ("ready" if "embedding" in m else "pending")
+        assert read["embedding_model"] == ("client" if "embedding" in m else None)
+        assert {
+            k: v for k, v in got[m["key"]].items() if k not in {"created", "working_memory"}
+        } == read
+    assert got["f1"]["created_at"] == "2026-03-01T12:00:00Z"
+    res = client.app.state.resources
+    async with res.sessionmaker() as s:
+        rows = (
+            await s.execute(
+                text(
+                    "SELECT m.key, m.embedding::text AS e, m.token_count, e.kind, e.memory_id"
+                    " FROM memory m JOIN namespace n ON n.id = m.namespace_id"
+                    " JOIN memory_event e ON e.memory_id = m.id"
+                    " WHERE n.name = :ns AND e.kind = 'add' ORDER BY m.key"
+                ),
+                {"ns": ns},
+            )
+        ).all()
+    assert [(r.key, r.kind, r.memory_id) for r in rows] == [
+        ("f1", "add", ids[0]),
+        ("f2", "add", ids[1]),
+        ("f3", "add", ids[2]),
+    ]
+    assert rows[0].e == "[" + ",".join(["0.25"] * 384) + "]"
+    assert rows[1].e is None
+    assert rows[2].e == "[" + ",".join("1" if i == 3 else "0" for i in range(384)) + "]"
+    assert [r.token_count for r in rows] == [got[k]["token_count"] for k in ("f1", "f2", "f3")]

@@ -22,6 +22,7 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
+from app.db.sql import vector_text
 from app.recall import repository as recall_repository
 from app.recall.repository import (
     MAX_QUERY_LEXEMES,
@@ -33,7 +34,6 @@ from app.recall.repository import (
     _text_ctes,
     _TextPlan,
     _vector_sql,
-    _vector_text,
     hnsw_settings,
     hybrid_candidates,
 )
@@ -233,7 +233,7 @@ async def test_plain_hnsw_post_filtering_alone_returns_a_short_page(
     filters = SearchFilters(author_robot_id=big.author_id)
 
     plain = await repo._vector_hits(big.namespace_id, q.tolist(), filters, 20, exact=False)
-    params: dict[str, Any] = {"qvec": _vector_text(q.tolist()), "vec_n": 20}
+    params: dict[str, Any] = {"qvec": vector_text(q.tolist()), "vec_n": 20}
     sql = _vector_sql(_eligible(big.namespace_id, filters, params), exact=False)
     plan = "\n".join((await big_session.execute(text("EXPLAIN " + sql), params)).scalars())
 

@@ -1,0 +1,120 @@
+"""Which commits wait for the WAL flush (app.db.sql.RELAXED_FLUSH_CTE).
+
+A transaction that stores or changes what a client is told is stored (a memory, a forget)
+always waits; one that only logs a read or mirrors working memory (a recall, a retrieve, an
+add's second transaction after its memory committed) sets synchronous_commit=off inside
+one of its own statements, so its commit does not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event, text
+
+from app.events.repository import EventRepository
+from app.working_memory.repository import MembershipRepository
+
+RELAXED = "set_config('synchronous_commit', 'off', true)"
+
+
+def vec(i: int) -> list[float]:
+    v = [0.0] * 384
+    v[i] = 1.0
+    return v
+
+
+@contextmanager
+def committed_transactions(engine: Any) -> Iterator[list[list[str]]]:
+    """The statements of every transaction the engine commits meanwhile, in commit order."""
+    done: list[list[str]] = []
+    open_: dict[int, list[str]] = {}
+
+    def on_execute(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        open_.setdefault(id(conn), []).append(statement)
+
+    def on_commit(conn):  # type: ignore[no-untyped-def]
+        done.append(open_.pop(id(conn), []))
+
+    def on_rollback(conn):  # type: ignore[no-untyped-def]
+        open_.pop(id(conn), None)
+
+    sync = engine.sync_engine
+    event.listen(sync, "before_cursor_execute", on_execute)
+    event.listen(sync, "commit", on_commit)
+    event.listen(sync, "rollback", on_rollback)
+    try:
+        yield done
+    finally:
+        event.remove(sync, "before_cursor_execute", on_execute)
+        event.remove(sync, "commit", on_commit)
+        event.remove(sync, "rollback", on_rollback)
+
+
+def relaxed(transaction: list[str]) -> bool:
+    return any(RELAXED in s for s in transaction)
+
+
+def the(transactions: list[list[str]], marker: str) -> list[str]:
+    [found] = [t for t in transactions if any(marker in s for s in t)]
+    return found
+
+
+async def test_only_log_and_mirror_transactions_skip_the_flush_wait(client) -> None:
+    engine = client.app.state.resources.engine
+    with committed_transactions(engine) as txs:
+        body = {"content": "durable", "key": "d1", "embedding": vec(1)}
+        assert (await client.post("/v1/robots/a/memories", json=body)).status_code == 201
+    # The memory's transaction waits; the working-memory mirror after it does not.
+    assert not relaxed(the(txs, "INSERT INTO memory "))
+    assert relaxed(the(txs, "INSERT INTO working_memory_item"))
+
+    with committed_transactions(engine) as txs:
+        r = await client.post(
+            "/v1/robots/b/recall",
+            json={"query": "durable", "strategy": "vector", "embedding": vec(1)},
+        )
+        assert (r.status_code, [h["key"] for h in r.json()["hits"]]) == (200, ["d1"])
+    assert relaxed(the(txs, "INSERT INTO memory_event"))
+
+    with committed_transactions(engine) as txs:
+        assert (await client.get("/v1/robots/c/memories/d1")).status_code == 200
+    assert relaxed(the(txs, "INSERT INTO memory_event"))
+
+    # A forget is acknowledged: its transaction waits, though it also updates the mirror.
+    with committed_transactions(engine) as txs:
+        assert (await client.delete("/v1/robots/a/memories/d1")).status_code == 200
+    assert not relaxed(the(txs, "UPDATE memory SET deleted_at"))
+
+
+async def test_the_setting_takes_effect_and_ends_with_the_transaction(client, ns) -> None:
+    body = {"content": "x", "key": "k", "embedding": vec(2)}
+    added = (await client.post("/v1/robots/a/memories", json=body)).json()
+    res = client.app.state.resources
+    show = text("SELECT current_setting('synchronous_commit')")
+    async with res.sessionmaker() as s:
+        ids = (
+            await s.execute(
+                text(
+                    "SELECT n.id AS ns, r.id AS robot FROM namespace n"
+                    " JOIN robot r ON r.namespace_id = n.id WHERE n.name = :ns AND r.name = 'a'"
+                ),
+                {"ns": ns},
+            )
+        ).one()
+        events = EventRepository(s)
+        await events.record(ids.ns, "access", ids.robot, [added["id"]])
+        assert (await s.execute(show)).scalar_one() == "on"
+        await events.record(ids.ns, "access", ids.robot, [added["id"]], durable=False)
+        assert (await s.execute(show)).scalar_one() == "off"
+        await s.commit()
+        assert (await s.execute(show)).scalar_one() == "on"  # transaction-local
+
+        members = MembershipRepository(s)
+        await members.record(ids.ns, ids.robot, 2**52, [], ["k"])
+        assert (await s.execute(show)).scalar_one() == "on"
+        departed = await members.record(ids.ns, ids.robot, 2**52 + 1, [], ["k"], durable=False)
+        assert departed == [added["id"]]
+        assert (await s.execute(show)).scalar_one() == "off"
+        await s.rollback()
