@@ -208,18 +208,27 @@ def _ready_count(eligible: str) -> str:
         SELECT 1 FROM memory m WHERE {eligible} AND {_READY} LIMIT :cap) AS e)"""
 
 
-def _vector_sql(eligible: str, exact: bool) -> str:
+# A condition that sets the transaction-local settings in :set_names / :set_values and is
+# true. It has no column in it, so PostgreSQL evaluates it once, before the scan below it
+# returns a row (a "One-Time Filter"): pgvector reads its hnsw.* settings at the index
+# scan's first row, so they are in effect, and cost no round trip of their own.
+_SETTINGS_FIRST = f"(SELECT count(*) FROM (SELECT {_SET_LOCAL}) AS s) >= 0"
+
+
+def _vector_sql(eligible: str, exact: bool, configure: bool = False) -> str:
     """The `limit :vec_n` nearest ready embeddings: (id, created_at, distance).
 
     The HNSW index can only serve ORDER BY on the bare `embedding <=> q`; ordering by
     `(embedding <=> q) + 0` hides that expression from it, so the exact variant is planned on
     the btree filters (author, time range, namespace) and sorts the survivors by distance.
+    With `configure`, the statement itself sets :set_names / :set_values first.
     """
     order = f"(m.embedding <=> {_QVEC}) + 0, m.id" if exact else f"m.embedding <=> {_QVEC}"
+    first = f" AND {_SETTINGS_FIRST}" if configure else ""
     return f"""
         SELECT m.id, m.created_at, m.embedding <=> {_QVEC} AS distance
         FROM memory m
-        WHERE {eligible} AND {_READY}
+        WHERE {eligible} AND {_READY}{first}
         ORDER BY {order}
         LIMIT :vec_n"""
 
@@ -317,9 +326,6 @@ class SearchRepository:
     async def _hnsw_settings(self, candidates: int) -> dict[str, str]:
         return hnsw_settings(await self.pgvector_version(), candidates, self.ef_search)
 
-    async def _configure(self, settings: dict[str, str]) -> None:
-        await self.session.execute(sql(f"SELECT {_SET_LOCAL}"), _settings_params(settings))
-
     # --- vector --------------------------------------------------------------------------
 
     async def vector(
@@ -341,8 +347,10 @@ class SearchRepository:
             hits, eligible_n = await self._exact_if_few(namespace_id, embedding, filters, limit)
             if self._few(namespace_id, filters, eligible_n):
                 return hits
-        await self._configure(await self._hnsw_settings(limit))
-        hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=False)
+        settings = await self._hnsw_settings(limit)
+        hits = await self._vector_hits(
+            namespace_id, embedding, filters, limit, exact=False, settings=settings
+        )
         if len(hits) < limit:
             hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=True)
         return hits
@@ -423,11 +431,15 @@ class SearchRepository:
         limit: int,
         *,
         exact: bool,
+        settings: dict[str, str] | None = None,
     ) -> list[SearchHit]:
+        """The nearest `limit`; `settings` are set (transaction-locally) by the statement."""
         params: dict[str, Any] = {"qvec": vector_text(embedding), "vec_n": limit}
+        if settings:
+            params.update(_settings_params(settings))
         eligible = _eligible(namespace_id, filters, params)
         statement = f"""
-            WITH nearest AS MATERIALIZED ({_vector_sql(eligible, exact)})
+            WITH nearest AS MATERIALIZED ({_vector_sql(eligible, exact, bool(settings))})
             SELECT {_HIT_COLUMNS}, n.distance,
                    row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
             FROM nearest n

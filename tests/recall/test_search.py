@@ -270,7 +270,12 @@ async def test_a_large_namespace_is_counted_once_per_ttl_for_unfiltered_search(
     counts: list[str] = []
 
     def _log(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
-        if "LIMIT $" in statement and "SELECT count(*)" in statement:
+        # An eligibility count (the index statement's settings subquery counts too: not it).
+        if (
+            "LIMIT $" in statement
+            and "SELECT count(*)" in statement
+            and "set_config" not in statement
+        ):
             counts.append(statement)
 
     event.listen(big.engine.sync_engine, "before_cursor_execute", _log)
@@ -312,6 +317,24 @@ async def test_hnsw_settings_are_local_to_the_transaction(
         after = (await conn.execute(text(show))).scalar()
         await conn.rollback()
     assert (inside, after) == (ef_inside, "40")
+
+
+@pytest.mark.parametrize(("ef", "rows"), [("5", 5), ("12", 12), ("40", 20)])
+async def test_the_index_statement_sets_ef_search_before_its_scan(
+    big_session: AsyncSession, big: BigSet, ef: str, rows: int
+) -> None:
+    """The index statement carries its own settings (no round trip before it). Without an
+    iterative scan HNSW yields at most ef_search rows, so a short page proves that the value
+    was in effect when the scan started, not merely set by the end of the statement."""
+    repo = SearchRepository(big_session)
+    q = query_vector(big, 5).tolist()
+    hits = await repo._vector_hits(
+        big.namespace_id, q, SearchFilters(), 20, exact=False, settings={"hnsw.ef_search": ef}
+    )
+    assert len(hits) == rows  # the default, 40, would fill the page of 20 every time
+    similarities = [h.vector_similarity for h in hits]
+    assert similarities == sorted(similarities, reverse=True)
+    await big_session.rollback()
 
 
 async def test_pgvector_version_is_the_installed_extension(big_session: AsyncSession) -> None:
