@@ -22,6 +22,7 @@ from app.namespaces.repository import NamespaceRepository
 Role = Literal["admin", "writer", "reader"]
 RANK = {"reader": 0, "writer": 1, "admin": 2}
 READ_METHODS = {"GET", "HEAD", "OPTIONS"}
+_NAME = re.compile(NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Caller:
 async def _identify(request: Request, res: ResourcesDep, x_namespace: str | None) -> Caller:
     if not res.settings.auth_enabled:
         name = x_namespace or "default"
-        if not re.fullmatch(NAME_PATTERN, name):
+        if not _NAME.fullmatch(name):
             raise Unprocessable(
                 "X-Namespace must match [A-Za-z0-9._-]{1,64}",
                 errors=[{"field": "header.X-Namespace", "message": "invalid namespace name"}],
