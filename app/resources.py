@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.auth.service import KeyCache
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
-from app.recall.repository import LargeNamespaces
+from app.recall.repository import LargeNamespaces, LexemeStats
 from app.robots.cache import RobotCache
 from app.tokens import Tokenizer
 from app.working_memory.store import WorkingMemoryStore
@@ -82,6 +82,7 @@ class Resources:
     key_cache: KeyCache = field(default_factory=KeyCache)
     robot_cache: RobotCache = field(default_factory=RobotCache)
     large_namespaces: LargeNamespaces = field(default_factory=LargeNamespaces)
+    lexeme_stats: LexemeStats = field(default_factory=LexemeStats)
     # The service's clock; tests replace it to freeze time where order depends on it.
     clock: Callable[[], datetime] = utc_now
 

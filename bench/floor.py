@@ -34,7 +34,7 @@ from sqlalchemy.sql.elements import TextClause
 
 from app.events.repository import EventRepository
 from app.memories.repository import MemoryDraft, MemoryRepository, NewMemory
-from app.recall.repository import LargeNamespaces, SearchFilters, SearchRepository
+from app.recall.repository import LargeNamespaces, LexemeStats, SearchFilters, SearchRepository
 from app.robots.repository import RobotRepository
 from app.stats.repository import StatsRepository
 from app.working_memory.repository import MembershipRepository
@@ -184,7 +184,8 @@ class Floor:
         self.rrf_k = rrf_k
         self.capture: list[Any] | None = None
         self._robots: dict[str, tuple[float, Any]] = {}
-        self._large = LargeNamespaces()  # as Resources keeps one per app
+        self._large = LargeNamespaces()  # as Resources keeps one of each per app
+        self._lexemes = LexemeStats()
         common = (SCRIPTS_DIR / "common.lua").read_text()
         self.scripts = {
             name: redis.register_script(common + "\n" + (SCRIPTS_DIR / f"{name}.lua").read_text())
@@ -336,7 +337,9 @@ class Floor:
             return len(hits)
 
     async def _search(self, s: RawSession, spec: RecallSpec, author_id: int | None) -> list[Any]:
-        search = SearchRepository(s, large_namespaces=self._large)  # type: ignore[arg-type]
+        search = SearchRepository(  # type: ignore[arg-type]
+            s, large_namespaces=self._large, lexeme_stats=self._lexemes
+        )
         filters = SearchFilters(author_robot_id=author_id, start=spec.start, end=spec.end)
         if spec.strategy == "vector":
             return await search.vector(self.ns_id, spec.vector, filters, spec.limit)

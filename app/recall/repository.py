@@ -94,6 +94,80 @@ class LargeNamespaces:
         self._until[namespace_id] = self.clock() + self.ttl_s
 
 
+# The statistics ANALYZE keeps on memory.content_tsv: the lexemes found in more than a few
+# rows, with the fraction of rows holding each, and the table's row estimate. On a
+# TimescaleDB hypertable both live on the chunks (inheritance children) as well.
+_LEXEME_STATS_SQL = """
+    SELECT greatest(c.reltuples, coalesce(
+               (SELECT sum(k.reltuples) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid
+                WHERE i.inhparent = c.oid AND k.reltuples > 0), 0)) AS rows,
+           s.most_common_elems::text::text[] AS lexemes,
+           s.most_common_elem_freqs AS freqs
+    FROM pg_class c
+    LEFT JOIN LATERAL (
+        SELECT most_common_elems, most_common_elem_freqs FROM pg_stats
+        WHERE schemaname = current_schema() AND tablename = 'memory'
+          AND attname = 'content_tsv' AND most_common_elems IS NOT NULL
+        ORDER BY inherited DESC LIMIT 1) s ON true
+    WHERE c.oid = 'memory'::regclass"""
+
+
+# PostgreSQL's default selectivity of a text match (tsginidx.c / ts_selfuncs.c).
+DEFAULT_TS_MATCH_SEL = 0.005
+
+
+@dataclass(frozen=True)
+class LexemeFrequencies:
+    """How many memories hold a lexeme, estimated as PostgreSQL's planner does: the lexeme's
+    frequency from the column statistics times the table's rows; a lexeme too rare to be
+    tracked gets half the least frequency tracked, at most DEFAULT_TS_MATCH_SEL (the rule of
+    tsquery's selectivity estimate)."""
+
+    rows: float
+    freq: dict[str, float]
+    untracked: float
+
+    def matches(self, lexeme: str) -> float:
+        return self.rows * self.freq.get(lexeme, self.untracked)
+
+
+class LexemeStats:
+    """The column statistics of memory.content_tsv, read at most once per TTL per app.
+
+    Full-text search needs to know which question words are rare. Counting each word's
+    matches costs a scan per common word (~17 ms per question at 100k memories on a 2-core
+    VM, more than the search itself); ANALYZE (autovacuum) keeps the answer already, to
+    within its sample. Below `min_rows` counting is cheap and exact, and it is used instead
+    (as it is when the table has no statistics yet). One per app, like LargeNamespaces.
+    """
+
+    def __init__(
+        self,
+        min_rows: float = 50_000,
+        ttl_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.min_rows = min_rows
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._read: tuple[float, LexemeFrequencies | None] | None = None
+
+    async def get(self, session: AsyncSession) -> LexemeFrequencies | None:
+        """The frequencies, or None when counting is the better way (small or unanalyzed)."""
+        if self._read is None or self._read[0] <= self.clock():
+            row = (await session.execute(sql(_LEXEME_STATS_SQL))).one()
+            found = None
+            if row.lexemes and row.rows >= self.min_rows:
+                freqs = list(row.freqs[: len(row.lexemes)])
+                found = LexemeFrequencies(
+                    float(row.rows),
+                    dict(zip(row.lexemes, freqs, strict=True)),
+                    min(DEFAULT_TS_MATCH_SEL, min(freqs) / 2),
+                )
+            self._read = (self.clock() + self.ttl_s, found)
+        return self._read[1]
+
+
 def _settings_params(settings: dict[str, str]) -> dict[str, list[str]]:
     return {"set_names": list(settings), "set_values": list(settings.values())}
 
@@ -303,10 +377,12 @@ class SearchRepository:
         session: AsyncSession,
         ef_search: int = EF_SEARCH_DEFAULT,
         large_namespaces: LargeNamespaces | None = None,
+        lexeme_stats: LexemeStats | None = None,
     ) -> None:
         self.ef_search = ef_search
         self.session = session
         self.large = large_namespaces if large_namespaces is not None else LargeNamespaces()
+        self.lexeme_stats = lexeme_stats if lexeme_stats is not None else LexemeStats()
 
     # --- pgvector ------------------------------------------------------------------------
 
@@ -532,35 +608,89 @@ class SearchRepository:
         settings: dict[str, str] | None = None,
         count_vectors: bool = False,
     ) -> _TextPlan | None:
-        """Split the question's lexemes into rare and common by their capped match counts.
+        """Split the question's lexemes into rare and common by their match counts.
 
+        The counts are the column statistics' estimates (LexemeStats) when the table is
+        large and analyzed; otherwise each lexeme's matches among the eligible memories,
+        counted and capped at budget + 1. Estimates are table-wide, so under a filter a word
+        may count as common that is rare among the filtered memories: its matches are then
+        looked for in the window, which holds every eligible memory when they are few.
         None when the question has no content lexemes (only stop words or punctuation).
         `settings` are set (transaction-locally) in the same round trip. With
-        `count_vectors` the plan also carries `vector_eligible`, counted in the same
-        statement as the lexemes.
+        `count_vectors` the plan also carries `vector_eligible`, counted in a statement the
+        plan makes anyway.
         """
+        settings = settings or {}
+        frequencies = await self.lexeme_stats.get(self.session)
+        budget = max(self.FULLTEXT_CANDIDATE_BUDGET, wanted)
+        params: dict[str, Any] = {"query": query, "max_lexemes": MAX_QUERY_LEXEMES}
+        params.update(_settings_params(settings))
+        # Without a count statement to ride along, the vector count rides here.
+        vector_count = ""
+        if frequencies is not None and count_vectors:
+            params["cap"] = EXACT_SEARCH_MAX_ROWS + 1
+            eligible = _eligible(namespace_id, filters, params)
+            vector_count = f", {_ready_count(eligible)} AS vector_eligible"
+        found = (
+            await self.session.execute(
+                sql(f"""
+                    SELECT array_agg(l.term ORDER BY l.term) AS terms,
+                           array_agg(l.lexeme ORDER BY l.term) AS lexemes,
+                           (SELECT count(*) FROM (SELECT {_SET_LOCAL}) AS s) AS configured
+                           {vector_count}
+                    FROM (SELECT lexeme, {_LEXEME_AS_TSQUERY} AS term
+                          FROM unnest(to_tsvector({_TS_CONFIG}, CAST(:query AS text)))
+                          ORDER BY positions[1], lexeme
+                          LIMIT :max_lexemes) AS l"""),
+                params,
+            )
+        ).one()
+        terms: list[str] | None = found.terms
+        if not terms:
+            return None
+        vector_eligible: int | None = None
+        if frequencies is not None:
+            matches: dict[int, float] = {
+                i: frequencies.matches(lexeme) for i, lexeme in enumerate(found.lexemes)
+            }
+            if count_vectors:
+                vector_eligible = found.vector_eligible
+        else:
+            matches, vector_eligible = await self._count_lexemes(
+                namespace_id, terms, filters, budget, count_vectors
+            )
+
+        rare: list[str] = []
+        common: list[str] = []
+        total = 0.0
+        for i in sorted(matches, key=lambda i: (matches[i], terms[i])):
+            if matches[i] == 0:
+                continue  # matches nothing eligible; stays in the ranking query only
+            if not common and total + matches[i] <= budget:
+                rare.append(terms[i])
+                total += matches[i]
+            else:
+                common.append(terms[i])
+        all_q = " | ".join(terms)
+        if not common:
+            return _TextPlan(all_q, None, None, vector_eligible)
+        return _TextPlan(all_q, _or_query(rare), _or_query(common), vector_eligible)
+
+    async def _count_lexemes(
+        self,
+        namespace_id: int,
+        terms: list[str],
+        filters: SearchFilters,
+        budget: int,
+        count_vectors: bool,
+    ) -> tuple[dict[int, float], int | None]:
+        """Each term's matches among the eligible memories, capped at budget + 1 (and the
+        capped count of embedded eligible memories, with `count_vectors`)."""
         # Each lexeme gets its own count subquery with the lexeme as a bind value, so the
         # planner sees it and uses the column's lexeme statistics: a common word is counted
         # by a scan that stops after budget+1 matches, a rare one through the GIN index.
         # A generic plan knows no lexeme and would build a GIN bitmap of every match of
         # "go": the engine's connections never use one (app/db/engine.py, plan_cache_mode).
-        settings = settings or {}
-        terms = (
-            await self.session.execute(
-                sql(f"""
-                    SELECT array_agg(l.term ORDER BY l.term) AS terms,
-                           (SELECT count(*) FROM (SELECT {_SET_LOCAL}) AS s) AS configured
-                    FROM (SELECT {_LEXEME_AS_TSQUERY} AS term
-                          FROM unnest(to_tsvector({_TS_CONFIG}, CAST(:query AS text)))
-                          ORDER BY positions[1], lexeme
-                          LIMIT :max_lexemes) AS l"""),
-                {"query": query, "max_lexemes": MAX_QUERY_LEXEMES, **_settings_params(settings)},
-            )
-        ).scalar_one()
-        if not terms:
-            return None
-
-        budget = max(self.FULLTEXT_CANDIDATE_BUDGET, wanted)
         params: dict[str, Any] = {"df_cap": budget + 1}
         eligible = _eligible(namespace_id, filters, params)
         counts = []
@@ -576,23 +706,7 @@ class SearchRepository:
             counts.append(f"SELECT -1 AS i, {_ready_count(eligible)} AS matches")
         rows = (await self.session.execute(sql(" UNION ALL ".join(counts)), params)).all()
         matches = {i: n for i, n in rows}
-        vector_eligible = matches.pop(-1, None)
-
-        rare: list[str] = []
-        common: list[str] = []
-        total = 0
-        for i in sorted(matches, key=lambda i: (matches[i], terms[i])):
-            if matches[i] == 0:
-                continue  # matches nothing eligible; stays in the ranking query only
-            if not common and total + matches[i] <= budget:
-                rare.append(terms[i])
-                total += matches[i]
-            else:
-                common.append(terms[i])
-        all_q = " | ".join(terms)
-        if not common:
-            return _TextPlan(all_q, None, None, vector_eligible)
-        return _TextPlan(all_q, _or_query(rare), _or_query(common), vector_eligible)
+        return matches, matches.pop(-1, None)
 
     # --- hybrid --------------------------------------------------------------------------
 

@@ -31,7 +31,9 @@ class RecallService:
     def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
         self.caller = caller
         self.res = res
-        self.search = SearchRepository(session, res.settings.hnsw_ef_search, res.large_namespaces)
+        self.search = SearchRepository(
+            session, res.settings.hnsw_ef_search, res.large_namespaces, res.lexeme_stats
+        )
         self.events = EventRepository(session, res.clock)
         self.robots = RobotService(session, caller, res)
         self.working_memory = WorkingMemoryService(session, caller, res)

@@ -27,6 +27,7 @@ from app.recall import repository as recall_repository
 from app.recall.repository import (
     MAX_QUERY_LEXEMES,
     LargeNamespaces,
+    LexemeStats,
     SearchFilters,
     SearchHit,
     SearchRepository,
@@ -668,6 +669,49 @@ async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_
     # On TimescaleDB each chunk has its own copy: _hyper_1_2_chunk_memory_content_tsv.
     plan = "\n".join(explain.scalars())
     assert re.search(r"Bitmap Index Scan on (_hyper_\d+_\d+_chunk_)?memory_content_tsv\b", plan)
+
+
+async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statistics(
+    big: BigSet, big_session: AsyncSession
+) -> None:
+    """Past LexemeStats.min_rows the column statistics estimate each word's matches, so no
+    count statement runs; the split, and so the answer, is the one the counts gave."""
+    now = [0.0]
+    stats = LexemeStats(min_rows=BIG, ttl_s=60, clock=lambda: now[0])
+    repo = SearchRepository(big_session, lexeme_stats=stats)
+    question = "What was memory number 12345 about?"
+    statements: list[str] = []
+
+    def _log(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        statements.append(statement)
+
+    event.listen(big.engine.sync_engine, "before_cursor_execute", _log)
+    try:
+        hits = await repo.fulltext(big.namespace_id, question, SearchFilters(), 3)
+        plan = await repo._text_plan(big.namespace_id, question, SearchFilters(), 3)
+    finally:
+        event.remove(big.engine.sync_engine, "before_cursor_execute", _log)
+
+    # ANALYZE read all 20,000 rows: every memory says "memory number"; "12345" is untracked.
+    frequencies = await stats.get(big_session)
+    assert frequencies is not None and frequencies.rows == BIG
+    assert frequencies.freq["memori"] == frequencies.freq["number"] == 1.0
+    assert "12345" not in frequencies.freq
+    assert frequencies.matches("12345") == BIG * 0.005  # at most PostgreSQL's default
+    assert plan == _TextPlan(
+        all_q="'12345' | 'memori' | 'number'", rare_q="'12345'", common_q="'memori' | 'number'"
+    )
+    assert keys(hits) == ["m12345", "m19999", "m19998"]
+    # One statistics read (per TTL), then per search the lexemes and the search: no counts.
+    assert sum("pg_stats" in s for s in statements) == 1
+    assert not [s for s in statements if "AS matches" in s]
+    assert len(statements) == 1 + 2 + 1
+
+    # Below min_rows (or without statistics) the counts decide, as before.
+    now[0] = 61.0
+    stats.min_rows = BIG + 1
+    assert await stats.get(big_session) is None
+    assert await repo._text_plan(big.namespace_id, question, SearchFilters(), 3) == plan
 
 
 # --- hybrid --------------------------------------------------------------------------------
