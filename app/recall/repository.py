@@ -544,11 +544,12 @@ class SearchRepository:
 
         Bounding the work. Common words ("go") match most memories, and ranking means
         reading and scoring every match: at 100k memories that is ~0.3 s per question.
-        So a first statement counts each lexeme's matches among the eligible memories,
-        each count capped at B+1 (B = FULLTEXT_CANDIDATE_BUDGET); planned per lexeme, a
-        common word is counted by a scan that stops after B+1 matches, a rare one through
-        the GIN index. The rarest lexemes whose matches together fit in B (the informative
-        words: names, topics) select the candidates, exactly. Memories matching only the
+        So each lexeme's matches are estimated from the column statistics ANALYZE keeps
+        (LexemeStats), or, in a table too small or not yet analyzed, counted among the
+        eligible memories, each count capped at B+1 (B = FULLTEXT_CANDIDATE_BUDGET; planned
+        per lexeme, a common word is counted by a scan that stops after B+1 matches, a rare
+        one through the GIN index). The rarest lexemes whose matches together fit in B (the
+        informative words: names, topics) select the candidates. Memories matching only the
         remaining common words are considered only when the rare ones leave the page short,
         and then only among the newest W eligible memories (W = FULLTEXT_FILL_WINDOW, read
         in created_at order through the btree, whatever their words). All candidates are
@@ -557,9 +558,9 @@ class SearchRepository:
         The trade-off is an IDF-like prior that ts_rank lacks: a memory sharing only common
         words with the question can no longer outrank one sharing a rare word, and when the
         page must be filled with common-word matches, older ones outside the window are not
-        scored. In exchange at most B + W rows are read and ranked, whatever the namespace's
-        size (measured at 100k memories with B = 500, W = 2,000: ~4 ms for the counts and
-        ~3 ms for the window, instead of ~360 ms unbounded).
+        scored. In exchange about B + W rows are read and ranked, whatever the namespace's
+        size (measured at 100k memories with B = 500, W = 2,000: ~3-4 ms for the window,
+        instead of ~360 ms unbounded; counting the words cost another 5-9 ms there).
         A question's first MAX_QUERY_LEXEMES content words are used, the rest ignored.
         """
         if limit <= 0:
