@@ -128,6 +128,10 @@ async def database_url(database_factory) -> str:  # type: ignore[no-untyped-def]
 
     url = await database_factory()
     await asyncio.to_thread(upgrade, url)
+    # Full text takes its word frequencies from ANALYZE's statistics once the table holds
+    # enough rows (app.recall.repository.LexemeStats). The tests of the shared database pin
+    # the counting path exactly, so autoanalyze must not switch it as the suite adds rows.
+    await _admin(url, "ALTER TABLE memory SET (autovacuum_enabled = false)")
     return url
 
 
