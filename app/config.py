@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     # --- recall ---------------------------------------------------------------------------
     rrf_k: int = Field(default=60, ge=1)
     hnsw_ef_search: int = Field(
-        default=200, ge=1, le=1000, description="HNSW candidate list size: recall vs speed"
+        default=100, ge=1, le=1000, description="HNSW candidate list size: recall vs speed"
     )
 
     @field_validator("database_url")

@@ -376,7 +376,7 @@ async def test_pgvector_version_is_the_installed_extension(big_session: AsyncSes
 
 
 def test_hnsw_settings_use_iterative_scans_from_pgvector_0_8() -> None:
-    assert hnsw_settings((0, 6, 2), 20) == {"hnsw.ef_search": "200"}
+    assert hnsw_settings((0, 6, 2), 20) == {"hnsw.ef_search": "100"}
     assert hnsw_settings((0, 6, 2), 20, ef_search=40) == {"hnsw.ef_search": "40"}
     assert hnsw_settings((0, 7, 4), 300) == {"hnsw.ef_search": "300"}
     assert hnsw_settings((0, 6, 2), 5000) == {"hnsw.ef_search": "1000"}
