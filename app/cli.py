@@ -55,7 +55,8 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
 async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
     from app.auth.schemas import ApiKeyCreate
     from app.auth.service import ApiKeyService, KeyCache
-    from app.db.engine import create_engine, create_sessionmaker
+    from app.db.engine import create_engine
+    from app.db.session import create_sessionmaker
     from app.errors import DomainError
     from app.namespaces.repository import NamespaceRepository
 

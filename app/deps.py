@@ -6,11 +6,11 @@ worker thread, and that hand-off cost ~10% of a simple request's CPU in py-spy."
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, cast
+from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.session import DbSession
 from app.resources import Resources
 
 
@@ -21,37 +21,20 @@ async def get_resources(request: Request) -> Resources:
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
 
 
-class _SessionOnFirstUse:
-    """Stands in for the request's AsyncSession and makes it when a repository first uses it:
-    a request served from caches and Redis alone (a context read of a cached robot) then
-    costs no session at all (making, committing and closing an unused one: ~0.15 ms)."""
-
-    def __init__(self, res: Resources) -> None:
-        self._res = res
-        self.opened: AsyncSession | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self.opened is None:
-            self.opened = self._res.sessionmaker()
-        return getattr(self.opened, name)
-
-
-async def get_session(res: ResourcesDep) -> AsyncIterator[AsyncSession]:
-    """One session per request, made on first use: commit on success, roll back on any error."""
-    lazy = _SessionOnFirstUse(res)
+async def get_session(res: ResourcesDep) -> AsyncIterator[DbSession]:
+    """One session per request (it checks a connection out on first use): commit on success,
+    roll back on any error."""
+    session = res.sessionmaker()
     try:
-        yield cast(AsyncSession, lazy)
-        if lazy.opened is not None:
-            await lazy.opened.commit()
+        yield session
+        await session.commit()
     except BaseException:
-        if lazy.opened is not None:
-            await lazy.opened.rollback()
+        await session.rollback()
         raise
     finally:
-        if lazy.opened is not None:
-            await lazy.opened.close()
+        await session.close()
 
 
 # scope="function": the commit happens before the response is sent, so a client never gets
 # a 2xx for a change that then fails to commit (FastAPI's default runs it afterwards).
-SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+SessionDep = Annotated[DbSession, Depends(get_session, scope="function")]

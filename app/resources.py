@@ -15,11 +15,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.auth.service import KeyCache
 from app.config import Settings
-from app.db.engine import create_engine, create_sessionmaker
+from app.db.engine import create_engine
+from app.db.session import Sessionmaker, create_sessionmaker
 from app.recall.repository import LargeNamespaces, LexemeStats
 from app.robots.cache import RobotCache
 from app.tokens import Tokenizer
@@ -71,7 +72,7 @@ def utc_now() -> datetime:
 class Resources:
     settings: Settings
     engine: AsyncEngine
-    sessionmaker: async_sessionmaker[AsyncSession]
+    sessionmaker: Sessionmaker
     redis: Any
     working_memory: WorkingMemoryStore
     redis_breaker: RedisBreaker

@@ -1,12 +1,12 @@
 """The floor: the service's own SQL sent directly with asyncpg, its own Lua with redis-py.
 
 `RawSession` runs the service's repositories (app/*/repository.py: the SQL builders the
-service itself uses, SQLAlchemy `text()` clauses) over a raw asyncpg connection, compiled once
-per statement text by SQLAlchemy's asyncpg dialect into the same `$n` SQL the service's
-driver sends. `Floor` then replays, per operation, the statement sequence of one service
-request, in the same transactions, with the same Lua scripts (read from
-app/working_memory/scripts) — everything but HTTP, FastAPI, pydantic, the SQLAlchemy session
-and the service's Python between the calls. Token counting is not part of the floor (it uses
+service itself uses, SQLAlchemy `text()` clauses) over a raw asyncpg connection, compiled by
+the service's own `app.db.session.compiled` into the same `$n` SQL its sessions send.
+`Floor` then replays, per operation, the statement sequence of one service request, in the
+same transactions, with the same Lua scripts (read from app/working_memory/scripts) —
+everything but HTTP, FastAPI, pydantic, the service's pool checkout (SQLAlchemy's) and the
+service's Python between the calls. Token counting is not part of the floor (it uses
 counts computed beforehand), nor would be a pool pre-ping (BEGIN; ";"; ROLLBACK per checkout)
 if the service's engine turned one on.
 
@@ -29,9 +29,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.sql.elements import TextClause
 
+from app.db.session import Result, compiled
 from app.events.repository import EventRepository
 from app.memories.repository import MemoryDraft, MemoryRepository, NewMemory
 from app.recall.repository import LargeNamespaces, LexemeStats, SearchFilters, SearchRepository
@@ -39,9 +39,6 @@ from app.robots.repository import RobotRepository
 from app.stats.repository import StatsRepository
 from app.working_memory.repository import MembershipRepository
 from app.working_memory.store import SCRIPTS_DIR, robot_keys
-
-_DIALECT = asyncpg_dialect()
-_COMPILED: dict[str, tuple[str, list[str]]] = {}
 
 # app/health/service.py postgres_versions(), which runs on an engine connection of its own.
 _VERSIONS_SQL = """
@@ -71,48 +68,6 @@ def _events(s: RawSession) -> EventRepository:
     return EventRepository(s)  # type: ignore[arg-type]
 
 
-def _compile(clause: TextClause) -> tuple[str, list[str]]:
-    hit = _COMPILED.get(clause.text)
-    if hit is None:
-        compiled = clause.compile(dialect=_DIALECT)
-        hit = (compiled.string, list(compiled.positiontup or []))
-        _COMPILED[clause.text] = hit
-    return hit
-
-
-class RawResult:
-    """The slice of SQLAlchemy's Result API the repositories use."""
-
-    def __init__(self, rows: list[Any]) -> None:
-        self._rows = rows
-
-    def mappings(self) -> RawResult:
-        return self
-
-    def all(self) -> list[Any]:
-        return self._rows
-
-    def __iter__(self) -> Any:
-        return iter(self._rows)
-
-    def one(self) -> Any:
-        if len(self._rows) != 1:
-            raise RuntimeError(f"expected one row, got {len(self._rows)}")
-        return self._rows[0]
-
-    def one_or_none(self) -> Any:
-        return self._rows[0] if self._rows else None
-
-    def scalar_one(self) -> Any:
-        return self.one()[0]
-
-    def scalar(self) -> Any:
-        return self._rows[0][0] if self._rows else None
-
-    def scalars(self) -> list[Any]:
-        return [r[0] for r in self._rows]
-
-
 class RawSession:
     """Stands in for the AsyncSession the repositories are given."""
 
@@ -120,8 +75,8 @@ class RawSession:
         self.conn = conn
         self.capture = capture
 
-    async def execute(self, clause: TextClause, params: Any = None) -> RawResult:
-        sql, names = _compile(clause)
+    async def execute(self, clause: TextClause, params: Any = None) -> Result:
+        sql, names = compiled(clause)
         if isinstance(params, list) and len(params) == 1:
             params = params[0]  # SQLAlchemy executes a one-element list as a single execute
         if isinstance(params, list):  # executemany, as SQLAlchemy does for a list of dicts
@@ -129,11 +84,11 @@ class RawSession:
             if self.capture is not None:
                 self.capture.append((sql, rows, True))
             await self.conn.executemany(sql, rows)
-            return RawResult([])
+            return Result([])
         args = [params[n] for n in names] if names else []
         if self.capture is not None:
             self.capture.append((sql, args, False))
-        return RawResult(await self.conn.fetch(sql, *args))
+        return Result(await self.conn.fetch(sql, *args))
 
 
 @dataclass(frozen=True)

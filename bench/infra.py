@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 
 from app.config import PROJECT_ROOT
 from app.db.engine import SERVER_SETTINGS
+from app.db.session import Row
 from app.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 
 try:  # pgserver depends on psutil, so embedded installs have it; without it, no CPU split.
@@ -161,19 +162,6 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         schema="pg_catalog",
         format="binary",
     )
-
-
-class Row(asyncpg.Record):
-    """Rows that also answer `row.column`, as SQLAlchemy rows do for the repositories."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def _asdict(self) -> dict[str, Any]:
-        return dict(self.items())
 
 
 async def _no_reset(conn: asyncpg.Connection) -> None:

@@ -2,15 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.db.session import DbSession
 from app.db.sql import sql
 
 _COLUMNS = "k.id, k.name, k.role, k.prefix, k.created_at, k.revoked_at, k.last_used_at"
 
 
 class ApiKeyRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: DbSession) -> None:
         self.session = session
 
     async def by_hash(self, key_hash: bytes) -> Any | None:

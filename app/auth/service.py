@@ -3,11 +3,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from app.auth import keys
 from app.auth.repository import ApiKeyRepository
 from app.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead
+from app.db.session import DbSession, Sessionmaker
 from app.errors import NotFound
 
 
@@ -46,7 +45,7 @@ class KeyCache:
 
 
 async def authenticate(
-    sessionmaker: async_sessionmaker[AsyncSession], cache: KeyCache, key: str
+    sessionmaker: Sessionmaker, cache: KeyCache, key: str
 ) -> tuple[int, str, str, int] | None:
     """(namespace_id, namespace, role, key id) for a valid, unrevoked key; else None."""
     h = keys.digest(key)
@@ -65,7 +64,7 @@ async def authenticate(
 
 
 class ApiKeyService:
-    def __init__(self, session: AsyncSession, namespace_id: int, cache: KeyCache) -> None:
+    def __init__(self, session: DbSession, namespace_id: int, cache: KeyCache) -> None:
         self.repo = ApiKeyRepository(session)
         self.namespace_id = namespace_id
         self.cache = cache

@@ -1,16 +1,11 @@
-"""Engine and session factory, created in the lifespan; the request session dependency."""
+"""The engine (pool, codecs, connection settings), created in the lifespan."""
 
 from __future__ import annotations
 
 import orjson
 from pgvector.asyncpg import register_vector
 from sqlalchemy import event
-from sqlalchemy.ext.asyncio import (
-    AsyncEngine,
-    AsyncSession,
-    async_sessionmaker,
-    create_async_engine,
-)
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.config import Settings
 
@@ -59,7 +54,3 @@ def _register_vector_codec(engine: AsyncEngine) -> None:
             dbapi_connection.run_async(register_vector)
         except ValueError:  # "unknown type": the database is not migrated yet
             pass
-
-
-def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)

@@ -7,15 +7,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.db.session import DbSession
 from app.db.sql import RELAXED_FLUSH_CTE, sql
 
 EventKind = Literal["add", "recall", "evict", "forget", "restore", "access"]
 
 
 class EventRepository:
-    def __init__(self, session: AsyncSession, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, session: DbSession, clock: Callable[[], datetime] | None = None) -> None:
         self.session = session
         # Events are stamped by the service clock (when given), the same clock that stats
         # use to pick "today", so activity per day is consistent and testable.

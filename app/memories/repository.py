@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.db.session import DbSession
 from app.db.sql import sql, vector_text
 
 # Selected with the author's name so a memory is read in one round trip.
@@ -102,7 +101,7 @@ class ListFilters:
 
 
 class MemoryRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: DbSession) -> None:
         self.session = session
 
     async def add(

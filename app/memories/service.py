@@ -9,10 +9,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.auth.caller import Caller
 from app.config import Settings
+from app.db.session import DbSession
 from app.embeddings import EmbeddingError
 from app.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unprocessable
 from app.events.repository import EventRepository
@@ -59,7 +58,7 @@ def _json_depth(value: Any) -> int:
 
 
 class MemoryService:
-    def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
+    def __init__(self, session: DbSession, caller: Caller, res: Resources) -> None:
         self.session = session
         self.caller = caller
         self.res = res

@@ -1,15 +1,12 @@
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
+from app.db.session import Sessionmaker
 from app.db.sql import sql
 
 
 class NamespaceRepository:
     @staticmethod
-    async def resolve(
-        sessionmaker: async_sessionmaker[AsyncSession], cache: dict[str, int], name: str
-    ) -> int:
+    async def resolve(sessionmaker: Sessionmaker, cache: dict[str, int], name: str) -> int:
         """Namespace id by name, created on first use.
 
         Namespaces are never renamed or deleted through the API, so the caller's cache (one

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.db.session import DbSession
 from app.db.sql import sql, vector_text
 
 # pgvector's GUC limits ef_search to [1, 1000]; 40 is its default. `make bench` measures the
@@ -155,7 +154,7 @@ class LexemeStats:
         self.clock = clock
         self._read: tuple[float, LexemeFrequencies | None] | None = None
 
-    async def get(self, session: AsyncSession) -> LexemeFrequencies | None:
+    async def get(self, session: DbSession) -> LexemeFrequencies | None:
         """The frequencies, or None when counting is the better way (small or unanalyzed)."""
         if self._read is None or self._read[0] <= self.clock():
             row = (await session.execute(sql(_LEXEME_STATS_SQL))).one()
@@ -377,7 +376,7 @@ class SearchRepository:
 
     def __init__(
         self,
-        session: AsyncSession,
+        session: DbSession,
         ef_search: int = EF_SEARCH_DEFAULT,
         large_namespaces: LargeNamespaces | None = None,
         lexeme_stats: LexemeStats | None = None,

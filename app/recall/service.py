@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.auth.caller import Caller
+from app.db.session import DbSession
 from app.embeddings import EmbeddingError
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
@@ -28,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 class RecallService:
-    def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
+    def __init__(self, session: DbSession, caller: Caller, res: Resources) -> None:
         self.caller = caller
         self.res = res
         self.search = SearchRepository(

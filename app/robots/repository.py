@@ -2,15 +2,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.db.session import DbSession
 from app.db.sql import sql
 
 _COLUMNS = "id, name, working_memory_budget, working_memory_stale, created_at, last_seen_at"
 
 
 class RobotRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: DbSession) -> None:
         self.session = session
 
     async def ensure(self, namespace_id: int, name: str) -> tuple[Any, bool]:

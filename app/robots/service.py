@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.auth.caller import Caller
+from app.db.session import DbSession
 from app.errors import NotFound
 from app.resources import Resources
 from app.robots.cache import Robot
@@ -16,7 +15,7 @@ __all__ = ["Robot", "RobotService"]
 
 
 class RobotService:
-    def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
+    def __init__(self, session: DbSession, caller: Caller, res: Resources) -> None:
         self.session = session
         self.res = res
         self.repo = RobotRepository(session)

@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from datetime import UTC, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.auth.caller import Caller
+from app.db.session import DbSession
 from app.health.service import postgres_versions
 from app.resources import Resources
 from app.robots.repository import RobotRepository
@@ -23,7 +22,7 @@ from app.working_memory.service import WorkingMemoryService
 
 
 class StatsService:
-    def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
+    def __init__(self, session: DbSession, caller: Caller, res: Resources) -> None:
         self.caller = caller
         self.res = res
         self.repo = StatsRepository(session)

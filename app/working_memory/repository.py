@@ -6,13 +6,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.db.session import DbSession
 from app.db.sql import RELAXED_FLUSH_CTE, sql
 
 
 class MembershipRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: DbSession) -> None:
         self.session = session
 
     async def record(

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.caller import Caller
+from app.db.session import DbSession
 from app.events.repository import EventRepository
 from app.memories.schemas import WorkingMemoryOutcome
 from app.resources import Resources
@@ -56,7 +56,7 @@ class RedisUnavailable(Exception):
 
 
 class WorkingMemoryService:
-    def __init__(self, session: AsyncSession, caller: Caller, res: Resources) -> None:
+    def __init__(self, session: DbSession, caller: Caller, res: Resources) -> None:
         self.caller = caller
         self.res = res
         self.store = res.working_memory

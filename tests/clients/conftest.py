@@ -11,7 +11,8 @@ def client_server(live_server_factory, database_url, redis_url) -> tuple[str, st
     """A live server with auth on, and a writer key in a fresh namespace."""
     from app.auth.schemas import ApiKeyCreate
     from app.auth.service import ApiKeyService
-    from app.db.engine import create_engine, create_sessionmaker
+    from app.db.engine import create_engine
+    from app.db.session import create_sessionmaker
     from app.namespaces.repository import NamespaceRepository
     from tests.conftest import make_settings
 

@@ -7,8 +7,9 @@ one of its own statements, so its commit does not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event, text
@@ -25,31 +26,47 @@ def vec(i: int) -> list[float]:
     return v
 
 
-@contextmanager
-def committed_transactions(engine: Any) -> Iterator[list[list[str]]]:
-    """The statements of every transaction the engine commits meanwhile, in commit order."""
+@asynccontextmanager
+async def committed_transactions(engine: Any) -> AsyncIterator[list[list[str]]]:
+    """The statements of every transaction committed meanwhile on the engine's connections,
+    in commit order, as the driver sent them (asyncpg's query loggers, attached to each
+    connection while it is checked out)."""
     done: list[list[str]] = []
     open_: dict[int, list[str]] = {}
+    attached: dict[int, tuple[Any, Any]] = {}
 
-    def on_execute(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
-        open_.setdefault(id(conn), []).append(statement)
+    def on_checkout(dbapi_connection, record, proxy):  # type: ignore[no-untyped-def]
+        driver = dbapi_connection.driver_connection
+        key = id(driver)
 
-    def on_commit(conn):  # type: ignore[no-untyped-def]
-        done.append(open_.pop(id(conn), []))
+        def log(q):  # type: ignore[no-untyped-def]
+            if q.query.startswith("BEGIN"):
+                open_[key] = []
+            elif q.query.startswith("COMMIT"):
+                done.append(open_.pop(key, []))
+            elif q.query.startswith("ROLLBACK"):
+                open_.pop(key, None)
+            else:
+                open_.setdefault(key, []).append(q.query)
 
-    def on_rollback(conn):  # type: ignore[no-untyped-def]
-        open_.pop(id(conn), None)
+        driver.add_query_logger(log)
+        attached[key] = (driver, log)
+
+    def on_checkin(dbapi_connection, record):  # type: ignore[no-untyped-def]
+        if dbapi_connection is not None:
+            driver, log = attached.pop(id(dbapi_connection.driver_connection), (None, None))
+            if driver is not None:
+                driver.remove_query_logger(log)
 
     sync = engine.sync_engine
-    event.listen(sync, "before_cursor_execute", on_execute)
-    event.listen(sync, "commit", on_commit)
-    event.listen(sync, "rollback", on_rollback)
+    event.listen(sync, "checkout", on_checkout)
+    event.listen(sync, "checkin", on_checkin)
     try:
         yield done
+        await asyncio.sleep(0)  # asyncpg calls its query loggers on the next loop turn
     finally:
-        event.remove(sync, "before_cursor_execute", on_execute)
-        event.remove(sync, "commit", on_commit)
-        event.remove(sync, "rollback", on_rollback)
+        event.remove(sync, "checkout", on_checkout)
+        event.remove(sync, "checkin", on_checkin)
 
 
 def relaxed(transaction: list[str]) -> bool:
@@ -63,14 +80,14 @@ def the(transactions: list[list[str]], marker: str) -> list[str]:
 
 async def test_only_log_and_mirror_transactions_skip_the_flush_wait(client) -> None:
     engine = client.app.state.resources.engine
-    with committed_transactions(engine) as txs:
+    async with committed_transactions(engine) as txs:
         body = {"content": "durable", "key": "d1", "embedding": vec(1)}
         assert (await client.post("/v1/robots/a/memories", json=body)).status_code == 201
     # The memory's transaction waits; the working-memory mirror after it does not.
     assert not relaxed(the(txs, "INSERT INTO memory "))
     assert relaxed(the(txs, "INSERT INTO working_memory_item"))
 
-    with committed_transactions(engine) as txs:
+    async with committed_transactions(engine) as txs:
         r = await client.post(
             "/v1/robots/b/recall",
             json={"query": "durable", "strategy": "vector", "embedding": vec(1)},
@@ -78,12 +95,12 @@ async def test_only_log_and_mirror_transactions_skip_the_flush_wait(client) -> N
         assert (r.status_code, [h["key"] for h in r.json()["hits"]]) == (200, ["d1"])
     assert relaxed(the(txs, "INSERT INTO memory_event"))
 
-    with committed_transactions(engine) as txs:
+    async with committed_transactions(engine) as txs:
         assert (await client.get("/v1/robots/c/memories/d1")).status_code == 200
     assert relaxed(the(txs, "INSERT INTO memory_event"))
 
     # A forget is acknowledged: its transaction waits, though it also updates the mirror.
-    with committed_transactions(engine) as txs:
+    async with committed_transactions(engine) as txs:
         assert (await client.delete("/v1/robots/a/memories/d1")).status_code == 200
     assert not relaxed(the(txs, "UPDATE memory SET deleted_at"))
 

@@ -22,9 +22,10 @@ import pytest
 import tiktoken
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.config import Settings, get_settings
+from app.db.session import DbSession
 from app.db.sql import vector_text
 from app.recall.repository import (
     SearchFilters,
@@ -92,10 +93,9 @@ async def engine(ts_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @pytest.fixture
-async def session(engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
+async def session(engine: AsyncEngine) -> AsyncIterator[DbSession]:
     """One transaction, rolled back: rows and the chunks they created disappear with it."""
-    async with AsyncSession(engine) as s:
-        await s.begin()
+    async with DbSession(engine) as s:
         yield s
         await s.rollback()
 
@@ -104,7 +104,7 @@ async def session(engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
 
 
 async def test_migration_made_memory_and_memory_event_hypertables_with_the_chunk_interval(
-    session: AsyncSession, timescaledb: str
+    session: DbSession, timescaledb: str
 ) -> None:
     installed = (
         await session.execute(
@@ -145,7 +145,7 @@ async def test_migration_made_memory_and_memory_event_hypertables_with_the_chunk
 
 
 async def test_every_unique_constraint_on_a_hypertable_includes_its_time_column(
-    session: AsyncSession,
+    session: DbSession,
 ) -> None:
     rows = (
         await session.execute(
@@ -230,7 +230,7 @@ def _as_json(raw: Any) -> Any:
 
 
 class TenWeeks:
-    def __init__(self, session: AsyncSession, namespace_id: int, dim: int) -> None:
+    def __init__(self, session: DbSession, namespace_id: int, dim: int) -> None:
         self.session = session
         self.namespace_id = namespace_id
         self.dim = dim
@@ -304,7 +304,7 @@ class TenWeeks:
 
 
 @pytest.fixture
-async def ten_weeks(session: AsyncSession) -> TenWeeks:
+async def ten_weeks(session: DbSession) -> TenWeeks:
     """One memory per day at noon for ten weeks, inserted with SQL in the test's transaction."""
     dim = (
         await session.execute(

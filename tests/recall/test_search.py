@@ -20,8 +20,9 @@ import pytest
 from pgvector.asyncpg import register_vector
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from app.db.session import DbSession, compiled
 from app.db.sql import vector_text
 from app.recall import repository as recall_repository
 from app.recall.repository import (
@@ -77,7 +78,7 @@ def nearest(q: np.ndarray, vectors: np.ndarray, ids: np.ndarray, k: int) -> tupl
     return [int(i) for i in ids[order]], [float(s) for s in sims[order]]
 
 
-async def force_hnsw(session: AsyncSession) -> None:
+async def force_hnsw(session: DbSession) -> None:
     """Make sorting prohibitively expensive, so distance order can only come from HNSW."""
     await session.execute(text("SET LOCAL enable_sort = off"))
 
@@ -156,11 +157,22 @@ async def big(database_factory) -> AsyncIterator[BigSet]:  # type: ignore[no-unt
 
 
 @pytest.fixture
-async def big_session(big: BigSet) -> AsyncIterator[AsyncSession]:
-    async with AsyncSession(big.engine) as session:
-        await session.begin()
+async def big_session(big: BigSet) -> AsyncIterator[DbSession]:
+    async with DbSession(big.engine) as session:
         yield session
         await session.rollback()
+
+
+class Recording:
+    """The session a repository is given, noting each statement it sends (as the driver gets it)."""
+
+    def __init__(self, session: DbSession) -> None:
+        self.session = session
+        self.statements: list[str] = []
+
+    async def execute(self, clause: Any, params: Any = None) -> Any:
+        self.statements.append(compiled(clause)[0])
+        return await self.session.execute(clause, params)
 
 
 def query_vector(big: BigSet, seed: int) -> np.ndarray:
@@ -173,7 +185,7 @@ def query_vector(big: BigSet, seed: int) -> np.ndarray:
 PLANNERS = ["planner-choice", "forced-hnsw", "index-first"]
 
 
-async def use_planner(planner: str, session: AsyncSession, monkeypatch) -> None:
+async def use_planner(planner: str, session: DbSession, monkeypatch) -> None:
     if planner != "planner-choice":
         await force_hnsw(session)
     if planner == "index-first":
@@ -182,7 +194,7 @@ async def use_planner(planner: str, session: AsyncSession, monkeypatch) -> None:
 
 @pytest.mark.parametrize("planner", PLANNERS)
 async def test_vector_author_filter_returns_the_exact_nearest_of_that_robots_memories(
-    big: BigSet, big_session: AsyncSession, planner: str, monkeypatch
+    big: BigSet, big_session: DbSession, planner: str, monkeypatch
 ) -> None:
     await use_planner(planner, big_session, monkeypatch)
     q = query_vector(big, 1)
@@ -204,7 +216,7 @@ async def test_vector_author_filter_returns_the_exact_nearest_of_that_robots_mem
 # page approximately; the small-set shortcut is what makes this exact there.
 @pytest.mark.parametrize("planner", PLANNERS[:2])
 async def test_vector_week_filter_returns_the_exact_nearest_within_the_week(
-    big: BigSet, big_session: AsyncSession, planner: str, monkeypatch
+    big: BigSet, big_session: DbSession, planner: str, monkeypatch
 ) -> None:
     await use_planner(planner, big_session, monkeypatch)
     q = query_vector(big, 2)
@@ -222,7 +234,7 @@ async def test_vector_week_filter_returns_the_exact_nearest_within_the_week(
 
 
 async def test_plain_hnsw_post_filtering_alone_returns_a_short_page(
-    big: BigSet, big_session: AsyncSession
+    big: BigSet, big_session: DbSession
 ) -> None:
     """Proves the two tests above can fail: without the fallback the page is short.
 
@@ -244,7 +256,7 @@ async def test_plain_hnsw_post_filtering_alone_returns_a_short_page(
 
 
 async def test_hybrid_vector_side_falls_back_to_exact_when_the_index_scan_runs_short(
-    big: BigSet, big_session: AsyncSession
+    big: BigSet, big_session: DbSession
 ) -> None:
     await force_hnsw(big_session)
     q = query_vector(big, 2)
@@ -263,41 +275,36 @@ async def test_hybrid_vector_side_falls_back_to_exact_when_the_index_scan_runs_s
 
 
 async def test_a_large_namespace_is_counted_once_per_ttl_for_unfiltered_search(
-    big: BigSet, big_session: AsyncSession
+    big: BigSet, big_session: DbSession
 ) -> None:
     now = [0.0]
     large = LargeNamespaces(ttl_s=60, clock=lambda: now[0])
-    repo = SearchRepository(big_session, large_namespaces=large)
-    counts: list[str] = []
+    recorded = Recording(big_session)
+    repo = SearchRepository(recorded, large_namespaces=large)  # type: ignore[arg-type]
 
-    def _log(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+    def counts() -> list[str]:
         # An eligibility count (the index statement's settings subquery counts too: not it).
-        if (
-            "LIMIT $" in statement
-            and "SELECT count(*)" in statement
-            and "set_config" not in statement
-        ):
-            counts.append(statement)
+        return [
+            s
+            for s in recorded.statements
+            if "LIMIT $" in s and "SELECT count(*)" in s and "set_config" not in s
+        ]
 
-    event.listen(big.engine.sync_engine, "before_cursor_execute", _log)
-    try:
-        q = query_vector(big, 7)
-        first = await repo.vector(big.namespace_id, q, SearchFilters(), 5)
-        assert len(counts) == 1 and big.namespace_id in large
-        # Within the TTL the count is skipped; the answer is the same.
-        assert keys(await repo.vector(big.namespace_id, q, SearchFilters(), 5)) == keys(first)
-        assert len(counts) == 1
-        # A filtered search always counts (its set may be small), and never marks the
-        # namespace: 50 memories by one robot are few.
-        by_author = SearchFilters(author_robot_id=big.author_id)
-        await repo.vector(big.namespace_id, q, by_author, 5)
-        assert len(counts) == 2
-        now[0] = 61.0
-        assert big.namespace_id not in large
-        await repo.vector(big.namespace_id, q, SearchFilters(), 5)
-        assert len(counts) == 3 and big.namespace_id in large
-    finally:
-        event.remove(big.engine.sync_engine, "before_cursor_execute", _log)
+    q = query_vector(big, 7)
+    first = await repo.vector(big.namespace_id, q, SearchFilters(), 5)
+    assert len(counts()) == 1 and big.namespace_id in large
+    # Within the TTL the count is skipped; the answer is the same.
+    assert keys(await repo.vector(big.namespace_id, q, SearchFilters(), 5)) == keys(first)
+    assert len(counts()) == 1
+    # A filtered search always counts (its set may be small), and never marks the
+    # namespace: 50 memories by one robot are few.
+    by_author = SearchFilters(author_robot_id=big.author_id)
+    await repo.vector(big.namespace_id, q, by_author, 5)
+    assert len(counts()) == 2
+    now[0] = 61.0
+    assert big.namespace_id not in large
+    await repo.vector(big.namespace_id, q, SearchFilters(), 5)
+    assert len(counts()) == 3 and big.namespace_id in large
 
 
 @pytest.mark.parametrize(("filtered", "ef_inside"), [(False, "220"), (True, "40")])
@@ -308,21 +315,19 @@ async def test_hnsw_settings_are_local_to_the_transaction(
     is answered exactly without the index, so it sets nothing."""
     show = "SELECT current_setting('hnsw.ef_search')"
     filters = SearchFilters(author_robot_id=big.author_id) if filtered else SearchFilters()
-    async with big.engine.connect() as conn:
-        session = AsyncSession(bind=conn)
-        async with session.begin():
-            await SearchRepository(session).vector(
-                big.namespace_id, query_vector(big, 3).tolist(), filters, 220
-            )
-            inside = (await session.execute(text(show))).scalar()
-        after = (await conn.execute(text(show))).scalar()
-        await conn.rollback()
+    async with DbSession(big.engine) as session:
+        await SearchRepository(session).vector(
+            big.namespace_id, query_vector(big, 3).tolist(), filters, 220
+        )
+        inside = (await session.execute(text(show))).scalar()
+        await session.rollback()
+        after = (await session.execute(text(show))).scalar()  # the same connection
     assert (inside, after) == (ef_inside, "40")
 
 
 @pytest.mark.parametrize("ef", [5, 12, 40])
 async def test_the_index_statement_sets_ef_search_before_its_scan(
-    big_session: AsyncSession, big: BigSet, ef: int
+    big_session: DbSession, big: BigSet, ef: int
 ) -> None:
     """The index statement carries its own settings (no round trip before it). Without an
     iterative scan each HNSW index scan yields exactly ef_search rows (of enough rows), so
@@ -355,7 +360,7 @@ async def test_the_index_statement_sets_ef_search_before_its_scan(
     await big_session.rollback()
 
 
-async def _has_hypertable(session: AsyncSession) -> bool:
+async def _has_hypertable(session: DbSession) -> bool:
     return bool(
         (
             await session.execute(
@@ -365,7 +370,7 @@ async def _has_hypertable(session: AsyncSession) -> bool:
     )
 
 
-async def test_pgvector_version_is_the_installed_extension(big_session: AsyncSession) -> None:
+async def test_pgvector_version_is_the_installed_extension(big_session: DbSession) -> None:
     installed = (
         await big_session.execute(
             text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
@@ -418,10 +423,9 @@ async def dim(shared_engine: AsyncEngine) -> int:
 
 
 @pytest.fixture
-async def session(shared_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
+async def session(shared_engine: AsyncEngine) -> AsyncIterator[DbSession]:
     """A transaction that is rolled back: nothing a test adds outlives it."""
-    async with AsyncSession(shared_engine) as s:
-        await s.begin()
+    async with DbSession(shared_engine) as s:
         yield s
         await s.rollback()
 
@@ -429,7 +433,7 @@ async def session(shared_engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
 class Seed:
     """Adds namespaces, robots and memories with plain SQL inside the test's transaction."""
 
-    def __init__(self, session: AsyncSession, dim: int) -> None:
+    def __init__(self, session: DbSession, dim: int) -> None:
         self.session = session
         self.dim = dim
         self.ids: dict[str, int] = {}
@@ -507,7 +511,7 @@ class Seed:
 
 
 @pytest.fixture
-def seed(session: AsyncSession, dim: int) -> Seed:
+def seed(session: DbSession, dim: int) -> Seed:
     return Seed(session, dim)
 
 
@@ -555,7 +559,7 @@ async def story(seed: Seed) -> int:
 
 
 async def test_fulltext_question_matches_any_content_word_ranked_by_words_shared(
-    session: AsyncSession, story: int
+    session: DbSession, story: int
 ) -> None:
     hits = await SearchRepository(session).fulltext(story, QUESTION, SearchFilters(), 10)
 
@@ -571,21 +575,21 @@ async def test_fulltext_question_matches_any_content_word_ranked_by_words_shared
     assert hits[0].author == "melanie"
 
 
-async def test_fulltext_finds_a_proper_noun_alone(session: AsyncSession, story: int) -> None:
+async def test_fulltext_finds_a_proper_noun_alone(session: DbSession, story: int) -> None:
     hits = await SearchRepository(session).fulltext(story, "Caroline?", SearchFilters(), 10)
     assert keys(hits) == ["parade", "sunrise", "lgbtq"]
 
 
 @pytest.mark.parametrize("question", ["Where was it and what did they do?", "???", ""])
 async def test_fulltext_stop_words_only_returns_nothing(
-    session: AsyncSession, story: int, question: str
+    session: DbSession, story: int, question: str
 ) -> None:
     repo = SearchRepository(session)
     assert await repo.fulltext(story, question, SearchFilters(), 10) == []
     assert await repo.hybrid(story, question, None, SearchFilters(), 10) == []
 
 
-async def test_fulltext_uses_the_first_32_content_words(session: AsyncSession, story: int) -> None:
+async def test_fulltext_uses_the_first_32_content_words(session: DbSession, story: int) -> None:
     assert MAX_QUERY_LEXEMES == 32
     repo = SearchRepository(session)
     filler = " ".join(f"filler{i}" for i in range(31))
@@ -594,13 +598,13 @@ async def test_fulltext_uses_the_first_32_content_words(session: AsyncSession, s
     assert await repo.fulltext(story, f"{filler} extra Caroline", SearchFilters(), 10) == []
 
 
-async def test_fulltext_respects_the_limit(session: AsyncSession, story: int) -> None:
+async def test_fulltext_respects_the_limit(session: DbSession, story: int) -> None:
     hits = await SearchRepository(session).fulltext(story, QUESTION, SearchFilters(), 2)
     assert keys(hits) == ["parade", "lgbtq"]
 
 
 async def test_fulltext_with_common_words_ranks_rare_word_matches_first(
-    session: AsyncSession, seed: Seed
+    session: DbSession, seed: Seed
 ) -> None:
     """With a candidate budget of 4, "group" (8 matches) is common and "caroline" (2) rare;
     common-word matches are then looked for among the newest 4 memories only."""
@@ -646,7 +650,7 @@ async def test_fulltext_with_common_words_ranks_rare_word_matches_first(
 
 
 async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_gin(
-    big: BigSet, big_session: AsyncSession
+    big: BigSet, big_session: DbSession
 ) -> None:
     """All 20,000 memories say "memory number"; only one says 12345."""
     repo = SearchRepository(big_session)
@@ -672,25 +676,18 @@ async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_
 
 
 async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statistics(
-    big: BigSet, big_session: AsyncSession
+    big: BigSet, big_session: DbSession
 ) -> None:
     """Past LexemeStats.min_rows the column statistics estimate each word's matches, so no
     count statement runs; the split, and so the answer, is the one the counts gave."""
     now = [0.0]
     stats = LexemeStats(min_rows=BIG, ttl_s=60, clock=lambda: now[0])
-    repo = SearchRepository(big_session, lexeme_stats=stats)
+    recorded = Recording(big_session)
+    repo = SearchRepository(recorded, lexeme_stats=stats)  # type: ignore[arg-type]
     question = "What was memory number 12345 about?"
-    statements: list[str] = []
-
-    def _log(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
-        statements.append(statement)
-
-    event.listen(big.engine.sync_engine, "before_cursor_execute", _log)
-    try:
-        hits = await repo.fulltext(big.namespace_id, question, SearchFilters(), 3)
-        plan = await repo._text_plan(big.namespace_id, question, SearchFilters(), 3)
-    finally:
-        event.remove(big.engine.sync_engine, "before_cursor_execute", _log)
+    hits = await repo.fulltext(big.namespace_id, question, SearchFilters(), 3)
+    plan = await repo._text_plan(big.namespace_id, question, SearchFilters(), 3)
+    statements = recorded.statements
 
     # ANALYZE read all 20,000 rows: every memory says "memory number"; "12345" is untracked.
     frequencies = await stats.get(big_session)
@@ -780,7 +777,7 @@ def rrf(key: str, k: int) -> float:
     ],
 )
 async def test_hybrid_scores_are_exact_reciprocal_rank_fusion(
-    session: AsyncSession, fusion: int, dim: int, k: int, order: list[str]
+    session: DbSession, fusion: int, dim: int, k: int, order: list[str]
 ) -> None:
     hits = await SearchRepository(session).hybrid(
         fusion, FUSION_QUESTION, e0(dim), SearchFilters(), 10, rrf_k=k
@@ -798,9 +795,7 @@ async def test_hybrid_scores_are_exact_reciprocal_rank_fusion(
     assert {h.key for h in hits if h.vector_rank is None} == {"e"}
 
 
-async def test_hybrid_limit_takes_the_best_fused(
-    session: AsyncSession, fusion: int, dim: int
-) -> None:
+async def test_hybrid_limit_takes_the_best_fused(session: DbSession, fusion: int, dim: int) -> None:
     hits = await SearchRepository(session).hybrid(
         fusion, FUSION_QUESTION, e0(dim), SearchFilters(), 3
     )
@@ -808,7 +803,7 @@ async def test_hybrid_limit_takes_the_best_fused(
 
 
 async def test_hybrid_without_embedding_is_fulltext_only_fusion(
-    session: AsyncSession, fusion: int
+    session: DbSession, fusion: int
 ) -> None:
     hits = await SearchRepository(session).hybrid(
         fusion, FUSION_QUESTION, None, SearchFilters(), 10
@@ -821,7 +816,7 @@ async def test_hybrid_without_embedding_is_fulltext_only_fusion(
 
 
 async def test_hybrid_with_only_stop_words_is_the_vector_ranking(
-    session: AsyncSession, fusion: int, dim: int
+    session: DbSession, fusion: int, dim: int
 ) -> None:
     hits = await SearchRepository(session).hybrid(
         fusion, "What was it?", e0(dim), SearchFilters(), 10
@@ -833,7 +828,7 @@ async def test_hybrid_with_only_stop_words_is_the_vector_ranking(
 
 
 async def test_vector_skips_pending_deleted_and_other_namespaces(
-    session: AsyncSession, fusion: int, dim: int
+    session: DbSession, fusion: int, dim: int
 ) -> None:
     hits = await SearchRepository(session).vector(fusion, e0(dim), SearchFilters(), 10)
     assert keys(hits) == ["a", "x", "b", "z", "y"]
@@ -849,8 +844,7 @@ async def test_search_works_with_the_binary_vector_codec(database_url: str, dim:
         dbapi_connection.run_async(register_vector)
 
     try:
-        async with AsyncSession(engine) as s:
-            await s.begin()
+        async with DbSession(engine) as s:
             seed = Seed(s, dim)
             ns = await seed.namespace()
             bot = await seed.robot(ns, "bot")
@@ -895,7 +889,7 @@ async def varied(seed: Seed) -> dict[str, int]:
 
 
 async def test_hits_carry_the_memory_as_stored(
-    session: AsyncSession, varied: dict[str, int], dim: int
+    session: DbSession, varied: dict[str, int], dim: int
 ) -> None:
     hits = await SearchRepository(session).vector(
         varied["ns"], e0(dim), SearchFilters(metadata={"lang": {"name": "py"}}), 10
@@ -942,7 +936,7 @@ FILTER_CASES = [
     ("case", "given", "expected"), FILTER_CASES, ids=[c[0] for c in FILTER_CASES]
 )
 async def test_filters_select_exactly_the_matching_memories(
-    session: AsyncSession,
+    session: DbSession,
     varied: dict[str, int],
     dim: int,
     strategy: str,

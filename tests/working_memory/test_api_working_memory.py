@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 import tiktoken
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from app.working_memory.schemas import ContextRead
 
@@ -359,18 +359,20 @@ async def test_context_body_is_exactly_what_the_response_model_would_write(clien
         )
 
 
-async def test_context_of_a_cached_robot_opens_no_database_session(client, four) -> None:
+async def test_context_of_a_cached_robot_checks_out_no_database_connection(client, four) -> None:
     res = client.app.state.resources
     first = await context(client, "a")  # the robot is in the per-process cache from here on
+    checkouts: list[object] = []
 
-    def no_session() -> None:
-        raise AssertionError("a context read of a cached robot opened a database session")
+    def on_checkout(dbapi_connection, record, proxy):  # type: ignore[no-untyped-def]
+        checkouts.append(dbapi_connection)
 
-    sessionmaker, res.sessionmaker = res.sessionmaker, no_session
+    event.listen(res.engine.sync_engine, "checkout", on_checkout)
     try:
         assert await context(client, "a") == first
     finally:
-        res.sessionmaker = sessionmaker
+        event.remove(res.engine.sync_engine, "checkout", on_checkout)
+    assert checkouts == []
 
 
 async def test_context_rejects_unknown_robot_and_bad_parameters(client, four) -> None:

@@ -1,0 +1,245 @@
+"""The unit of work the repositories run in: one pooled connection, one transaction at a time.
+
+Repositories hold their SQL as `text()` clauses (app.db.sql). `DbSession` compiles each once
+with SQLAlchemy's asyncpg dialect (named binds become `$n`) and runs it on the asyncpg
+connection under the engine's pooled one. SQLAlchemy keeps what it is good at here: the pool
+(with its codecs, recycling and invalidation), the compiler, and migrations. It does not sit
+between a statement and the driver: its ORM session and execution context cost ~0.4 ms of
+CPU per statement on a 2-core VM, more than most of our statements take in PostgreSQL
+(a 5-statement transaction: 3.3 ms through AsyncSession, 1.35 ms on the driver).
+
+The session checks a connection out on first use, so a request answered from caches and
+Redis alone costs none, and starts a transaction whenever a statement runs outside one: after
+`commit()`, the next statement begins the next transaction on the same connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import asyncpg
+from asyncpg.transaction import Transaction
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.elements import TextClause
+
+from app.errors import ServiceUnavailable
+
+_DIALECT = asyncpg_dialect()
+_COMPILED: dict[str, tuple[str, list[str]]] = {}
+
+# Errors that mean the connection or the server went away, not that a statement is wrong:
+# class 08 (connection exception; asyncpg's "connection was closed in the middle of
+# operation" is one), 57P01-57P03 (shutdown, crash, not accepting connections), a socket
+# error, or any error after which the connection is closed.
+_GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def compiled(clause: TextClause) -> tuple[str, list[str]]:
+    """The clause as the driver's `$n` SQL, and the bind names in `$n` order."""
+    hit = _COMPILED.get(clause.text)
+    if hit is None:
+        c = clause.compile(dialect=_DIALECT)
+        hit = (c.string, list(c.positiontup or []))
+        _COMPILED[clause.text] = hit
+    return hit
+
+
+class Row(asyncpg.Record):
+    """A row that also answers `row.column`."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(self.items())
+
+
+class Result:
+    """The rows of one statement, with the accessors the repositories use."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: list[Row]) -> None:
+        self._rows = rows
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+    def mappings(self) -> Result:  # rows are mappings already
+        return self
+
+    def all(self) -> list[Row]:
+        return self._rows
+
+    def one(self) -> Row:
+        if len(self._rows) != 1:
+            raise LookupError(f"expected exactly one row, got {len(self._rows)}")
+        return self._rows[0]
+
+    def one_or_none(self) -> Row | None:
+        if len(self._rows) > 1:
+            raise LookupError(f"expected at most one row, got {len(self._rows)}")
+        return self._rows[0] if self._rows else None
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+    def scalar(self) -> Any:
+        return self._rows[0][0] if self._rows else None
+
+    def scalars(self) -> Scalars:
+        return Scalars(r[0] for r in self._rows)
+
+
+class Scalars(list[Any]):
+    """The first column of each row; `.all()` as in SQLAlchemy."""
+
+    def all(self) -> list[Any]:
+        return list(self)
+
+
+def connection_lost(exc: BaseException, driver: asyncpg.Connection | None) -> bool:
+    if isinstance(exc, OSError | asyncpg.PostgresConnectionError):
+        return True
+    if getattr(exc, "sqlstate", None) in _GONE_SQLSTATES:
+        return True
+    # The server ended the connection (a restart, pg_terminate_backend) while it sat in the
+    # pool: depending on when asyncpg reads the news, the next call fails with "connection is
+    # closed" or a protocol state error, and the connection is closed afterwards either way.
+    return driver is not None and driver.is_closed()
+
+
+class DbSession:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._conn: AsyncConnection | None = None
+        self._driver: asyncpg.Connection | None = None
+        self._tx: Transaction | None = None
+
+    async def __aenter__(self) -> DbSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _begin(self) -> asyncpg.Connection:
+        if self._driver is None:
+            self._conn = await self._engine.connect()
+            raw = await self._conn.get_raw_connection()
+            self._driver = raw.driver_connection
+        driver = self._driver
+        assert driver is not None
+
+        async def start() -> Transaction:
+            tx = driver.transaction()  # raises at once if the connection is known closed
+            await tx.start()
+            return tx
+
+        self._tx = await self._guarded(start())
+        return driver
+
+    async def _guarded(self, call: Any) -> Any:
+        """Await a driver call; a lost connection is dropped from the pool and reported as
+        the database being unavailable (503), anything else propagates as it is."""
+        try:
+            return await call
+        except BaseException as exc:
+            if not connection_lost(exc, self._driver):
+                raise
+            await self._lost()
+            raise ServiceUnavailable(
+                "the database is unavailable; nothing was written", dependency="postgres"
+            ) from exc
+
+    async def execute(
+        self,
+        clause: TextClause,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> Result:
+        """Run one statement in the current transaction (begun if none is open). A list of
+        parameter sets runs the statement once per set (asyncpg's executemany)."""
+        driver = self._driver if self._tx is not None else await self._begin()
+        assert driver is not None
+        sql, names = compiled(clause)
+        if params is None:
+            params = {}
+        elif isinstance(params, Sequence):
+            if len(params) != 1:
+                rows = [[p[n] for n in names] for p in params]
+                await self._guarded(driver.executemany(sql, rows))
+                return Result([])
+            params = params[0]
+        args = [params[n] for n in names]
+        return Result(await self._guarded(driver.fetch(sql, *args, record_class=Row)))
+
+    async def commit(self) -> None:
+        tx, self._tx = self._tx, None
+        if tx is not None:
+            await self._guarded(tx.commit())
+
+    async def rollback(self) -> None:
+        """Roll back the open transaction. A connection that cannot roll back (lost, or left
+        mid-statement by a cancelled request) is dropped instead, which ends it as well."""
+        tx, self._tx = self._tx, None
+        if tx is None:
+            return
+        try:
+            await tx.rollback()
+        except Exception:
+            await self._discard()
+        except BaseException:
+            await self._discard()
+            raise
+
+    @contextlib.asynccontextmanager
+    async def begin(self) -> AsyncIterator[DbSession]:
+        """A transaction that commits when the block succeeds and rolls back when it fails."""
+        try:
+            yield self
+        except BaseException:
+            await self.rollback()
+            raise
+        await self.commit()
+
+    async def close(self) -> None:
+        """Roll back what is uncommitted and return the connection to the pool."""
+        if self._conn is None:
+            return
+        try:
+            await self.rollback()
+        finally:
+            conn, self._conn, self._driver = self._conn, None, None
+            if conn is not None:
+                await conn.close()
+
+    async def _discard(self) -> None:
+        """The connection is broken: the pool must not hand it out again."""
+        conn, self._conn, self._driver, self._tx = self._conn, None, None, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _lost(self) -> None:
+        """The server went away: drop this connection, and the pool's others with it (they
+        are as dead after a restart), as SQLAlchemy does on a disconnect error."""
+        await self._discard()
+        with contextlib.suppress(Exception):
+            await self._engine.dispose()
+
+
+Sessionmaker = Callable[[], DbSession]
+
+
+def create_sessionmaker(engine: AsyncEngine) -> Sessionmaker:
+    def sessionmaker() -> DbSession:
+        return DbSession(engine)
+
+    return sessionmaker

@@ -1,0 +1,40 @@
+"""The request's unit of work (app.db.session.DbSession) when the server ends a connection."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from app.config import Settings
+from app.db.engine import create_engine
+
+PROBLEM = "application/problem+json"
+
+
+def memory(key: str) -> dict[str, object]:
+    return {"content": f"note {key}", "key": key, "embedding": [1.0] + [0.0] * 383}
+
+
+async def test_a_connection_the_server_ended_is_503_writes_nothing_and_the_pool_recovers(
+    client, database_url: str
+) -> None:
+    assert (await client.post("/v1/robots/a/memories", json=memory("k1"))).status_code == 201
+    res = client.app.state.resources
+    async with res.sessionmaker() as s:  # the app's one pooled connection so far
+        pid = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+    admin = create_engine(Settings(database_url=database_url))
+    try:
+        async with admin.connect() as conn:
+            ended = text("SELECT pg_terminate_backend(:pid)")
+            assert (await conn.execute(ended, {"pid": pid})).scalar_one() is True
+    finally:
+        await admin.dispose()
+
+    r = await client.post("/v1/robots/a/memories", json=memory("k2"))
+    assert (r.status_code, r.headers["content-type"]) == (503, PROBLEM)
+    assert r.json()["dependency"] == "postgres"
+    # The broken connection left the pool: the next request gets a new one.
+    assert (await client.post("/v1/robots/a/memories", json=memory("k3"))).status_code == 201
+    statuses = [
+        (await client.get(f"/v1/robots/a/memories/{k}")).status_code for k in ("k1", "k2", "k3")
+    ]
+    assert statuses == [200, 404, 200]
