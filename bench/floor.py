@@ -31,7 +31,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.sql.elements import TextClause
 
-from app.db.session import Result, compiled
+from app.db.session import Result, bound
 from app.events.repository import EventRepository
 from app.memories.repository import MemoryDraft, MemoryRepository, NewMemory
 from app.recall.repository import LargeNamespaces, LexemeStats, SearchFilters, SearchRepository
@@ -69,25 +69,20 @@ def _events(s: RawSession) -> EventRepository:
 
 
 class RawSession:
-    """Stands in for the AsyncSession the repositories are given."""
+    """Stands in for the DbSession the repositories are given: the same SQL and arguments
+    (app.db.session.bound), on a connection the floor holds in its own transaction."""
 
     def __init__(self, conn: asyncpg.Connection, capture: list[Any] | None = None) -> None:
         self.conn = conn
         self.capture = capture
 
     async def execute(self, clause: TextClause, params: Any = None) -> Result:
-        sql, names = compiled(clause)
-        if isinstance(params, list) and len(params) == 1:
-            params = params[0]  # SQLAlchemy executes a one-element list as a single execute
-        if isinstance(params, list):  # executemany, as SQLAlchemy does for a list of dicts
-            rows = [[p[n] for n in names] for p in params]
-            if self.capture is not None:
-                self.capture.append((sql, rows, True))
-            await self.conn.executemany(sql, rows)
-            return Result([])
-        args = [params[n] for n in names] if names else []
+        sql, args, many = bound(clause, params)
         if self.capture is not None:
-            self.capture.append((sql, args, False))
+            self.capture.append((sql, args, many))
+        if many:
+            await self.conn.executemany(sql, args)
+            return Result([])
         return Result(await self.conn.fetch(sql, *args))
 
 

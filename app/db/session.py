@@ -47,6 +47,22 @@ def compiled(clause: TextClause) -> tuple[str, list[str]]:
     return hit
 
 
+def bound(
+    clause: TextClause, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
+) -> tuple[str, list[Any], bool]:
+    """(SQL, arguments, many) for the driver. A list of parameter sets runs once per set
+    (many: the arguments are one row per set); a one-element list runs as a single
+    statement, as SQLAlchemy does."""
+    sql, names = compiled(clause)
+    if params is None:
+        return sql, [], False
+    if isinstance(params, Sequence):
+        if len(params) != 1:
+            return sql, [[p[n] for n in names] for p in params], True
+        params = params[0]
+    return sql, [params[n] for n in names], False
+
+
 class Row(asyncpg.Record):
     """A row that also answers `row.column`."""
 
@@ -166,16 +182,10 @@ class DbSession:
         parameter sets runs the statement once per set (asyncpg's executemany)."""
         driver = self._driver if self._tx is not None else await self._begin()
         assert driver is not None
-        sql, names = compiled(clause)
-        if params is None:
-            params = {}
-        elif isinstance(params, Sequence):
-            if len(params) != 1:
-                rows = [[p[n] for n in names] for p in params]
-                await self._guarded(driver.executemany(sql, rows))
-                return Result([])
-            params = params[0]
-        args = [params[n] for n in names]
+        sql, args, many = bound(clause, params)
+        if many:
+            await self._guarded(driver.executemany(sql, args))
+            return Result([])
         return Result(await self._guarded(driver.fetch(sql, *args, record_class=Row)))
 
     async def commit(self) -> None:
