@@ -34,6 +34,7 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy app
 
 openapi: install
 	$(PY) -m app.openapi

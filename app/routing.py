@@ -8,7 +8,7 @@ become FastAPI's `json_invalid` error (400 problem+json, see app/errors.py).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import orjson
@@ -24,7 +24,7 @@ class OrjsonRequest(Request):
 
 
 class OrjsonRoute(APIRoute):
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def handle(request: Request) -> Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -318,7 +319,7 @@ class MemoryRepository:
 
     # --- pending embeddings (the background worker) ------------------------------------------
 
-    async def claim_pending(self, limit: int) -> list[Any]:
+    async def claim_pending(self, limit: int) -> Sequence[Any]:
         """Lock a batch of memories awaiting an embedding; concurrent workers skip each other."""
         return list(
             (
@@ -336,7 +337,7 @@ class MemoryRepository:
         )
 
     async def set_embeddings(
-        self, rows: list[tuple[int, datetime]], vectors: list[list[float]], model: str
+        self, rows: Sequence[tuple[int, datetime]], vectors: Sequence[Sequence[float]], model: str
     ) -> None:
         await self.session.execute(
             sql("""
@@ -350,7 +351,7 @@ class MemoryRepository:
         )
 
     async def postpone_embeddings(
-        self, rows: list[tuple[int, datetime]], error: str, max_backoff_s: float
+        self, rows: Sequence[tuple[int, datetime]], error: str, max_backoff_s: float
     ) -> None:
         """Exponential backoff per row: 2^attempts seconds, capped."""
         await self.session.execute(

@@ -7,7 +7,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from app.common import KEY_PATTERN, TAG_PATTERN, StrictModel, Tag
 
-_EXAMPLE = {
+_EXAMPLE: dict[str, Any] = {
     "content": "The staging database is PostgreSQL 16 with pgvector 0.8.",
     "key": "staging-db-version",
     "type": "fact",

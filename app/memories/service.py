@@ -180,6 +180,8 @@ class MemoryService:
                 "use PUT /v1/robots/{robot}/memories/{key} to update",
                 keys=taken,
             )
+        if now is None:  # nothing claimed and nothing taken: an empty batch
+            return []
         new = [
             NewMemory(
                 id=claimed[d.key][0],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Literal
 
 from app.auth.caller import Caller
 from app.db.session import DbSession
@@ -91,7 +92,7 @@ class RecallService:
         vector = None
         if req.strategy != "fulltext":
             vector = await self._query_vector(req)
-        embedding_state = (
+        embedding_state: Literal["ready", "unavailable", "not_needed"] = (
             "not_needed"
             if req.strategy == "fulltext"
             else ("ready" if vector is not None else "unavailable")

@@ -29,6 +29,8 @@ class RobotRepository:
         if row is not None:
             return row, True
         row = await self.get(namespace_id, name)
+        if row is None:  # deleted between the two statements: register it again
+            return await self.ensure(namespace_id, name)
         await self.session.execute(
             sql("""
             UPDATE robot SET last_seen_at = now()

@@ -43,7 +43,7 @@ class StatsRepository:
                 {"ns": namespace_id, "robot": robot_id},
             )
         ).one()
-        by_type = dict(
+        by_type: dict[str, int] = dict(
             (
                 await self.session.execute(
                     sql("""
