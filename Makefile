@@ -14,7 +14,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install run test lint format openapi openapi-check bench bench-quick clean
+.PHONY: install run test lint format openapi bench bench-quick clean
 
 install: $(VENV)/.installed
 

@@ -709,7 +709,8 @@ class SearchRepository:
             counts.append(f"SELECT -1 AS i, {_ready_count(eligible)} AS matches")
         rows = (await self.session.execute(sql(" UNION ALL ".join(counts)), params)).all()
         matches = {i: n for i, n in rows}
-        return matches, matches.pop(-1, None)
+        vector_eligible = matches.pop(-1, None)  # the count_vectors row, if asked for
+        return matches, vector_eligible
 
     # --- hybrid --------------------------------------------------------------------------
 

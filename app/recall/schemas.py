@@ -8,6 +8,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from app.common import StrictModel, Tag
 
 Strategy = Literal["vector", "fulltext", "hybrid"]
+EmbeddingState = Literal["ready", "unavailable", "not_needed"]
 
 
 class RecallFilters(StrictModel):
@@ -93,7 +94,7 @@ class RecallResult(BaseModel):
     strategy: Strategy
     query: str
     timeframe: TimeframeRead | None
-    embedding: Literal["ready", "unavailable", "not_needed"] = Field(
+    embedding: EmbeddingState = Field(
         description="unavailable: the embedder failed, so hybrid ran on full text only"
     )
     hits: list[RecallHit]

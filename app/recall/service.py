@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Literal
 
 from app.auth.caller import Caller
 from app.db.session import DbSession
@@ -13,6 +12,7 @@ from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
 from app.recall.repository import SearchFilters, SearchHit, SearchRepository
 from app.recall.schemas import (
+    EmbeddingState,
     RecallHit,
     RecallRequest,
     RecallResult,
@@ -92,7 +92,7 @@ class RecallService:
         vector = None
         if req.strategy != "fulltext":
             vector = await self._query_vector(req)
-        embedding_state: Literal["ready", "unavailable", "not_needed"] = (
+        embedding_state: EmbeddingState = (
             "not_needed"
             if req.strategy == "fulltext"
             else ("ready" if vector is not None else "unavailable")
