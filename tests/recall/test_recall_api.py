@@ -162,10 +162,18 @@ def _one_hot(i: int) -> list[float]:
 
 
 async def test_embedder_outage_gives_201_pending_then_the_worker_embeds(
-    app_factory, stub: StubServer
+    app_factory, database_factory, stub: StubServer
 ) -> None:
+    # A database of its own: the embedding worker serves every namespace, so on the shared
+    # database another app's worker (this module's local-model app) could embed the pending
+    # memory first, with its own model.
+    from app.db.migrate import upgrade
+
+    url = await database_factory()
+    await asyncio.to_thread(upgrade, url)
     stub.reply = lambda _req: (503, {"error": "overloaded"})
     async with app_factory(
+        database_url=url,
         embedding_provider="openai",
         embedding_model="stub-embed",
         embedding_url=stub.url,
