@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     working_memory_budget: int = Field(
         default=128_000, ge=1, description="Default per-robot working-memory token budget"
     )
+    working_memory_repair_interval_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="How often the repair worker rebuilds working memories left out of line "
+        "with their Postgres mirror by an outage",
+    )
 
     # --- embeddings -----------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = "local"

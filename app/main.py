@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
@@ -19,6 +19,7 @@ from app.recall.router import router as recall_router
 from app.resources import open_resources
 from app.robots.router import router as robots_router
 from app.stats.router import router as stats_router
+from app.working_memory.repair import repair_worker
 from app.working_memory.router import router as working_memory_router
 
 DESCRIPTION = """\
@@ -34,13 +35,14 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_resources(settings) as resources:
+        async with open_resources(settings) as resources, AsyncExitStack() as workers:
             app.state.resources = resources
-            if background and resources.embedder is not None:
-                async with embedding_worker(resources):
-                    yield
-            else:
-                yield
+            if background:
+                interval = settings.working_memory_repair_interval_s
+                await workers.enter_async_context(repair_worker(resources, interval))
+                if resources.embedder is not None:
+                    await workers.enter_async_context(embedding_worker(resources))
+            yield
 
     app = FastAPI(
         title="HTM memory service",

@@ -20,10 +20,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.auth.service import KeyCache
 from app.config import Settings
 from app.db.engine import create_engine
-from app.db.session import Sessionmaker, create_sessionmaker
+from app.db.session import DbSession, Sessionmaker, create_sessionmaker
 from app.recall.repository import LargeNamespaces, LexemeStats
 from app.robots.cache import RobotCache
 from app.tokens import Tokenizer
+from app.working_memory.protocol import RepairQueue, Scope, WriteProtocol
 from app.working_memory.store import WorkingMemoryStore
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,25 @@ class Resources:
     robot_cache: RobotCache = field(default_factory=RobotCache)
     large_namespaces: LargeNamespaces = field(default_factory=LargeNamespaces)
     lexeme_stats: LexemeStats = field(default_factory=LexemeStats)
+    # Robots whose working memory must be rebuilt where Postgres could not record it.
+    wm_repairs: RepairQueue = field(default_factory=RepairQueue)
     # The service's clock; tests replace it to freeze time where order depends on it.
     clock: Callable[[], datetime] = utc_now
+
+    def write_protocol(
+        self, session: DbSession, namespace_id: int, namespace: str
+    ) -> WriteProtocol:
+        """The two-tier write protocol for one request's session in one namespace."""
+        return WriteProtocol(
+            session,
+            self.working_memory,
+            self.redis_breaker,
+            self.robot_cache,
+            self.wm_repairs,
+            Scope(namespace_id, namespace),
+            default_budget=self.settings.working_memory_budget,
+            clock=self.clock,
+        )
 
     def embedding_description(self) -> dict[str, Any]:
         if self.embedder is None:

@@ -54,6 +54,9 @@ class Robot(Base):
     working_memory_budget: Mapped[int | None] = mapped_column(Integer)
     # Redis may still hold removals it missed while unreachable: rebuild before next use.
     working_memory_stale: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    # The last working-memory change Postgres recorded (app/working_memory/protocol.py).
+    wm_gen: Mapped[int | None] = mapped_column(BigInteger)
+    wm_seq: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     last_seen_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
 
@@ -79,13 +82,15 @@ class Memory(Base):
     token_count: Mapped[int] = mapped_column(Integer)
     embedding: Mapped[list[float] | None] = mapped_column(Vector())
     embedding_model: Mapped[str | None] = mapped_column(String(200))
-    # 'ready' or 'pending'; pending rows are embedded by the background worker.
+    # 'ready', 'pending' (embedded by the background worker) or 'failed' (it gave up).
     embedding_status: Mapped[str] = mapped_column(String(16), server_default="pending")
     embedding_attempts: Mapped[int] = mapped_column(Integer, server_default="0")
     embedding_next_at: Mapped[datetime | None] = mapped_column(TS)
     embedding_error: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=func.now())
     deleted_at: Mapped[datetime | None] = mapped_column(TS)
+    # Bumped by every replace; a placement into working memory names the version it read.
+    version: Mapped[int] = mapped_column(Integer, server_default="1")
     content_tsv: Mapped[Any] = mapped_column(
         TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True)
     )
@@ -105,8 +110,9 @@ class MemoryKey(Base):
 class WorkingMemoryItem(Base):
     """Working-memory membership as Postgres knows it: the source for rebuilding Redis.
 
-    Rows are upserted with last-writer-wins on `seq` (the per-robot counter the Redis
-    scripts return), so concurrent requests converge to Redis's own order of changes.
+    Rows change under the robot's row lock, in the order Redis applied the changes; `seq`
+    is the change that last wrote the row. `stale_at`: the robot holds an old copy of a
+    replaced or forgotten memory until its Redis working memory lets go of it.
     """
 
     __tablename__ = "working_memory_item"
@@ -121,6 +127,7 @@ class WorkingMemoryItem(Base):
     added_at: Mapped[datetime] = mapped_column(TS)
     last_access_at: Mapped[datetime] = mapped_column(TS)
     from_recall: Mapped[bool] = mapped_column(Boolean, server_default="false")
+    stale_at: Mapped[datetime | None] = mapped_column(TS)
 
 
 class MemoryEvent(Base):

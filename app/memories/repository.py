@@ -15,7 +15,7 @@ from app.db.sql import sql, vector_text
 _READ = """
     m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata, r.name AS author,
     m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
-    m.created_at, m.updated_at, m.deleted_at"""
+    m.created_at, m.updated_at, m.deleted_at, m.version"""
 
 
 # One round trip stores a batch: claim each key (numbering the memory), log the `add`
@@ -91,6 +91,25 @@ class NewMemory:
 
 
 @dataclass(frozen=True)
+class VectorChange:
+    """What a replace does to the embedding: keep the stored one (same content, no client
+    vector), or set this one (None: pending, for the worker)."""
+
+    keep: bool
+    embedding: list[float] | None = None
+    model: str | None = None
+
+
+# The embedding columns of a replaced row; `old` or `memory` supplies the stored vector.
+_NEW_VECTOR = """
+    CASE WHEN :keep THEN embedding ELSE CAST(CAST(:embedding AS text) AS vector) END,
+    CASE WHEN :keep THEN embedding_model ELSE CAST(:model AS text) END,
+    CASE WHEN :keep THEN embedding_status
+         WHEN CAST(:embedding AS text) IS NOT NULL THEN 'ready' ELSE 'pending' END"""
+_REPLACED = "updated_at, embedding_status, embedding_model"
+
+
+@dataclass(frozen=True)
 class ListFilters:
     author_robot_id: int | None = None
     type: str | None = None
@@ -143,37 +162,6 @@ class MemoryRepository:
         claimed = {r.key: (r.memory_id, r.memory_created_at) for r in rows}
         return claimed, rows[0].now if rows else None
 
-    async def insert(self, namespace_id: int, memories: list[NewMemory]) -> None:
-        """Rows whose keys are claimed already (an upsert moving a memory in time)."""
-        await self.session.execute(
-            sql("""
-            INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,
-                                importance, tags, metadata, author_robot_id, token_count,
-                                embedding, embedding_model, embedding_status)
-            VALUES (:id, :created_at, now(), :ns, :key, :content, :type, :importance, :tags,
-                    CAST(:metadata AS jsonb), :author, :tokens, :embedding, :model,
-                    CASE WHEN CAST(:embedding AS vector) IS NULL
-                         THEN 'pending' ELSE 'ready' END)"""),
-            [
-                {
-                    "id": m.id,
-                    "created_at": m.created_at,
-                    "ns": namespace_id,
-                    "key": m.key,
-                    "content": m.content,
-                    "type": m.type,
-                    "importance": m.importance,
-                    "tags": m.tags,
-                    "metadata": json.dumps(m.metadata),
-                    "author": m.author_robot_id,
-                    "tokens": m.token_count,
-                    "embedding": m.embedding,
-                    "model": m.embedding_model,
-                }
-                for m in memories
-            ],
-        )
-
     async def get(self, namespace_id: int, key: str, *, for_update: bool = False) -> Any | None:
         lock = "FOR UPDATE OF m" if for_update else ""
         return (
@@ -202,73 +190,85 @@ class MemoryRepository:
         by_id = {r.id: r for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
-    async def update(
-        self, id_: int, created_at: datetime, m: NewMemory, content_changed: bool
-    ) -> None:
-        """Replace the fields of an existing memory (an upsert of the same key).
+    async def replace(self, row: Any, m: NewMemory, version: int, vector: VectorChange) -> Any:
+        """Replace the fields of an existing, locked memory (a PUT of its key) and revive it
+        if it was soft-deleted. Returns (updated_at, embedding_status, embedding_model).
 
         A changed created_at moves the row (the time column is part of the primary key and,
-        on TimescaleDB, decides the chunk), so that case is a delete + insert with the same id.
-        """
-        if created_at != m.created_at:
-            await self.session.execute(
-                sql("DELETE FROM memory WHERE id = :id AND created_at = :c"),
-                {"id": id_, "c": created_at},
-            )
-            ns = (
+        on TimescaleDB, decides the chunk): one statement deletes it and inserts it again with
+        the same id, carrying the vector over when the content did not change."""
+        params = {
+            "id": row.id,
+            "c": row.created_at,
+            "new_c": m.created_at,
+            "content": m.content,
+            "type": m.type,
+            "importance": m.importance,
+            "tags": m.tags,
+            "metadata": json.dumps(m.metadata),
+            "tokens": m.token_count,
+            "version": version,
+            "keep": vector.keep,
+            "embedding": None if vector.embedding is None else vector_text(vector.embedding),
+            "model": vector.model,
+        }
+        if m.created_at != row.created_at:
+            moved = (
                 await self.session.execute(
-                    sql("SELECT namespace_id FROM memory_key WHERE memory_id = :id"),
-                    {"id": id_},
+                    sql(f"""
+                    WITH old AS (
+                        DELETE FROM memory WHERE id = :id AND created_at = :c RETURNING *
+                    ), key AS (
+                        UPDATE memory_key SET memory_created_at = :new_c WHERE memory_id = :id
+                    )
+                    INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content,
+                                        type, importance, tags, metadata, author_robot_id,
+                                        token_count, embedding, embedding_model,
+                                        embedding_status, version)
+                    SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
+                           :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
+                           {_NEW_VECTOR}, :version
+                    FROM old
+                    RETURNING {_REPLACED}"""),
+                    params,
                 )
-            ).scalar_one()
-            await self.insert(ns, [m])
+            ).one()
+            return moved
+        return (
             await self.session.execute(
-                sql("UPDATE memory_key SET memory_created_at = :c WHERE memory_id = :id"),
-                {"id": id_, "c": m.created_at},
+                sql(f"""
+                UPDATE memory SET
+                    content = :content, type = :type, importance = :importance, tags = :tags,
+                    metadata = CAST(:metadata AS jsonb), token_count = :tokens,
+                    deleted_at = NULL, updated_at = now(), version = :version,
+                    (embedding, embedding_model, embedding_status) = ({_NEW_VECTOR}),
+                    embedding_attempts = CASE WHEN :keep THEN embedding_attempts ELSE 0 END,
+                    embedding_next_at = CASE WHEN :keep THEN embedding_next_at END,
+                    embedding_error = CASE WHEN :keep THEN embedding_error END
+                WHERE id = :id AND created_at = :c
+                RETURNING {_REPLACED}"""),
+                params,
             )
-            return
-        await self.session.execute(
-            sql("""
-            UPDATE memory SET
-                content = :content, type = :type, importance = :importance, tags = :tags,
-                metadata = CAST(:metadata AS jsonb), token_count = :tokens,
-                deleted_at = NULL, updated_at = now(),
-                embedding = CASE WHEN :changed OR CAST(:embedding AS vector) IS NOT NULL
-                                 THEN CAST(:embedding AS vector) ELSE embedding END,
-                embedding_model = CASE WHEN :changed OR CAST(:embedding AS vector) IS NOT NULL
-                                       THEN :model ELSE embedding_model END,
-                embedding_status = CASE
-                    WHEN CAST(:embedding AS vector) IS NOT NULL THEN 'ready'
-                    WHEN :changed THEN 'pending' ELSE embedding_status END,
-                embedding_attempts = CASE WHEN :changed THEN 0 ELSE embedding_attempts END,
-                embedding_next_at = CASE WHEN :changed THEN NULL ELSE embedding_next_at END
-            WHERE id = :id AND created_at = :c"""),
-            {
-                "id": id_,
-                "c": created_at,
-                "content": m.content,
-                "type": m.type,
-                "importance": m.importance,
-                "tags": m.tags,
-                "metadata": json.dumps(m.metadata),
-                "tokens": m.token_count,
-                "embedding": m.embedding,
-                "model": m.embedding_model,
-                "changed": content_changed,
-            },
-        )
+        ).one()
 
-    async def set_deleted(self, id_: int, created_at: datetime, deleted: bool) -> None:
-        await self.session.execute(
-            sql("""
-            UPDATE memory SET deleted_at = CASE WHEN :deleted THEN now() END, updated_at = now()
-            WHERE id = :id AND created_at = :c"""),
-            {"id": id_, "c": created_at, "deleted": deleted},
-        )
+    async def set_deleted(self, id_: int, created_at: datetime, deleted: bool) -> Any:
+        """Soft delete or restore; returns (deleted_at, updated_at)."""
+        return (
+            await self.session.execute(
+                sql("""
+                UPDATE memory SET deleted_at = CASE WHEN :deleted THEN now() END,
+                                  updated_at = now()
+                WHERE id = :id AND created_at = :c
+                RETURNING deleted_at, updated_at"""),
+                {"id": id_, "c": created_at, "deleted": deleted},
+            )
+        ).one()
 
     async def hard_delete(self, id_: int, created_at: datetime) -> None:
+        """The memory, its key, and the mirror rows of robots not holding it. Rows of robots
+        holding it stay (marked stale) until their working memory has let it go."""
         for statement in (
-            "DELETE FROM working_memory_item WHERE memory_id = :id",
+            "DELETE FROM working_memory_item WHERE memory_id = :id AND NOT in_working_memory",
             "DELETE FROM memory_key WHERE memory_id = :id",
             "DELETE FROM memory WHERE id = :id AND created_at = :c",
         ):

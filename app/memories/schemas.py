@@ -62,10 +62,12 @@ class MemoryBatchCreate(StrictModel):
 
 class WorkingMemoryOutcome(BaseModel):
     admitted: bool = Field(description="Whether the memory is now in the robot's working memory")
-    reason: Literal["admitted", "too_large", "evicted", "unavailable"] = Field(
+    reason: Literal["admitted", "too_large", "evicted", "superseded", "unavailable"] = Field(
         default="admitted",
         description="too_large: over the robot's whole budget; evicted: pushed out by a later "
-        "memory of the same batch; unavailable: Redis is down (the memory is stored)",
+        "memory of the same batch; superseded: replaced or forgotten by another request before "
+        "it could be placed; unavailable: working memory could not be updated now (Redis is "
+        "down, say): the memory is stored, and working memory is repaired when it answers",
     )
     evicted: list[str] = Field(default_factory=list, description="Keys evicted to make room")
 
@@ -80,11 +82,15 @@ class MemoryRead(BaseModel):
     metadata: dict[str, Any]
     author: str = Field(description="The robot that added it")
     token_count: int
-    embedding_status: Literal["ready", "pending"]
+    embedding_status: Literal["ready", "pending", "failed"] = Field(
+        description="pending: waiting for the embedding worker; failed: the provider could not "
+        "embed it after the worker's last attempt (it stays out of vector search)"
+    )
     embedding_model: str | None
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None
+    version: int = Field(description="1 when added; every change through PUT adds one")
 
 
 class MemoryAdded(MemoryRead):

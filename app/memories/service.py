@@ -7,7 +7,7 @@ import json
 import logging
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.auth.caller import Caller
 from app.config import Settings
@@ -15,7 +15,13 @@ from app.db.session import DbSession
 from app.embeddings import EmbeddingError
 from app.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unprocessable
 from app.events.repository import EventRepository
-from app.memories.repository import ListFilters, MemoryDraft, MemoryRepository, NewMemory
+from app.memories.repository import (
+    ListFilters,
+    MemoryDraft,
+    MemoryRepository,
+    NewMemory,
+    VectorChange,
+)
 from app.memories.schemas import (
     MemoryAdded,
     MemoryCreate,
@@ -25,9 +31,13 @@ from app.memories.schemas import (
 )
 from app.resources import Resources
 from app.robots.service import Robot, RobotService
-from app.working_memory.service import Placement, WorkingMemoryService
+from app.working_memory.protocol import Placement
 
 log = logging.getLogger(__name__)
+
+# A PUT retries its lock-or-create step this often when the key keeps appearing and
+# disappearing under it (concurrent creates and hard deletes of the same key).
+UPSERT_ATTEMPTS = 5
 
 
 def to_read(row: Any) -> MemoryRead:
@@ -46,6 +56,7 @@ def to_read(row: Any) -> MemoryRead:
         created_at=row.created_at,
         updated_at=row.updated_at,
         deleted_at=row.deleted_at,
+        version=row.version,
     )
 
 
@@ -66,7 +77,7 @@ class MemoryService:
         self.repo = MemoryRepository(session)
         self.events = EventRepository(session, res.clock)
         self.robots = RobotService(session, caller, res)
-        self.working_memory = WorkingMemoryService(session, caller, res)
+        self.two_tier = res.write_protocol(session, caller.namespace_id, caller.namespace)
 
     # --- validation ------------------------------------------------------------------------
 
@@ -143,7 +154,6 @@ class MemoryService:
         if dupes:
             raise Conflict(f"keys repeated within the batch: {', '.join(dupes)}", keys=dupes)
 
-        robot = await self.robots.ensure(robot_name)
         todo = [i for i, b in enumerate(bodies) if b.embedding is None]
         vectors, model = await self._embed([bodies[i].content for i in todo])
         embeddings: list[list[float] | None] = [b.embedding for b in bodies]
@@ -151,7 +161,7 @@ class MemoryService:
         for i, v in zip(todo, vectors, strict=True):
             embeddings[i], models[i] = v, model if v is not None else None
         tokens = self.res.tokenizer.count_many([b.content for b in bodies])
-
+        robot = await self.robots.ensure(robot_name)
         drafts = [
             MemoryDraft(
                 key=b.key or f"m-{uuid.uuid4().hex}",
@@ -167,47 +177,58 @@ class MemoryService:
             )
             for i, b in enumerate(bodies)
         ]
-        claimed, now = await self.repo.add(
-            self.caller.namespace_id,
-            robot.id,
-            drafts,
-            self.events.clock() if self.events.clock else None,
-        )
-        taken = sorted({d.key for d in drafts} - claimed.keys())
+        new, taken = await self._store(robot, drafts)
         if taken:
             raise Conflict(
                 f"key already exists in this namespace: {', '.join(taken)}; "
                 "use PUT /v1/robots/{robot}/memories/{key} to update",
                 keys=taken,
             )
-        if now is None:  # nothing claimed and nothing taken: an empty batch
-            return []
-        new = [
-            NewMemory(
-                id=claimed[d.key][0],
-                created_at=claimed[d.key][1],
-                key=d.key,
-                content=d.content,
-                type=d.type,
-                importance=d.importance,
-                tags=d.tags,
-                metadata=d.metadata,
-                author_robot_id=robot.id,
-                token_count=d.token_count,
-                embedding=d.embedding,
-                embedding_model=d.embedding_model,
+        return await self._acknowledge_new(robot, new)
+
+    async def _store(
+        self, robot: Robot, drafts: list[MemoryDraft]
+    ) -> tuple[list[_Stored], list[str]]:
+        """Claim the drafts' keys and store them in the open transaction. Returns what was
+        stored, or (when any key is taken) nothing and the taken keys."""
+        at = self.events.clock() if self.events.clock else None
+        claimed, now = await self.repo.add(self.caller.namespace_id, robot.id, drafts, at)
+        taken = sorted({d.key for d in drafts} - claimed.keys())
+        if taken or now is None:
+            return [], taken
+        stored = [
+            _Stored(
+                NewMemory(
+                    id=claimed[d.key][0],
+                    created_at=claimed[d.key][1],
+                    key=d.key,
+                    content=d.content,
+                    type=d.type,
+                    importance=d.importance,
+                    tags=d.tags,
+                    metadata=d.metadata,
+                    author_robot_id=robot.id,
+                    token_count=d.token_count,
+                    embedding=d.embedding,
+                    embedding_model=d.embedding_model,
+                ),
+                now,
             )
             for d in drafts
         ]
-        # Durable first (invariant 1): the memories are committed before anything touches
-        # working memory, so no Redis failure can lose an acknowledged memory.
-        await self.session.commit()
+        return stored, []
 
-        # What follows only mirrors working memory: it need not wait for the WAL flush.
-        outcomes = await self.working_memory.place(
-            robot, [Placement.of(m) for m in new], durable=False
+    async def _acknowledge_new(self, robot: Robot, new: list[_Stored]) -> list[MemoryAdded]:
+        """Durable first (invariant 1), then working memory; the response shows what was just
+        written, so nothing is read back (and nothing can fail after the commit)."""
+        await self.two_tier.commit_durable()
+        outcomes = await self.two_tier.place(
+            robot,
+            [
+                Placement(m.id, m.created_at, 1, m.key, m.content, m.token_count, m.importance)
+                for m, _ in new
+            ],
         )
-        # Everything the response shows was just written: no need to read it back.
         return [
             MemoryAdded(
                 id=m.id,
@@ -222,75 +243,162 @@ class MemoryService:
                 embedding_status="ready" if m.embedding is not None else "pending",
                 embedding_model=m.embedding_model,
                 created_at=m.created_at,
-                updated_at=now,  # the insert's now(): same transaction as claim()
+                updated_at=now,  # the insert's now(): same transaction as the claim
                 deleted_at=None,
+                version=1,
                 created=True,
                 working_memory=outcomes[m.key],
             )
-            for m in new
+            for m, now in new
         ]
 
     async def add(self, robot_name: str, body: MemoryCreate) -> MemoryAdded:
         return (await self.add_many(robot_name, [body]))[0]
 
-    async def upsert(self, robot_name: str, key: str, body: MemoryFields) -> MemoryAdded:
-        """Idempotent PUT: create the key, or replace its fields (reviving a soft delete)."""
-        self._check(body)
-        existing = await self.repo.get(self.caller.namespace_id, key)
-        if existing is None:
-            return await self.add(robot_name, MemoryCreate(**body.model_dump(), key=key))
+    # --- upsert ----------------------------------------------------------------------------
 
-        robot = await self.robots.ensure(robot_name)
-        changed = existing.content != body.content
-        vector, model = body.embedding, "client" if body.embedding else None
-        if vector is None and changed:
+    async def upsert(self, robot_name: str, key: str, body: MemoryFields) -> MemoryAdded:
+        """Idempotent PUT: create the key (201), or replace its fields (200), reviving a soft
+        delete. Concurrent PUTs of one key all succeed; the last to commit wins everywhere."""
+        self._check(body)
+        ns = self.caller.namespace_id
+        # Embed before taking any lock, and only when the stored vector cannot be kept.
+        current = await self.repo.get(ns, key)
+        vector: list[float] | None = body.embedding
+        model = "client" if vector is not None else None
+        if vector is None and (current is None or current.content != body.content):
+            if self.res.embedder is not None:
+                await self.session.rollback()  # no transaction open across the provider call
             [vector], model = await self._embed([body.content])
-        existing = await self.repo.get(self.caller.namespace_id, key, for_update=True)
-        if existing is None:  # hard-deleted meanwhile
-            raise NotFound(f"memory {key!r} was deleted while it was being updated")
+        tokens = self.res.tokenizer.count(body.content)
+        robot = await self.robots.ensure(robot_name)
+        for _ in range(UPSERT_ATTEMPTS):
+            row = await self.repo.get(ns, key, for_update=True)
+            if row is None:
+                draft = MemoryDraft(
+                    key=key,
+                    created_at=body.created_at,
+                    content=body.content,
+                    type=body.type,
+                    importance=body.importance,
+                    tags=body.tags,
+                    metadata=body.metadata,
+                    token_count=tokens,
+                    embedding=vector,
+                    embedding_model=model if vector is not None else None,
+                )
+                new, taken = await self._store(robot, [draft])
+                if not taken:
+                    return (await self._acknowledge_new(robot, new))[0]
+                continue  # created concurrently (that commit is visible now): replace it
+            return await self._replace(robot, row, body, tokens, vector, model)
+        raise Conflict(
+            f"memory {key!r} kept being created and deleted concurrently; retry", keys=[key]
+        )
+
+    async def _replace(
+        self,
+        robot: Robot,
+        row: Any,
+        body: MemoryFields,
+        tokens: int,
+        vector: list[float] | None,
+        model: str | None,
+    ) -> MemoryAdded:
+        """The locked row gets the body's fields. Holders of its old content are marked in
+        the same transaction and withdrawn after the commit; the writer gets the new one."""
+        same_content = row.content == body.content
+        if body.embedding is not None:
+            change = VectorChange(keep=False, embedding=body.embedding, model="client")
+        elif same_content:
+            change = VectorChange(keep=True)
+        else:  # vector was embedded for body.content (or is None: pending for the worker)
+            change = VectorChange(keep=False, embedding=vector, model=model)
         m = NewMemory(
-            id=existing.id,
-            created_at=body.created_at or existing.created_at,
-            key=key,
+            id=row.id,
+            created_at=body.created_at or row.created_at,
+            key=row.key,
             content=body.content,
             type=body.type,
             importance=body.importance,
             tags=body.tags,
             metadata=body.metadata,
-            author_robot_id=existing.author_robot_id,
-            token_count=self.res.tokenizer.count(body.content),
-            embedding=vector,
-            embedding_model=model,
+            author_robot_id=row.author_robot_id,
+            token_count=tokens,
+            embedding=None,
+            embedding_model=None,
         )
-        await self.repo.update(existing.id, existing.created_at, m, changed)
-        await self.events.record(
-            self.caller.namespace_id, "add", robot.id, [existing.id], {"upsert": True}
+        unchanged = (
+            row.deleted_at is None
+            and same_content
+            and change.keep
+            and (m.created_at, m.type, m.importance, m.tags, m.metadata)
+            == (row.created_at, row.type, row.importance, list(row.tags), row.metadata)
         )
-        await self.session.commit()  # durable first, as in add_many
+        holders = []
+        if unchanged:  # a repeated PUT: nothing to write
+            version, written = row.version, row
+        else:
+            version = row.version + 1
+            written = await self.repo.replace(row, m, version, change)
+            if m.created_at != row.created_at:
+                await self.two_tier.moved(row.id, m.created_at)
+            if not same_content or m.importance != row.importance:
+                holders = await self.two_tier.mark_holders(row.id)
+            await self.events.record(
+                self.caller.namespace_id, "add", robot.id, [row.id], {"upsert": True}
+            )
+        await self.two_tier.commit_durable()
 
-        # Everyone holding the old version drops it; the writer gets the new one.
-        await self.working_memory.remove_everywhere(existing.id, key)
-        outcome = (await self.working_memory.place(robot, [Placement.of(m)], durable=False))[key]
-        [row] = await self.repo.get_many([existing.id])
-        return MemoryAdded(**to_read(row).model_dump(), created=False, working_memory=outcome)
+        # The writer's own copy is replaced by its placement below, not withdrawn.
+        await self.two_tier.withdraw(
+            [h for h in holders if h.robot_id != robot.id], row.id, row.key
+        )
+        outcomes = await self.two_tier.place(
+            robot,
+            [Placement(row.id, m.created_at, version, row.key, m.content, tokens, m.importance)],
+        )
+        return MemoryAdded(
+            id=row.id,
+            key=row.key,
+            content=m.content,
+            type=m.type,
+            importance=m.importance,
+            tags=m.tags,
+            metadata=m.metadata,
+            author=row.author,
+            token_count=tokens,
+            embedding_status=written.embedding_status,
+            embedding_model=written.embedding_model,
+            created_at=m.created_at,
+            updated_at=written.updated_at,
+            deleted_at=None,
+            version=version,
+            created=False,
+            working_memory=outcomes[row.key],
+        )
 
     # --- read ------------------------------------------------------------------------------
 
-    async def _get(self, key: str, include_deleted: bool = False) -> Any:
-        row = await self.repo.get(self.caller.namespace_id, key)
+    async def _get(self, key: str, include_deleted: bool = False, *, lock: bool = False) -> Any:
+        row = await self.repo.get(self.caller.namespace_id, key, for_update=lock)
         if row is None or (row.deleted_at is not None and not include_deleted):
             raise NotFound(f"memory {key!r} does not exist")
         return row
 
     async def retrieve(self, robot_name: str, key: str, include_deleted: bool) -> MemoryRead:
+        """The memory; for a writer, the access is also recorded (a reader's GET writes
+        nothing: no robot registered, no event, no working-memory touch)."""
         row = await self._get(key, include_deleted)
+        if self.caller.role == "reader":
+            return to_read(row)
         robot = await self.robots.ensure(robot_name)
         # A read: its log row (and the touch) need not wait for the WAL flush.
         await self.events.record(
             self.caller.namespace_id, "access", robot.id, [row.id], durable=False
         )
         if row.deleted_at is None:
-            await self.working_memory.touch(robot, row.id, key)
+            await self.two_tier.touch(robot, row.id, key)
         return to_read(row)
 
     async def list(
@@ -314,36 +422,49 @@ class MemoryService:
     async def forget(
         self, robot_name: str, key: str, hard: bool, confirm: str | None
     ) -> MemoryRead:
-        """Soft delete by default (restorable); hard delete only when `confirm` repeats the key."""
-        row = await self._get(key, include_deleted=hard)
+        """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
+        Every robot holding it lets it go, after the durable commit."""
+        robot = await self.robots.ensure(robot_name)
+        row = await self._get(key, include_deleted=hard, lock=True)
         if hard and confirm != key:
             raise BadRequest(
                 "a hard delete is permanent: repeat the memory's key in `confirm` to proceed",
                 field="confirm",
             )
-        robot = await self.robots.ensure(robot_name)
-        # Out of every robot's working memory first: a hard delete drops the membership rows
-        # that say who holds it.
-        await self.working_memory.remove_everywhere(row.id, key)
+        holders = await self.two_tier.mark_holders(row.id)
         if hard:
             await self.repo.hard_delete(row.id, row.created_at)
+            read = to_read(row)
         else:
-            await self.repo.set_deleted(row.id, row.created_at, True)
+            deleted = await self.repo.set_deleted(row.id, row.created_at, True)
+            read = to_read(row).model_copy(
+                update={"deleted_at": deleted.deleted_at, "updated_at": deleted.updated_at}
+            )
         await self.events.record(
             self.caller.namespace_id, "forget", robot.id, [row.id], {"hard": hard, "key": key}
         )
-        if hard:
-            return to_read(row)
-        return to_read(await self._get(key, include_deleted=True))
+        await self.two_tier.commit_durable()
+        await self.two_tier.withdraw(holders, row.id, key)
+        return read
 
     async def restore(self, robot_name: str, key: str) -> MemoryRead:
-        row = await self._get(key, include_deleted=True)
+        robot = await self.robots.ensure(robot_name)
+        row = await self._get(key, include_deleted=True, lock=True)
         if row.deleted_at is None:
             return to_read(row)
-        robot = await self.robots.ensure(robot_name)
-        await self.repo.set_deleted(row.id, row.created_at, False)
+        restored = await self.repo.set_deleted(row.id, row.created_at, False)
         await self.events.record(self.caller.namespace_id, "restore", robot.id, [row.id])
-        return to_read(await self._get(key))
+        await self.two_tier.commit_durable()
+        return to_read(row).model_copy(
+            update={"deleted_at": None, "updated_at": restored.updated_at}
+        )
+
+
+class _Stored(NamedTuple):
+    """A memory stored in the open transaction, and that transaction's now()."""
+
+    memory: NewMemory
+    now: datetime
 
 
 __all__ = ["MemoryService", "Robot", "WorkingMemoryOutcome", "to_read"]

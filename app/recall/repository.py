@@ -51,8 +51,8 @@ _LEXEME_AS_TSQUERY = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''')
 _READY = "m.embedding_status = 'ready' AND m.embedding IS NOT NULL"
 
 _HIT_COLUMNS = """
-    m.id, m.created_at, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
-    r.name AS author, m.token_count"""
+    m.id, m.created_at, m.version, m.key, m.content, m.type, m.importance, m.tags,
+    m.metadata, r.name AS author, m.token_count"""
 
 _NO_VECTOR_HITS = """
     SELECT NULL::bigint AS id, NULL::timestamptz AS created_at, NULL::float8 AS distance,
@@ -192,6 +192,7 @@ class SearchFilters:
 class SearchHit:
     id: int
     created_at: datetime
+    version: int
     key: str
     content: str
     type: str
@@ -843,6 +844,7 @@ def _hit(
     return SearchHit(
         id=row["id"],
         created_at=row["created_at"],
+        version=row["version"],
         key=row["key"],
         content=row["content"],
         type=row["type"],

@@ -22,7 +22,7 @@ from app.recall.schemas import (
 from app.recall.timeframes_http import resolve_timeframe
 from app.resources import Resources
 from app.robots.service import RobotService
-from app.working_memory.service import Placement, WorkingMemoryService
+from app.working_memory.protocol import Placement
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class RecallService:
         )
         self.events = EventRepository(session, res.clock)
         self.robots = RobotService(session, caller, res)
-        self.working_memory = WorkingMemoryService(session, caller, res)
+        self.two_tier = res.write_protocol(session, caller.namespace_id, caller.namespace)
 
     def _check(self, req: RecallRequest) -> None:
         s = self.res.settings
@@ -121,11 +121,21 @@ class RecallService:
         )
         wm = RecallWorkingMemory(loaded=[], evicted=[], not_admitted=[], reason="skipped")
         if req.load_into_working_memory and hits:
-            outcomes = await self.working_memory.place(
+            outcomes = await self.two_tier.place(
                 robot,
-                [Placement(h.id, h.key, h.content, h.token_count, h.importance) for h in hits],
+                [
+                    Placement(
+                        h.id,
+                        h.created_at,
+                        h.version,
+                        h.key,
+                        h.content,
+                        h.token_count,
+                        h.importance,
+                    )
+                    for h in hits
+                ],
                 from_recall=True,
-                durable=False,
             )
             # Admitted hits all carry the call's evictions; a too-large hit carries none, so
             # the first hit alone may not tell.

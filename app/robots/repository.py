@@ -31,10 +31,14 @@ class RobotRepository:
         row = await self.get(namespace_id, name)
         if row is None:  # deleted between the two statements: register it again
             return await self.ensure(namespace_id, name)
+        # SKIP LOCKED: a working-memory change holds the row's lock; waiting for it would
+        # put a robot lock after other locks this transaction may take (a memory's row).
         await self.session.execute(
             sql("""
             UPDATE robot SET last_seen_at = now()
-            WHERE id = :id AND last_seen_at < now() - interval '1 minute'"""),
+            WHERE id = (SELECT id FROM robot
+                        WHERE id = :id AND last_seen_at < now() - interval '1 minute'
+                        FOR NO KEY UPDATE SKIP LOCKED)"""),
             {"id": row.id},
         )
         return row, False

@@ -9,7 +9,6 @@ from app.resources import Resources
 from app.robots.cache import Robot
 from app.robots.repository import RobotRepository
 from app.robots.schemas import RobotRead, RobotUpdate
-from app.working_memory.service import WorkingMemoryService
 
 __all__ = ["Robot", "RobotService"]
 
@@ -79,6 +78,10 @@ class RobotService:
             self.caller.namespace_id, name, body.working_memory_budget
         )
         robot = self._remember(row)
+        two_tier = self.res.write_protocol(
+            self.session, self.caller.namespace_id, self.caller.namespace
+        )
+        await two_tier.commit_durable()
         # A smaller budget takes effect at once: the working memory is trimmed by policy.
-        await WorkingMemoryService(self.session, self.caller, self.res).apply_budget(robot)
+        await two_tier.apply_budget(robot)
         return self._read(row)

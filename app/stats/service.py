@@ -28,7 +28,9 @@ class StatsService:
         self.repo = StatsRepository(session)
         self.robot_rows = RobotRepository(session)
         self.robots = RobotService(session, caller, res)
-        self.working_memory = WorkingMemoryService(session, caller, res)
+        self.working_memory = WorkingMemoryService(
+            res.write_protocol(session, caller.namespace_id, caller.namespace)
+        )
 
     async def _usage(self, robot: Robot) -> WorkingMemoryUsage:
         usage = await self.working_memory.usage(robot)

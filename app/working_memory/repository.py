@@ -1,86 +1,320 @@
-"""Working-memory membership in Postgres (invariant 7): the source for rebuilding Redis and
-for serving context while Redis is down."""
+"""Working-memory membership in Postgres (invariant 7): the mirror of each robot's Redis
+working set, the source for rebuilding it and for serving context while Redis is down.
+
+Every statement here that changes a robot's membership runs under that robot's row lock,
+taken by `lock()` (see app/working_memory/protocol.py for the order of a change).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import RELAXED_FLUSH_CTE, sql
+from app.working_memory.store import Change
+
+# Evictions are logged in the statement that records them.
+_EVICT_EVENTS = """
+    INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, at)
+    SELECT :ns, :robot, e, 'evict', coalesce(CAST(:at AS timestamptz), now())
+    FROM unnest(CAST(:evicted AS bigint[])) AS e"""
+
+# Rows of the robot's members placed by a change: (id, created_at, added_at, last access,
+# from_recall) as Redis stored them.
+_UPSERT_MEMBERS = """
+    INSERT INTO working_memory_item AS w (robot_id, memory_id, memory_created_at,
+        in_working_memory, seq, added_at, last_access_at, from_recall, stale_at)
+    SELECT :robot, t.id, t.c, true, :seq, t.added_at, t.last_access, t.from_recall, NULL
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
+                CAST(:added AS timestamptz[]), CAST(:access AS timestamptz[]),
+                CAST(:recall AS boolean[])) AS t(id, c, added_at, last_access, from_recall)
+    ON CONFLICT (robot_id, memory_id) DO UPDATE SET
+        memory_created_at = excluded.memory_created_at, in_working_memory = true,
+        seq = excluded.seq, added_at = excluded.added_at,
+        last_access_at = excluded.last_access_at, from_recall = excluded.from_recall,
+        stale_at = NULL"""
+
+_RECORD_ROBOT = "UPDATE robot SET wm_gen = :gen, wm_seq = :seq WHERE id = :robot"
+
+
+@dataclass(frozen=True)
+class LockedRobot:
+    """A robot's row as its working-memory lock read it."""
+
+    budget: int
+    stale: bool  # Redis may differ from this mirror in unknown ways: rebuild first
+    gen: int | None  # the last recorded change; None: never recorded
+    seq: int | None
+    live: frozenset[int]  # of the memories asked for: those current at the version named
+
+    @property
+    def change(self) -> Change | None:
+        return None if self.gen is None or self.seq is None else Change(self.gen, self.seq)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A member as a change left it in Redis."""
+
+    memory_id: int
+    created_at: datetime
+    added_at: datetime
+    last_access_at: datetime
+    from_recall: bool
 
 
 class MembershipRepository:
     def __init__(self, session: DbSession) -> None:
         self.session = session
 
-    async def record(
+    # --- the robot's lock ----------------------------------------------------------------
+
+    async def lock(
+        self,
+        robot_id: int,
+        default_budget: int,
+        memories: Sequence[tuple[int, datetime, int]] = (),
+        *,
+        relaxed: bool = True,
+        skip_locked: bool = False,
+    ) -> LockedRobot | None:
+        """Lock the robot's row for one working-memory change (FOR NO KEY UPDATE: memory's
+        foreign key to robot still takes its key-share locks) and read its budget, flags and
+        last recorded change. `memories` are (id, created_at, version) about to be placed:
+        each current one (that version, not deleted) is locked FOR KEY SHARE, which a replace
+        or forget (FOR UPDATE) waits for, and returned in `live`. The robot is locked first
+        (the memories' scan waits on it), the order every change takes.
+
+        relaxed: the transaction writes only mirror rows and log rows, so its commit need not
+        wait for the WAL flush (app.db.sql.RELAXED_FLUSH_CTE). skip_locked: None if another
+        change holds the robot (the repair worker passes by)."""
+        flush = f"{RELAXED_FLUSH_CTE}," if relaxed else ""
+        row = (
+            await self.session.execute(
+                sql(f"""
+                WITH {flush} r AS MATERIALIZED (
+                    SELECT id, coalesce(working_memory_budget, :default_budget) AS budget,
+                           working_memory_stale AS stale, wm_gen, wm_seq
+                    FROM robot WHERE id = :robot
+                    FOR NO KEY UPDATE {"SKIP LOCKED" if skip_locked else ""}
+                )
+                SELECT r.budget, r.stale, r.wm_gen, r.wm_seq,
+                       ARRAY(SELECT m.id FROM memory m
+                             JOIN unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
+                                         CAST(:versions AS int[])) AS t(id, c, version)
+                               ON m.id = t.id AND m.created_at = t.c
+                             WHERE m.version = t.version AND m.deleted_at IS NULL
+                               AND r.id IS NOT NULL
+                             FOR KEY SHARE OF m) AS live
+                FROM r{", flush" if relaxed else ""}"""),
+                {
+                    "robot": robot_id,
+                    "default_budget": default_budget,
+                    "ids": [m[0] for m in memories],
+                    "cs": [m[1] for m in memories],
+                    "versions": [m[2] for m in memories],
+                },
+            )
+        ).one_or_none()
+        if row is None:
+            return None
+        return LockedRobot(row.budget, row.stale, row.wm_gen, row.wm_seq, frozenset(row.live))
+
+    # --- recording changes (under the lock) ------------------------------------------------
+
+    async def record_place(
         self,
         namespace_id: int,
         robot_id: int,
-        seq: int,
-        members: list[tuple[str, datetime, datetime, bool]],
-        departed: list[str],
-        *,
-        durable: bool = True,
-    ) -> list[int]:
-        """Apply one Redis change: members (key, added_at, last_access_at, from_recall) are in,
-        departed keys are out. Last writer wins by seq, so concurrent requests converge to the
-        order Redis applied them in. Returns the memory ids of the departed keys.
-
-        Like the place script, re-placing a present member keeps its added_at (its eviction
-        slot) and never moves its last access backwards; otherwise a rebuild would reorder it.
-        durable=False: the transaction changes nothing a client is told is stored, and its
-        commit need not wait for the WAL flush (see app.db.sql.RELAXED_FLUSH_CTE).
-        """
-        keys = [m[0] for m in members] + departed
-        if not keys:
-            return []
-        n = len(members)
-        relaxed = f"WITH {RELAXED_FLUSH_CTE}" if not durable else ""
-        rows = await self.session.execute(
+        change: Change,
+        placed: Sequence[Placed],
+        departed: Sequence[int],
+        evicted: Sequence[int],
+        at: datetime | None,
+    ) -> None:
+        """A place: the placed are in (their stale marks cleared: Redis holds the current
+        version now), the departed out, the evictions logged, and the change recorded."""
+        await self.session.execute(
             sql(f"""
-            {relaxed}
-            INSERT INTO working_memory_item AS w (robot_id, memory_id, memory_created_at,
-                in_working_memory, seq, added_at, last_access_at, from_recall)
-            SELECT :robot, k.memory_id, k.memory_created_at, t.in_wm, :seq,
-                   coalesce(t.added_at, now()), coalesce(t.last_access, now()),
-                   coalesce(t.from_recall, false)
-            FROM unnest(CAST(:keys AS text[]), CAST(:in_wm AS boolean[]),
-                        CAST(:added AS timestamptz[]), CAST(:access AS timestamptz[]),
-                        CAST(:recall AS boolean[])) AS t(key, in_wm, added_at, last_access,
-                                                         from_recall)
-            JOIN memory_key k ON k.namespace_id = :ns AND k.key = t.key{
-                " CROSS JOIN flush" if not durable else ""
-            }
-            ON CONFLICT (robot_id, memory_id) DO UPDATE SET
-                in_working_memory = excluded.in_working_memory,
-                seq = excluded.seq,
-                added_at = CASE WHEN excluded.in_working_memory AND NOT w.in_working_memory
-                                THEN excluded.added_at ELSE w.added_at END,
-                last_access_at = CASE
-                    WHEN NOT excluded.in_working_memory THEN w.last_access_at
-                    WHEN w.in_working_memory
-                        THEN greatest(w.last_access_at, excluded.last_access_at)
-                    ELSE excluded.last_access_at END,
-                from_recall = CASE WHEN excluded.in_working_memory
-                                   THEN excluded.from_recall ELSE w.from_recall END
-            WHERE w.seq < excluded.seq
-            RETURNING memory_id, in_working_memory"""),
+            WITH placed AS ({_UPSERT_MEMBERS}
+            ), departed AS (
+                UPDATE working_memory_item SET in_working_memory = false, seq = :seq,
+                       stale_at = NULL
+                WHERE robot_id = :robot AND memory_id = ANY(CAST(:departed AS bigint[]))
+            ), robot AS ({_RECORD_ROBOT})
+            {_EVICT_EVENTS}"""),
             {
+                **_placed_params(placed),
                 "ns": namespace_id,
                 "robot": robot_id,
-                "seq": seq,
-                "keys": keys,
-                "in_wm": [True] * n + [False] * len(departed),
-                "added": [m[1] for m in members] + [None] * len(departed),
-                "access": [m[2] for m in members] + [None] * len(departed),
-                "recall": [m[3] for m in members] + [None] * len(departed),
+                "gen": change.gen,
+                "seq": change.seq,
+                "departed": list(departed),
+                "evicted": list(evicted),
+                "at": at,
             },
         )
-        return [r.memory_id for r in rows if not r.in_working_memory]
+
+    async def record_load(
+        self,
+        namespace_id: int,
+        robot_id: int,
+        change: Change,
+        placed: Sequence[Placed],
+        evicted: Sequence[int],
+        at: datetime | None,
+    ) -> None:
+        """A rebuild: the membership becomes exactly the loaded set, every stale mark of the
+        robot is cleared (the load wrote current content), rows of hard-deleted memories go,
+        and the robot is no longer stale."""
+        await self.session.execute(
+            sql(f"""
+            WITH placed AS ({_UPSERT_MEMBERS}
+            ), gone AS (
+                UPDATE working_memory_item w SET in_working_memory = false, seq = :seq,
+                       stale_at = NULL
+                WHERE w.robot_id = :robot AND (w.in_working_memory OR w.stale_at IS NOT NULL)
+                  AND NOT (w.memory_id = ANY(CAST(:ids AS bigint[])))
+                  AND EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = w.memory_id)
+            ), orphans AS (
+                DELETE FROM working_memory_item w
+                WHERE w.robot_id = :robot
+                  AND NOT EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = w.memory_id)
+            ), robot AS (
+                UPDATE robot SET wm_gen = :gen, wm_seq = :seq, working_memory_stale = false
+                WHERE id = :robot
+            )
+            {_EVICT_EVENTS}"""),
+            {
+                **_placed_params(placed),
+                "ns": namespace_id,
+                "robot": robot_id,
+                "gen": change.gen,
+                "seq": change.seq,
+                "evicted": list(evicted),
+                "at": at,
+            },
+        )
+
+    async def record_removal(self, robot_id: int, change: Change, memory_ids: list[int]) -> None:
+        """A withdrawal: the memories are out of the robot's working memory (rows of
+        hard-deleted memories are dropped)."""
+        await self.session.execute(
+            sql(f"""
+            WITH out AS (
+                UPDATE working_memory_item w SET in_working_memory = false, seq = :seq,
+                       stale_at = NULL
+                WHERE w.robot_id = :robot AND w.memory_id = ANY(CAST(:ids AS bigint[]))
+                  AND EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = w.memory_id)
+            ), orphans AS (
+                DELETE FROM working_memory_item w
+                WHERE w.robot_id = :robot AND w.memory_id = ANY(CAST(:ids AS bigint[]))
+                  AND NOT EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = w.memory_id)
+            )
+            {_RECORD_ROBOT}"""),
+            {"robot": robot_id, "gen": change.gen, "seq": change.seq, "ids": memory_ids},
+        )
+
+    async def record_clear(self, robot_id: int, change: Change | None) -> int:
+        """A clear: every member is out. change None: Redis was not reached (the caller marks
+        the robot stale). Returns how many members there were."""
+        return int(
+            (
+                await self.session.execute(
+                    sql("""
+                    WITH out AS (
+                        UPDATE working_memory_item w SET in_working_memory = false,
+                               stale_at = NULL, seq = coalesce(CAST(:seq AS bigint), w.seq)
+                        WHERE w.robot_id = :robot
+                          AND (w.in_working_memory OR w.stale_at IS NOT NULL)
+                        RETURNING w.in_working_memory AS was_in
+                    ), robot AS (
+                        UPDATE robot SET wm_gen = coalesce(CAST(:gen AS bigint), wm_gen),
+                                         wm_seq = coalesce(CAST(:seq AS bigint), wm_seq)
+                        WHERE id = :robot
+                    )
+                    SELECT count(*) FROM out"""),
+                    {
+                        "robot": robot_id,
+                        "gen": change.gen if change else None,
+                        "seq": change.seq if change else None,
+                    },
+                )
+            ).scalar_one()
+        )
+
+    async def mark_robot_stale(self, robot_id: int) -> None:
+        """Redis may differ from the mirror in ways nobody recorded: rebuild before next use."""
+        await self.session.execute(
+            sql("UPDATE robot SET working_memory_stale = true WHERE id = :robot"),
+            {"robot": robot_id},
+        )
+
+    async def is_stale_member(self, robot_id: int, memory_id: int) -> bool:
+        """Whether the robot still owes the memory's withdrawal; locks the row, so a replace
+        marking it again waits for this change."""
+        row = (
+            await self.session.execute(
+                sql("""
+                SELECT 1 FROM working_memory_item
+                WHERE robot_id = :robot AND memory_id = :id AND stale_at IS NOT NULL
+                FOR UPDATE"""),
+                {"robot": robot_id, "id": memory_id},
+            )
+        ).one_or_none()
+        return row is not None
+
+    async def members(self, robot_id: int, *, for_rebuild: bool = False) -> list[Any]:
+        """The robot's working set with what Redis needs (current content), oldest first.
+
+        for_rebuild locks the membership rows: a replace or forget committing meanwhile marks
+        its rows stale only after the rebuild committed, so the rebuild cannot clear a mark
+        it did not see."""
+        lock = "FOR UPDATE OF w" if for_rebuild else ""
+        return list(
+            await self.session.execute(
+                sql(f"""
+                SELECT m.id, m.created_at, m.key, m.content, m.token_count, m.importance,
+                       w.added_at, w.last_access_at, w.from_recall
+                FROM working_memory_item w
+                JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
+                WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL
+                ORDER BY w.added_at, m.key
+                {lock}"""),
+                {"robot": robot_id},
+            )
+        )
+
+    # --- outside the robot's lock ----------------------------------------------------------
+
+    async def mark_holders_stale(self, memory_id: int) -> list[Any]:
+        """In a replace's or forget's durable transaction, after the memory's row lock: every
+        robot holding it owes a withdrawal. Returns (id, name) of those robots. Robot rows
+        are read, not locked (a placement holds its robot's lock while it waits on this
+        memory's, so locking robots here could deadlock)."""
+        return list(
+            await self.session.execute(
+                sql("""
+                UPDATE working_memory_item w SET stale_at = now()
+                FROM robot r
+                WHERE w.memory_id = :id AND w.in_working_memory AND r.id = w.robot_id
+                RETURNING r.id, r.name"""),
+                {"id": memory_id},
+            )
+        )
+
+    async def move(self, memory_id: int, created_at: datetime) -> None:
+        """A replace moved the memory in time: the mirror's rows follow it."""
+        await self.session.execute(
+            sql("UPDATE working_memory_item SET memory_created_at = :c WHERE memory_id = :id"),
+            {"id": memory_id, "c": created_at},
+        )
 
     async def touch(self, robot_id: int, memory_id: int, at: datetime) -> None:
+        """An access. Needs no lock: last access only moves forward, in either order."""
         await self.session.execute(
             sql("""
             UPDATE working_memory_item SET last_access_at = greatest(last_access_at, :at)
@@ -88,51 +322,29 @@ class MembershipRepository:
             {"robot": robot_id, "id": memory_id, "at": at},
         )
 
-    async def holders(self, memory_id: int) -> list[Any]:
+    async def needing_repair(self, older_than_s: float, limit: int) -> list[Any]:
+        """Robots whose Redis may be out of line with the mirror: marked stale, or owing a
+        withdrawal for longer than a change normally takes. (id, name, namespace name)."""
         return list(
             await self.session.execute(
                 sql("""
-                SELECT r.id, r.name FROM working_memory_item w JOIN robot r ON r.id = w.robot_id
-                WHERE w.memory_id = :id AND w.in_working_memory"""),
-                {"id": memory_id},
+                SELECT r.id, r.name, n.name AS namespace, r.namespace_id
+                FROM robot r JOIN namespace n ON n.id = r.namespace_id
+                WHERE r.working_memory_stale
+                   OR r.id IN (SELECT w.robot_id FROM working_memory_item w
+                               WHERE w.stale_at < now() - make_interval(secs => :age))
+                ORDER BY r.id
+                LIMIT :limit"""),
+                {"age": older_than_s, "limit": limit},
             )
         )
 
-    async def leave(self, memory_id: int, robot_ids: list[int] | None = None) -> None:
-        """Mark a memory out of working memory (for the given robots, or everyone)."""
-        await self.session.execute(
-            sql("""
-            UPDATE working_memory_item SET in_working_memory = false
-            WHERE memory_id = :id AND in_working_memory
-              AND (CAST(:robots AS bigint[]) IS NULL OR robot_id = ANY(:robots))"""),
-            {"id": memory_id, "robots": robot_ids},
-        )
 
-    async def set_stale(self, robot_ids: list[int], stale: bool) -> None:
-        await self.session.execute(
-            sql("UPDATE robot SET working_memory_stale = :stale WHERE id = ANY(:ids)"),
-            {"stale": stale, "ids": robot_ids},
-        )
-
-    async def clear(self, robot_id: int) -> None:
-        await self.session.execute(
-            sql("""
-            UPDATE working_memory_item SET in_working_memory = false
-            WHERE robot_id = :robot AND in_working_memory"""),
-            {"robot": robot_id},
-        )
-
-    async def members(self, robot_id: int) -> list[Any]:
-        """The robot's working set with what Redis needs, oldest first."""
-        return list(
-            await self.session.execute(
-                sql("""
-                SELECT m.id, m.key, m.content, m.token_count, m.importance,
-                       w.added_at, w.last_access_at, w.from_recall
-                FROM working_memory_item w
-                JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
-                WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL
-                ORDER BY w.added_at, m.key"""),
-                {"robot": robot_id},
-            )
-        )
+def _placed_params(placed: Sequence[Placed]) -> dict[str, Any]:
+    return {
+        "ids": [p.memory_id for p in placed],
+        "cs": [p.created_at for p in placed],
+        "added": [p.added_at for p in placed],
+        "access": [p.last_access_at for p in placed],
+        "recall": [p.from_recall for p in placed],
+    }

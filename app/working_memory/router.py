@@ -11,13 +11,14 @@ from app.common import RobotName
 from app.deps import ResourcesDep, SessionDep
 from app.robots.service import RobotService
 from app.routing import OrjsonRoute
+from app.working_memory.protocol import WriteProtocol, from_us
 from app.working_memory.schemas import (
     ContextRead,
     WorkingMemoryCleared,
     WorkingMemoryEntry,
     WorkingMemoryRead,
 )
-from app.working_memory.service import WorkingMemoryService, from_us
+from app.working_memory.service import WorkingMemoryService
 
 router = APIRouter(prefix="/v1/robots/{robot}", tags=["working-memory"], route_class=OrjsonRoute)
 
@@ -26,12 +27,14 @@ router = APIRouter(prefix="/v1/robots/{robot}", tags=["working-memory"], route_c
 class Deps:
     robots: RobotService
     working_memory: WorkingMemoryService
+    two_tier: WriteProtocol
 
 
 # An async function, not the class itself: FastAPI runs a plain function or class in a worker
 # thread, and that hop costs more than everything these constructors do.
 async def get_deps(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> Deps:
-    return Deps(RobotService(session, caller, res), WorkingMemoryService(session, caller, res))
+    two_tier = res.write_protocol(session, caller.namespace_id, caller.namespace)
+    return Deps(RobotService(session, caller, res), WorkingMemoryService(two_tier), two_tier)
 
 
 DepsDep = Annotated[Deps, Depends(get_deps)]
@@ -69,7 +72,7 @@ async def get_working_memory(robot: RobotName, deps: DepsDep) -> WorkingMemoryRe
 async def clear_working_memory(robot: RobotName, deps: DepsDep) -> WorkingMemoryCleared:
     """Empties the robot's working memory; long-term memory is untouched."""
     rb = await deps.robots.require(robot)
-    return WorkingMemoryCleared(robot=rb.name, removed=await deps.working_memory.clear(rb))
+    return WorkingMemoryCleared(robot=rb.name, removed=await deps.two_tier.clear(rb))
 
 
 @router.get(

@@ -4,24 +4,29 @@ Lua scripts.
 Per robot, under the prefix ``htm:{<ns>/<robot>}:`` (one hash tag, so one cluster slot):
 
 - ``items``  HASH memory_key -> JSON {content, tokens, importance, added_at (epoch µs),
-  last_access (epoch ms), from_recall, member}
+  last_access (epoch ms), from_recall, id (the memory's id in Postgres), member}
 - ``evict``  ZSET score = importance, member = ``%020d(added_at):memory_key``. Equal scores sort
   by member, i.e. oldest first, which is exactly ``[importance ASC, added_at ASC]``.
 - ``access`` ZSET score = last access epoch ms, member = memory_key
-- ``meta``   HASH {tokens, seq, gen}
+- ``meta``   HASH {tokens, budget, seq, gen}
 
 Every change is one script (scripts/*.lua), so the token budget holds under any concurrency
 with no locks and no read-modify-write from Python. Reads are scripts too: snapshot (every
 item) and context (the items a context takes, ordered and cut in Redis). A missing ``meta``
 means Redis lost the robot's data (or never had it): calls then raise
 WorkingMemoryNotInitialized and the caller rebuilds with ``load`` (from Postgres) and retries.
+
+Every change (place, remove, clear, load) replies with the robot's (gen, seq): the
+generation started by its last load and a counter bumped once per change. The write
+protocol (protocol.py) records them in Postgres and checks that each change follows the
+recorded one. A touch only moves a last access forward and changes neither.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypedDict
 
@@ -50,6 +55,7 @@ class WMItem(NamedTuple):
     added_at_us: int
     last_access_ms: int
     from_recall: bool = False
+    memory_id: int = 0
 
 
 class ContextItem(TypedDict):
@@ -68,7 +74,12 @@ class PlaceResult:
     admitted: placed and still present when the call finished (in order of first admission).
     rejected: larger than the whole budget, so not present (removed if it was).
     evicted: present before or during the call, evicted to make room (in eviction order).
-    seq: the robot's sequence number after this call, for last-writer-wins in Postgres.
+    seq, gen: the robot's sequence number after this call and its generation.
+    evicted_ids: the memory ids of the evicted items, in the same order.
+    departed_ids: memory ids no longer present that were not evicted: a rejected item that
+        was present, or another memory that held a re-used key.
+    placed: per admitted key, (added_at_us, last_access_ms) as stored (a re-placed item
+        keeps its added_at and the later last access).
     """
 
     admitted: list[str]
@@ -76,6 +87,34 @@ class PlaceResult:
     evicted: list[str]
     tokens: int
     seq: int
+    gen: int = 0
+    evicted_ids: list[int] = field(default_factory=list)
+    departed_ids: list[int] = field(default_factory=list)
+    placed: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def change(self) -> Change:
+        return Change(self.gen, self.seq)
+
+
+class Change(NamedTuple):
+    """The (gen, seq) a change left the robot at."""
+
+    gen: int
+    seq: int
+
+
+@dataclass(frozen=True)
+class RemoveResult:
+    keys: list[str]
+    ids: list[int]
+    change: Change
+
+
+@dataclass(frozen=True)
+class ClearResult:
+    count: int
+    change: Change
 
 
 class WorkingMemoryNotInitialized(Exception):
@@ -123,6 +162,7 @@ def _item_args(item: WMItem) -> list[str]:
         str(_check_int("added_at_us", item.added_at_us)),
         str(_check_int("last_access_ms", item.last_access_ms)),
         "1" if item.from_recall else "0",
+        str(_check_int("memory_id", item.memory_id)),
     ]
 
 
@@ -145,6 +185,7 @@ def _item_from_json(key: str, doc: str | None) -> WMItem:
         added_at_us=int(d["added_at"]),
         last_access_ms=int(d["last_access"]),
         from_recall=bool(d["from_recall"]),
+        memory_id=int(d.get("id", 0)),
     )
 
 
@@ -175,63 +216,67 @@ class WorkingMemoryStore:
 
     @staticmethod
     def _place_result(reply: list[Any]) -> PlaceResult:
-        seq, tokens, admitted, rejected, evicted = reply
+        gen, seq, tokens, admitted, rejected, evicted, evicted_ids, other_ids, times = reply
+        admitted = list(admitted)
         return PlaceResult(
-            admitted=list(admitted),
+            admitted=admitted,
             rejected=list(rejected),
             evicted=list(evicted),
             tokens=int(tokens),
             seq=int(seq),
+            gen=int(gen),
+            evicted_ids=[int(i) for i in evicted_ids],
+            departed_ids=[int(i) for i in other_ids],
+            placed={
+                key: (int(times[2 * i]), int(times[2 * i + 1])) for i, key in enumerate(admitted)
+            },
         )
 
     async def place(self, ns: str, robot: str, items: list[WMItem], budget: int) -> PlaceResult:
         """Add or update items in order in one atomic step, evicting until each fits.
 
-        Re-placing a present key replaces content, tokens, importance and from_recall but keeps
-        the original added_at (its age, hence its slot among equal importances); last access
-        becomes the later of the two. An item with tokens > budget is rejected and removed if
-        it was present. Items are admitted even when more important ones must be evicted.
+        Re-placing a present key of the same memory replaces content, tokens, importance and
+        from_recall but keeps the original added_at (its age, hence its slot among equal
+        importances); last access becomes the later of the two. A key held by another memory
+        is replaced outright. An item with tokens > budget is rejected and removed if it was
+        present. Items are admitted even when more important ones must be evicted.
         """
         reply = await self._run("place", ns, robot, _place_args(items, budget))
         return self._place_result(reply)
 
-    async def touch(self, ns: str, robot: str, key: str, access_ms: int) -> bool:
-        """Record an access; False if the key is not in working memory."""
+    async def touch(self, ns: str, robot: str, key: str, access_ms: int) -> int | None:
+        """Record an access; the memory id found under the key, None if the key is not in
+        working memory."""
         if not isinstance(key, str) or not key:
             raise ValueError(f"memory key must be a non-empty string: {key!r}")
-        reply = await self._run("touch", ns, robot, [key, str(_check_int("access_ms", access_ms))])
-        return bool(reply[1])
+        found, memory_id = await self._run(
+            "touch", ns, robot, [key, str(_check_int("access_ms", access_ms))]
+        )
+        return int(memory_id) if int(found) else None
 
-    async def remove(self, ns: str, robot: str, keys: list[str]) -> list[str]:
-        """Remove keys; returns those that were present (each once, in the order given)."""
-        if not all(isinstance(k, str) and k for k in keys):
-            raise ValueError("memory keys must be non-empty strings")
-        reply = await self._run("remove", ns, robot, list(keys))
-        return list(reply[1])
+    async def remove(self, ns: str, robot: str, entries: list[tuple[str, int]]) -> RemoveResult:
+        """Remove each (key, memory id) whose item is that memory; returns what was removed
+        (each once, in the order given) and the change."""
+        args: list[str] = []
+        for key, memory_id in entries:
+            if not isinstance(key, str) or not key:
+                raise ValueError(f"memory key must be a non-empty string: {key!r}")
+            args += [key, str(_check_int("memory_id", memory_id))]
+        gen, seq, keys, ids = await self._run("remove", ns, robot, args)
+        return RemoveResult(list(keys), [int(i) for i in ids], Change(int(gen), int(seq)))
 
-    async def clear(self, ns: str, robot: str) -> int:
-        """Remove every item; the robot stays initialized with 0 tokens. Returns the count."""
-        reply = await self._run("clear", ns, robot, [])
-        return int(reply[1])
+    async def clear(self, ns: str, robot: str) -> ClearResult:
+        """Remove every item; the robot stays initialized with 0 tokens."""
+        gen, seq, count = await self._run("clear", ns, robot, [])
+        return ClearResult(int(count), Change(int(gen), int(seq)))
 
-    async def load(
-        self,
-        ns: str,
-        robot: str,
-        items: list[WMItem],
-        budget: int,
-        *,
-        only_if_missing: bool = False,
-    ) -> PlaceResult:
+    async def load(self, ns: str, robot: str, items: list[WMItem], budget: int) -> PlaceResult:
         """Atomic rebuild: wipe, start a new generation, then place items as place() would.
 
         The new seq (also the generation id) is above every seq this robot had before, even
         when Redis lost the old one: it is seeded from the Redis clock in microseconds.
-        With only_if_missing, a robot that is already initialized is left as it is (and the
-        result lists nothing): concurrent rebuilds after data loss cannot undo each other.
         """
-        mode = "if_missing" if only_if_missing else "always"
-        reply = await self._run("load", ns, robot, [*_place_args(items, budget), mode])
+        reply = await self._run("load", ns, robot, _place_args(items, budget))
         return self._place_result(reply)
 
     async def snapshot(self, ns: str, robot: str) -> tuple[list[WMItem], int]:
@@ -262,11 +307,17 @@ class WorkingMemoryStore:
 
     async def usage(self, ns: str, robot: str) -> tuple[int, int] | None:
         """(tokens, items), or None if the robot's working memory is not initialized."""
+        state = await self.state(ns, robot)
+        return None if state is None else (state[0], state[1])
+
+    async def state(self, ns: str, robot: str) -> tuple[int, int, Change] | None:
+        """(tokens, items, (gen, seq)), or None if the robot's working memory is not
+        initialized."""
         try:
-            tokens, count = await self._run("usage", ns, robot, [])
+            tokens, count, gen, seq = await self._run("usage", ns, robot, [])
         except WorkingMemoryNotInitialized:
             return None
-        return int(tokens), int(count)
+        return int(tokens), int(count), Change(int(gen), int(seq))
 
     async def ping(self) -> str:
         """The Redis server version (of any node, on a cluster)."""

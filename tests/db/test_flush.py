@@ -128,10 +128,12 @@ async def test_the_setting_takes_effect_and_ends_with_the_transaction(client, ns
         await s.commit()
         assert (await s.execute(show)).scalar_one() == "on"  # transaction-local
 
+        # The working-memory lock of a change: a clear (durable) waits, a place does not.
         members = MembershipRepository(s)
-        await members.record(ids.ns, ids.robot, 2**52, [], ["k"])
+        await members.lock(ids.robot, 100, relaxed=False)
         assert (await s.execute(show)).scalar_one() == "on"
-        departed = await members.record(ids.ns, ids.robot, 2**52 + 1, [], ["k"], durable=False)
-        assert departed == [added["id"]]
+        await s.rollback()
+        locked = await members.lock(ids.robot, 100)
+        assert locked is not None and locked.budget == 100
         assert (await s.execute(show)).scalar_one() == "off"
         await s.rollback()

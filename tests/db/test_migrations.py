@@ -22,6 +22,8 @@ MEMORY_INDEXES = {
     "memory_embedding_hnsw",
     "memory_content_tsv",
     "memory_pending_embedding",
+    "memory_tags",  # GIN: tag filters
+    "memory_metadata",  # GIN (jsonb_path_ops): metadata containment filters
 }
 
 

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import text
 
 from app.config import Settings
 from app.db.engine import create_engine
 
 PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+async def client(app_factory, ns: str):  # type: ignore[no-untyped-def]
+    # No background pass of the repair worker: the app holds exactly one pooled connection.
+    async with app_factory(working_memory_repair_interval_s=3600) as c:
+        c.headers["X-Namespace"] = ns
+        yield c
 
 
 def memory(key: str) -> dict[str, object]:

@@ -63,7 +63,8 @@ class ReferenceModel:
         make_room(0)
         for item in items:
             old = self.items.pop(item.key, None)
-            if old is not None:
+            # A key re-used by another memory replaces that memory outright.
+            if old is not None and old.memory_id == item.memory_id:
                 item = item._replace(
                     added_at_us=old.added_at_us,
                     last_access_ms=max(item.last_access_ms, old.last_access_ms),
@@ -79,21 +80,24 @@ class ReferenceModel:
         )
         return admitted, rejected, evicted
 
-    def touch(self, key: str, access_ms: int) -> bool:
+    def touch(self, key: str, access_ms: int) -> int | None:
+        """Not a change of the working set: seq stays. The memory id found, or None."""
         self._require()
-        self.seq += 1
         item = self.items.get(key)
         if item is None:
-            return False
+            return None
         self.items[key] = item._replace(last_access_ms=max(item.last_access_ms, access_ms))
-        return True
+        return item.memory_id
 
-    def remove(self, keys: list[str]) -> list[str]:
+    def remove(self, entries: list[tuple[str, int]]) -> list[str]:
+        """Each (key, memory id) whose item is that memory."""
         self._require()
         self.seq += 1
         removed = []
-        for key in keys:
-            if self.items.pop(key, None) is not None:
+        for key, memory_id in entries:
+            item = self.items.get(key)
+            if item is not None and item.memory_id == memory_id:
+                del self.items[key]
                 removed.append(key)
         return removed
 

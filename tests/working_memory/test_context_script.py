@@ -48,6 +48,7 @@ items = st.builds(
     | st.sampled_from([0, 2**53 - 1]),  # the extremes the store accepts
     last_access_ms=st.integers(NOW_MS - 3, NOW_MS),
     from_recall=st.booleans(),
+    memory_id=st.sampled_from([0, 1, 2**53 - 1]),  # the item JSON's id field, up to its limit
 )
 
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
 from app.working_memory.store import (
-    PlaceResult,
     WMItem,
     WorkingMemoryNotInitialized,
     WorkingMemoryStore,
@@ -115,37 +112,38 @@ async def test_touch_remove_clear(store, robot, redis):
     await store.load(
         NS, robot, [item("a", access=5), item("b", access=6), item("c", access=7)], 100
     )
-    assert await store.touch(NS, robot, "a", 9) is True
-    assert await store.touch(NS, robot, "b", 1) is True  # older than its last access: no change
-    assert await store.touch(NS, robot, "nope", 9) is False
+    assert await store.touch(NS, robot, "a", 9) == 0  # the memory id found (items here: 0)
+    assert await store.touch(NS, robot, "b", 1) == 0  # older than its last access: no change
+    assert await store.touch(NS, robot, "nope", 9) is None
     assert await access_order(redis, NS, robot) == [("b", 6.0), ("c", 7.0), ("a", 9.0)]
     snap, _ = await store.snapshot(NS, robot)
     assert {i.key: i.last_access_ms for i in snap} == {"a": 9, "b": 6, "c": 7}
 
-    assert await store.remove(NS, robot, ["c", "nope", "c"]) == ["c"]
+    assert (await store.remove(NS, robot, [("c", 0), ("nope", 0), ("c", 0)])).keys == ["c"]
     assert await store.usage(NS, robot) == (20, 2)
-    assert await store.clear(NS, robot) == 2
+    assert (await store.clear(NS, robot)).count == 2
     assert await store.usage(NS, robot) == (0, 0)
     assert (await store.place(NS, robot, [item("d")], 100)).admitted == ["d"]
 
 
-async def test_every_mutation_bumps_seq_by_one(store, robot, redis):
+async def test_every_change_bumps_seq_by_one_and_replies_its_generation(store, robot, redis):
     loaded = await store.load(NS, robot, [], 100)
+    assert loaded.change == (loaded.seq, loaded.seq)  # a load starts a generation
     placed = await store.place(NS, robot, [item("a")], 100)
-    assert placed.seq == loaded.seq + 1
-    await store.touch(NS, robot, "a", 1)
-    await store.remove(NS, robot, ["zzz"])
-    await store.clear(NS, robot)
-    assert int((await meta(redis, NS, robot))["seq"]) == loaded.seq + 4
+    assert placed.change == (loaded.gen, loaded.seq + 1)
+    await store.touch(NS, robot, "a", 1)  # an access: not a change
+    assert (await store.remove(NS, robot, [("zzz", 0)])).change == (loaded.gen, loaded.seq + 2)
+    assert (await store.clear(NS, robot)).change == (loaded.gen, loaded.seq + 3)
+    assert int((await meta(redis, NS, robot))["seq"]) == loaded.seq + 3
     reloaded = await store.load(NS, robot, [], 100)
-    assert reloaded.seq > loaded.seq + 4
+    assert reloaded.seq > loaded.seq + 3 and reloaded.gen == reloaded.seq
 
 
 async def test_new_robot_is_not_initialized(store, robot):
     for call in (
         store.place(NS, robot, [item("a")], 100),
         store.touch(NS, robot, "a", 1),
-        store.remove(NS, robot, ["a"]),
+        store.remove(NS, robot, [("a", 0)]),
         store.clear(NS, robot),
         store.snapshot(NS, robot),
     ):
@@ -210,7 +208,7 @@ async def test_flushall_gives_noinit_and_load_restores_identical_snapshot(redis_
     for call in (
         store.place(NS, robot, [item("d")], 50),
         store.touch(NS, robot, "a", 1),
-        store.remove(NS, robot, ["a"]),
+        store.remove(NS, robot, [("a", 0)]),
         store.clear(NS, robot),
         store.snapshot(NS, robot),
     ):
@@ -221,26 +219,8 @@ async def test_flushall_gives_noinit_and_load_restores_identical_snapshot(redis_
 
     # The service rebuilds from Postgres: the same items, in eviction order.
     res = await store.load(NS, robot, before[0], 50)
-    assert res == PlaceResult(["c", "a", "b"], [], [], 35, res.seq)
+    assert (res.admitted, res.rejected, res.evicted, res.tokens) == (["c", "a", "b"], [], [], 35)
     assert res.seq > seq_before  # clock-seeded: last-writer-wins in Postgres keeps working
     assert await store.snapshot(NS, robot) == before
     assert await access_order(client, NS, robot) == access_before
     await client.aclose()
-
-
-async def test_load_only_if_missing_leaves_an_initialized_robot_alone(redis) -> None:
-    from app.working_memory.store import WMItem, WorkingMemoryStore
-
-    store = WorkingMemoryStore(redis)
-    robot = f"r-{uuid.uuid4().hex[:8]}"
-    first = [WMItem("a", "A", 3, 1.0, 1_000, 1)]
-    result = await store.load("ns", robot, first, 100, only_if_missing=True)
-    assert (result.admitted, result.tokens) == (["a"], 3)
-    await store.place("ns", robot, [WMItem("b", "B", 4, 1.0, 2_000, 2)], 100)
-
-    again = await store.load(
-        "ns", robot, [WMItem("z", "Z", 5, 1.0, 3_000, 3)], 100, only_if_missing=True
-    )
-    assert (again.admitted, again.evicted, again.tokens) == ([], [], 7)
-    items, tokens = await store.snapshot("ns", robot)
-    assert ([i.key for i in items], tokens) == (["a", "b"], 7)

@@ -26,6 +26,7 @@ items = st.builds(
     added_at_us=st.integers(1_700_000_000_000_000, 1_700_000_000_000_004),
     last_access_ms=st.integers(0, 6),
     from_recall=st.booleans(),
+    memory_id=st.sampled_from([1, 1, 2]),
 )
 budgets = st.sampled_from([0, 40, 100, 150])
 load_op = st.tuples(st.just("load"), st.lists(items, max_size=5), budgets)
@@ -33,7 +34,7 @@ ops = st.one_of(
     st.tuples(st.just("place"), st.lists(items, max_size=4), budgets),
     load_op,
     st.tuples(st.just("touch"), keys, st.integers(0, 8)),
-    st.tuples(st.just("remove"), st.lists(keys, max_size=3)),
+    st.tuples(st.just("remove"), st.lists(st.tuples(keys, st.sampled_from([1, 2])), max_size=3)),
     st.tuples(st.just("clear")),
 )
 
@@ -54,9 +55,13 @@ async def apply(store, model: ReferenceModel, robot: str, op: tuple) -> None:
         elif name == "touch":
             assert await store.touch(NS, robot, *args) == model.touch(*args)
         elif name == "remove":
-            assert await store.remove(NS, robot, *args) == model.remove(*args)
+            res = await store.remove(NS, robot, *args)
+            assert res.keys == model.remove(*args)
+            assert res.change.seq == model.seq
         else:
-            assert await store.clear(NS, robot) == model.clear()
+            res = await store.clear(NS, robot)
+            assert res.count == model.clear()
+            assert res.change.seq == model.seq
     except WorkingMemoryNotInitialized:
         assert not model.initialized, f"store said NOINIT, model is initialized ({op})"
         return

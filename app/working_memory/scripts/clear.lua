@@ -5,4 +5,4 @@ end
 local n = redis.call('HLEN', K_ITEMS)
 redis.call('DEL', K_ITEMS, K_EVICT, K_ACCESS)
 redis.call('HSET', K_META, 'tokens', '0')
-return { 'OK', bump_seq(), n }
+return { 'OK', gen(), bump_seq(), n }

@@ -1,17 +1,8 @@
 -- load: atomic rebuild (from Postgres) — wipe, start a new generation, place ARGV items.
 --
--- The argument after the items is the mode. "if_missing" acts only when meta is absent: two
--- requests that both saw NOINIT both rebuild, and the second must not wipe what the first
--- (and any place that followed it) already wrote.
-local mode = ARGV[3 + 7 * tonumber(ARGV[2])]
-if mode == 'if_missing' and initialized() then
-  return { 'OK', tonumber(redis.call('HGET', K_META, 'seq')),
-           tonumber(redis.call('HGET', K_META, 'tokens')), {}, {}, {} }
-end
---
--- seq restarts from the server clock in microseconds, never below the previous seq + 1. After
--- Redis lost its data the old seq is gone; seeding from the clock keeps seqs increasing
--- across generations, so last-writer-wins-by-seq in Postgres still prefers the newest write.
+-- seq restarts from the server clock in microseconds, never below the previous seq + 1, and
+-- the generation is that seq. After Redis lost its data the old seq is gone; seeding from the
+-- clock keeps (gen, seq) new, so the service can tell this generation from any earlier one.
 -- (Calling TIME before writing is fine: scripts replicate their effects, Redis >= 5.)
 local now = redis.call('TIME')
 local seq = tonumber(now[1]) * 1000000 + tonumber(now[2])
@@ -22,5 +13,6 @@ end
 seq = string.format('%d', seq)
 redis.call('DEL', K_ITEMS, K_EVICT, K_ACCESS, K_META)
 redis.call('HSET', K_META, 'tokens', '0', 'seq', seq, 'gen', seq)
-local total, admitted, rejected, evicted = place_items(0)
-return { 'OK', tonumber(seq), total, admitted, rejected, evicted }
+local total, admitted, rejected, evicted, evicted_ids, other_ids, times = place_items(0)
+return { 'OK', tonumber(seq), tonumber(seq), total, admitted, rejected, evicted, evicted_ids,
+         other_ids, times }

@@ -3,5 +3,5 @@ if not initialized() then
   return { 'NOINIT' }
 end
 local current = tonumber(redis.call('HGET', K_META, 'tokens'))
-local total, admitted, rejected, evicted = place_items(current)
-return { 'OK', bump_seq(), total, admitted, rejected, evicted }
+local total, admitted, rejected, evicted, evicted_ids, other_ids, times = place_items(current)
+return { 'OK', gen(), bump_seq(), total, admitted, rejected, evicted, evicted_ids, other_ids, times }

@@ -1,15 +1,19 @@
--- remove: drop the ARGV keys that are present; reply with the removed ones.
+-- remove: ARGV is pairs (key, id); drops each key whose item is that memory (a key can name
+-- another memory by now: after a hard delete and a new add of the same key, that one stays).
+-- Replies with the removed keys and ids.
 if not initialized() then
   return { 'NOINIT' }
 end
 local total = tonumber(redis.call('HGET', K_META, 'tokens'))
-local removed = {}
-for _, key in ipairs(ARGV) do
+local keys, ids = {}, {}
+for i = 1, #ARGV, 2 do
+  local key, id = ARGV[i], tonumber(ARGV[i + 1])
   local it = get_item(key)
-  if it then
+  if it and (it.id == nil or it.id == id) then
     total = total - drop(key, it)
-    table.insert(removed, key)
+    table.insert(keys, key)
+    table.insert(ids, id)
   end
 end
 redis.call('HSET', K_META, 'tokens', string.format('%d', total))
-return { 'OK', bump_seq(), removed }
+return { 'OK', gen(), bump_seq(), keys, ids }

@@ -1,5 +1,7 @@
--- usage: token total and item count (NOINIT when not initialized).
+-- usage: token total, item count, gen and seq (NOINIT when not initialized).
 if not initialized() then
   return { 'NOINIT' }
 end
-return { 'OK', tonumber(redis.call('HGET', K_META, 'tokens')), redis.call('HLEN', K_ITEMS) }
+local meta = redis.call('HMGET', K_META, 'tokens', 'gen', 'seq')
+return { 'OK', tonumber(meta[1]), redis.call('HLEN', K_ITEMS), tonumber(meta[2]),
+         tonumber(meta[3]) }

@@ -1,0 +1,89 @@
+"""Does a robot's Redis working memory agree with its Postgres mirror and with what is stored?
+
+Used by the tests (after concurrent and failing changes have quiesced) and by `make chaos`.
+Read-only: it reports, it repairs nothing.
+"""
+
+from __future__ import annotations
+
+from app.db.session import DbSession
+from app.db.sql import sql
+from app.working_memory.store import WorkingMemoryStore
+
+
+async def audit(
+    session: DbSession,
+    store: WorkingMemoryStore,
+    namespace: str,
+    robot: str,
+    default_budget: int,
+) -> list[str]:
+    """Every way the robot's two tiers disagree (empty: they agree):
+
+    - Redis holds exactly the items the mirror lists as in working memory (by memory id),
+    - each with the memory's current content, token count and importance (never a replaced
+      version, never a forgotten memory),
+    - within the robot's budget,
+    - and nothing is left marked for repair (robot stale, or a withdrawal still owed).
+
+    A robot Redis holds nothing for (never used, or its data lost) agrees: its working memory
+    is rebuilt from the mirror by the next request that needs it.
+    """
+    row = (
+        await session.execute(
+            sql("""
+            SELECT r.id, coalesce(r.working_memory_budget, :default) AS budget,
+                   r.working_memory_stale AS stale
+            FROM robot r JOIN namespace n ON n.id = r.namespace_id
+            WHERE n.name = :ns AND r.name = :robot"""),
+            {"ns": namespace, "robot": robot, "default": default_budget},
+        )
+    ).one_or_none()
+    if row is None:
+        return [f"robot {namespace}/{robot} does not exist"]
+    members = {
+        m.id: m
+        for m in await session.execute(
+            sql("""
+            SELECT w.memory_id AS id, m.key, m.content, m.token_count, m.importance,
+                   m.deleted_at, w.stale_at
+            FROM working_memory_item w
+            LEFT JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
+            WHERE w.robot_id = :robot AND (w.in_working_memory OR w.stale_at IS NOT NULL)"""),
+            {"robot": row.id},
+        )
+    }
+    problems: list[str] = []
+    if row.stale:
+        problems.append("robot is marked stale")
+    state = await store.state(namespace, robot)
+    items = [] if state is None else (await store.snapshot(namespace, robot))[0]
+    held = {i.memory_id: i for i in items}
+    for memory_id, m in sorted(members.items()):
+        if m.stale_at is not None:
+            problems.append(f"memory {memory_id} still owes a withdrawal")
+        if m.key is None:
+            problems.append(f"memory {memory_id} is listed but no longer stored")
+        elif m.deleted_at is not None:
+            problems.append(f"memory {m.key} is listed but forgotten")
+        if state is not None and memory_id not in held:
+            problems.append(f"memory {m.key or memory_id} is listed but not in Redis")
+    for memory_id, item in sorted(held.items()):
+        member = members.get(memory_id)
+        if member is None:
+            problems.append(f"Redis holds {item.key} (memory {memory_id}), the mirror does not")
+            continue
+        m = member
+        if m.key is not None and (item.key, item.content, item.tokens, item.importance) != (
+            m.key,
+            m.content,
+            m.token_count,
+            m.importance,
+        ):
+            problems.append(f"Redis holds another version of {m.key} than is stored")
+    tokens = sum(i.tokens for i in items)
+    if state is not None and tokens != state[0]:
+        problems.append(f"Redis's token total {state[0]} is not the sum of its items ({tokens})")
+    if tokens > row.budget:
+        problems.append(f"{tokens} tokens held over a budget of {row.budget}")
+    return problems
