@@ -69,7 +69,12 @@ class HttpEmbedder:
             raise EmbeddingError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
         if response.is_error:
             snippet = response.text[:300].strip()
-            raise EmbeddingError(f"{where} returned HTTP {response.status_code}: {snippet}")
+            # 4xx (but timeouts and rate limits) refuses these texts; 5xx is the server's.
+            status = response.status_code
+            raise EmbeddingError(
+                f"{where} returned HTTP {status}: {snippet}",
+                transient=status >= 500 or status in (408, 429),
+            )
         try:
             return response.json()
         except ValueError as exc:

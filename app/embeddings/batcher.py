@@ -145,7 +145,8 @@ class MicroBatcher:
             vectors = await self.embedder.embed([item.text for item in batch])
             if len(vectors) != len(batch):
                 raise EmbeddingError(
-                    f"{self.provider} returned {len(vectors)} vectors for {len(batch)} texts"
+                    f"{self.provider} returned {len(vectors)} vectors for {len(batch)} texts",
+                    transient=False,
                 )
         except asyncio.CancelledError:
             self._fail(batch, EmbeddingError("the embedding batcher stopped"))
@@ -170,6 +171,8 @@ class MicroBatcher:
             if not request.future.done():
                 # One exception object per caller: raising a shared one from many tasks
                 # would keep appending their tracebacks to it.
-                error = EmbeddingError(str(exc) or type(exc).__name__)
+                error = EmbeddingError(
+                    str(exc) or type(exc).__name__, transient=getattr(exc, "transient", True)
+                )
                 error.__cause__ = exc
                 request.future.set_exception(error)

@@ -88,7 +88,9 @@ class LocalEmbedder:
         try:
             raw = await loop.run_in_executor(self._executor, self._encode, list(texts))
         except Exception as exc:
-            raise EmbeddingError(f"local embedding model {self.model!r} failed: {exc}") from exc
+            raise EmbeddingError(
+                f"local embedding model {self.model!r} failed: {exc}", transient=False
+            ) from exc
         return unit_vectors(
             raw, count=len(texts), dimension=self.dimension, source=f"local model {self.model!r}"
         )

@@ -319,47 +319,82 @@ class MemoryRepository:
 
     # --- pending embeddings (the background worker) ------------------------------------------
 
-    async def claim_pending(self, limit: int) -> Sequence[Any]:
-        """Lock a batch of memories awaiting an embedding; concurrent workers skip each other."""
+    async def lease_pending(self, limit: int, lease_s: float) -> Sequence[Any]:
+        """Claim a batch of memories awaiting an embedding for `lease_s` seconds: their
+        embedding_next_at moves to the lease's end, so concurrent workers (and a worker that
+        died holding them) skip them until then. Runs in a short transaction of its own; no
+        row lock outlives it."""
         return list(
-            (
-                await self.session.execute(
-                    sql("""
-                    SELECT id, created_at, content, embedding_attempts FROM memory
-                    WHERE embedding_status = 'pending' AND deleted_at IS NULL
-                      AND (embedding_next_at IS NULL OR embedding_next_at <= now())
-                    ORDER BY embedding_next_at NULLS FIRST, id
-                    LIMIT :limit
-                    FOR UPDATE SKIP LOCKED"""),
-                    {"limit": limit},
-                )
-            ).all()
+            await self.session.execute(
+                sql("""
+                UPDATE memory m SET embedding_next_at = now() + make_interval(secs => :lease)
+                FROM (SELECT id, created_at FROM memory
+                      WHERE embedding_status = 'pending' AND deleted_at IS NULL
+                        AND (embedding_next_at IS NULL OR embedding_next_at <= now())
+                      ORDER BY embedding_next_at NULLS FIRST, id
+                      LIMIT :limit
+                      FOR UPDATE SKIP LOCKED) AS c
+                WHERE m.id = c.id AND m.created_at = c.created_at
+                RETURNING m.id, m.created_at, m.content, md5(m.content) AS digest,
+                          m.embedding_attempts"""),
+                {"limit": limit, "lease": lease_s},
+            )
         )
 
     async def set_embeddings(
-        self, rows: Sequence[tuple[int, datetime]], vectors: Sequence[Sequence[float]], model: str
+        self, rows: Sequence[Any], vectors: Sequence[Sequence[float]], model: str
     ) -> None:
+        """Store the vectors of leased rows whose content is still what was embedded (a
+        replace meanwhile reset the row to pending, for its new content)."""
         await self.session.execute(
             sql("""
-            UPDATE memory SET embedding = :e, embedding_model = :model,
+            UPDATE memory m SET embedding = CAST(t.e AS vector), embedding_model = :model,
                    embedding_status = 'ready', embedding_error = NULL, embedding_next_at = NULL
-            WHERE id = :id AND created_at = :c"""),
-            [
-                {"id": i, "c": c, "e": v, "model": model}
-                for (i, c), v in zip(rows, vectors, strict=True)
-            ],
+            FROM unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
+                        CAST(:digests AS text[]), CAST(:es AS text[])) AS t(id, c, digest, e)
+            WHERE m.id = t.id AND m.created_at = t.c AND md5(m.content) = t.digest
+              AND m.embedding_status = 'pending'"""),
+            {
+                "ids": [r.id for r in rows],
+                "cs": [r.created_at for r in rows],
+                "digests": [r.digest for r in rows],
+                "es": [vector_text(v) for v in vectors],
+                "model": model,
+            },
         )
 
     async def postpone_embeddings(
-        self, rows: Sequence[tuple[int, datetime]], error: str, max_backoff_s: float
+        self,
+        rows: Sequence[Any],
+        error: str,
+        *,
+        max_backoff_s: float,
+        give_up_after: int | None,
     ) -> None:
-        """Exponential backoff per row: 2^attempts seconds, capped."""
+        """Another attempt later: exponential backoff per row (2^attempts seconds, capped; the
+        exponent too, so it never overflows). give_up_after: when the error is the texts'
+        own, a row that failed that many times is marked 'failed' instead (it stays out of
+        vector search, and the API shows why). None: the provider was unreachable, which
+        says nothing about the texts, and they are retried for as long as that lasts."""
         await self.session.execute(
             sql("""
-            UPDATE memory SET embedding_attempts = embedding_attempts + 1,
+            UPDATE memory m SET embedding_attempts = m.embedding_attempts + 1,
                    embedding_error = :error,
+                   embedding_status = CASE
+                       WHEN m.embedding_attempts + 1 >= CAST(:give_up AS int) THEN 'failed'
+                       ELSE m.embedding_status END,
                    embedding_next_at = now() + make_interval(
-                       secs => least(power(2, embedding_attempts), :cap))
-            WHERE id = :id AND created_at = :c"""),
-            [{"id": i, "c": c, "error": error[:500], "cap": max_backoff_s} for i, c in rows],
+                       secs => least(power(2, least(m.embedding_attempts, 30)), :cap))
+            FROM unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
+                        CAST(:digests AS text[])) AS t(id, c, digest)
+            WHERE m.id = t.id AND m.created_at = t.c AND md5(m.content) = t.digest
+              AND m.embedding_status = 'pending'"""),
+            {
+                "ids": [r.id for r in rows],
+                "cs": [r.created_at for r in rows],
+                "digests": [r.digest for r in rows],
+                "error": error[:500],
+                "cap": max_backoff_s,
+                "give_up": give_up_after,
+            },
         )
