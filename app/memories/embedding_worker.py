@@ -81,7 +81,7 @@ async def embed_pending_once(res: Resources, batch: int | None = None) -> int:
     if not rows:
         return 0
     out = _Outcome()
-    await _embed(res, rows, out)
+    await _embed(res, list(rows), out)
     async with res.sessionmaker() as session, session.begin():
         repo = MemoryRepository(session)
         if out.done:
