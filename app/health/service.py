@@ -14,6 +14,15 @@ from app.resources import Resources
 CHECK_TIMEOUT_S = 2.0
 
 
+async def redis_version(redis: Any) -> str:
+    """The Redis server version. On a cluster, INFO answers per node ({node: {...}}): the
+    first node's version is reported (a cluster runs one version, save during upgrades)."""
+    info = await redis.info("server")
+    if "redis_version" not in info:
+        info = next(iter(info.values()))
+    return str(info["redis_version"])
+
+
 async def postgres_versions(engine: AsyncEngine) -> dict[str, Any]:
     async with engine.connect() as conn:
         row = (
@@ -49,8 +58,7 @@ async def readiness(res: Resources) -> dict[str, Any]:
 
     async def rd() -> None:
         try:
-            info = await asyncio.wait_for(res.redis.info("server"), CHECK_TIMEOUT_S)
-            report["redis"] = info["redis_version"]
+            report["redis"] = await asyncio.wait_for(redis_version(res.redis), CHECK_TIMEOUT_S)
         except Exception as exc:
             down["redis"] = type(exc).__name__
 
