@@ -35,6 +35,11 @@ class Settings(BaseSettings):
     )
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_max_overflow: int = Field(default=10, ge=0, le=200)
+    statement_timeout_ms: int = Field(
+        default=5000,
+        ge=0,
+        description="Server-side limit per SQL statement (0: none); a statement cut off is a 503",
+    )
     hypertable_chunk_interval: str = Field(
         default="7 days", description="TimescaleDB chunk interval for memory and memory_event"
     )

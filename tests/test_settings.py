@@ -14,6 +14,7 @@ ENV = {
     "HTM_DATA_DIR": "/var/lib/htm",
     "HTM_DB_POOL_SIZE": "20",
     "HTM_DB_MAX_OVERFLOW": "5",
+    "HTM_STATEMENT_TIMEOUT_MS": "1500",
     "HTM_HYPERTABLE_CHUNK_INTERVAL": "1 day",
     "HTM_HOST": "0.0.0.0",
     "HTM_PORT": "9000",
@@ -60,6 +61,7 @@ def test_defaults_match_the_design(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.rrf_k == 60
     assert s.hypertable_chunk_interval == "7 days"
     assert (s.host, s.port) == ("127.0.0.1", 8000)
+    assert s.statement_timeout_ms == 5000
 
 
 def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,6 +74,7 @@ def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyP
     assert s.redis_retry_after_s == 0
     assert s.data_dir == Path("/var/lib/htm")
     assert (s.db_pool_size, s.db_max_overflow) == (20, 5)
+    assert s.statement_timeout_ms == 1500
     assert s.hypertable_chunk_interval == "1 day"
     assert (s.host, s.port, s.log_level) == ("0.0.0.0", 9000, "debug")
     assert s.working_memory_budget == 4096
