@@ -62,6 +62,7 @@ async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
 
     engine = create_engine(settings)
     sessionmaker = create_sessionmaker(engine)
+    lines: list[str] = []
     try:
         ns_id = await NamespaceRepository.resolve(sessionmaker, {}, args.namespace)
         async with sessionmaker() as session, session.begin():
@@ -70,22 +71,27 @@ async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
                 created = await service.create(
                     args.namespace, ApiKeyCreate(name=args.name, role=args.role)
                 )
-                print(f"created key {created.id} ({created.role}) in namespace {args.namespace}")
-                print("the secret is shown only now:")
-                print(created.key)
+                lines += [
+                    f"created key {created.id} ({created.role}) in namespace {args.namespace}",
+                    "the secret is shown only now:",
+                    created.key,
+                ]
             elif args.action == "list":
                 for k in await service.list():
                     state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
-                    print(f"{k.id}\t{k.prefix}…\t{k.role}\t{k.name}\t{state}")
+                    lines.append(f"{k.id}\t{k.prefix}…\t{k.role}\t{k.name}\t{state}")
             else:
                 try:
                     k = await service.revoke(args.id)
                 except DomainError as exc:
                     print(exc.detail, file=sys.stderr)
                     return 1
-                print(f"revoked key {k.id} ({k.name})")
+                lines.append(f"revoked key {k.id} ({k.name})")
     finally:
         await engine.dispose()
+    # Printed once committed: a key is reported created (or revoked) only when it is.
+    for line in lines:
+        print(line)
     return 0
 
 

@@ -139,6 +139,7 @@ class DbSession:
         self._conn: AsyncConnection | None = None
         self._driver: asyncpg.Connection | None = None
         self._tx: Transaction | None = None
+        self._on_commit: list[Callable[[], None]] = []
 
     async def __aenter__(self) -> DbSession:
         return self
@@ -197,6 +198,11 @@ class DbSession:
                 raise DependencyTimeout(DB_TIMEOUT, dependency="postgres") from exc
             raise
 
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the current unit of work has committed (dropped if it rolls
+        back): for caches that must not forget a change before it is visible to others."""
+        self._on_commit.append(callback)
+
     async def execute(
         self,
         clause: TextClause,
@@ -216,11 +222,15 @@ class DbSession:
         tx, self._tx = self._tx, None
         if tx is not None:
             await self._guarded(tx.commit())
+        callbacks, self._on_commit = self._on_commit, []
+        for callback in callbacks:
+            callback()
 
     async def rollback(self) -> None:
         """Roll back the open transaction. A connection that cannot roll back (lost, or left
         mid-statement by a cancelled request) is dropped instead, which ends it as well."""
         tx, self._tx = self._tx, None
+        self._on_commit.clear()
         if tx is None:
             return
         try:
