@@ -462,3 +462,18 @@ async def rows_written_since(engine, xid: int) -> dict[str, int]:
             if n:
                 written[table] = n
     return written
+
+
+async def test_a_read_in_an_existing_namespace_writes_nothing_with_auth_off(
+    app_factory, ns: str
+) -> None:
+    async with app_factory() as client:
+        client.headers["X-Namespace"] = ns
+        assert (await client.get("/v1/robots")).status_code == 200  # creates the namespace
+    # A new process (its namespace cache empty) looks the namespace up: a read, not an upsert.
+    async with app_factory() as client:
+        client.headers["X-Namespace"] = ns
+        engine = client.app.state.resources.engine
+        before = await next_xid(engine)
+        assert (await client.get("/v1/robots")).status_code == 200
+        assert await rows_written_since(engine, before) == {}
