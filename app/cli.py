@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import sys
 
@@ -12,12 +13,44 @@ from app.embedded import embedded_services
 log = logging.getLogger("htm")
 
 
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 (also as ::ffff:127.x.y.z) and `localhost`; any other name may
+    resolve to a public address, so it counts as public."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def refuse_unauthenticated(settings: Settings, host: str) -> str | None:
+    """Why `htm serve` must not listen on `host`, or None when it may: with auth off, anyone
+    who reaches the port may read and change every namespace."""
+    if settings.auth_enabled or settings.allow_unauthenticated or is_loopback(host):
+        return None
+    return (
+        f"refusing to listen on {host} with auth off: anyone who can reach it could read and "
+        "change every namespace. Set HTM_AUTH_ENABLED=true (and create keys with `htm keys "
+        "create`), or set HTM_ALLOW_UNAUTHENTICATED=true if the network in front of it is "
+        "trusted."
+    )
+
+
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.db.migrate import upgrade
     from app.main import create_app
 
+    host = args.host or settings.host
+    refusal = refuse_unauthenticated(settings, host)
+    if refusal:  # checked before anything starts: no embedded server, no migration
+        print(f"htm serve: {refusal}", file=sys.stderr)
+        return 2
     with embedded_services(
         settings.data_dir, database_url=settings.database_url, redis_url=settings.redis_url
     ) as (database_url, redis_url):
@@ -26,7 +59,6 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         )
         if not args.no_migrate:
             upgrade(database_url)
-        host = args.host or settings.host
         port = args.port if args.port is not None else settings.port
         log.info("serving on http://%s:%s", host, port)
         uvicorn.run(

@@ -72,6 +72,10 @@ class Settings(BaseSettings):
 
     # --- auth -----------------------------------------------------------------------------
     auth_enabled: bool = False
+    allow_unauthenticated: bool = Field(
+        default=False,
+        description="Let `htm serve` listen on a non-loopback address with auth off",
+    )
 
     # --- request limits -------------------------------------------------------------------
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)

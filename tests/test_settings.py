@@ -31,6 +31,7 @@ ENV = {
     "HTM_EMBEDDING_WORKER_INTERVAL_S": "0.5",
     "HTM_TIKTOKEN_ENCODING": "o200k_base",
     "HTM_AUTH_ENABLED": "true",
+    "HTM_ALLOW_UNAUTHENTICATED": "true",
     "HTM_MAX_BODY_BYTES": "2048",
     "HTM_MAX_CONTENT_BYTES": "1000",
     "HTM_MAX_BATCH_SIZE": "50",
@@ -56,7 +57,7 @@ def test_defaults_match_the_design(monkeypatch: pytest.MonkeyPatch) -> None:
         384,
     )
     assert s.tiktoken_encoding == "cl100k_base"
-    assert s.auth_enabled is False
+    assert s.auth_enabled is False and s.allow_unauthenticated is False
     assert (s.max_content_bytes, s.max_batch_size, s.max_recall_limit) == (262_144, 500, 100)
     assert s.rrf_k == 60
     assert s.hypertable_chunk_interval == "7 days"
@@ -94,7 +95,7 @@ def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyP
     )
     assert s.embedding_worker_interval_s == 0.5
     assert s.tiktoken_encoding == "o200k_base"
-    assert s.auth_enabled is True
+    assert s.auth_enabled is True and s.allow_unauthenticated is True
     assert (s.max_body_bytes, s.max_content_bytes, s.max_batch_size) == (2048, 1000, 50)
     assert (s.max_query_chars, s.max_recall_limit) == (300, 40)
     assert (s.max_metadata_bytes, s.max_metadata_depth, s.max_tags) == (512, 3, 8)
