@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import signal
 import sys
+import time
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
 
 from app.config import Settings, get_settings
 from app.embedded import embedded_services
+from app.health.service import start_draining
 
 log = logging.getLogger("htm")
 
@@ -40,9 +47,46 @@ def refuse_unauthenticated(settings: Settings, host: str) -> str | None:
     )
 
 
-def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    import uvicorn
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, with a drain before it stops.
 
+    The first SIGTERM or SIGINT flips /readyz to 503 at once. The listening socket stays open
+    for `shutdown_grace_s` (0 by default; the Kubernetes preStop pattern: the load balancer
+    sees the pod unready and stops sending it traffic while it still answers), then uvicorn
+    stops accepting, waits up to `shutdown_timeout_s` for in-flight requests (cancelling what
+    is left) and runs the lifespan's shutdown: background workers, then the embedder, Redis
+    and the pools (app.main). Another signal ends the grace period early; one more (the
+    second, without a grace period) stops waiting for requests, like uvicorn's second Ctrl-C.
+
+    Unlike uvicorn's own handler this one does not re-raise the signal once the server has
+    stopped: a drained shutdown is a clean exit (0), and `htm serve` still has embedded
+    servers to stop after uvicorn returns (a re-raised SIGTERM would kill it before that).
+    """
+
+    def __init__(self, config: uvicorn.Config, *, app: FastAPI, grace_s: float) -> None:
+        super().__init__(config)
+        self.app = app
+        self.grace_s = grace_s
+        self.exit_at: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.exit_at is None:
+            log.info("%s: draining (/readyz now 503)", signal.Signals(sig).name)
+            start_draining(self.app)
+            self.exit_at = time.monotonic() + self.grace_s
+            self.should_exit = self.grace_s <= 0
+        elif not self.should_exit:
+            self.should_exit = True
+        else:
+            self.force_exit = True
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.exit_at is not None and time.monotonic() >= self.exit_at:
+            self.should_exit = True
+        return await super().on_tick(counter)
+
+
+def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from app.db.migrate import upgrade
     from app.main import create_app
 
@@ -61,13 +105,17 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             upgrade(database_url)
         port = args.port if args.port is not None else settings.port
         log.info("serving on http://%s:%s", host, port)
-        uvicorn.run(
-            create_app(settings),
+        app = create_app(settings)
+        config = uvicorn.Config(
+            app,
             host=host,
             port=port,
             log_level=settings.log_level,
             access_log=args.access_log,
+            # Typed int, used as asyncio.wait_for's timeout: a float is as good.
+            timeout_graceful_shutdown=settings.shutdown_timeout_s,  # type: ignore[arg-type]
         )
+        DrainingServer(config, app=app, grace_s=settings.shutdown_grace_s).run()
     return 0
 
 

@@ -48,6 +48,14 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     log_level: str = "info"
+    shutdown_grace_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="After SIGTERM/SIGINT, keep serving this long with /readyz at 503 (preStop)",
+    )
+    shutdown_timeout_s: float = Field(
+        default=10.0, ge=0, description="Then wait this long for in-flight requests to finish"
+    )
 
     # --- working memory -------------------------------------------------------------------
     working_memory_budget: int = Field(

@@ -19,6 +19,8 @@ ENV = {
     "HTM_HOST": "0.0.0.0",
     "HTM_PORT": "9000",
     "HTM_LOG_LEVEL": "debug",
+    "HTM_SHUTDOWN_GRACE_S": "5",
+    "HTM_SHUTDOWN_TIMEOUT_S": "20",
     "HTM_WORKING_MEMORY_BUDGET": "4096",
     "HTM_EMBEDDING_PROVIDER": "openai",
     "HTM_EMBEDDING_MODEL": "text-embedding-3-small",
@@ -63,6 +65,7 @@ def test_defaults_match_the_design(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.hypertable_chunk_interval == "7 days"
     assert (s.host, s.port) == ("127.0.0.1", 8000)
     assert s.statement_timeout_ms == 5000
+    assert (s.shutdown_grace_s, s.shutdown_timeout_s) == (0.0, 10.0)
 
 
 def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,6 +81,7 @@ def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyP
     assert s.statement_timeout_ms == 1500
     assert s.hypertable_chunk_interval == "1 day"
     assert (s.host, s.port, s.log_level) == ("0.0.0.0", 9000, "debug")
+    assert (s.shutdown_grace_s, s.shutdown_timeout_s) == (5.0, 20.0)
     assert s.working_memory_budget == 4096
     assert (s.embedding_provider, s.embedding_model, s.embedding_dimension) == (
         "openai",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.sql import sql
@@ -12,6 +13,16 @@ from app.errors import ServiceUnavailable
 from app.resources import Resources
 
 CHECK_TIMEOUT_S = 2.0
+
+
+def start_draining(app: FastAPI) -> None:
+    """From now on /readyz answers 503: the process is shutting down (SIGTERM, or the
+    lifespan's shutdown). Called from a signal handler, so it only sets a flag."""
+    app.state.draining = True
+
+
+def is_draining(app: FastAPI) -> bool:
+    return bool(getattr(app.state, "draining", False))
 
 
 async def redis_version(redis: Any) -> str:
