@@ -38,6 +38,8 @@ RUN pip install --no-deps -e . \
 
 USER htm
 EXPOSE 8000
+# On 0.0.0.0 `htm serve` refuses to start with auth off: set HTM_AUTH_ENABLED=true (as
+# docker-compose.yml does), or HTM_ALLOW_UNAUTHENTICATED=true behind a trusted network.
 ENV HTM_HOST=0.0.0.0 HTM_PORT=8000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
     CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)" || exit 1

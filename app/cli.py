@@ -3,21 +3,98 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
+import signal
 import sys
+import time
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
 
 from app.config import Settings, get_settings
 from app.embedded import embedded_services
+from app.health.service import start_draining
 
 log = logging.getLogger("htm")
 
 
-def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    import uvicorn
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 (also as ::ffff:127.x.y.z) and `localhost`; any other name may
+    resolve to a public address, so it counts as public."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
 
+
+def refuse_unauthenticated(settings: Settings, host: str) -> str | None:
+    """Why `htm serve` must not listen on `host`, or None when it may: with auth off, anyone
+    who reaches the port may read and change every namespace."""
+    if settings.auth_enabled or settings.allow_unauthenticated or is_loopback(host):
+        return None
+    return (
+        f"refusing to listen on {host} with auth off: anyone who can reach it could read and "
+        "change every namespace. Set HTM_AUTH_ENABLED=true (and create keys with `htm keys "
+        "create`), or set HTM_ALLOW_UNAUTHENTICATED=true if the network in front of it is "
+        "trusted."
+    )
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, with a drain before it stops.
+
+    The first SIGTERM or SIGINT flips /readyz to 503 at once. The listening socket stays open
+    for `shutdown_grace_s` (0 by default; the Kubernetes preStop pattern: the load balancer
+    sees the pod unready and stops sending it traffic while it still answers), then uvicorn
+    stops accepting, waits up to `shutdown_timeout_s` for in-flight requests (cancelling what
+    is left) and runs the lifespan's shutdown: background workers, then the embedder, Redis
+    and the pools (app.main). Another signal ends the grace period early; one more (the
+    second, without a grace period) stops waiting for requests, like uvicorn's second Ctrl-C.
+
+    Unlike uvicorn's own handler this one does not re-raise the signal once the server has
+    stopped: a drained shutdown is a clean exit (0), and `htm serve` still has embedded
+    servers to stop after uvicorn returns (a re-raised SIGTERM would kill it before that).
+    """
+
+    def __init__(self, config: uvicorn.Config, *, app: FastAPI, grace_s: float) -> None:
+        super().__init__(config)
+        self.app = app
+        self.grace_s = grace_s
+        self.exit_at: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.exit_at is None:
+            log.info("%s: draining (/readyz now 503)", signal.Signals(sig).name)
+            start_draining(self.app)
+            self.exit_at = time.monotonic() + self.grace_s
+            self.should_exit = self.grace_s <= 0
+        elif not self.should_exit:
+            self.should_exit = True
+        else:
+            self.force_exit = True
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.exit_at is not None and time.monotonic() >= self.exit_at:
+            self.should_exit = True
+        return await super().on_tick(counter)
+
+
+def _serve(settings: Settings, args: argparse.Namespace) -> int:
     from app.db.migrate import upgrade
     from app.main import create_app
 
+    host = args.host or settings.host
+    refusal = refuse_unauthenticated(settings, host)
+    if refusal:  # checked before anything starts: no embedded server, no migration
+        print(f"htm serve: {refusal}", file=sys.stderr)
+        return 2
     with embedded_services(
         settings.data_dir, database_url=settings.database_url, redis_url=settings.redis_url
     ) as (database_url, redis_url):
@@ -26,16 +103,19 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         )
         if not args.no_migrate:
             upgrade(database_url)
-        host = args.host or settings.host
         port = args.port if args.port is not None else settings.port
         log.info("serving on http://%s:%s", host, port)
-        uvicorn.run(
-            create_app(settings),
+        app = create_app(settings)
+        config = uvicorn.Config(
+            app,
             host=host,
             port=port,
             log_level=settings.log_level,
             access_log=args.access_log,
+            # Typed int, used as asyncio.wait_for's timeout: a float is as good.
+            timeout_graceful_shutdown=settings.shutdown_timeout_s,  # type: ignore[arg-type]
         )
+        DrainingServer(config, app=app, grace_s=settings.shutdown_grace_s).run()
     return 0
 
 
@@ -62,6 +142,7 @@ async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
 
     engine = create_engine(settings)
     sessionmaker = create_sessionmaker(engine)
+    lines: list[str] = []
     try:
         ns_id = await NamespaceRepository.resolve(sessionmaker, {}, args.namespace)
         async with sessionmaker() as session, session.begin():
@@ -70,22 +151,27 @@ async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
                 created = await service.create(
                     args.namespace, ApiKeyCreate(name=args.name, role=args.role)
                 )
-                print(f"created key {created.id} ({created.role}) in namespace {args.namespace}")
-                print("the secret is shown only now:")
-                print(created.key)
+                lines += [
+                    f"created key {created.id} ({created.role}) in namespace {args.namespace}",
+                    "the secret is shown only now:",
+                    created.key,
+                ]
             elif args.action == "list":
                 for k in await service.list():
                     state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
-                    print(f"{k.id}\t{k.prefix}…\t{k.role}\t{k.name}\t{state}")
+                    lines.append(f"{k.id}\t{k.prefix}…\t{k.role}\t{k.name}\t{state}")
             else:
                 try:
                     k = await service.revoke(args.id)
                 except DomainError as exc:
                     print(exc.detail, file=sys.stderr)
                     return 1
-                print(f"revoked key {k.id} ({k.name})")
+                lines.append(f"revoked key {k.id} ({k.name})")
     finally:
         await engine.dispose()
+    # Printed once committed: a key is reported created (or revoked) only when it is.
+    for line in lines:
+        print(line)
     return 0
 
 

@@ -35,6 +35,11 @@ class Settings(BaseSettings):
     )
     db_pool_size: int = Field(default=10, ge=1, le=200)
     db_max_overflow: int = Field(default=10, ge=0, le=200)
+    statement_timeout_ms: int = Field(
+        default=5000,
+        ge=0,
+        description="Server-side limit per SQL statement (0: none); a statement cut off is a 503",
+    )
     hypertable_chunk_interval: str = Field(
         default="7 days", description="TimescaleDB chunk interval for memory and memory_event"
     )
@@ -43,6 +48,14 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     log_level: str = "info"
+    shutdown_grace_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="After SIGTERM/SIGINT, keep serving this long with /readyz at 503 (preStop)",
+    )
+    shutdown_timeout_s: float = Field(
+        default=10.0, ge=0, description="Then wait this long for in-flight requests to finish"
+    )
 
     # --- working memory -------------------------------------------------------------------
     working_memory_budget: int = Field(
@@ -73,6 +86,10 @@ class Settings(BaseSettings):
 
     # --- auth -----------------------------------------------------------------------------
     auth_enabled: bool = False
+    allow_unauthenticated: bool = Field(
+        default=False,
+        description="Let `htm serve` listen on a non-loopback address with auth off",
+    )
 
     # --- request limits -------------------------------------------------------------------
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)

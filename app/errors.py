@@ -8,8 +8,11 @@ stack trace or SQL.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
+import asyncpg
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -65,6 +68,68 @@ class Unprocessable(DomainError):
 
 class ServiceUnavailable(DomainError):
     status, type, title = 503, "unavailable", "Service unavailable"
+
+
+class DependencyTimeout(ServiceUnavailable):
+    status, type, title = 503, "timeout", "Dependency timed out"
+
+
+# --- database failures that mean "unavailable", not "bug" -----------------------------------
+
+# Classified by SQLSTATE and exception type, never by message text (messages are localized
+# by lc_messages and change between versions). Class 08 is a connection exception (asyncpg's
+# "connection was closed in the middle of operation" is 08003); 57P01 admin shutdown (a fast
+# stop or restart ends every session), 57P02 crash shutdown, 57P03 cannot connect now ("the
+# database system is starting up / shutting down"), 53300 too many connections.
+_GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+# 57014 query_canceled: statement_timeout fired (or someone ran pg_cancel_backend).
+_CANCELED_SQLSTATE = "57014"
+DB_UNAVAILABLE = "the database is unavailable; nothing was written"
+DB_TIMEOUT = "the database did not finish in time; nothing was written"
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, then what it wraps: SQLAlchemy's DBAPIError keeps the driver-level error
+    in .orig, whose __cause__ is asyncpg's own exception (and its sqlstate)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [getattr(e, "orig", None), e.__cause__]
+
+
+def is_statement_timeout(exc: BaseException) -> bool:
+    return any(getattr(e, "sqlstate", None) == _CANCELED_SQLSTATE for e in _causes(exc))
+
+
+def is_database_gone(exc: BaseException) -> bool:
+    """The server went away or refuses connections (restart, crash, network), as opposed to
+    a statement being wrong. A client-side TimeoutError is not "gone": it says nothing about
+    the other connections."""
+    for e in _causes(exc):
+        state = getattr(e, "sqlstate", None)
+        if isinstance(state, str) and (state.startswith("08") or state in _GONE_SQLSTATES):
+            return True
+        if isinstance(e, OSError) and not isinstance(e, TimeoutError):
+            return True  # refused, reset, or the unix socket is gone while the server is down
+        if isinstance(e, DBAPIError) and e.connection_invalidated:
+            return True
+    return False
+
+
+def database_failure(exc: BaseException) -> ServiceUnavailable | None:
+    """The 503 a database error amounts to, or None when it is not about availability (a
+    constraint violation, a syntax error: those are bugs or 4xx, handled elsewhere)."""
+    if is_statement_timeout(exc) or any(isinstance(e, TimeoutError) for e in _causes(exc)):
+        return DependencyTimeout(DB_TIMEOUT, dependency="postgres")
+    if is_database_gone(exc) or isinstance(exc, sqlalchemy.exc.TimeoutError):
+        # sqlalchemy.exc.TimeoutError: no pooled connection came free in time.
+        return ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres")
+    return None
 
 
 def problem(
@@ -135,15 +200,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(OSError)
     @app.exception_handler(DBAPIError)
-    async def _database_down(request: Request, exc: Exception) -> JSONResponse:
-        # Connection refused/reset, pool timeout or a dropped server: the database is
-        # unavailable. Any other database error is a bug and falls through to 500 below.
-        if (
-            isinstance(exc, DBAPIError)
-            and not exc.connection_invalidated
-            and not isinstance(exc.orig, OSError | ConnectionError)
-            and "connect" not in str(exc.orig).lower()
-        ):
+    @app.exception_handler(asyncpg.PostgresError)
+    @app.exception_handler(asyncpg.InterfaceError)
+    @app.exception_handler(sqlalchemy.exc.TimeoutError)
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
+        # Errors from code that talks to the database without a DbSession (which converts
+        # them itself): a restart, a refused connection, a statement timeout, an exhausted
+        # pool are 503. Any other database error is a bug and falls through to 500 below.
+        failure = database_failure(exc)
+        if failure is None:
             return await _unexpected(request, exc)
         log.warning(
             "database unavailable on %s %s: %s",
@@ -151,14 +216,7 @@ def install_error_handlers(app: FastAPI) -> None:
             request.url.path,
             type(exc).__name__,
         )
-        return problem(
-            503,
-            "unavailable",
-            "Service unavailable",
-            "the database is unavailable; nothing was written",
-            request.url.path,
-            dependency="postgres",
-        )
+        return await _domain(request, failure)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

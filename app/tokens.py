@@ -7,10 +7,20 @@ a request.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
+
+# Texts longer than this (in characters, summed for count_many) are counted in a worker
+# thread: tiktoken releases the GIL while it encodes, so the event loop keeps serving other
+# requests. Measured on this project's 2-core VM (cl100k_base, English-like text): encoding
+# costs ~50 µs per KiB (a 256 KiB content ~18 ms, ~40 ms for text without spaces), while the
+# hop through asyncio.to_thread costs the loop thread ~45-65 µs of CPU and the request
+# ~75-110 µs of latency. At 4 KiB the encode (~200 µs) is about twice the hop's cost; below
+# it the hop costs more than it saves.
+THREAD_THRESHOLD_CHARS = 4096
 
 
 @dataclass
@@ -46,6 +56,18 @@ class Tokenizer:
             raise ServiceUnavailable(self.error or "tokenizer not loaded", dependency="tokenizer")
         # disallowed_special=() : memories may legitimately contain "<|endoftext|>" text.
         return len(self._encoding.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
+
+    async def count_async(self, text: str) -> int:
+        """count(), off the event loop when the text is large (THREAD_THRESHOLD_CHARS)."""
+        if self._encoding is None or len(text) <= THREAD_THRESHOLD_CHARS:
+            return self.count(text)
+        return await asyncio.to_thread(self.count, text)
+
+    async def count_many_async(self, texts: list[str]) -> list[int]:
+        """count_many(), off the event loop when the texts are large together."""
+        if self._encoding is None or sum(map(len, texts)) <= THREAD_THRESHOLD_CHARS:
+            return self.count_many(texts)
+        return await asyncio.to_thread(self.count_many, texts)
 
     def count_many(self, texts: list[str]) -> list[int]:
         # encode_batch fans out to a thread pool: worth it for big batches only.

@@ -12,18 +12,24 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 
+from app.cli import is_loopback, refuse_unauthenticated
+from app.config import Settings
 from app.embedded import free_port
 
 
-def _serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {
+def _env(data_dir: Path, port: int) -> dict[str, str]:
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith("HTM_")},
         "HTM_DATA_DIR": str(data_dir),
         "HTM_EMBEDDING_PROVIDER": "none",
         "HTM_PORT": str(port),
     }
-    return subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env,
+
+
+def _serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=_env(data_dir, port),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
 
 
@@ -83,3 +89,51 @@ def test_serve_starts_embedded_servers_and_stops_them(tmp_path: Path) -> None:
         assert (r.status_code, r.json()["content"]) == (200, "kept")
     finally:
         _stop(proc)
+
+
+# --- safe defaults: no unauthenticated service on a public address -------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        ([], {"HTM_HOST": "0.0.0.0"}),  # the Dockerfile's HTM_HOST, with auth left off
+        (["--host", "::"], {}),
+        (["--host", "192.0.2.7"], {"HTM_AUTH_ENABLED": "false"}),
+    ],
+)
+def test_serve_refuses_a_public_address_with_auth_off_before_starting_anything(
+    tmp_path: Path, args: list[str], env: dict[str, str]
+) -> None:
+    data_dir = tmp_path / "data"
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", *args],
+        env={**_env(data_dir, free_port()), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "refusing to listen on" in out.stderr
+    assert "HTM_AUTH_ENABLED=true" in out.stderr
+    assert "HTM_ALLOW_UNAUTHENTICATED=true" in out.stderr
+    assert not data_dir.exists()  # no embedded PostgreSQL or Redis was started
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.3.2.1", "::1", "[::1]", "localhost", "LOCALHOST", "::ffff:127.0.0.1"]
+)
+def test_loopback_addresses_may_serve_without_auth(host: str) -> None:
+    assert is_loopback(host)
+    assert refuse_unauthenticated(Settings(_env_file=None, auth_enabled=False), host) is None
+
+
+@pytest.mark.parametrize(
+    "host", ["0.0.0.0", "::", "10.0.0.1", "192.0.2.7", "::ffff:10.0.0.1", "example.com", ""]
+)
+def test_other_addresses_need_auth_or_an_explicit_opt_out(host: str) -> None:
+    assert not is_loopback(host)
+    assert refuse_unauthenticated(Settings(_env_file=None, auth_enabled=False), host)
+    assert refuse_unauthenticated(Settings(_env_file=None, auth_enabled=True), host) is None
+    opted_out = Settings(_env_file=None, auth_enabled=False, allow_unauthenticated=True)
+    assert refuse_unauthenticated(opted_out, host) is None

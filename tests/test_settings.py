@@ -14,10 +14,13 @@ ENV = {
     "HTM_DATA_DIR": "/var/lib/htm",
     "HTM_DB_POOL_SIZE": "20",
     "HTM_DB_MAX_OVERFLOW": "5",
+    "HTM_STATEMENT_TIMEOUT_MS": "1500",
     "HTM_HYPERTABLE_CHUNK_INTERVAL": "1 day",
     "HTM_HOST": "0.0.0.0",
     "HTM_PORT": "9000",
     "HTM_LOG_LEVEL": "debug",
+    "HTM_SHUTDOWN_GRACE_S": "5",
+    "HTM_SHUTDOWN_TIMEOUT_S": "20",
     "HTM_WORKING_MEMORY_BUDGET": "4096",
     "HTM_EMBEDDING_PROVIDER": "openai",
     "HTM_EMBEDDING_MODEL": "text-embedding-3-small",
@@ -30,6 +33,7 @@ ENV = {
     "HTM_EMBEDDING_WORKER_INTERVAL_S": "0.5",
     "HTM_TIKTOKEN_ENCODING": "o200k_base",
     "HTM_AUTH_ENABLED": "true",
+    "HTM_ALLOW_UNAUTHENTICATED": "true",
     "HTM_MAX_BODY_BYTES": "2048",
     "HTM_MAX_CONTENT_BYTES": "1000",
     "HTM_MAX_BATCH_SIZE": "50",
@@ -55,11 +59,13 @@ def test_defaults_match_the_design(monkeypatch: pytest.MonkeyPatch) -> None:
         384,
     )
     assert s.tiktoken_encoding == "cl100k_base"
-    assert s.auth_enabled is False
+    assert s.auth_enabled is False and s.allow_unauthenticated is False
     assert (s.max_content_bytes, s.max_batch_size, s.max_recall_limit) == (262_144, 500, 100)
     assert s.rrf_k == 60
     assert s.hypertable_chunk_interval == "7 days"
     assert (s.host, s.port) == ("127.0.0.1", 8000)
+    assert s.statement_timeout_ms == 5000
+    assert (s.shutdown_grace_s, s.shutdown_timeout_s) == (0.0, 10.0)
 
 
 def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,8 +78,10 @@ def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyP
     assert s.redis_retry_after_s == 0
     assert s.data_dir == Path("/var/lib/htm")
     assert (s.db_pool_size, s.db_max_overflow) == (20, 5)
+    assert s.statement_timeout_ms == 1500
     assert s.hypertable_chunk_interval == "1 day"
     assert (s.host, s.port, s.log_level) == ("0.0.0.0", 9000, "debug")
+    assert (s.shutdown_grace_s, s.shutdown_timeout_s) == (5.0, 20.0)
     assert s.working_memory_budget == 4096
     assert (s.embedding_provider, s.embedding_model, s.embedding_dimension) == (
         "openai",
@@ -91,7 +99,7 @@ def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyP
     )
     assert s.embedding_worker_interval_s == 0.5
     assert s.tiktoken_encoding == "o200k_base"
-    assert s.auth_enabled is True
+    assert s.auth_enabled is True and s.allow_unauthenticated is True
     assert (s.max_body_bytes, s.max_content_bytes, s.max_batch_size) == (2048, 1000, 50)
     assert (s.max_query_chars, s.max_recall_limit) == (300, 40)
     assert (s.max_metadata_bytes, s.max_metadata_depth, s.max_tags) == (512, 3, 8)

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 
 PREFIX = "htm_"
+# What generate() makes: token_urlsafe(32) is 43 characters of the url-safe alphabet.
+SHAPE = re.compile(r"htm_[A-Za-z0-9_-]{43}")
 
 
 def generate() -> str:
     return PREFIX + secrets.token_urlsafe(32)
+
+
+def well_formed(key: str) -> bool:
+    """Could this be a key at all? Anything else is rejected without a database lookup."""
+    return SHAPE.fullmatch(key) is not None
 
 
 def digest(key: str) -> bytes:

@@ -6,6 +6,9 @@ from app.db.session import DbSession
 from app.db.sql import sql
 
 _COLUMNS = "k.id, k.name, k.role, k.prefix, k.created_at, k.revoked_at, k.last_used_at"
+# last_used_at is bookkeeping, precise to this interval: writing it on every lookup would
+# make every authenticated request (reads included) a write.
+TOUCH_INTERVAL = "interval '1 minute'"
 
 
 class ApiKeyRepository:
@@ -13,10 +16,14 @@ class ApiKeyRepository:
         self.session = session
 
     async def by_hash(self, key_hash: bytes) -> Any | None:
+        """The unrevoked key with this hash; `touch_due` says whether its last_used_at is
+        older than TOUCH_INTERVAL (by the database's clock, as touch() compares)."""
         return (
             await self.session.execute(
                 sql(f"""
-                SELECT {_COLUMNS}, k.key_hash, k.namespace_id, n.name AS namespace
+                SELECT {_COLUMNS}, k.key_hash, k.namespace_id, n.name AS namespace,
+                       (k.last_used_at IS NULL
+                        OR k.last_used_at < now() - {TOUCH_INTERVAL}) AS touch_due
                 FROM api_key k JOIN namespace n ON n.id = k.namespace_id
                 WHERE k.key_hash = :h AND k.revoked_at IS NULL"""),
                 {"h": key_hash},
@@ -56,6 +63,12 @@ class ApiKeyRepository:
         ).one_or_none()
 
     async def touch(self, key_id: int) -> None:
+        """Record a use, unless one was recorded within TOUCH_INTERVAL (by another process,
+        say): then the statement matches no row and writes nothing."""
         await self.session.execute(
-            sql("UPDATE api_key SET last_used_at = now() WHERE id = :id"), {"id": key_id}
+            sql(f"""
+            UPDATE api_key SET last_used_at = now()
+            WHERE id = :id
+              AND (last_used_at IS NULL OR last_used_at < now() - {TOUCH_INTERVAL})"""),
+            {"id": key_id},
         )

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from app.auth import keys
@@ -22,49 +24,115 @@ def _read(row: Any) -> ApiKeyRead:
     )
 
 
+Identity = tuple[int, str, str, int]  # (namespace_id, namespace, role, key id)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """When a database lookup of a key began, and the cache's generation then."""
+
+    generation: int
+    started: float
+
+
 class KeyCache:
-    """hash → (namespace_id, namespace, role, key id) for a few seconds, so a request does not
-    pay a database round trip for its key. Revocations through this process clear it at
-    once; a revocation by another process takes effect within `ttl_s`."""
+    """Key hash → Identity, so most requests pay no database round trip for their key.
 
-    def __init__(self, ttl_s: float = 10.0) -> None:
+    A revocation is in force in every process within `ttl_s` (1 s): a positive entry lives
+    `ttl_s` from the start of the lookup that read it, so it can never outlive a revocation
+    committed after that read by more than `ttl_s`. Eviction by a Redis pub/sub channel would
+    be faster, but it needs a subscriber task per process, reconnect logic, a fallback TTL
+    for when Redis is down anyway (async RedisCluster has no pub/sub at all) and it would
+    make authentication depend on Redis; the TTL costs one indexed lookup per active key,
+    per process, per second.
+
+    In this process a revocation is immediate: the revoke clears the cache once its
+    transaction has committed, and bumps the generation so that a lookup that was already
+    running (it may have read the row before the revoke committed) cannot put its stale
+    answer back afterwards.
+
+    Unknown (or revoked) well-formed keys are remembered too, at most `unknown_max` of them
+    for `unknown_ttl_s`, oldest dropped first, so a client retrying a revoked or mistyped key
+    costs no lookups. A key cannot turn valid after it was first presented (its 256 random
+    bits are made at creation), so this never rejects a good key. Malformed tokens never get
+    here (keys.well_formed).
+    """
+
+    def __init__(
+        self, ttl_s: float = 1.0, unknown_ttl_s: float = 60.0, unknown_max: int = 1024
+    ) -> None:
         self.ttl_s = ttl_s
-        self._entries: dict[bytes, tuple[float, tuple[int, str, str, int]]] = {}
+        self.unknown_ttl_s = unknown_ttl_s
+        self.unknown_max = unknown_max
+        self.generation = 0
+        self._entries: dict[bytes, tuple[float, Identity]] = {}
+        self._unknown: OrderedDict[bytes, float] = OrderedDict()
 
-    def get(self, key_hash: bytes) -> tuple[int, str, str, int] | None:
+    def get(self, key_hash: bytes) -> Identity | None:
         hit = self._entries.get(key_hash)
-        if hit is None or hit[0] < time.monotonic():
+        if hit is None or hit[0] <= time.monotonic():
             return None
         return hit[1]
 
-    def put(self, key_hash: bytes, value: tuple[int, str, str, int]) -> None:
-        self._entries[key_hash] = (time.monotonic() + self.ttl_s, value)
+    def lookup(self) -> Lookup:
+        """Call before reading a key from the database; hand the result to put()."""
+        return Lookup(self.generation, time.monotonic())
+
+    def put(self, key_hash: bytes, value: Identity, lookup: Lookup) -> None:
+        if lookup.generation != self.generation:
+            return  # a revocation cleared the cache during this lookup: it may be stale
+        if len(self._entries) >= 4096:  # drop the expired entries of keys no longer used
+            now = time.monotonic()
+            self._entries = {h: e for h, e in self._entries.items() if e[0] > now}
+        self._entries[key_hash] = (lookup.started + self.ttl_s, value)
+
+    def is_unknown(self, key_hash: bytes) -> bool:
+        until = self._unknown.get(key_hash)
+        return until is not None and until > time.monotonic()
+
+    def put_unknown(self, key_hash: bytes) -> None:
+        self._unknown.pop(key_hash, None)
+        self._unknown[key_hash] = time.monotonic() + self.unknown_ttl_s
+        while len(self._unknown) > self.unknown_max:
+            self._unknown.popitem(last=False)
 
     def clear(self) -> None:
+        """Forget every known key (a revocation committed)."""
+        self.generation += 1
         self._entries.clear()
 
 
-async def authenticate(
-    sessionmaker: Sessionmaker, cache: KeyCache, key: str
-) -> tuple[int, str, str, int] | None:
-    """(namespace_id, namespace, role, key id) for a valid, unrevoked key; else None."""
+async def authenticate(sessionmaker: Sessionmaker, cache: KeyCache, key: str) -> Identity | None:
+    """The identity of a valid, unrevoked key; else None.
+
+    Only the throttled last_used_at (ApiKeyRepository.touch, at most once a minute per key)
+    is ever written here: a request with a reader key writes nothing else on its way in.
+    """
+    if not keys.well_formed(key):
+        return None
     h = keys.digest(key)
     cached = cache.get(h)
     if cached is not None:
         return cached
+    if cache.is_unknown(h):
+        return None
+    lookup = cache.lookup()
     async with sessionmaker() as session, session.begin():
         repo = ApiKeyRepository(session)
         row = await repo.by_hash(h)
         if row is None or not keys.matches(key, row.key_hash):
+            cache.put_unknown(h)
             return None
-        await repo.touch(row.id)
+        if row.touch_due:
+            await repo.touch(row.id)
     value = (row.namespace_id, row.namespace, row.role, row.id)
-    cache.put(h, value)
+    cache.put(h, value, lookup)
     return value
 
 
 class ApiKeyService:
     def __init__(self, session: DbSession, namespace_id: int, cache: KeyCache) -> None:
+        self.session = session
         self.repo = ApiKeyRepository(session)
         self.namespace_id = namespace_id
         self.cache = cache
@@ -87,5 +155,8 @@ class ApiKeyService:
         row = await self.repo.revoke(self.namespace_id, key_id)
         if row is None:
             raise NotFound(f"API key {key_id} does not exist")
-        self.cache.clear()
+        # Cleared after the commit, not now: a lookup starting before the commit still reads
+        # the unrevoked row. Clearing bumps the generation, so no lookup that started before
+        # the clear can put its answer back.
+        self.session.after_commit(self.cache.clear)
         return _read(row)

@@ -18,6 +18,23 @@ from app.config import Settings
 # one for full text would bitmap-scan every match of a common word. Planning our statements
 # costs well under a millisecond, so every execution gets its own plan.
 SERVER_SETTINGS = {"jit": "off", "plan_cache_mode": "force_custom_plan"}
+# asyncpg's client-side timeout: a backstop for a server or network that stopped answering
+# altogether. It stays well above the server-side statement_timeout so that a slow statement
+# is cancelled by the server (the connection stays usable) before the client gives up on it
+# (the connection is then dropped, as it may still be busy).
+COMMAND_TIMEOUT_S = 30.0
+COMMAND_TIMEOUT_MARGIN_S = 5.0
+
+
+def server_settings(settings: Settings) -> dict[str, str]:
+    """Session settings every connection starts with: sent in the startup packet, so they
+    cost no round trip. statement_timeout ends any statement that runs longer (SQLSTATE
+    57014, a 503 for the request); migrations use their own connection and are not bound."""
+    return {**SERVER_SETTINGS, "statement_timeout": str(settings.statement_timeout_ms)}
+
+
+def command_timeout(settings: Settings) -> float:
+    return max(COMMAND_TIMEOUT_S, settings.statement_timeout_ms / 1000 + COMMAND_TIMEOUT_MARGIN_S)
 
 
 def create_engine(settings: Settings) -> AsyncEngine:
@@ -33,8 +50,11 @@ def create_engine(settings: Settings) -> AsyncEngine:
         # connection broken by a database restart raises a disconnect error, which SQLAlchemy
         # turns into invalidating the pool, so only in-flight requests see the outage (503).
         pool_recycle=1800,
-        # Statements are short; a stuck connection should fail the request, not hang it.
-        connect_args={"command_timeout": 30, "server_settings": SERVER_SETTINGS},
+        # Statements are short; a stuck one should fail the request, not hang it.
+        connect_args={
+            "command_timeout": command_timeout(settings),
+            "server_settings": server_settings(settings),
+        },
         # jsonb columns (metadata, details) are read with orjson: the stdlib's json.loads
         # was ~4% of a recall's CPU (every hit carries its metadata).
         json_deserializer=orjson.loads,

@@ -25,16 +25,18 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import TextClause
 
-from app.errors import ServiceUnavailable
+from app.errors import (
+    DB_TIMEOUT,
+    DB_UNAVAILABLE,
+    DependencyTimeout,
+    ServiceUnavailable,
+    database_failure,
+    is_database_gone,
+    is_statement_timeout,
+)
 
 _DIALECT = asyncpg_dialect()
 _COMPILED: dict[str, tuple[str, list[str]]] = {}
-
-# Errors that mean the connection or the server went away, not that a statement is wrong:
-# class 08 (connection exception; asyncpg's "connection was closed in the middle of
-# operation" is one), 57P01-57P03 (shutdown, crash, not accepting connections), a socket
-# error, or any error after which the connection is closed.
-_GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
 
 
 def compiled(clause: TextClause) -> tuple[str, list[str]]:
@@ -121,9 +123,9 @@ class Scalars(list[Any]):
 
 
 def connection_lost(exc: BaseException, driver: asyncpg.Connection | None) -> bool:
-    if isinstance(exc, OSError | asyncpg.PostgresConnectionError):
-        return True
-    if getattr(exc, "sqlstate", None) in _GONE_SQLSTATES:
+    """The connection or the server went away (app.errors.is_database_gone: SQLSTATE class
+    08, 57P01-57P03, a socket error), or the connection is closed after the error."""
+    if is_database_gone(exc):
         return True
     # The server ended the connection (a restart, pg_terminate_backend) while it sat in the
     # pool: depending on when asyncpg reads the news, the next call fails with "connection is
@@ -137,6 +139,7 @@ class DbSession:
         self._conn: AsyncConnection | None = None
         self._driver: asyncpg.Connection | None = None
         self._tx: Transaction | None = None
+        self._on_commit: list[Callable[[], None]] = []
 
     async def __aenter__(self) -> DbSession:
         return self
@@ -146,9 +149,7 @@ class DbSession:
 
     async def _begin(self) -> asyncpg.Connection:
         if self._driver is None:
-            self._conn = await self._engine.connect()
-            raw = await self._conn.get_raw_connection()
-            self._driver = raw.driver_connection
+            await self._connect()
         driver = self._driver
         assert driver is not None
 
@@ -160,18 +161,47 @@ class DbSession:
         self._tx = await self._guarded(start())
         return driver
 
+    async def _connect(self) -> None:
+        """Check a connection out of the pool (opening one if needed). While the server is
+        down, starting or stopping, that fails with a socket error, 57P03 "cannot connect
+        now" (SQLAlchemy wraps asyncpg's PostgresErrors, not OSErrors) or a pool timeout:
+        all of them 503."""
+        try:
+            self._conn = await self._engine.connect()
+            raw = await self._conn.get_raw_connection()
+        except BaseException as exc:
+            if self._conn is not None:
+                await self._discard()
+            if database_failure(exc) is None:
+                raise
+            raise ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres") from exc
+        self._driver = raw.driver_connection
+
     async def _guarded(self, call: Any) -> Any:
-        """Await a driver call; a lost connection is dropped from the pool and reported as
-        the database being unavailable (503), anything else propagates as it is."""
+        """Await a driver call. A lost connection is dropped from the pool and reported as
+        the database being unavailable (503). A statement the server cancelled at
+        statement_timeout is a 503 too; its transaction is aborted, and the caller's rollback
+        leaves the connection as good as new. Anything else propagates as it is."""
         try:
             return await call
         except BaseException as exc:
-            if not connection_lost(exc, self._driver):
-                raise
-            await self._lost()
-            raise ServiceUnavailable(
-                "the database is unavailable; nothing was written", dependency="postgres"
-            ) from exc
+            if isinstance(exc, TimeoutError):
+                # asyncpg's client-side command_timeout: the connection may still be busy
+                # with the statement, so it is dropped. Only this one: the server is up and
+                # the pool's other connections are fine.
+                await self._discard()
+                raise DependencyTimeout(DB_TIMEOUT, dependency="postgres") from exc
+            if connection_lost(exc, self._driver):
+                await self._lost()
+                raise ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres") from exc
+            if is_statement_timeout(exc):
+                raise DependencyTimeout(DB_TIMEOUT, dependency="postgres") from exc
+            raise
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the current unit of work has committed (dropped if it rolls
+        back): for caches that must not forget a change before it is visible to others."""
+        self._on_commit.append(callback)
 
     async def execute(
         self,
@@ -192,11 +222,15 @@ class DbSession:
         tx, self._tx = self._tx, None
         if tx is not None:
             await self._guarded(tx.commit())
+        callbacks, self._on_commit = self._on_commit, []
+        for callback in callbacks:
+            callback()
 
     async def rollback(self) -> None:
         """Roll back the open transaction. A connection that cannot roll back (lost, or left
         mid-statement by a cancelled request) is dropped instead, which ends it as well."""
         tx, self._tx = self._tx, None
+        self._on_commit.clear()
         if tx is None:
             return
         try:

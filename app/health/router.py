@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app.deps import ResourcesDep
+from app.errors import ServiceUnavailable
 from app.health import service
 from app.routing import OrjsonRoute
 
@@ -18,6 +19,9 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", operation_id="health-ready", summary="Readiness and versions")
-async def readyz(res: ResourcesDep) -> dict[str, Any]:
-    """Checks PostgreSQL and Redis; reports their versions, the embedder and the tokenizer."""
+async def readyz(request: Request, res: ResourcesDep) -> dict[str, Any]:
+    """Checks PostgreSQL and Redis; reports their versions, the embedder and the tokenizer.
+    503 with `draining: true` once the process is shutting down."""
+    if service.is_draining(request.app):
+        raise ServiceUnavailable("not ready: the service is shutting down", draining=True)
     return {"status": "ready", **await service.readiness(res)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.sql import sql
@@ -12,6 +13,25 @@ from app.errors import ServiceUnavailable
 from app.resources import Resources
 
 CHECK_TIMEOUT_S = 2.0
+
+
+def start_draining(app: FastAPI) -> None:
+    """From now on /readyz answers 503: the process is shutting down (SIGTERM, or the
+    lifespan's shutdown). Called from a signal handler, so it only sets a flag."""
+    app.state.draining = True
+
+
+def is_draining(app: FastAPI) -> bool:
+    return bool(getattr(app.state, "draining", False))
+
+
+async def redis_version(redis: Any) -> str:
+    """The Redis server version. On a cluster, INFO answers per node ({node: {...}}): the
+    first node's version is reported (a cluster runs one version, save during upgrades)."""
+    info = await redis.info("server")
+    if "redis_version" not in info:
+        info = next(iter(info.values()))
+    return str(info["redis_version"])
 
 
 async def postgres_versions(engine: AsyncEngine) -> dict[str, Any]:
@@ -49,8 +69,7 @@ async def readiness(res: Resources) -> dict[str, Any]:
 
     async def rd() -> None:
         try:
-            info = await asyncio.wait_for(res.redis.info("server"), CHECK_TIMEOUT_S)
-            report["redis"] = info["redis_version"]
+            report["redis"] = await asyncio.wait_for(redis_version(res.redis), CHECK_TIMEOUT_S)
         except Exception as exc:
             down["redis"] = type(exc).__name__
 

@@ -15,15 +15,24 @@ class NamespaceRepository:
         cached = cache.get(name)
         if cached is not None:
             return cached
+        # Read first: the upsert's DO UPDATE locks and rewrites an existing row, which would
+        # make a read-only request a write. The upsert (not DO NOTHING, which returns no row)
+        # then settles a race with another request creating the same namespace.
         async with sessionmaker() as session, session.begin():
             ns_id = (
                 await session.execute(
-                    sql("""
-                    INSERT INTO namespace (name) VALUES (:name)
-                    ON CONFLICT (name) DO UPDATE SET name = excluded.name
-                    RETURNING id"""),
-                    {"name": name},
+                    sql("SELECT id FROM namespace WHERE name = :name"), {"name": name}
                 )
-            ).scalar_one()
+            ).scalar()
+            if ns_id is None:
+                ns_id = (
+                    await session.execute(
+                        sql("""
+                        INSERT INTO namespace (name) VALUES (:name)
+                        ON CONFLICT (name) DO UPDATE SET name = excluded.name
+                        RETURNING id"""),
+                        {"name": name},
+                    )
+                ).scalar_one()
         cache[name] = ns_id
         return int(ns_id)

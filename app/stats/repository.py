@@ -9,6 +9,14 @@ from typing import Any
 from app.db.session import DbSession
 from app.db.sql import sql
 
+# What one memory row holds for its namespace, as stored: pg_column_size is the on-disk size
+# of each value (after compression; out-of-line TOAST values included). The namespace's own
+# data only — never pg_database_size, which would show every namespace the whole database.
+MEMORY_BYTES = (
+    "coalesce(pg_column_size(content), 0) + coalesce(pg_column_size(metadata), 0)"
+    " + coalesce(pg_column_size(tags), 0) + coalesce(pg_column_size(embedding), 0)"
+)
+
 
 class StatsRepository:
     def __init__(self, session: DbSession) -> None:
@@ -92,12 +100,12 @@ class StatsRepository:
     async def namespace(self, namespace_id: int) -> dict[str, Any]:
         row = (
             await self.session.execute(
-                sql("""
+                sql(f"""
                 SELECT count(*) FILTER (WHERE deleted_at IS NULL) AS memories,
                        count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted,
                        count(*) FILTER (WHERE embedding_status = 'pending'
                                         AND deleted_at IS NULL) AS pending_embeddings,
-                       pg_database_size(current_database()) AS database_bytes
+                       coalesce(sum({MEMORY_BYTES}), 0)::bigint AS memory_bytes
                 FROM memory WHERE namespace_id = :ns"""),
                 {"ns": namespace_id},
             )

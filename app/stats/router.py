@@ -33,5 +33,5 @@ async def robot_stats(
 
 @router.get("/v1/stats", operation_id="stats-namespace", summary="Namespace statistics")
 async def namespace_stats(service: Service) -> NamespaceStats:
-    """Memory counts, robots' working-memory use, database size and versions in use."""
+    """Memory counts and size, robots' working-memory use, and versions in use."""
     return await service.namespace()

@@ -53,6 +53,10 @@ class NamespaceStats(BaseModel):
     deleted_memories: int
     pending_embeddings: int
     robots: list[RobotUsage]
-    database_bytes: int
+    memory_bytes: int = Field(
+        description="Bytes this namespace's memories take as stored: content, metadata, tags"
+        " and embedding of every memory, soft-deleted ones included (they are kept until a"
+        " hard delete); indexes and row overhead are not counted"
+    )
     hypertables: list[str] = Field(description="Empty when TimescaleDB is not in use")
     versions: Versions

@@ -91,7 +91,7 @@ class StatsService:
             deleted_memories=counts["deleted"],
             pending_embeddings=counts["pending_embeddings"],
             robots=robots,
-            database_bytes=counts["database_bytes"],
+            memory_bytes=counts["memory_bytes"],
             hypertables=await self.repo.hypertables(),
             versions=Versions(redis=redis_version, **pg),
         )

@@ -7,12 +7,14 @@ import json
 import re
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 from sqlalchemy import text
 
 from app.auth import keys
+from app.embedded import free_port
 from app.openapi import SPEC_PATH
 
 PROBLEM = "application/problem+json"
@@ -244,3 +246,234 @@ async def test_key_lookup_is_constant_time_comparison_of_hashes() -> None:
     assert keys.matches(secret, keys.digest(secret))
     assert not keys.matches(secret[:-1] + ("A" if secret[-1] != "A" else "B"), keys.digest(secret))
     await asyncio.sleep(0)
+
+
+# --- the key cache: revocation everywhere within 1 s, cheap rejection, little bookkeeping --
+
+
+async def test_a_revocation_reaches_another_process_within_a_second(app_factory) -> None:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    async with app_factory(auth_enabled=True) as a, app_factory(auth_enabled=True) as b:
+        admin = await make_key(a, ns, "admin")
+        r = await a.post("/v1/keys", json={"name": "tmp", "role": "reader"}, headers=bearer(admin))
+        secret, key_id = r.json()["key"], r.json()["id"]
+        # Both processes know (and cache) the key.
+        for app in (a, b):
+            assert (await app.get("/v1/robots", headers=bearer(secret))).status_code == 200
+        assert (await a.delete(f"/v1/keys/{key_id}", headers=bearer(admin))).status_code == 200
+        revoked = time.monotonic()
+        assert (await a.get("/v1/robots", headers=bearer(secret))).status_code == 401
+        # The other process may accept the key from its cache for up to a second: every
+        # request it starts later is refused.
+        statuses = []
+        while (started := time.monotonic() - revoked) < 1.25:
+            r = await b.get("/v1/robots", headers=bearer(secret))
+            statuses.append((round(started, 3), r.status_code))
+            await asyncio.sleep(0.02)
+    assert {status for _, status in statuses} <= {200, 401}
+    late = [status for started, status in statuses if started >= 1.0]
+    assert late and set(late) == {401}, statuses
+
+
+async def test_a_lookup_that_read_a_key_before_its_revocation_does_not_cache_it(
+    auth_client,
+) -> None:
+    from app.auth.service import ApiKeyService, authenticate
+    from app.namespaces.repository import NamespaceRepository
+
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    secret = await make_key(auth_client, ns, "reader")  # never used: last_used_at is due
+    res = auth_client.app.state.resources
+    ns_id = await NamespaceRepository.resolve(res.sessionmaker, res.namespace_ids, ns)
+    async with res.sessionmaker() as session:
+        key_id = (await ApiKeyService(session, ns_id, res.key_cache).list())[0].id
+
+    async with res.sessionmaker() as session, session.begin():
+        await ApiKeyService(session, ns_id, res.key_cache).revoke(key_id)
+        # The revoke is not committed: a lookup now reads the unrevoked row, then waits on
+        # the row's lock to record the use.
+        lookup = asyncio.create_task(authenticate(res.sessionmaker, res.key_cache, secret))
+        await wait_for_lock_wait(res.engine)
+    # Committed, and the cache cleared; then the lookup finishes with what it read before.
+    assert await lookup is not None
+    assert await authenticate(res.sessionmaker, res.key_cache, secret) is None
+    assert (await auth_client.get("/v1/robots", headers=bearer(secret))).status_code == 401
+
+
+async def wait_for_lock_wait(engine) -> None:
+    """Until some session waits for a lock (pg_stat_activity is read afresh each time: within
+    one transaction it would be a snapshot)."""
+    query = text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+    for _ in range(200):
+        async with engine.connect() as conn:
+            if (await conn.execute(query)).scalar_one():
+                return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the lookup never waited for the revoke's row lock")
+
+
+def test_the_cache_ignores_an_answer_from_a_lookup_older_than_a_revocation() -> None:
+    from app.auth.service import KeyCache
+
+    cache = KeyCache()
+    before = cache.lookup()
+    cache.clear()
+    cache.put(b"h", (1, "ns", "reader", 7), before)
+    assert cache.get(b"h") is None
+    cache.put(b"h", (1, "ns", "reader", 7), cache.lookup())
+    assert cache.get(b"h") == (1, "ns", "reader", 7)
+
+
+def test_the_cache_of_unknown_keys_is_bounded_and_expires() -> None:
+    from app.auth.service import KeyCache
+
+    cache = KeyCache(unknown_max=3, unknown_ttl_s=0.05)
+    for h in (b"a", b"b", b"c", b"d"):
+        cache.put_unknown(h)
+    assert [cache.is_unknown(h) for h in (b"a", b"b", b"c", b"d")] == [False, True, True, True]
+    time.sleep(0.06)
+    assert not cache.is_unknown(b"d")
+
+
+def count_checkouts(client) -> list[int]:
+    """Connections the app checks out of its pool (every database lookup takes one)."""
+    from sqlalchemy import event
+
+    seen = [0]
+
+    def checkout(*_args: object) -> None:
+        seen[0] += 1
+
+    event.listen(client.app.state.resources.engine.sync_engine, "checkout", checkout)
+    return seen
+
+
+async def test_malformed_tokens_are_rejected_without_touching_the_database(app_factory) -> None:
+    # The database is unreachable: a token that needed a lookup would be a 503.
+    dead = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/htm"
+    well_formed = keys.generate()
+    malformed = [
+        "htm_short",
+        well_formed + "x",
+        "xyz_" + well_formed[4:],
+        well_formed[:-1] + "!",
+        well_formed[:-1] + "é",
+        "x" * 10_000,
+    ]
+    async with app_factory(auth_enabled=True, database_url=dead) as client:
+        for token in malformed:
+            header = f"Bearer {token}".encode("latin-1")  # as sent: bytes, é included
+            r = await client.get("/v1/robots", headers={"Authorization": header})
+            assert (r.status_code, r.headers["content-type"]) == (401, PROBLEM), token
+        r = await client.get("/v1/robots", headers=bearer(well_formed))
+        assert (r.status_code, r.json()["dependency"]) == (503, "postgres")
+
+
+async def test_an_unknown_key_is_looked_up_once(auth_client) -> None:
+    checkouts = count_checkouts(auth_client)
+    unknown = keys.generate()
+    for _ in range(5):
+        assert (await auth_client.get("/v1/robots", headers=bearer(unknown))).status_code == 401
+    assert checkouts[0] == 1
+
+
+async def test_last_used_at_is_written_at_most_once_a_minute_and_a_reader_writes_nothing_else(
+    auth_client,
+) -> None:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    writer = await make_key(auth_client, ns, "writer")
+    reader = await make_key(auth_client, ns, "reader", name="r")
+    r = await auth_client.post(
+        "/v1/robots/a/memories", json={"content": "hello", "key": "h"}, headers=bearer(writer)
+    )
+    assert r.status_code == 201
+    res = auth_client.app.state.resources
+
+    async def last_used() -> tuple:
+        async with res.engine.connect() as conn:
+            return tuple(
+                (
+                    await conn.execute(
+                        text("SELECT last_used_at, xmin::text FROM api_key WHERE key_hash = :h"),
+                        {"h": keys.digest(reader)},
+                    )
+                ).one()
+            )
+
+    assert (await last_used())[0] is None
+    assert (await auth_client.get("/v1/robots", headers=bearer(reader))).status_code == 200
+    first = await last_used()
+    assert first[0] is not None
+
+    # Every GET a reader makes, each with a fresh lookup of its key: no row written anywhere.
+    checkouts = count_checkouts(auth_client)
+    for path in ("/v1/robots", "/v1/robots/a", "/v1/robots/a/memories", "/v1/stats", "/v1/tags"):
+        res.key_cache.clear()
+        before = await next_xid(res.engine)
+        r = await auth_client.get(path, headers=bearer(reader))
+        assert r.status_code in {200, 404}, (path, r.text)
+        assert await rows_written_since(res.engine, before) == {}, path
+    assert checkouts[0] >= 5
+    assert await last_used() == first  # not even last_used_at: it is less than a minute old
+
+    # Once it is older than a minute, the next lookup records the use again.
+    async with res.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE api_key SET last_used_at = now() - interval '61 seconds'"
+                " WHERE key_hash = :h"
+            ),
+            {"h": keys.digest(reader)},
+        )
+    res.key_cache.clear()
+    assert (await auth_client.get("/v1/robots", headers=bearer(reader))).status_code == 200
+    assert (await last_used())[0] > first[0]
+
+
+async def next_xid(engine) -> int:
+    async with engine.connect() as conn:
+        return int(
+            (
+                await conn.execute(text("SELECT pg_snapshot_xmax(pg_current_snapshot())::text"))
+            ).scalar_one()
+        )
+
+
+async def rows_written_since(engine, xid: int) -> dict[str, int]:
+    """Rows of the service's tables that a transaction from `xid` on inserted, updated or
+    locked (tests run in epoch 0, so the 32-bit xmin compares with the 64-bit xid)."""
+    written = {}
+    async with engine.connect() as conn:
+        tables = (
+            await conn.execute(
+                text("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+            )
+        ).scalars()
+        for table in tables:
+            n = (
+                await conn.execute(
+                    text(
+                        f'SELECT count(*) FROM "{table}" WHERE xmin::text::bigint >= :x'
+                        " OR xmax::text::bigint >= :x"
+                    ),
+                    {"x": xid},
+                )
+            ).scalar_one()
+            if n:
+                written[table] = n
+    return written
+
+
+async def test_a_read_in_an_existing_namespace_writes_nothing_with_auth_off(
+    app_factory, ns: str
+) -> None:
+    async with app_factory() as client:
+        client.headers["X-Namespace"] = ns
+        assert (await client.get("/v1/robots")).status_code == 200  # creates the namespace
+    # A new process (its namespace cache empty) looks the namespace up: a read, not an upsert.
+    async with app_factory() as client:
+        client.headers["X-Namespace"] = ns
+        engine = client.app.state.resources.engine
+        before = await next_xid(engine)
+        assert (await client.get("/v1/robots")).status_code == 200
+        assert await rows_written_since(engine, before) == {}

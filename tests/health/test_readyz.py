@@ -87,3 +87,25 @@ async def test_unknown_route_is_problem_json(app_factory, path: str) -> None:
     assert r.status_code == 404
     assert r.headers["content-type"] == "application/problem+json"
     assert r.json()["title"] == "Not found"
+
+
+@pytest.mark.parametrize("info_nodes", ["default-node", "all"])
+async def test_readyz_reports_the_redis_version_on_a_redis_cluster(
+    app_factory, redis_cluster, info_nodes: str
+) -> None:
+    # Which nodes INFO goes to depends on redis-py's version and command policies: one node
+    # answers a plain dict, several answer {"host:port": {...}} (older redis-py sends INFO to
+    # every node). Both shapes are pinned here by routing the app's client either way.
+    node = redis_cluster.get_default_node()
+    version = (await redis_cluster.info("server", target_nodes=node))["redis_version"]
+    url = f"redis://{node.host}:{node.port}/0"
+    async with app_factory(redis_url=url, redis_cluster=True) as client:
+        cluster = client.app.state.resources.redis
+        cluster.command_flags["INFO"] = info_nodes
+        if info_nodes == "all":
+            assert len(await cluster.info("server")) == 3  # the per-node shape
+        r = await client.get("/readyz")
+        stats = await client.get("/v1/stats")
+    assert r.status_code == 200, r.text
+    assert (r.json()["status"], r.json()["redis"]) == ("ready", version)
+    assert stats.status_code == 200 and stats.json()["versions"]["redis"] == version

@@ -168,8 +168,8 @@ async def test_namespace_stats_count_memories_robots_size_and_versions(
     hypertables = ["memory", "memory_event"] if timescaledb else []
     async with aioredis.from_url(redis_url, decode_responses=True) as r:
         redis_version = (await r.info("server"))["redis_version"]
-    assert stats["database_bytes"] > 0
-    assert {k: v for k, v in stats.items() if k != "database_bytes"} == {
+    assert stats["memory_bytes"] == await memory_bytes_by_sql(client, ns)
+    assert {k: v for k, v in stats.items() if k != "memory_bytes"} == {
         "namespace": ns,
         "memories": 4,  # a1, a2, a3, b1; "gone" is soft-deleted
         "deleted_memories": 1,
@@ -210,7 +210,60 @@ async def test_namespace_stats_see_only_their_own_namespace(app_factory, ns) -> 
     async with app_factory() as client:
         client.headers["X-Namespace"] = ns
         stats = await get_ok(client, "/v1/stats")
-        assert (stats["namespace"], stats["memories"], stats["robots"]) == (ns, 0, [])
+        assert (stats["namespace"], stats["memories"], stats["robots"], stats["memory_bytes"]) == (
+            ns,
+            0,
+            [],
+            0,
+        )
+
+
+async def memory_bytes_by_sql(client, namespace: str) -> int:
+    """The namespace's rows, column by column, as stored (soft-deleted rows included)."""
+    async with client.app.state.resources.engine.connect() as conn:
+        return (
+            await conn.execute(
+                text("""
+                SELECT coalesce(sum(pg_column_size(m.content)), 0)
+                     + coalesce(sum(pg_column_size(m.metadata)), 0)
+                     + coalesce(sum(pg_column_size(m.tags)), 0)
+                     + coalesce(sum(pg_column_size(m.embedding)), 0)
+                FROM memory m JOIN namespace n ON n.id = m.namespace_id
+                WHERE n.name = :ns"""),
+                {"ns": namespace},
+            )
+        ).scalar_one()
+
+
+async def test_namespace_stats_report_the_size_of_their_own_memories_only(
+    app_factory,
+) -> None:
+    # Two namespaces with the same memories but for 300 more content bytes in b's second one
+    # (random letters: too short and too random for compression; a 4-byte header either way).
+    import random
+    import uuid
+
+    rng = random.Random(7)
+    letters = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(600))
+    ns_a, ns_b = f"a-{uuid.uuid4().hex[:10]}", f"b-{uuid.uuid4().hex[:10]}"
+    async with app_factory() as client:
+        for ns, content in ((ns_a, letters[:300]), (ns_b, letters)):
+            client.headers["X-Namespace"] = ns
+            for body in (
+                {"key": "one", "content": "first", "tags": ["x:y"], "metadata": {"n": 1}},
+                {"key": "two", "content": content, "embedding": vec(3)},
+            ):
+                assert (await client.post("/v1/robots/r/memories", json=body)).status_code == 201
+        assert (await client.delete("/v1/robots/r/memories/one")).status_code == 200  # in b
+        sizes = {}
+        for ns in (ns_a, ns_b):
+            client.headers["X-Namespace"] = ns
+            stats = await get_ok(client, "/v1/stats")
+            sizes[ns] = stats["memory_bytes"]
+            assert sizes[ns] == await memory_bytes_by_sql(client, ns)
+    # The soft-deleted memory still takes its space; b is a's size plus its 300 bytes.
+    assert sizes[ns_b] - sizes[ns_a] == 300
+    assert sizes[ns_a] > 1536  # at least the 384-dimension embedding's floats
 
 
 async def test_activity_days_are_utc_days_whatever_the_session_time_zone(client, two_days) -> None:

@@ -1,0 +1,1 @@
+"""make chaos: see chaos/__main__.py."""
