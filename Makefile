@@ -14,7 +14,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install run test lint format openapi bench bench-quick clean
+.PHONY: install run test lint format openapi bench bench-quick chaos chaos-quick clean
 
 install: $(VENV)/.installed
 
@@ -57,3 +57,13 @@ bench: install
 
 bench-quick: install
 	$(PY) -m bench --quick $(BENCH_ARGS)
+
+# Fault injection (chaos/): a bounded mixed load against the real service while Redis stalls
+# and restarts, PostgreSQL restarts, and the embedding provider is down or slow. Prints a
+# table per fault and fails on a lost acknowledged write, a 500, a 503 outside the PostgreSQL
+# outage, or a working memory that disagrees with its Postgres mirror afterwards.
+chaos: install
+	$(PY) -m chaos
+
+chaos-quick: install
+	$(PY) -m chaos --quick

@@ -52,7 +52,7 @@ from tests.stubs import Recorded, StubServer
 
 CHAOS_DIR = PROJECT_ROOT / ".htm" / "chaos"
 RESULTS_DIR = PROJECT_ROOT / "bench" / "results"
-NAMESPACE = "chaos"
+NAMESPACE = "default"  # auth is off: requests without X-Namespace land here
 ROBOTS = [f"r{i}" for i in range(6)]
 WORDS = "walrus tulip harbor orbit cedar lantern quartz meadow violet falcon ember".split()
 DIM = 384

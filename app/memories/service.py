@@ -160,7 +160,7 @@ class MemoryService:
         models: list[str | None] = ["client" if b.embedding else None for b in bodies]
         for i, v in zip(todo, vectors, strict=True):
             embeddings[i], models[i] = v, model if v is not None else None
-        tokens = self.res.tokenizer.count_many([b.content for b in bodies])
+        tokens = await self.res.tokenizer.count_many_async([b.content for b in bodies])
         robot = await self.robots.ensure(robot_name)
         drafts = [
             MemoryDraft(
@@ -270,7 +270,7 @@ class MemoryService:
             if self.res.embedder is not None:
                 await self.session.rollback()  # no transaction open across the provider call
             [vector], model = await self._embed([body.content])
-        tokens = self.res.tokenizer.count(body.content)
+        tokens = await self.res.tokenizer.count_async(body.content)
         robot = await self.robots.ensure(robot_name)
         for _ in range(UPSERT_ATTEMPTS):
             row = await self.repo.get(ns, key, for_update=True)
