@@ -84,8 +84,13 @@ class DependencyTimeout(ServiceUnavailable):
 _GONE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 # 57014 query_canceled: statement_timeout fired (or someone ran pg_cancel_backend).
 _CANCELED_SQLSTATE = "57014"
+# 40P01 deadlock detected, 40001 serialization failure, 55P03 lock not available: this
+# transaction lost to a concurrent one and was rolled back. The write protocol orders its
+# locks so that these should not happen; if one does, the client is told to retry.
+_CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
 DB_UNAVAILABLE = "the database is unavailable; nothing was written"
 DB_TIMEOUT = "the database did not finish in time; nothing was written"
+DB_CONFLICT = "a concurrent change conflicted with this one; nothing was written: retry"
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
@@ -129,6 +134,8 @@ def database_failure(exc: BaseException) -> ServiceUnavailable | None:
     if is_database_gone(exc) or isinstance(exc, sqlalchemy.exc.TimeoutError):
         # sqlalchemy.exc.TimeoutError: no pooled connection came free in time.
         return ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres")
+    if any(getattr(e, "sqlstate", None) in _CONFLICT_SQLSTATES for e in _causes(exc)):
+        return ServiceUnavailable(DB_CONFLICT, dependency="postgres", retry=True)
     return None
 
 

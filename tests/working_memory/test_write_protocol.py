@@ -7,11 +7,14 @@ hold only the current content of live memories (app/working_memory/audit.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections import Counter
 
 import pytest
 import redis.asyncio as aioredis
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from app.working_memory.repair import repair_once
 from app.working_memory.store import WMItem, robot_keys
@@ -308,3 +311,45 @@ async def test_redis_failing_marks_the_robot_for_a_rebuild(
         assert await repair_once(c.app.state.resources) == 1
         assert await keys_held(c, "a") == {}
         assert await disagreements(c, ["a", "b"]) == {}
+
+
+async def test_a_deadlock_in_the_mirror_step_is_not_a_5xx(client) -> None:
+    """Another transaction takes the memory's row, then the robot's, opposite to the order a
+    placement takes them: PostgreSQL aborts one of the two. The recall still answers 200."""
+    await put(client, "a", "plan", "the walrus plan")
+    memory_id = (await client.get("/v1/robots/a/memories/plan")).json()["id"]
+    rid = await robot_id(client, "a")
+    engine = client.app.state.resources.engine
+    async with engine.connect() as conn:
+        await conn.execute(
+            text("SELECT 1 FROM memory WHERE id = :id FOR UPDATE"), {"id": memory_id}
+        )
+        recall = asyncio.create_task(
+            client.post("/v1/robots/a/recall", json={"query": "walrus", "strategy": "fulltext"})
+        )
+        await wait_for_lock_waiters(client)  # holds the robot, waits for the memory
+        with contextlib.suppress(DBAPIError):  # one side is the deadlock's victim
+            await conn.execute(
+                text("SELECT 1 FROM robot WHERE id = :id FOR NO KEY UPDATE"), {"id": rid}
+            )
+        await conn.rollback()
+    r = await recall
+    assert r.status_code == 200, r.text
+    assert r.json()["working_memory"]["reason"] in ("loaded", "unavailable")
+    await repair_once(client.app.state.resources)
+    assert await disagreements(client, ["a"]) == {}
+
+
+def test_a_transaction_lost_to_a_deadlock_is_a_503_that_says_retry() -> None:
+    import asyncpg
+
+    from app.errors import database_failure
+
+    for exc in (
+        asyncpg.exceptions.DeadlockDetectedError("deadlock detected"),
+        asyncpg.exceptions.SerializationError("could not serialize access"),
+        asyncpg.exceptions.LockNotAvailableError("could not obtain lock"),
+    ):
+        failure = database_failure(exc)
+        assert failure is not None
+        assert (failure.status, failure.extra) == (503, {"dependency": "postgres", "retry": True})
