@@ -45,7 +45,8 @@ class StatsRepository:
                 sql("""
                 SELECT count(*) AS memories,
                        min(created_at) AS oldest, max(created_at) AS newest,
-                       count(*) FILTER (WHERE embedding_status = 'pending') AS pending
+                       count(*) FILTER (WHERE embedding_status = 'pending') AS pending,
+                       count(*) FILTER (WHERE embedding_status = 'failed') AS failed
                 FROM memory
                 WHERE namespace_id = :ns AND author_robot_id = :robot AND deleted_at IS NULL"""),
                 {"ns": namespace_id, "robot": robot_id},
@@ -105,6 +106,8 @@ class StatsRepository:
                        count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted,
                        count(*) FILTER (WHERE embedding_status = 'pending'
                                         AND deleted_at IS NULL) AS pending_embeddings,
+                       count(*) FILTER (WHERE embedding_status = 'failed'
+                                        AND deleted_at IS NULL) AS failed_embeddings,
                        coalesce(sum({MEMORY_BYTES}), 0)::bigint AS memory_bytes
                 FROM memory WHERE namespace_id = :ns"""),
                 {"ns": namespace_id},

@@ -19,6 +19,9 @@ class LongTermStats(BaseModel):
     oldest: datetime | None
     newest: datetime | None
     pending_embeddings: int
+    failed_embeddings: int = Field(
+        description="Memories the provider could not embed (out of vector search until changed)"
+    )
 
 
 class DayActivity(BaseModel):
@@ -52,6 +55,9 @@ class NamespaceStats(BaseModel):
     memories: int
     deleted_memories: int
     pending_embeddings: int
+    failed_embeddings: int = Field(
+        description="Memories the provider could not embed (out of vector search until changed)"
+    )
     robots: list[RobotUsage]
     memory_bytes: int = Field(
         description="Bytes this namespace's memories take as stored: content, metadata, tags"

@@ -62,6 +62,7 @@ class StatsService:
                 oldest=lt["oldest"],
                 newest=lt["newest"],
                 pending_embeddings=lt["pending"],
+                failed_embeddings=lt["failed"],
             ),
             activity=[
                 DayActivity(day=r.day.date(), adds=r.adds, recalls=r.recalls, evictions=r.evictions)
@@ -90,6 +91,7 @@ class StatsService:
             memories=counts["memories"],
             deleted_memories=counts["deleted"],
             pending_embeddings=counts["pending_embeddings"],
+            failed_embeddings=counts["failed_embeddings"],
             robots=robots,
             memory_bytes=counts["memory_bytes"],
             hypertables=await self.repo.hypertables(),

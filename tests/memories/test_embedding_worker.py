@@ -105,6 +105,9 @@ async def test_one_refused_text_does_not_keep_the_others_out_and_ends_failed(
         )
     got = (await client.get("/v1/robots/a/memories/k3")).json()
     assert got["embedding_status"] == "failed"
+    stats = (await client.get("/v1/robots/a/stats")).json()["long_term"]
+    assert (stats["pending_embeddings"], stats["failed_embeddings"]) == (0, 1)
+    assert (await client.get("/v1/stats")).json()["failed_embeddings"] == 1
     # Failed is terminal: no more provider calls for it.
     stub.requests.clear()
     await time_passes(client)

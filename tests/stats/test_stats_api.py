@@ -101,6 +101,7 @@ async def test_robot_stats_report_both_tiers_and_activity_per_day(client, two_da
             "oldest": "2030-01-01T00:00:00Z",
             "newest": "2031-05-07T00:10:00Z",
             "pending_embeddings": 2,
+            "failed_embeddings": 0,
         },
         "activity": [
             {"day": "2031-05-06", "adds": 2, "recalls": 0, "evictions": 0},
@@ -174,6 +175,7 @@ async def test_namespace_stats_count_memories_robots_size_and_versions(
         "memories": 4,  # a1, a2, a3, b1; "gone" is soft-deleted
         "deleted_memories": 1,
         "pending_embeddings": 3,
+        "failed_embeddings": 0,
         "robots": [
             {
                 "robot": "a",
