@@ -11,7 +11,8 @@ counts computed beforehand), nor would be a pool pre-ping (BEGIN; ";"; ROLLBACK 
 if the service's engine turned one on.
 
 The sequences mirror app/memories/service.py (add_many, retrieve), app/recall/service.py,
-app/working_memory/service.py (place, touch, context), app/stats/service.py; keep them in step.
+app/working_memory/protocol.py (place, touch), app/working_memory/service.py (context),
+app/stats/service.py; keep them in step.
 
 `core_*` are the bare minimum for an operation: the search statements alone, one raw INSERT,
 one snapshot or context script.
@@ -37,8 +38,8 @@ from app.memories.repository import MemoryDraft, MemoryRepository, NewMemory
 from app.recall.repository import LargeNamespaces, LexemeStats, SearchFilters, SearchRepository
 from app.robots.repository import RobotRepository
 from app.stats.repository import StatsRepository
-from app.working_memory.repository import MembershipRepository
-from app.working_memory.store import SCRIPTS_DIR, robot_keys
+from app.working_memory.repository import MembershipRepository, Placed
+from app.working_memory.store import SCRIPTS_DIR, Change, robot_keys
 
 # app/health/service.py postgres_versions(), which runs on an engine connection of its own.
 _VERSIONS_SQL = """
@@ -170,7 +171,7 @@ class Floor:
         keys = robot_keys(self.ns, robot)
         reply = await self.scripts[name](keys=keys, args=args)
         if reply[0] == "NOINIT":  # a robot the floor has not used yet: empty rebuild, retry
-            await self.scripts["load"](keys=keys, args=[str(budget), "0", "if_missing"])
+            await self.scripts["load"](keys=keys, args=[str(budget), "0"])
             reply = await self.scripts[name](keys=keys, args=args)
         return list(reply[1:])
 
@@ -178,37 +179,48 @@ class Floor:
         self,
         s: RawSession,
         robot: Any,
-        placements: Sequence[tuple[int, str, str, int, float]],  # id, key, content, tokens, imp
+        # id, created_at, version, key, content, tokens, importance
+        placements: Sequence[tuple[int, datetime, int, str, str, int, float]],
         from_recall: bool,
     ) -> None:
-        """WorkingMemoryService.place: one place script, then membership and evict events."""
-        budget = self._budget(robot)
-        now_us = int(time.time() * 1_000_000)
-        args = [str(budget), str(len(placements))]
-        for i, (_, key, content, tokens, imp) in enumerate(placements):
-            args += [key, content, str(tokens), repr(float(imp)), str(now_us + i)]
-            args += [str(now_us // 1000), "1" if from_recall else "0"]
-        seq, _tokens, admitted, rejected, evicted = await self._script(
-            "place", robot.name, args, budget
+        """WriteProtocol.place: the robot's lock (with the placed memories at their version),
+        one place script, then one statement recording membership, the change and evictions.
+        (The floor skips the protocol's Python: the (gen, seq) check and its rebuilds.)"""
+        members = MembershipRepository(s)  # type: ignore[arg-type]
+        state = await members.lock(
+            robot.id, self.default_budget, [(p[0], p[1], p[2]) for p in placements]
         )
-        added = {key for key in admitted}
-        members = [
-            (key, _from_us(now_us + i), _from_us(now_us // 1000 * 1000), from_recall)
-            for i, (_, key, _, _, _) in enumerate(placements)
-            if key in added
+        assert state is not None
+        live = [p for p in placements if p[0] in state.live]
+        now = datetime.now(UTC)
+        now_us = _us(now)
+        args = [str(state.budget), str(len(live))]
+        for i, (mid, _, _, key, content, tokens, imp) in enumerate(live):
+            args += [key, content, str(tokens), repr(float(imp)), str(now_us + i)]
+            args += [str(now_us // 1000), "1" if from_recall else "0", str(mid)]
+        gen, seq, _tokens, admitted, _rej, _ev, evicted_ids, other_ids, times = await self._script(
+            "place", robot.name, args, state.budget
+        )
+        by_key = {p[3]: p for p in live}
+        placed = [
+            Placed(
+                by_key[k][0],
+                by_key[k][1],
+                _from_us(int(times[2 * i])),
+                _from_us(int(times[2 * i + 1]) * 1000),
+                from_recall,
+            )
+            for i, k in enumerate(admitted)
         ]
-        evicted_ids = await MembershipRepository(s).record(
+        present = {p.memory_id for p in placed}
+        await members.record_place(
             self.ns_id,
             robot.id,
-            int(seq),
-            members,
-            list(evicted) + list(rejected),
-            durable=False,  # as the service: only after a commit, or in a recall
-        )
-        by_key = {p[1]: p[0] for p in placements}
-        skip = {by_key[k] for k in rejected}
-        await _events(s).record(
-            self.ns_id, "evict", robot.id, [i for i in evicted_ids if i not in skip], durable=False
+            Change(int(gen), int(seq)),
+            placed,
+            [int(i) for i in (*evicted_ids, *other_ids) if int(i) not in present],
+            [int(i) for i in evicted_ids if int(i) not in present],
+            now,
         )
 
     # --- operations, one service request each ---------------------------------------------
@@ -259,7 +271,10 @@ class Floor:
                 await self._place(
                     s,
                     robot,
-                    [(m.id, m.key, m.content, m.token_count, m.importance) for m in new],
+                    [
+                        (m.id, m.created_at, 1, m.key, m.content, m.token_count, m.importance)
+                        for m in new
+                    ],
                     from_recall=False,
                 )
 
@@ -281,7 +296,18 @@ class Floor:
                 await self._place(
                     s,
                     robot,
-                    [(h.id, h.key, h.content, h.token_count, h.importance) for h in hits],
+                    [
+                        (
+                            h.id,
+                            h.created_at,
+                            h.version,
+                            h.key,
+                            h.content,
+                            h.token_count,
+                            h.importance,
+                        )
+                        for h in hits
+                    ],
                     from_recall=True,
                 )
             return len(hits)
@@ -326,10 +352,10 @@ class Floor:
             robot = await self._robot(s, robot_name)
             await _events(s).record(self.ns_id, "access", robot.id, [row.id], durable=False)
             now = datetime.now(UTC)
-            (_seq, found) = await self._script(
+            (found, _memory_id) = await self._script(
                 "touch", robot_name, [key, str(_us(now) // 1000)], self._budget(robot)
             )
-            if found:
+            if int(found):
                 await MembershipRepository(s).touch(robot.id, row.id, now)
 
     async def robot_stats(self, robot_name: str, days: int = 30) -> None:
