@@ -36,7 +36,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -69,6 +69,23 @@ def from_us(us: int) -> datetime:
 
 class RedisUnavailable(Exception):
     pass
+
+
+def member_items(rows: Sequence[Any]) -> list[WMItem]:
+    """Mirror rows (MembershipRepository.members) as the items Redis holds for them."""
+    return [
+        WMItem(
+            r.key,
+            r.content,
+            r.token_count,
+            r.importance,
+            to_us(r.added_at),
+            to_us(r.last_access_at) // 1000,
+            r.from_recall,
+            r.id,
+        )
+        for r in rows
+    ]
 
 
 class Breaker(Protocol):
@@ -456,19 +473,7 @@ class WriteProtocol:
         """Load the robot's Redis working memory from the mirror (current content), trimmed to
         the budget by the eviction policy, and record the new generation."""
         rows = await self.members.members(robot.id, for_rebuild=True)
-        items = [
-            WMItem(
-                r.key,
-                r.content,
-                r.token_count,
-                r.importance,
-                to_us(r.added_at),
-                to_us(r.last_access_at) // 1000,
-                r.from_recall,
-                r.id,
-            )
-            for r in rows
-        ]
+        items = member_items(rows)
         # The budget may have shrunk since these were placed. load() places in the order
         # given and would evict among the items placed so far; trim by the eviction policy
         # over the whole set instead (lowest importance, then oldest), as place() would.

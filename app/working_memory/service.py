@@ -15,6 +15,7 @@ from app.working_memory.protocol import (
     RedisUnavailable,
     WriteProtocol,
     from_us,
+    member_items,
     to_us,
 )
 from app.working_memory.store import WMItem, WorkingMemoryNotInitialized
@@ -69,20 +70,7 @@ class WorkingMemoryService:
 
     async def _membership_items(self, robot: Robot) -> list[WMItem]:
         """The working set as Postgres knows it, in eviction order (serving while Redis is down)."""
-        rows = await self.members.members(robot.id)
-        items = [
-            WMItem(
-                r.key,
-                r.content,
-                r.token_count,
-                r.importance,
-                to_us(r.added_at),
-                to_us(r.last_access_at) // 1000,
-                r.from_recall,
-                r.id,
-            )
-            for r in rows
-        ]
+        items = member_items(await self.members.members(robot.id))
         items.sort(key=lambda i: (i.importance, i.added_at_us, i.key))
         return items
 
