@@ -1,0 +1,114 @@
+"""Invariant 9: bad input gets a 4xx problem+json, never a 500 and never a partial write.
+
+One table per class of bad input (issue 14). Every case runs in a fresh namespace and checks
+the exact status, the problem+json media type, the field named in `errors` where there is
+one, and that nothing was written: no robot, memory, key, event or API key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+PROBLEM = "application/problem+json"
+DIM = 384
+TABLES = ("robot", "memory", "memory_key", "memory_event", "api_key")
+
+
+def vec(i: int = 0) -> list[float]:
+    v = [0.0] * DIM
+    v[i] = 1.0
+    return v
+
+
+def with_first(x: float) -> list[float]:
+    return [x] + [0.0] * (DIM - 1)
+
+
+def nested(depth: int, leaf: str = "{}", *, array: bool = False) -> str:
+    """A JSON value of `depth` containers, built as text (json.dumps would recurse)."""
+    if array:
+        return "[" * depth + "]" * depth
+    return '{"a":' * (depth - 1) + leaf + "}" * (depth - 1)
+
+
+async def rows_written(client: Any, ns: str) -> dict[str, int]:
+    res = client.app.state.resources
+    counts = {}
+    async with res.sessionmaker() as s:
+        for table in TABLES:
+            counts[table] = (
+                await s.execute(
+                    text(
+                        f"SELECT count(*) FROM {table} t JOIN namespace n ON n.id = t.namespace_id "
+                        "WHERE n.name = :ns"
+                    ),
+                    {"ns": ns},
+                )
+            ).scalar_one()
+    return counts
+
+
+async def assert_nothing_written(client: Any, ns: str) -> None:
+    assert (await client.get("/v1/robots")).json() == []
+    listed = await client.get("/v1/robots/probe/memories", params={"include_deleted": "true"})
+    assert listed.json() == {"items": [], "next_cursor": None}
+    assert await rows_written(client, ns) == dict.fromkeys(TABLES, 0)
+
+
+async def send(client: Any, method: str, url: str, body: Any = None, **kw: Any) -> Any:
+    if isinstance(body, str):  # raw JSON text
+        kw["content"] = body.encode()
+        kw.setdefault("headers", {})["content-type"] = "application/json"
+    elif body is not None:
+        kw["json"] = body
+    return await client.request(method, url, **kw)
+
+
+def assert_problem(r: Any, status: int, field: str | None = None) -> dict[str, Any]:
+    assert (r.status_code, r.headers["content-type"]) == (status, PROBLEM), r.text
+    problem = r.json()
+    assert problem["status"] == status
+    if field is not None:
+        assert field in [e["field"] for e in problem["errors"]], problem
+    return problem
+
+
+M = "/v1/robots/a/memories"
+R = "/v1/robots/a/recall"
+
+# --- 9. body size -----------------------------------------------------------------------
+
+
+async def chunks(total: int, size: int = 100) -> AsyncIterator[bytes]:
+    body = json.dumps({"content": "x" * total}).encode()
+    for i in range(0, len(body), size):
+        yield body[i : i + size]
+
+
+@pytest.mark.parametrize(
+    ("content_bytes", "chunked", "status"),
+    [(5000, True, 413), (5000, False, 413), (900, True, 201), (900, False, 201)],
+)
+async def test_bodies_over_the_limit_are_413_chunked_or_not(
+    app_factory, ns, content_bytes, chunked, status
+) -> None:
+    async with app_factory(max_body_bytes=1024) as client:
+        client.headers["X-Namespace"] = ns
+        if chunked:
+            headers = {"content-type": "application/json"}
+            r = await client.post(M, content=chunks(content_bytes), headers=headers)
+            assert "content-length" not in r.request.headers
+        else:
+            r = await client.post(M, json={"content": "x" * content_bytes})
+        assert r.status_code == status, r.text
+        if status == 413:
+            assert_problem(r, 413)
+            assert r.json()["limit"] == 1024
+            await assert_nothing_written(client, ns)
+        else:
+            assert r.json()["content"] == "x" * content_bytes
