@@ -112,3 +112,25 @@ async def test_bodies_over_the_limit_are_413_chunked_or_not(
             await assert_nothing_written(client, ns)
         else:
             assert r.json()["content"] == "x" * content_bytes
+
+
+# --- undeclared methods -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "allow"),
+    [
+        ("PATCH", M + "/k", "DELETE, GET, PUT"),
+        ("OPTIONS", M, "GET, POST"),
+        ("POST", "/v1/robots/a", "GET, PUT"),
+        ("TRACE", "/v1/stats", "GET"),
+        ("PATCH", M + "/batch", "POST"),  # a concrete path wins over /memories/{key}
+    ],
+)
+async def test_405_lists_every_method_the_path_has(client, ns, method, url, allow) -> None:
+    """RFC 9110: a 405 carries `Allow`. Each method of a path is its own route, and
+    Starlette's 405 names only the first one's."""
+    r = await client.request(method, url)
+    assert_problem(r, 405)
+    assert r.headers["allow"] == allow
+    await assert_nothing_written(client, ns)
