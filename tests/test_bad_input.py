@@ -7,6 +7,7 @@ one, and that nothing was written: no robot, memory, key, event or API key.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -80,6 +81,65 @@ def assert_problem(r: Any, status: int, field: str | None = None) -> dict[str, A
 
 M = "/v1/robots/a/memories"
 R = "/v1/robots/a/recall"
+
+# --- 4. cursors -------------------------------------------------------------------------
+
+
+def cursor(raw: Any) -> str:
+    data = raw if isinstance(raw, bytes) else json.dumps(raw).encode()
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+CURSOR_CASES = [
+    ["2025-01-01T00:00:00+00:00", 2**63],
+    ["2025-01-01T00:00:00+00:00", 0],
+    ["2025-01-01T00:00:00+00:00", -1],
+    ["2025-01-01T00:00:00+00:00", True],
+    ["2025-01-01T00:00:00+00:00", "1"],
+    ["2025-01-01T00:00:00+00:00", 1.5],
+    ["2025-01-01T00:00:00", 1],
+    ["0001-01-01T00:00:00+05:00", 1],
+    ["9999-12-31T23:00:00-05:00", 1],
+    ["yesterday", 1],
+    ["2025-01-01T00:00:00+00:00", 1, 2],
+    {"at": "2025-01-01T00:00:00+00:00", "id": 1},
+    b"not json",
+    b"\xff\xfe",
+]
+
+
+@pytest.mark.parametrize("raw", CURSOR_CASES)
+async def test_forged_cursors_are_400(client, ns, raw) -> None:
+    r = await client.get(M, params={"cursor": cursor(raw)})
+    assert_problem(r, 400)
+    assert r.json()["field"] == "cursor"
+    await assert_nothing_written(client, ns)
+
+
+async def test_not_base64_cursor_is_400(client, ns) -> None:
+    assert_problem(await client.get(M, params={"cursor": "%%%"}), 400)
+    await assert_nothing_written(client, ns)
+
+
+# --- 5. path integers -------------------------------------------------------------------
+
+KEY_ID_CASES = [
+    ("9223372036854775808", 422),
+    ("99999999999999999999999", 422),
+    ("0", 422),
+    ("-1", 422),
+    ("1.5", 422),
+    ("9223372036854775807", 404),  # the largest bigint: well formed, no such key
+]
+
+
+@pytest.mark.parametrize(("key_id", "status"), KEY_ID_CASES)
+async def test_api_key_ids_are_bounded_to_bigint(client, ns, key_id, status) -> None:
+    problem = assert_problem(await client.delete(f"/v1/keys/{key_id}"), status)
+    if status == 422:
+        assert [e["field"] for e in problem["errors"]] == ["path.key_id"]
+    await assert_nothing_written(client, ns)
+
 
 # --- 9. body size -----------------------------------------------------------------------
 
