@@ -82,6 +82,39 @@ def assert_problem(r: Any, status: int, field: str | None = None) -> dict[str, A
 M = "/v1/robots/a/memories"
 R = "/v1/robots/a/recall"
 
+# --- 2. vectors -------------------------------------------------------------------------
+
+
+async def test_a_stored_zero_vector_is_recalled_with_similarity_zero_not_nan(client, ns) -> None:
+    """A provider can return a zero vector; its cosine distance is NaN, which is no JSON
+    number. It is reported as similarity 0.0 and ranked last."""
+    for key, embedding in [("real", vec(1)), ("zero", None)]:
+        body = {"key": key, "content": f"{key} memory", "embedding": embedding}
+        assert (await client.post(M, json=body)).status_code == 201
+    async with client.app.state.resources.sessionmaker() as s:
+        await s.execute(
+            text(
+                "UPDATE memory SET embedding = CAST(:v AS vector), embedding_status = 'ready' "
+                "WHERE key = 'zero' AND namespace_id = (SELECT id FROM namespace WHERE name = :ns)"
+            ),
+            {"v": [0.0] * DIM, "ns": ns},
+        )
+        await s.commit()
+
+    r = await client.post(R, json={"query": "memory", "strategy": "vector", "embedding": vec(1)})
+    assert r.status_code == 200
+    assert [(h["key"], h["score"], h["vector_similarity"]) for h in r.json()["hits"]] == [
+        ("real", 1.0, 1.0),
+        ("zero", 0.0, 0.0),
+    ]
+    r = await client.post(R, json={"query": "nothing", "strategy": "hybrid", "embedding": vec(1)})
+    assert r.status_code == 200
+    assert [(h["key"], h["vector_rank"], h["vector_similarity"]) for h in r.json()["hits"]] == [
+        ("real", 1, 1.0),
+        ("zero", 2, 0.0),
+    ]
+
+
 # --- 4. cursors -------------------------------------------------------------------------
 
 
