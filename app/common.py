@@ -1,24 +1,103 @@
-"""Small shared vocabulary: name patterns, the paged response, cursors."""
+"""Small shared vocabulary: name patterns, input types every request schema shares, the paged
+response, cursors.
+
+The input types keep out what PostgreSQL would otherwise reject after the request was
+accepted, as a 500: NUL characters (text and jsonb reject U+0000), JSON nested without bound.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    StringConstraints,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from app.errors import BadRequest
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
 KEY_PATTERN = r"^[A-Za-z0-9._:/@-]{1,128}$"
 TAG_PATTERN = r"^[A-Za-z0-9._:/-]{1,64}$"
+TYPE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+NO_NUL_PATTERN = r"^[^\x00]*$"
 
 INT64_MAX = 2**63 - 1
+MAX_JSON_DEPTH = 64
+
+
+# --- text --------------------------------------------------------------------------------
+
+
+def _reject_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL (U+0000): PostgreSQL cannot store it")
+    return value
+
+
+class _NoNul:
+    """Rejects U+0000, and says so in the JSON schema (a pattern) so generated clients and
+    schemathesis know it. A plain `in` check: cheaper than a regex over 256 KB of content."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(_reject_nul, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        json_schema.setdefault("pattern", NO_NUL_PATTERN)
+        return json_schema
+
+
+Text = Annotated[str, _NoNul()]
+"""Free text: anything but NUL."""
 
 Tag = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
+MemoryType = Annotated[str, StringConstraints(pattern=TYPE_PATTERN)]
+
+
+# --- JSON objects ------------------------------------------------------------------------
+
+
+def _check_json(value: Any) -> Any:
+    """Depth (containers count, the object itself is 1) and NUL, walked without recursion so
+    a hostile nesting cannot exhaust the stack before any limit is checked."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"is nested deeper than {MAX_JSON_DEPTH} levels")
+            if isinstance(item, dict):
+                if any(isinstance(key, str) and "\x00" in key for key in item):
+                    raise ValueError("has a key with NUL (U+0000): PostgreSQL cannot store it")
+                item = item.values()
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str) and "\x00" in item:
+            raise ValueError("has a string with NUL (U+0000): PostgreSQL cannot store it")
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], BeforeValidator(_check_json)]
+"""Any JSON object without NUL, nested at most MAX_JSON_DEPTH deep (checked before anything
+else looks at it; the deployment's max_metadata_depth, checked later, is usually lower)."""
+
+
+# --- paths -------------------------------------------------------------------------------
 
 RobotName = Annotated[
     str,

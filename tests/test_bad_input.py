@@ -82,6 +82,61 @@ def assert_problem(r: Any, status: int, field: str | None = None) -> dict[str, A
 M = "/v1/robots/a/memories"
 R = "/v1/robots/a/recall"
 
+# --- 1. NUL -----------------------------------------------------------------------------
+
+NUL_CASES = [
+    ("POST", M, {"content": "a\u0000b"}, {}, "body.content"),
+    ("POST", M, {"content": "x", "key": "k\u0000"}, {}, "body.key"),
+    ("POST", M, {"content": "x", "type": "fact\u0000"}, {}, "body.type"),
+    ("POST", M, {"content": "x", "tags": ["ok", "t\u0000"]}, {}, "body.tags.1"),
+    ("POST", M, {"content": "x", "metadata": {"k\u0000": 1}}, {}, "body.metadata"),
+    ("POST", M, {"content": "x", "metadata": {"a": [1, {"b": "v\u0000"}]}}, {}, "body.metadata"),
+    (
+        "POST",
+        M,
+        '{"content": "x", "metadata": ' + nested(60, '"\\u0000"') + "}",
+        {},
+        "body.metadata",
+    ),
+    (
+        "POST",
+        M + "/batch",
+        {"memories": [{"content": "fine"}, {"content": "\u0000"}]},
+        {},
+        "body.memories.1.content",
+    ),
+    ("PUT", M + "/k", {"content": "a\u0000"}, {}, "body.content"),
+    ("PUT", M + "/k", {"content": "a", "metadata": {"x": "\u0000"}}, {}, "body.metadata"),
+    ("POST", R, {"query": "a\u0000"}, {}, "body.query"),
+    ("POST", R, {"query": "a", "timeframe": "today\u0000"}, {}, "body.timeframe"),
+    ("POST", R, {"query": "a", "filters": {"types": ["fact\u0000"]}}, {}, "body.filters.types.0"),
+    ("POST", R, {"query": "a", "filters": {"tags_all": ["\u0000"]}}, {}, "body.filters.tags_all.0"),
+    (
+        "POST",
+        R,
+        {"query": "a", "filters": {"metadata": {"\u0000": 1}}},
+        {},
+        "body.filters.metadata",
+    ),
+    ("GET", M, None, {"params": {"type": "fact\u0000"}}, "query.type"),
+    ("GET", M, None, {"params": {"tag": "t\u0000"}}, "query.tag.0"),
+    ("GET", M, None, {"params": {"timeframe": "today\u0000"}}, "query.timeframe"),
+    ("GET", M, None, {"params": {"cursor": "abc\u0000"}}, "query.cursor"),
+    ("DELETE", M + "/k", None, {"params": {"hard": "true", "confirm": "k\u0000"}}, "query.confirm"),
+    ("GET", "/v1/robots/a%00/memories", None, {}, "path.robot"),
+    ("GET", M + "/k%00", None, {}, "path.key"),
+    ("POST", "/v1/keys", {"name": "n\u0000", "role": "reader"}, {}, "body.name"),
+    ("GET", "/v1/robots", None, {"headers": {"X-Namespace": "t\u0000"}}, "header.X-Namespace"),
+]
+
+
+@pytest.mark.parametrize(("method", "url", "body", "kw", "field"), NUL_CASES)
+async def test_nul_anywhere_is_422_naming_the_field(client, ns, method, url, body, kw, field):
+    r = await send(client, method, url, body, **kw)
+    assert_problem(r, 422, field)
+    await assert_nothing_written(client, ns)
+
+
 # --- 2. vectors -------------------------------------------------------------------------
 
 
@@ -172,6 +227,45 @@ async def test_api_key_ids_are_bounded_to_bigint(client, ns, key_id, status) -> 
     if status == 422:
         assert [e["field"] for e in problem["errors"]] == ["path.key_id"]
     await assert_nothing_written(client, ns)
+
+
+# --- 6. metadata depth ------------------------------------------------------------------
+
+DEPTH_CASES = [
+    (M, '{"content": "x", "metadata": ' + nested(1000) + "}", 422, "nested deeper than 64"),
+    (M, '{"content": "x", "metadata": {"a": ' + nested(1000, array=True) + "}}", 422, "than 64"),
+    (M, '{"content": "x", "metadata": ' + nested(65) + "}", 422, "nested deeper than 64"),
+    (M, '{"content": "x", "metadata": ' + nested(64) + "}", 422, "nested deeper than 5"),
+    (M, '{"content": "x", "metadata": ' + nested(6) + "}", 422, "nested deeper than 5"),
+    (
+        M + "/batch",
+        '{"memories": [{"content": "x", "metadata": ' + nested(1000) + "}]}",
+        422,
+        "nested deeper than 64",
+    ),
+    (R, '{"query": "x", "filters": {"metadata": ' + nested(1000) + "}}", 422, "than 64"),
+    # Past orjson's own recursion limit (1024) the body is not parsed at all.
+    (M, '{"content": "x", "metadata": ' + nested(5000) + "}", 400, "not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(("url", "body", "status", "detail"), DEPTH_CASES)
+async def test_deep_metadata_is_rejected_before_anything_recurses(
+    client, ns, url, body, status, detail
+) -> None:
+    r = await send(client, "POST", url, body)
+    assert detail in assert_problem(r, status)["detail"]
+    await assert_nothing_written(client, ns)
+
+
+async def test_the_schema_caps_depth_at_64_whatever_the_deployment_allows(app_factory, ns):
+    async with app_factory(max_metadata_depth=1000) as client:
+        client.headers["X-Namespace"] = ns
+        r = await send(client, "POST", M, '{"content": "x", "metadata": ' + nested(65) + "}")
+        assert "nested deeper than 64" in assert_problem(r, 422, "body.metadata")["detail"]
+        await assert_nothing_written(client, ns)
+        r = await send(client, "POST", M, '{"content": "x", "metadata": ' + nested(64) + "}")
+        assert r.status_code == 201
 
 
 # --- 9. body size -----------------------------------------------------------------------

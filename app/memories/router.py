@@ -5,7 +5,16 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query, Response, status
 
 from app.auth.caller import CallerDep
-from app.common import MemoryKeyPath, Page, RobotName, Tag, decode_cursor, encode_cursor
+from app.common import (
+    TYPE_PATTERN,
+    MemoryKeyPath,
+    Page,
+    RobotName,
+    Tag,
+    Text,
+    decode_cursor,
+    encode_cursor,
+)
 from app.deps import ResourcesDep, SessionDep
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
@@ -66,13 +75,13 @@ async def list_memories(
         Literal["self", "all"],
         Query(description="self: memories this robot authored; all: the namespace's"),
     ] = "all",
-    type: Annotated[str | None, Query(description="Only this type")] = None,
+    type: Annotated[str | None, Query(pattern=TYPE_PATTERN, description="Only this type")] = None,
     tag: Annotated[list[Tag] | None, Query(description="Any of these tags (repeatable)")] = None,
     min_importance: Annotated[float | None, Query(ge=0, le=10)] = None,
     timeframe: TimeframeQuery = None,
     include_deleted: Annotated[bool, Query(description="Include soft-deleted memories")] = False,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    cursor: Annotated[Text | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Page[MemoryRead]:
     """Newest first, with filters and cursor pagination."""
     tr = resolve_timeframe(timeframe, res.clock())
@@ -127,7 +136,7 @@ async def forget_memory(
     service: Service,
     hard: Annotated[bool, Query(description="Delete permanently (needs `confirm`)")] = False,
     confirm: Annotated[
-        str | None, Query(description="For a hard delete: the memory's key, repeated")
+        Text | None, Query(description="For a hard delete: the memory's key, repeated")
     ] = None,
 ) -> MemoryRead:
     """Soft delete (restorable) by default; `hard=true&confirm=<key>` deletes permanently."""

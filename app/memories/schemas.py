@@ -5,7 +5,16 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.common import KEY_PATTERN, TAG_PATTERN, StrictModel, Tag
+from app.common import (
+    KEY_PATTERN,
+    MAX_JSON_DEPTH,
+    TAG_PATTERN,
+    JsonObject,
+    MemoryType,
+    StrictModel,
+    Tag,
+    Text,
+)
 
 _EXAMPLE: dict[str, Any] = {
     "content": "The staging database is PostgreSQL 16 with pgvector 0.8.",
@@ -18,15 +27,19 @@ _EXAMPLE: dict[str, Any] = {
 
 
 class MemoryFields(StrictModel):
-    content: str = Field(min_length=1, description="The memory's text (UTF-8, size-limited)")
-    type: str = Field(
-        default="fact",
-        pattern=r"^[a-z][a-z0-9_-]{0,31}$",
-        description="Free-form kind, e.g. fact, preference, decision, code",
+    content: Text = Field(
+        min_length=1, description="The memory's text (UTF-8 without NUL, size-limited)"
+    )
+    type: MemoryType = Field(
+        default="fact", description="Free-form kind, e.g. fact, preference, decision, code"
     )
     importance: float = Field(default=1.0, ge=0, le=10, description="0–10; evicted lowest first")
     tags: list[Tag] = Field(default_factory=list, description=f"Tags matching {TAG_PATTERN}")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Any JSON object")
+    metadata: JsonObject = Field(
+        default_factory=dict,
+        description="Any JSON object without NUL characters, nested at most "
+        f"{MAX_JSON_DEPTH} deep (the deployment's limit is usually lower)",
+    )
     created_at: AwareDatetime | None = Field(
         default=None, description="For imports and backfill; default: now"
     )

@@ -5,18 +5,24 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from app.common import StrictModel, Tag
+from app.common import (
+    JsonObject,
+    MemoryType,
+    StrictModel,
+    Tag,
+    Text,
+)
 
 Strategy = Literal["vector", "fulltext", "hybrid"]
 EmbeddingState = Literal["ready", "unavailable", "not_needed"]
 
 
 class RecallFilters(StrictModel):
-    types: list[str] | None = Field(default=None, description="Any of these types")
+    types: list[MemoryType] | None = Field(default=None, description="Any of these types")
     tags_any: list[Tag] | None = Field(default=None, description="At least one of these tags")
     tags_all: list[Tag] | None = Field(default=None, description="All of these tags")
     min_importance: float | None = Field(default=None, ge=0, le=10)
-    metadata: dict[str, Any] | None = Field(
+    metadata: JsonObject | None = Field(
         default=None, description="JSON containment: the memory's metadata includes this object"
     )
 
@@ -38,10 +44,10 @@ class RecallRequest(StrictModel):
         },
     )
 
-    query: str = Field(min_length=1, description="A question or keywords, as the agent asks")
+    query: Text = Field(min_length=1, description="A question or keywords, as the agent asks")
     strategy: Strategy = "hybrid"
     limit: int = Field(default=20, ge=1, description="At most max_recall_limit (default 100)")
-    timeframe: str | None = Field(
+    timeframe: Text | None = Field(
         default=None,
         max_length=200,
         description="ISO-8601 or a phrase: 'last week', 'since 2025-01-01', 'yesterday', ...",
