@@ -1,19 +1,23 @@
 """Small shared vocabulary: name patterns, input types every request schema shares, the paged
 response, cursors.
 
-The input types keep out what PostgreSQL would otherwise reject after the request was
-accepted, as a 500: NUL characters (text and jsonb reject U+0000), JSON nested without bound.
+The input types keep out what PostgreSQL or pgvector would otherwise reject after the request
+was accepted, as a 500: NUL characters (text and jsonb reject U+0000), vector elements outside
+float32, JSON nested without bound.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
+import numpy as np
 from fastapi import Path
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -34,6 +38,7 @@ TYPE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
 
 INT64_MAX = 2**63 - 1
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028234663852886e38
 MAX_JSON_DEPTH = 64
 
 
@@ -95,6 +100,47 @@ def _check_json(value: Any) -> Any:
 JsonObject = Annotated[dict[str, Any], BeforeValidator(_check_json)]
 """Any JSON object without NUL, nested at most MAX_JSON_DEPTH deep (checked before anything
 else looks at it; the deployment's max_metadata_depth, checked later, is usually lower)."""
+
+
+# --- vectors -----------------------------------------------------------------------------
+
+
+def _check_vector(vector: list[float]) -> list[float]:
+    # pgvector stores float32 and sums the squares in float32 for cosine distance: a vector
+    # whose squared length is 0 or overflows has no direction, and every distance is NaN.
+    with np.errstate(over="ignore", under="ignore"):
+        values = np.asarray(vector, dtype=np.float32)
+        squared = float(np.sum(values * values, dtype=np.float32))
+    if squared == 0.0:
+        raise ValueError("is all zeros (or too small for float32): it has no direction")
+    if not math.isfinite(squared):
+        raise ValueError("is too long: its squared length overflows float32; normalise it")
+    return vector
+
+
+def _check_float32(value: float) -> float:
+    if not -FLOAT32_MAX <= value <= FLOAT32_MAX:  # also false for NaN
+        raise ValueError(f"must be a float32: from -{FLOAT32_MAX:.8g} to {FLOAT32_MAX:.8g}")
+    return value
+
+
+class _Float32:
+    """pgvector's element type; the bounds are also in the JSON schema."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(_check_float32, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {**handler(schema), "minimum": -FLOAT32_MAX, "maximum": FLOAT32_MAX}
+
+
+Float32 = Annotated[float, _Float32()]
+Vector = Annotated[list[Float32], Field(min_length=1), AfterValidator(_check_vector)]
+"""A client-supplied embedding: float32 elements, a non-zero length cosine can use."""
 
 
 # --- paths -------------------------------------------------------------------------------

@@ -139,6 +139,38 @@ async def test_nul_anywhere_is_422_naming_the_field(client, ns, method, url, bod
 
 # --- 2. vectors -------------------------------------------------------------------------
 
+VECTOR_CASES = [
+    ("POST", M, {"content": "x", "embedding": with_first(1e39)}, "body.embedding.0"),
+    ("POST", M, {"content": "x", "embedding": with_first(-1e308)}, "body.embedding.0"),
+    ("POST", M, {"content": "x", "embedding": [0.0] * DIM}, "body.embedding"),
+    ("POST", M, {"content": "x", "embedding": [1e-30] * DIM}, "body.embedding"),  # 0 in float32
+    ("POST", M, {"content": "x", "embedding": [1e20] * DIM}, "body.embedding"),  # |v|² overflows
+    ("POST", M, {"content": "x", "embedding": []}, "body.embedding"),
+    ("PUT", M + "/k", {"content": "x", "embedding": with_first(1e308)}, "body.embedding.0"),
+    (
+        "POST",
+        M + "/batch",
+        {
+            "memories": [
+                {"content": "a", "embedding": vec()},
+                {"content": "b", "embedding": [0] * DIM},
+            ]
+        },
+        "body.memories.1.embedding",
+    ),
+    ("POST", R, {"query": "x", "embedding": with_first(1e39)}, "body.embedding.0"),
+    ("POST", R, {"query": "x", "strategy": "vector", "embedding": [0.0] * DIM}, "body.embedding"),
+]
+
+
+@pytest.mark.parametrize(("method", "url", "body", "field"), VECTOR_CASES)
+async def test_vectors_outside_float32_or_without_direction_are_422(
+    client, ns, method, url, body, field
+):
+    r = await send(client, method, url, body)
+    assert_problem(r, 422, field)
+    await assert_nothing_written(client, ns)
+
 
 async def test_a_stored_zero_vector_is_recalled_with_similarity_zero_not_nan(client, ns) -> None:
     """A provider can return a zero vector; its cosine distance is NaN, which is no JSON

@@ -14,6 +14,7 @@ from app.common import (
     StrictModel,
     Tag,
     Text,
+    Vector,
 )
 
 _EXAMPLE: dict[str, Any] = {
@@ -43,8 +44,10 @@ class MemoryFields(StrictModel):
     created_at: AwareDatetime | None = Field(
         default=None, description="For imports and backfill; default: now"
     )
-    embedding: list[float] | None = Field(
-        default=None, description="Client-supplied vector of the deployment's dimension"
+    embedding: Vector | None = Field(
+        default=None,
+        description="Client-supplied vector of the deployment's dimension: float32 elements, "
+        "not all zero",
     )
 
 

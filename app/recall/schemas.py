@@ -11,6 +11,7 @@ from app.common import (
     StrictModel,
     Tag,
     Text,
+    Vector,
 )
 
 Strategy = Literal["vector", "fulltext", "hybrid"]
@@ -56,8 +57,10 @@ class RecallRequest(StrictModel):
         default="all", description="self: memories this robot authored; all: the namespace's"
     )
     filters: RecallFilters = Field(default_factory=RecallFilters)
-    embedding: list[float] | None = Field(
-        default=None, description="Client-supplied query vector (skips the embedder)"
+    embedding: Vector | None = Field(
+        default=None,
+        description="Client-supplied query vector (skips the embedder): float32 elements, "
+        "not all zero",
     )
     now: AwareDatetime | None = Field(
         default=None, description="Evaluate the timeframe as of this instant (default: now)"
