@@ -1,9 +1,9 @@
 """Small shared vocabulary: name patterns, input types every request schema shares, the paged
 response, cursors.
 
-The input types keep out what PostgreSQL or pgvector would otherwise reject after the request
-was accepted, as a 500: NUL characters (text and jsonb reject U+0000), vector elements outside
-float32, JSON nested without bound.
+The input types keep out what PostgreSQL or pgvector cannot store and would otherwise turn
+into a 500 after the request was accepted: NUL characters (text and jsonb reject U+0000),
+vector elements outside float32, instants Python cannot move to UTC, JSON nested without bound.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 from fastapi import Path
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -40,6 +41,11 @@ NO_NUL_PATTERN = r"^[^\x00]*$"
 INT64_MAX = 2**63 - 1
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028234663852886e38
 MAX_JSON_DEPTH = 64
+MIN_INSTANT = datetime(1900, 1, 1, tzinfo=UTC)
+MAX_INSTANT = datetime(9999, 1, 1, tzinfo=UTC)
+INSTANT_RANGE = (
+    f"{MIN_INSTANT:%Y-%m-%dT%H:%M:%SZ} (inclusive) to {MAX_INSTANT:%Y-%m-%dT%H:%M:%SZ} (exclusive)"
+)
 
 
 # --- text --------------------------------------------------------------------------------
@@ -141,6 +147,37 @@ class _Float32:
 Float32 = Annotated[float, _Float32()]
 Vector = Annotated[list[Float32], Field(min_length=1), AfterValidator(_check_vector)]
 """A client-supplied embedding: float32 elements, a non-zero length cosine can use."""
+
+
+# --- instants ----------------------------------------------------------------------------
+
+
+def _parse_instant(value: Any) -> Any:
+    # The request models are strict (no "5" for 5), and strict pydantic only takes datetime
+    # objects: ISO-8601 strings are parsed here, numbers (unix times) are not instants.
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO-8601 date-time string")
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("is not an ISO-8601 date-time") from None
+
+
+def in_instant_range(value: datetime) -> bool:
+    return MIN_INSTANT <= value < MAX_INSTANT
+
+
+def _check_instant(value: datetime) -> datetime:
+    # Year 1 at +05:00 or 9999-12-31 at -05:00 cannot be moved to UTC by Python.
+    if not in_instant_range(value):
+        raise ValueError(f"must be from {INSTANT_RANGE}")
+    return value
+
+
+Instant = Annotated[AwareDatetime, BeforeValidator(_parse_instant), AfterValidator(_check_instant)]
+"""An ISO-8601 date-time with an offset, from MIN_INSTANT (inclusive) to MAX_INSTANT."""
 
 
 # --- paths -------------------------------------------------------------------------------

@@ -202,6 +202,38 @@ async def test_a_stored_zero_vector_is_recalled_with_similarity_zero_not_nan(cli
     ]
 
 
+# --- 3. instants ------------------------------------------------------------------------
+
+INSTANT_CASES = [
+    ("POST", M, {"content": "x", "created_at": "0001-01-01T00:00:00+05:00"}, {}, "body.created_at"),
+    ("POST", M, {"content": "x", "created_at": "9999-12-31T23:00:00-05:00"}, {}, "body.created_at"),
+    ("POST", M, {"content": "x", "created_at": "1899-12-31T23:59:59Z"}, {}, "body.created_at"),
+    ("POST", M, {"content": "x", "created_at": "9999-01-01T00:00:00Z"}, {}, "body.created_at"),
+    ("PUT", M + "/k", {"content": "x", "created_at": "0001-01-01T00:00:00+05:00"}, {}, None),
+    ("POST", R, {"query": "x", "now": "0001-01-01T00:00:00+05:00"}, {}, "body.now"),
+    ("POST", R, {"query": "x", "now": "9999-12-31T23:00:00-05:00"}, {}, "body.now"),
+    ("POST", R, {"query": "x", "timeframe": "since 0001-01-01T00:00:00+05:00"}, {}, "timeframe"),
+    ("POST", R, {"query": "x", "timeframe": "before 9999-12-31T23:00:00-05:00"}, {}, "timeframe"),
+    ("POST", R, {"query": "x", "timeframe": "1899-12-31/P2D"}, {}, "timeframe"),
+    ("GET", M, None, {"params": {"timeframe": "since 0001-01-01T00:00:00+05:00"}}, "timeframe"),
+]
+
+
+@pytest.mark.parametrize(("method", "url", "body", "kw", "field"), INSTANT_CASES)
+async def test_instants_outside_1900_to_9999_are_422(client, ns, method, url, body, kw, field):
+    r = await send(client, method, url, body, **kw)
+    assert_problem(r, 422, field or "body.created_at")
+    await assert_nothing_written(client, ns)
+
+
+async def test_the_ends_of_the_instant_range(client) -> None:
+    for created_at in ["1900-01-01T00:00:00Z", "9998-12-31T23:59:59.999999Z"]:
+        r = await client.post(M, json={"content": "x", "created_at": created_at})
+        assert r.status_code == 201, r.text
+    r = await client.post(R, json={"query": "x", "now": "9998-12-31T23:00:00-00:30"})
+    assert r.status_code == 200, r.text
+
+
 # --- 4. cursors -------------------------------------------------------------------------
 
 

@@ -3,12 +3,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.common import (
+    INSTANT_RANGE,
     KEY_PATTERN,
     MAX_JSON_DEPTH,
     TAG_PATTERN,
+    Instant,
     JsonObject,
     MemoryType,
     StrictModel,
@@ -41,8 +43,9 @@ class MemoryFields(StrictModel):
         description="Any JSON object without NUL characters, nested at most "
         f"{MAX_JSON_DEPTH} deep (the deployment's limit is usually lower)",
     )
-    created_at: AwareDatetime | None = Field(
-        default=None, description="For imports and backfill; default: now"
+    created_at: Instant | None = Field(
+        default=None,
+        description=f"For imports and backfill; default: now. From {INSTANT_RANGE}",
     )
     embedding: Vector | None = Field(
         default=None,

@@ -3,9 +3,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.common import (
+    INSTANT_RANGE,
+    Instant,
     JsonObject,
     MemoryType,
     StrictModel,
@@ -62,8 +64,10 @@ class RecallRequest(StrictModel):
         description="Client-supplied query vector (skips the embedder): float32 elements, "
         "not all zero",
     )
-    now: AwareDatetime | None = Field(
-        default=None, description="Evaluate the timeframe as of this instant (default: now)"
+    now: Instant | None = Field(
+        default=None,
+        description="Evaluate the timeframe as of this instant (default: now). "
+        f"From {INSTANT_RANGE}",
     )
     load_into_working_memory: bool = Field(
         default=True, description="Place the hits in the robot's working memory"
