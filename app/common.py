@@ -32,8 +32,9 @@ from pydantic_core import core_schema
 
 from app.errors import BadRequest
 
+# No "/" in keys: a key is a single path segment of /v1/robots/{robot}/memories/{key}.
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
-KEY_PATTERN = r"^[A-Za-z0-9._:/@-]{1,128}$"
+KEY_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
 TAG_PATTERN = r"^[A-Za-z0-9._:/-]{1,64}$"
 TYPE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"

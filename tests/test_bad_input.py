@@ -332,6 +332,31 @@ async def test_the_schema_caps_depth_at_64_whatever_the_deployment_allows(app_fa
         assert r.status_code == 201
 
 
+# --- 7. keys are one path segment -------------------------------------------------------
+
+SLASH_CASES = [
+    (M, {"content": "x", "key": "a/b"}, "body.key"),
+    (M, {"content": "x", "key": "/"}, "body.key"),
+    (
+        M + "/batch",
+        {"memories": [{"content": "x", "key": "ok"}, {"content": "y", "key": "x/"}]},
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("url", "body", "field"), SLASH_CASES)
+async def test_keys_with_a_slash_cannot_be_created(client, ns, url, body, field) -> None:
+    assert_problem(await client.post(url, json=body), 422, field or "body.memories.1.key")
+    await assert_nothing_written(client, ns)
+
+
+async def test_tags_may_still_hold_a_slash(client) -> None:
+    r = await client.post(M, json={"content": "x", "key": "a:b@c", "tags": ["team/infra"]})
+    assert (r.status_code, r.json()["tags"]) == (201, ["team/infra"])
+    assert (await client.get(M + "/a:b@c")).status_code == 200
+
+
 # --- 9. body size -----------------------------------------------------------------------
 
 

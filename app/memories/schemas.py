@@ -60,7 +60,8 @@ class MemoryCreate(MemoryFields):
     key: str | None = Field(
         default=None,
         pattern=KEY_PATTERN,
-        description="Unique in the namespace; generated when absent",
+        description="Unique in the namespace; generated when absent. Letters, digits and "
+        "`._:@-`, no `/` (a key is one segment of the memory's URL)",
     )
 
 
