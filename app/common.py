@@ -82,6 +82,23 @@ Tag = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
 MemoryType = Annotated[str, StringConstraints(pattern=TYPE_PATTERN)]
 
 
+# --- numbers -----------------------------------------------------------------------------
+
+
+def integral(value: Any) -> Any:
+    # JSON has one number type, and JSON Schema's "integer" is any number without a fraction:
+    # 5.0 is the integer 5. Anything else (true, "5", 5.5) is left to strict int to reject.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(integral)]
+"""A request body's integer: 5 or 5.0, never true or "5". Bounds of an optional one go before
+the validator, `Annotated[int, Field(ge=1), BeforeValidator(integral)] | None`: after it, they
+reach the spec as raw "ge"/"le" keys instead of minimum/maximum."""
+
+
 # --- JSON objects ------------------------------------------------------------------------
 
 
@@ -193,9 +210,10 @@ MemoryKeyPath = Annotated[
 
 
 class StrictModel(BaseModel):
-    """Request models reject unknown fields: a typo must not be silently ignored."""
+    """Request models reject unknown fields (a typo must not be silently ignored) and loose
+    types: no true for 1, no "5" for 5, no 5 for "5". An int is still a float (importance 5)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 T = TypeVar("T")

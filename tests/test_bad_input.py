@@ -357,6 +357,66 @@ async def test_tags_may_still_hold_a_slash(client) -> None:
     assert (await client.get(M + "/a:b@c")).status_code == 200
 
 
+# --- 8. strict types --------------------------------------------------------------------
+
+STRICT_CASES = [
+    ("PUT", "/v1/robots/a", {"working_memory_budget": True}, "body.working_memory_budget"),
+    ("PUT", "/v1/robots/a", {"working_memory_budget": "5"}, "body.working_memory_budget"),
+    ("PUT", "/v1/robots/a", {"working_memory_budget": 5.5}, "body.working_memory_budget"),
+    ("POST", M, {"content": 5}, "body.content"),
+    ("POST", M, {"content": "x", "importance": "5"}, "body.importance"),
+    ("POST", M, {"content": "x", "importance": True}, "body.importance"),
+    ("POST", M, {"content": "x", "key": 5}, "body.key"),
+    ("POST", M, {"content": "x", "tags": "infra"}, "body.tags"),
+    ("POST", M, {"content": "x", "metadata": "{}"}, "body.metadata"),
+    ("POST", M, {"content": "x", "embedding": ["1"] + [0.0] * (DIM - 1)}, "body.embedding.0"),
+    ("POST", M, {"content": "x", "created_at": 1700000000}, "body.created_at"),
+    ("POST", M, {"content": "x", "created_at": "1700000000"}, "body.created_at"),
+    ("POST", M + "/batch", {"memories": {"content": "x"}}, "body.memories"),
+    ("PUT", M + "/k", {"content": "x", "importance": "1"}, "body.importance"),
+    ("POST", R, {"query": 1}, "body.query"),
+    ("POST", R, {"query": "x", "limit": "5"}, "body.limit"),
+    ("POST", R, {"query": "x", "limit": True}, "body.limit"),
+    ("POST", R, {"query": "x", "limit": 5.5}, "body.limit"),
+    (
+        "POST",
+        R,
+        {"query": "x", "load_into_working_memory": "false"},
+        "body.load_into_working_memory",
+    ),
+    ("POST", R, {"query": "x", "load_into_working_memory": 0}, "body.load_into_working_memory"),
+    ("POST", R, {"query": "x", "filters": {"min_importance": "2"}}, "body.filters.min_importance"),
+    ("POST", R, {"query": "x", "now": 0}, "body.now"),
+    ("POST", "/v1/keys", {"name": 7, "role": "reader"}, "body.name"),
+]
+
+
+@pytest.mark.parametrize(("method", "url", "body", "field"), STRICT_CASES)
+async def test_loose_types_are_422(client, ns, method, url, body, field) -> None:
+    assert_problem(await send(client, method, url, body), 422, field)
+    await assert_nothing_written(client, ns)
+
+
+async def test_ints_are_floats_integral_floats_ints_and_iso_strings_instants(client) -> None:
+    """What JSON Schema calls valid stays valid: 5 is a number, 5.0 an integer."""
+    r = await client.put("/v1/robots/a", json={"working_memory_budget": 64000.0})
+    assert (r.status_code, r.json()["working_memory_budget"]) == (200, 64000)
+    r = await client.post(
+        M,
+        json={
+            "content": "PostgreSQL uses MVCC",
+            "importance": 5,
+            "embedding": [1] + [0] * (DIM - 1),
+            "created_at": "2025-06-02T09:00:00+02:00",
+        },
+    )
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert (body["importance"], body["created_at"]) == (5.0, "2025-06-02T07:00:00Z")
+    r = await client.post(R, json={"query": "MVCC", "limit": 5.0, "filters": {"min_importance": 5}})
+    assert [h["importance"] for h in r.json()["hits"]] == [5.0]
+
+
 # --- 9. body size -----------------------------------------------------------------------
 
 

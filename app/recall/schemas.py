@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.common import (
     INSTANT_RANGE,
     Instant,
+    Integer,
     JsonObject,
     MemoryType,
     StrictModel,
@@ -49,7 +50,7 @@ class RecallRequest(StrictModel):
 
     query: Text = Field(min_length=1, description="A question or keywords, as the agent asks")
     strategy: Strategy = "hybrid"
-    limit: int = Field(default=20, ge=1, description="At most max_recall_limit (default 100)")
+    limit: Integer = Field(default=20, ge=1, description="At most max_recall_limit (default 100)")
     timeframe: Text | None = Field(
         default=None,
         max_length=200,
