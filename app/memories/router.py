@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response, status
 
@@ -16,6 +16,7 @@ from app.common import (
     encode_cursor,
 )
 from app.deps import ResourcesDep, SessionDep
+from app.errors import PROBLEM_JSON
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
     MemoryAdded,
@@ -30,6 +31,12 @@ from app.recall.timeframes_http import TimeframeQuery, resolve_timeframe
 from app.routing import OrjsonRoute
 
 router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"], route_class=OrjsonRoute)
+
+# GETs have no 400 in app/openapi.py's error set; this one has, for a cursor it did not issue.
+BAD_CURSOR: dict[str, Any] = {
+    "description": "A `cursor` this service did not issue",
+    "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
 
 
 async def memory_service(
@@ -66,7 +73,12 @@ async def add_memories(
     return MemoryBatchResult(memories=await service.add_many(robot, body.memories))
 
 
-@router.get("", operation_id="memories-list", summary="List memories")
+@router.get(
+    "",
+    operation_id="memories-list",
+    summary="List memories",
+    responses={400: BAD_CURSOR},
+)
 async def list_memories(
     robot: RobotName,
     service: Service,
