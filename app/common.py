@@ -1,22 +1,204 @@
-"""Small shared vocabulary: name patterns, the paged response, cursors."""
+"""Small shared vocabulary: name patterns, input types every request schema shares, the paged
+response, cursors.
+
+The input types keep out what PostgreSQL or pgvector cannot store and would otherwise turn
+into a 500 after the request was accepted: NUL characters (text and jsonb reject U+0000),
+vector elements outside float32, instants Python cannot move to UTC, JSON nested without bound.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime
-from typing import Annotated, Generic, TypeVar
+import math
+from datetime import UTC, datetime
+from typing import Annotated, Any, Generic, TypeVar
 
+import numpy as np
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    StringConstraints,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from app.errors import BadRequest
 
+# No "/" in keys: a key is a single path segment of /v1/robots/{robot}/memories/{key}.
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
-KEY_PATTERN = r"^[A-Za-z0-9._:/@-]{1,128}$"
+KEY_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
 TAG_PATTERN = r"^[A-Za-z0-9._:/-]{1,64}$"
+TYPE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+NO_NUL_PATTERN = r"^[^\x00]*$"
+
+INT64_MAX = 2**63 - 1
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028234663852886e38
+MAX_JSON_DEPTH = 64
+MIN_INSTANT = datetime(1900, 1, 1, tzinfo=UTC)
+MAX_INSTANT = datetime(9999, 1, 1, tzinfo=UTC)
+INSTANT_RANGE = (
+    f"{MIN_INSTANT:%Y-%m-%dT%H:%M:%SZ} (inclusive) to {MAX_INSTANT:%Y-%m-%dT%H:%M:%SZ} (exclusive)"
+)
+
+
+# --- text --------------------------------------------------------------------------------
+
+
+def _reject_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL (U+0000): PostgreSQL cannot store it")
+    return value
+
+
+class _NoNul:
+    """Rejects U+0000, and says so in the JSON schema (a pattern) so generated clients and
+    schemathesis know it. A plain `in` check: cheaper than a regex over 256 KB of content."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(_reject_nul, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        json_schema.setdefault("pattern", NO_NUL_PATTERN)
+        return json_schema
+
+
+Text = Annotated[str, _NoNul()]
+"""Free text: anything but NUL."""
 
 Tag = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
+MemoryType = Annotated[str, StringConstraints(pattern=TYPE_PATTERN)]
+
+
+# --- numbers -----------------------------------------------------------------------------
+
+
+def integral(value: Any) -> Any:
+    # JSON has one number type, and JSON Schema's "integer" is any number without a fraction:
+    # 5.0 is the integer 5. Anything else (true, "5", 5.5) is left to strict int to reject.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(integral)]
+"""A request body's integer: 5 or 5.0, never true or "5". Bounds of an optional one go before
+the validator, `Annotated[int, Field(ge=1), BeforeValidator(integral)] | None`: after it, they
+reach the spec as raw "ge"/"le" keys instead of minimum/maximum."""
+
+
+# --- JSON objects ------------------------------------------------------------------------
+
+
+def _check_json(value: Any) -> Any:
+    """Depth (containers count, the object itself is 1) and NUL, walked without recursion so
+    a hostile nesting cannot exhaust the stack before any limit is checked."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"is nested deeper than {MAX_JSON_DEPTH} levels")
+            if isinstance(item, dict):
+                if any(isinstance(key, str) and "\x00" in key for key in item):
+                    raise ValueError("has a key with NUL (U+0000): PostgreSQL cannot store it")
+                item = item.values()
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str) and "\x00" in item:
+            raise ValueError("has a string with NUL (U+0000): PostgreSQL cannot store it")
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], BeforeValidator(_check_json)]
+"""Any JSON object without NUL, nested at most MAX_JSON_DEPTH deep (checked before anything
+else looks at it; the deployment's max_metadata_depth, checked later, is usually lower)."""
+
+
+# --- vectors -----------------------------------------------------------------------------
+
+
+def _check_vector(vector: list[float]) -> list[float]:
+    # pgvector stores float32 and sums the squares in float32 for cosine distance: a vector
+    # whose squared length is 0 or overflows has no direction, and every distance is NaN.
+    with np.errstate(over="ignore", under="ignore"):
+        values = np.asarray(vector, dtype=np.float32)
+        squared = float(np.sum(values * values, dtype=np.float32))
+    if squared == 0.0:
+        raise ValueError("is all zeros (or too small for float32): it has no direction")
+    if not math.isfinite(squared):
+        raise ValueError("is too long: its squared length overflows float32; normalise it")
+    return vector
+
+
+def _check_float32(value: float) -> float:
+    if not -FLOAT32_MAX <= value <= FLOAT32_MAX:  # also false for NaN
+        raise ValueError(f"must be a float32: from -{FLOAT32_MAX:.8g} to {FLOAT32_MAX:.8g}")
+    return value
+
+
+class _Float32:
+    """pgvector's element type; the bounds are also in the JSON schema."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(_check_float32, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {**handler(schema), "minimum": -FLOAT32_MAX, "maximum": FLOAT32_MAX}
+
+
+Float32 = Annotated[float, _Float32()]
+Vector = Annotated[list[Float32], Field(min_length=1), AfterValidator(_check_vector)]
+"""A client-supplied embedding: float32 elements, a non-zero length cosine can use."""
+
+
+# --- instants ----------------------------------------------------------------------------
+
+
+def _parse_instant(value: Any) -> Any:
+    # The request models are strict (no "5" for 5), and strict pydantic only takes datetime
+    # objects: ISO-8601 strings are parsed here, numbers (unix times) are not instants.
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO-8601 date-time string")
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("is not an ISO-8601 date-time") from None
+
+
+def in_instant_range(value: datetime) -> bool:
+    return MIN_INSTANT <= value < MAX_INSTANT
+
+
+def _check_instant(value: datetime) -> datetime:
+    # Year 1 at +05:00 or 9999-12-31 at -05:00 cannot be moved to UTC by Python.
+    if not in_instant_range(value):
+        raise ValueError(f"must be from {INSTANT_RANGE}")
+    return value
+
+
+Instant = Annotated[AwareDatetime, BeforeValidator(_parse_instant), AfterValidator(_check_instant)]
+"""An ISO-8601 date-time with an offset, from MIN_INSTANT (inclusive) to MAX_INSTANT."""
+
+
+# --- paths -------------------------------------------------------------------------------
 
 RobotName = Annotated[
     str,
@@ -28,9 +210,10 @@ MemoryKeyPath = Annotated[
 
 
 class StrictModel(BaseModel):
-    """Request models reject unknown fields: a typo must not be silently ignored."""
+    """Request models reject unknown fields (a typo must not be silently ignored) and loose
+    types: no true for 1, no "5" for 5, no 5 for "5". An int is still a float (importance 5)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 T = TypeVar("T")
@@ -49,9 +232,17 @@ def encode_cursor(created_at: datetime, id_: int) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, int]:
+    """What encode_cursor made, or 400: a forged cursor must not reach the database with an
+    id past bigint, a naive time or one that cannot be moved to UTC."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         ts, id_ = json.loads(raw)
-        return datetime.fromisoformat(ts), int(id_)
+        at = datetime.fromisoformat(ts)
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise ValueError("naive time")
+        at = at.astimezone(UTC)  # OverflowError at the ends of year 1 and 9999
+        if type(id_) is not int or not 1 <= id_ <= INT64_MAX:
+            raise ValueError("id out of range")
     except Exception as exc:
         raise BadRequest("cursor is not one this service issued", field="cursor") from exc
+    return at, id_

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,14 @@ def database_failure(exc: BaseException) -> ServiceUnavailable | None:
 
 
 def problem(
-    status: int, type_: str, title: str, detail: str, instance: str | None = None, **extra: Any
+    status: int,
+    type_: str,
+    title: str,
+    detail: str,
+    instance: str | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
 ) -> JSONResponse:
     body: dict[str, Any] = {
         "type": PROBLEM_BASE + type_,
@@ -151,7 +159,8 @@ def problem(
     if instance:
         body["instance"] = instance
     body.update(extra)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -175,6 +184,25 @@ def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
         loc = [str(p) for p in err.get("loc", ())]
         out.append({"field": ".".join(loc), "message": err.get("msg", ""), "type": err.get("type")})
     return out
+
+
+_METHODS = ("delete", "get", "head", "options", "patch", "post", "put")
+
+
+def _allowed_methods(request: Request) -> str:
+    """The methods the API documents for this path. Starlette's own 405 names only the first
+    matching route's methods, and here each method of a path is a route of its own. As in
+    OpenAPI's path matching, a concrete path wins over a templated one: /memories/batch is
+    that path's, not /memories/{key}'s."""
+    matches: list[tuple[int, list[str]]] = []
+    for template, item in request.app.openapi()["paths"].items():
+        if compile_path(template)[0].match(request.scope["path"]):
+            matches.append((template.count("{"), [m for m in item if m in _METHODS]))
+    if not matches:
+        return ""
+    fewest = min(n for n, _ in matches)
+    methods = {m.upper() for n, ms in matches if n == fewest for m in ms}
+    return ", ".join(sorted(methods))
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -203,7 +231,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         type_, title = _STATUS_TYPES.get(exc.status_code, ("http-error", "HTTP error"))
-        return problem(exc.status_code, type_, title, str(exc.detail), request.url.path)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # RFC 9110: a 405 lists the allowed methods
+            headers["Allow"] = _allowed_methods(request)
+        return problem(
+            exc.status_code, type_, title, str(exc.detail), request.url.path, headers=headers
+        )
 
     @app.exception_handler(OSError)
     @app.exception_handler(DBAPIError)

@@ -9,13 +9,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.errors import PROBLEM_BASE, PROBLEM_JSON
 
 
-class BodyTooLarge(Exception):
-    pass
-
-
 class BodyLimitMiddleware:
     """Rejects bodies over `limit` bytes: by Content-Length up front, and by counting when the
-    client streams without one (so a lying or absent header cannot get around the limit)."""
+    client streams without one (so a lying or absent header cannot get around the limit).
+
+    The body is read here, up to the limit, before the app sees the request: raising from a
+    wrapped `receive` instead would surface inside FastAPI's body parsing, which turns any
+    error there into a 400. Routes read the whole body anyway, so buffering costs nothing."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -30,29 +30,32 @@ class BodyLimitMiddleware:
             await self._reject(scope, send)
             return
 
+        chunks: list[bytes] = []
         seen = 0
-        started = False
-
-        async def counting_receive() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise BodyTooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except BodyTooLarge:
-            if not started:
+            if message["type"] != "http.request":  # the client left before its body ended
+                return
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.limit:
                 await self._reject(scope, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if delivered:  # after the body: disconnects, for routes that wait for one
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
     async def _reject(self, scope: Scope, send: Send) -> None:
         body = json.dumps(

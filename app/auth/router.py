@@ -7,6 +7,7 @@ from fastapi import APIRouter, Path, status
 from app.auth.caller import AdminDep
 from app.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead
 from app.auth.service import ApiKeyService
+from app.common import INT64_MAX
 from app.deps import ResourcesDep, SessionDep
 from app.routing import OrjsonRoute
 
@@ -32,7 +33,10 @@ async def list_keys(caller: AdminDep, session: SessionDep, res: ResourcesDep) ->
 
 @router.delete("/{key_id}", operation_id="keys-revoke", summary="Revoke an API key")
 async def revoke_key(
-    key_id: Annotated[int, Path(ge=1)], caller: AdminDep, session: SessionDep, res: ResourcesDep
+    key_id: Annotated[int, Path(ge=1, le=INT64_MAX)],
+    caller: AdminDep,
+    session: SessionDep,
+    res: ResourcesDep,
 ) -> ApiKeyRead:
     """Revokes the key at once; requests with it then get 401."""
     return await ApiKeyService(session, caller.namespace_id, res.key_cache).revoke(key_id)

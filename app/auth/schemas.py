@@ -5,16 +5,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.common import StrictModel, Text
+
 Role = Literal["admin", "writer", "reader"]
 
 
-class ApiKeyCreate(BaseModel):
+class ApiKeyCreate(StrictModel):
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={"examples": [{"name": "research-agent", "role": "writer"}]},
     )
 
-    name: str = Field(min_length=1, max_length=100, description="What the key is for")
+    name: Text = Field(min_length=1, max_length=100, description="What the key is for")
     role: Role = Field(
         description="admin: everything incl. keys; writer: add/recall/forget; reader: reads only"
     )

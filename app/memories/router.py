@@ -1,12 +1,22 @@
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response, status
 
 from app.auth.caller import CallerDep
-from app.common import MemoryKeyPath, Page, RobotName, Tag, decode_cursor, encode_cursor
+from app.common import (
+    TYPE_PATTERN,
+    MemoryKeyPath,
+    Page,
+    RobotName,
+    Tag,
+    Text,
+    decode_cursor,
+    encode_cursor,
+)
 from app.deps import ResourcesDep, SessionDep
+from app.errors import PROBLEM_JSON
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
     MemoryAdded,
@@ -21,6 +31,12 @@ from app.recall.timeframes_http import TimeframeQuery, resolve_timeframe
 from app.routing import OrjsonRoute
 
 router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"], route_class=OrjsonRoute)
+
+# GETs have no 400 in app/openapi.py's error set; this one has, for a cursor it did not issue.
+BAD_CURSOR: dict[str, Any] = {
+    "description": "A `cursor` this service did not issue",
+    "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
 
 
 async def memory_service(
@@ -57,7 +73,12 @@ async def add_memories(
     return MemoryBatchResult(memories=await service.add_many(robot, body.memories))
 
 
-@router.get("", operation_id="memories-list", summary="List memories")
+@router.get(
+    "",
+    operation_id="memories-list",
+    summary="List memories",
+    responses={400: BAD_CURSOR},
+)
 async def list_memories(
     robot: RobotName,
     service: Service,
@@ -66,13 +87,13 @@ async def list_memories(
         Literal["self", "all"],
         Query(description="self: memories this robot authored; all: the namespace's"),
     ] = "all",
-    type: Annotated[str | None, Query(description="Only this type")] = None,
+    type: Annotated[str | None, Query(pattern=TYPE_PATTERN, description="Only this type")] = None,
     tag: Annotated[list[Tag] | None, Query(description="Any of these tags (repeatable)")] = None,
     min_importance: Annotated[float | None, Query(ge=0, le=10)] = None,
     timeframe: TimeframeQuery = None,
     include_deleted: Annotated[bool, Query(description="Include soft-deleted memories")] = False,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    cursor: Annotated[Text | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Page[MemoryRead]:
     """Newest first, with filters and cursor pagination."""
     tr = resolve_timeframe(timeframe, res.clock())
@@ -127,7 +148,7 @@ async def forget_memory(
     service: Service,
     hard: Annotated[bool, Query(description="Delete permanently (needs `confirm`)")] = False,
     confirm: Annotated[
-        str | None, Query(description="For a hard delete: the memory's key, repeated")
+        Text | None, Query(description="For a hard delete: the memory's key, repeated")
     ] = None,
 ) -> MemoryRead:
     """Soft delete (restorable) by default; `hard=true&confirm=<key>` deletes permanently."""

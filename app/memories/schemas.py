@@ -3,9 +3,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from app.common import KEY_PATTERN, TAG_PATTERN, StrictModel, Tag
+from app.common import (
+    INSTANT_RANGE,
+    KEY_PATTERN,
+    MAX_JSON_DEPTH,
+    TAG_PATTERN,
+    Instant,
+    JsonObject,
+    MemoryType,
+    StrictModel,
+    Tag,
+    Text,
+    Vector,
+)
 
 _EXAMPLE: dict[str, Any] = {
     "content": "The staging database is PostgreSQL 16 with pgvector 0.8.",
@@ -18,20 +30,27 @@ _EXAMPLE: dict[str, Any] = {
 
 
 class MemoryFields(StrictModel):
-    content: str = Field(min_length=1, description="The memory's text (UTF-8, size-limited)")
-    type: str = Field(
-        default="fact",
-        pattern=r"^[a-z][a-z0-9_-]{0,31}$",
-        description="Free-form kind, e.g. fact, preference, decision, code",
+    content: Text = Field(
+        min_length=1, description="The memory's text (UTF-8 without NUL, size-limited)"
+    )
+    type: MemoryType = Field(
+        default="fact", description="Free-form kind, e.g. fact, preference, decision, code"
     )
     importance: float = Field(default=1.0, ge=0, le=10, description="0–10; evicted lowest first")
     tags: list[Tag] = Field(default_factory=list, description=f"Tags matching {TAG_PATTERN}")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Any JSON object")
-    created_at: AwareDatetime | None = Field(
-        default=None, description="For imports and backfill; default: now"
+    metadata: JsonObject = Field(
+        default_factory=dict,
+        description="Any JSON object without NUL characters, nested at most "
+        f"{MAX_JSON_DEPTH} deep (the deployment's limit is usually lower)",
     )
-    embedding: list[float] | None = Field(
-        default=None, description="Client-supplied vector of the deployment's dimension"
+    created_at: Instant | None = Field(
+        default=None,
+        description=f"For imports and backfill; default: now. From {INSTANT_RANGE}",
+    )
+    embedding: Vector | None = Field(
+        default=None,
+        description="Client-supplied vector of the deployment's dimension: float32 elements, "
+        "not all zero",
     )
 
 
@@ -41,7 +60,8 @@ class MemoryCreate(MemoryFields):
     key: str | None = Field(
         default=None,
         pattern=KEY_PATTERN,
-        description="Unique in the namespace; generated when absent",
+        description="Unique in the namespace; generated when absent. Letters, digits and "
+        "`._:@-`, no `/` (a key is one segment of the memory's URL)",
     )
 
 

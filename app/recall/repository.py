@@ -8,6 +8,7 @@ btree indexes and TimescaleDB can exclude chunks by the `created_at` range.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Callable
@@ -822,7 +823,7 @@ class SearchRepository:
                 row,
                 score=row["rrf"],
                 vector_rank=row["vector_rank"],
-                vector_similarity=None if row["distance"] is None else 1.0 - row["distance"],
+                vector_similarity=None if row["distance"] is None else _similarity(row["distance"]),
                 fulltext_rank=row["text_rank"],
                 fulltext_score=row["text_score"],
             )
@@ -861,7 +862,14 @@ def _hit(
     )
 
 
+def _similarity(distance: float) -> float:
+    """1 - cosine distance. A zero-length stored vector (a provider can return one) has a NaN
+    distance to everything; it counts as unrelated, 0.0 (PostgreSQL sorts NaN last, so it
+    also ranks last), since NaN is not a JSON number."""
+    return 0.0 if math.isnan(distance) else 1.0 - distance
+
+
 def _vector_hit(row: Any) -> SearchHit:
     """A hit of a vector-only search: scored by similarity (1 - cosine distance)."""
-    similarity = 1.0 - row["distance"]
+    similarity = _similarity(row["distance"])
     return _hit(row, score=similarity, vector_rank=row["vector_rank"], vector_similarity=similarity)

@@ -3,20 +3,30 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from app.common import StrictModel, Tag
+from app.common import (
+    INSTANT_RANGE,
+    Instant,
+    Integer,
+    JsonObject,
+    MemoryType,
+    StrictModel,
+    Tag,
+    Text,
+    Vector,
+)
 
 Strategy = Literal["vector", "fulltext", "hybrid"]
 EmbeddingState = Literal["ready", "unavailable", "not_needed"]
 
 
 class RecallFilters(StrictModel):
-    types: list[str] | None = Field(default=None, description="Any of these types")
+    types: list[MemoryType] | None = Field(default=None, description="Any of these types")
     tags_any: list[Tag] | None = Field(default=None, description="At least one of these tags")
     tags_all: list[Tag] | None = Field(default=None, description="All of these tags")
     min_importance: float | None = Field(default=None, ge=0, le=10)
-    metadata: dict[str, Any] | None = Field(
+    metadata: JsonObject | None = Field(
         default=None, description="JSON containment: the memory's metadata includes this object"
     )
 
@@ -38,10 +48,10 @@ class RecallRequest(StrictModel):
         },
     )
 
-    query: str = Field(min_length=1, description="A question or keywords, as the agent asks")
+    query: Text = Field(min_length=1, description="A question or keywords, as the agent asks")
     strategy: Strategy = "hybrid"
-    limit: int = Field(default=20, ge=1, description="At most max_recall_limit (default 100)")
-    timeframe: str | None = Field(
+    limit: Integer = Field(default=20, ge=1, description="At most max_recall_limit (default 100)")
+    timeframe: Text | None = Field(
         default=None,
         max_length=200,
         description="ISO-8601 or a phrase: 'last week', 'since 2025-01-01', 'yesterday', ...",
@@ -50,11 +60,15 @@ class RecallRequest(StrictModel):
         default="all", description="self: memories this robot authored; all: the namespace's"
     )
     filters: RecallFilters = Field(default_factory=RecallFilters)
-    embedding: list[float] | None = Field(
-        default=None, description="Client-supplied query vector (skips the embedder)"
+    embedding: Vector | None = Field(
+        default=None,
+        description="Client-supplied query vector (skips the embedder): float32 elements, "
+        "not all zero",
     )
-    now: AwareDatetime | None = Field(
-        default=None, description="Evaluate the timeframe as of this instant (default: now)"
+    now: Instant | None = Field(
+        default=None,
+        description="Evaluate the timeframe as of this instant (default: now). "
+        f"From {INSTANT_RANGE}",
     )
     load_into_working_memory: bool = Field(
         default=True, description="Place the hits in the robot's working memory"

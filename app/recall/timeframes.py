@@ -40,6 +40,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from app.common import INSTANT_RANGE, in_instant_range
+
 __all__ = ["ACCEPTED_FORMS", "TimeRange", "TimeframeError", "parse_timeframe"]
 
 
@@ -112,6 +114,8 @@ def parse_timeframe(text: str, now: datetime) -> TimeRange:
     """Parse `text` into a half-open UTC range, evaluated against the aware instant `now`."""
     if now.tzinfo is None or now.utcoffset() is None:
         raise TimeframeError(f"now must be timezone-aware, got the naive {now.isoformat()}")
+    if not in_instant_range(now):
+        raise TimeframeError(f"now must be from {INSTANT_RANGE}, got {now.isoformat()}")
     phrase = " ".join(text.split()).lower()
     try:
         return _timeframe(phrase, now.astimezone(UTC))
@@ -249,8 +253,13 @@ def _duration(s: str) -> tuple[int, timedelta] | None:
 def _iso(s: str) -> tuple[datetime, bool] | None:
     """(UTC instant, is_date) of an ISO-8601 date or date-time, or None if `s` is neither."""
     if _DATE.fullmatch(s):
-        return datetime.fromisoformat(s).replace(tzinfo=UTC), True
-    if _DATETIME.fullmatch(s):
+        instant, is_date = datetime.fromisoformat(s).replace(tzinfo=UTC), True
+    elif _DATETIME.fullmatch(s):
         dt = datetime.fromisoformat(s.upper())
-        return (dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)), False
-    return None
+        instant, is_date = (dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt), False
+    else:
+        return None
+    # Checked before moving it to UTC, which overflows at the ends of year 1 and 9999.
+    if not in_instant_range(instant):
+        raise TimeframeError(f"{s!r} is out of range: instants are from {INSTANT_RANGE}")
+    return instant.astimezone(UTC), is_date

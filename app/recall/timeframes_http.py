@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Query
 
+from app.common import Text
 from app.errors import Unprocessable
 from app.recall.timeframes import TimeframeError, TimeRange, parse_timeframe
 
@@ -16,7 +17,7 @@ TIMEFRAME_DESCRIPTION = (
 )
 
 TimeframeQuery = Annotated[
-    str | None, Query(max_length=200, description=TIMEFRAME_DESCRIPTION, examples=["last week"])
+    Text | None, Query(max_length=200, description=TIMEFRAME_DESCRIPTION, examples=["last week"])
 ]
 
 

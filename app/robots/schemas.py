@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.common import StrictModel
+from app.common import StrictModel, integral
 
 
 class RobotUpdate(StrictModel):
@@ -12,10 +13,10 @@ class RobotUpdate(StrictModel):
         extra="forbid", json_schema_extra={"examples": [{"working_memory_budget": 64000}]}
     )
 
-    working_memory_budget: int | None = Field(
+    working_memory_budget: (
+        Annotated[int, Field(ge=1, le=10_000_000), BeforeValidator(integral)] | None
+    ) = Field(
         default=None,
-        ge=1,
-        le=10_000_000,
         description="Token budget of this robot's working memory; null = the deployment default",
         examples=[64000],
     )

@@ -342,7 +342,11 @@ def test_naive_now_is_rejected() -> None:
         ("2025-03-01T25:00:00Z", "not a valid date or is out of range"),
         ("last 99999 years", "not a valid date or is out of range"),
         ("last 999999999999 days", "not a valid date or is out of range"),
-        ("9999-12-31/P1D", "not a valid date or is out of range"),
+        ("9998-12-31/P2Y", "not a valid date or is out of range"),
+        ("9999-12-31/P1D", "out of range: instants are from 1900-01-01"),
+        ("since 1899-12-31", "out of range: instants are from 1900-01-01"),
+        ("0001-01-01T00:00:00+05:00", "out of range: instants are from 1900-01-01"),
+        ("before 9999-12-31T23:00:00-05:00", "out of range: instants are from 1900-01-01"),
     ],
 )
 def test_empty_impossible_and_out_of_range_timeframes_are_rejected(text: str, reason: str) -> None:
