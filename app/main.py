@@ -41,6 +41,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with open_resources(settings) as resources:
             app.state.resources = resources
+            app.state.draining = False  # a lifespan that starts serves (again)
             async with AsyncExitStack() as workers:
                 if background:
                     interval = settings.working_memory_repair_interval_s
