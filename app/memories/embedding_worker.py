@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.embeddings import EmbeddingError
+from app.errors import ServiceUnavailable
 from app.memories.repository import MemoryRepository
 from app.resources import Resources
 
@@ -112,6 +113,8 @@ async def run_embedding_worker(res: Resources) -> None:
                 pass
         except asyncio.CancelledError:
             raise
+        except ServiceUnavailable as exc:  # the database is down: try again next interval
+            log.warning("embedding worker paused: %s", exc.detail)
         except Exception:
             log.exception("embedding worker iteration failed")
         await asyncio.sleep(res.settings.embedding_worker_interval_s)

@@ -33,6 +33,7 @@ next change or read of that robot or by the repair worker (app/working_memory/re
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -41,6 +42,7 @@ from typing import Any, Protocol, TypeVar
 from redis.exceptions import RedisError
 
 from app.db.session import DbSession
+from app.errors import ServiceUnavailable
 from app.memories.schemas import WorkingMemoryOutcome
 from app.robots.cache import Robot, RobotCache
 from app.working_memory.repository import LockedRobot, MembershipRepository, Placed
@@ -532,8 +534,18 @@ class WriteProtocol:
 
     async def _failed(self, robot: Robot) -> None:
         """A mirror step failed after (or without) its Redis script: what Redis holds is
-        unknown to Postgres. Never fails the request; the repair worker rebuilds."""
-        log.exception("working-memory change of %s/%s failed; to repair", self.ns, robot.name)
+        unknown to Postgres. Never fails the request; the repair worker rebuilds. Called from
+        an `except` block: an outage is logged as one line, anything else with its trace."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ServiceUnavailable):  # the database is down or timed out
+            log.warning(
+                "working-memory change of %s/%s not recorded (%s); to repair",
+                self.ns,
+                robot.name,
+                exc.detail,
+            )
+        else:
+            log.exception("working-memory change of %s/%s failed; to repair", self.ns, robot.name)
         self.repairs.add(self.scope.namespace_id, self.ns, robot.id, robot.name)
         self.robots.forget(self.scope.namespace_id, robot.name)
         try:

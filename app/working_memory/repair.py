@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+from app.errors import ServiceUnavailable
 from app.resources import Resources
 from app.robots.cache import Robot
 from app.working_memory.protocol import RedisUnavailable
@@ -53,7 +54,7 @@ async def repair_once(res: Resources) -> int:
                     log.info("repaired the working memory of %s/%s", namespace, name)
                 elif robot_id in only_queued:  # busy, and nothing else remembers it
                     res.wm_repairs.add(namespace_id, namespace, robot_id, name)
-            except RedisUnavailable:
+            except (RedisUnavailable, ServiceUnavailable):  # try again next pass
                 res.wm_repairs.add(namespace_id, namespace, robot_id, name)
                 break
             except Exception:
@@ -69,6 +70,8 @@ async def run_repair_worker(res: Resources, interval_s: float) -> None:
             await repair_once(res)
         except asyncio.CancelledError:
             raise
+        except ServiceUnavailable as exc:  # the database is down: try again next interval
+            log.warning("working-memory repair paused: %s", exc.detail)
         except Exception:
             log.exception("working-memory repair pass failed")
 
