@@ -359,6 +359,11 @@ class WriteProtocol:
                 return result.count
             except RedisUnavailable:
                 pass  # marked stale in this transaction
+            except Exception:
+                # Not acknowledged (the client gets the error): if Redis was cleared, the
+                # rebuild puts back what the mirror still lists.
+                self.repairs.add(self.scope.namespace_id, self.ns, robot.id, robot.name)
+                raise
         count = await self.members.record_clear(robot.id, None)
         await self.session.commit()
         return count
@@ -403,6 +408,8 @@ class WriteProtocol:
             self.breaker.reset()
         except UNAVAILABLE as exc:
             self.breaker.trip()
+            await self._mark_stale(robot)  # a load may have run: rebuild again when it answers
+            await self._commit_or_queue(robot)
             raise RedisUnavailable(str(exc)) from exc
         await self.session.commit()
         self.robots.put(self.scope.namespace_id, replace(robot, stale=False))
