@@ -37,8 +37,9 @@ def vec(i: int, dim: int = 384) -> list[float]:
 
 @pytest.fixture
 async def client(app_factory):
-    # A pool large enough for hundreds of concurrent requests to queue on it, not fail.
-    async with app_factory(db_pool_size=10) as c:
+    # A pool large enough for hundreds of concurrent requests to queue on it, not fail; the
+    # tests run the repair worker's passes themselves.
+    async with app_factory(db_pool_size=10, working_memory_repair_interval_s=3600) as c:
         c.headers["X-Namespace"] = f"t-{uuid.uuid4().hex[:12]}"
         yield c
 
@@ -298,7 +299,9 @@ async def test_redis_failing_marks_the_robot_for_a_rebuild(
     client, app_factory, redis_server_factory
 ):
     server = redis_server_factory.start()
-    async with app_factory(redis_url=server.url, redis_retry_after_s=0) as c:
+    async with app_factory(
+        redis_url=server.url, redis_retry_after_s=0, working_memory_repair_interval_s=3600
+    ) as c:
         c.headers["X-Namespace"] = namespace_of(client)
         await put(c, "a", "k1", "kept")
         rid = await robot_id(c, "a")
