@@ -37,7 +37,7 @@ lint: install
 	$(VENV)/bin/mypy app
 
 openapi: install
-	$(PY) -m app.openapi
+	$(VENV)/bin/htm openapi
 
 format: install
 	$(VENV)/bin/ruff check --fix .

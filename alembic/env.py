@@ -10,13 +10,14 @@ from sqlalchemy import pool
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import get_settings
-from app.db.tables import Base
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-target_metadata = Base.metadata
+# The migrations in versions/ are the schema: written by hand (hypertables, HNSW, generated
+# tsvector columns, triggers are beyond autogenerate), with no ORM models to compare against.
+target_metadata = None
 
 
 def _url() -> str:

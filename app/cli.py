@@ -135,6 +135,7 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
 async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
     from app.auth.schemas import ApiKeyCreate
     from app.auth.service import ApiKeyService, KeyCache
+    from app.cache import TtlCache
     from app.db.engine import create_engine
     from app.db.session import create_sessionmaker
     from app.errors import DomainError
@@ -144,7 +145,7 @@ async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
     sessionmaker = create_sessionmaker(engine)
     lines: list[str] = []
     try:
-        ns_id = await NamespaceRepository.resolve(sessionmaker, {}, args.namespace)
+        ns_id = await NamespaceRepository.resolve(sessionmaker, TtlCache(0, 1), args.namespace)
         async with sessionmaker() as session, session.begin():
             service = ApiKeyService(session, ns_id, KeyCache())
             if args.action == "create":
@@ -185,6 +186,22 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
         return asyncio.run(_keys_async(settings, args))
 
 
+def _openapi(settings: Settings, args: argparse.Namespace) -> int:
+    """Write the OpenAPI spec the app serves to openapi.json (or, with --check, compare)."""
+    from app.main import create_app
+    from app.openapi import SPEC_PATH, render
+
+    text = render(create_app(settings))
+    if args.check:
+        if SPEC_PATH.read_text() != text:
+            print(f"{SPEC_PATH} is out of date: run `make openapi`", file=sys.stderr)
+            return 1
+        return 0
+    SPEC_PATH.write_text(text)
+    print(f"wrote {SPEC_PATH}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="htm", description="HTM memory service")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -213,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("id", type=int)
     revoke.add_argument("--namespace", default="default")
     keys.set_defaults(func=_keys)
+
+    spec = sub.add_parser("openapi", help="write (or --check) the OpenAPI spec, openapi.json")
+    spec.add_argument("--check", action="store_true")
+    spec.set_defaults(func=_openapi)
     return parser
 
 

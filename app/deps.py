@@ -1,30 +1,106 @@
-"""Annotated dependency aliases. Each hands out something created in the lifespan.
+"""What a request can be given, as FastAPI dependencies: the app's lifetime components
+(made by the composition root, app/lifespan.py, and kept on app.state) and the per-request
+objects built from them (the session, the caller, the write protocol, the robot service).
 
-Every dependency in the app is an `async def`: FastAPI runs a plain `def` (or a class) in a
-worker thread, and that hand-off cost ~10% of a simple request's CPU in py-spy."""
+Routers ask for these by type; services receive them as constructor arguments, so a
+service's signature says what it uses. Nothing in a domain package imports this module
+except its router. Every dependency is an `async def`: FastAPI runs a plain `def` (or a
+class) in a worker thread, a hand-off that costs more than what these do."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.session import DbSession
-from app.resources import Resources
+from app.auth.caller import Caller, identify, require_role
+from app.auth.service import KeyCache
+from app.cache import TtlCache
+from app.clock import Clock
+from app.config import Settings
+from app.db.session import DbSession, Sessionmaker
+from app.embeddings.timed import TimedEmbedder
+from app.memories.embedding_worker import EmbeddingWorker
+from app.recall.caches import SearchCaches
+from app.robots.service import RobotService
+from app.tokens import Tokenizer
+from app.working_memory.model import Scope
+from app.working_memory.protocol import TwoTier, WriteProtocol
+from app.working_memory.repair import RepairWorker
+from app.working_memory.store import WorkingMemoryStore
 
 
-async def get_resources(request: Request) -> Resources:
-    return request.app.state.resources  # type: ignore[no-any-return]
+@dataclass
+class Components:
+    """Everything the app holds for its lifetime. Nothing connects at construction: the
+    engine and the Redis client connect lazily, so the service starts (and /readyz says
+    503) while a dependency is down."""
+
+    settings: Settings
+    engine: AsyncEngine
+    sessionmaker: Sessionmaker
+    redis: Any
+    tokenizer: Tokenizer
+    embedder: TimedEmbedder
+    clock: Clock
+    two_tier: TwoTier
+    key_cache: KeyCache
+    namespace_ids: TtlCache[str, int]
+    search_caches: SearchCaches
+    embedding_worker: EmbeddingWorker
+    repair_worker: RepairWorker
+
+    @property
+    def working_memory(self) -> WorkingMemoryStore:
+        return self.two_tier.store
 
 
-ResourcesDep = Annotated[Resources, Depends(get_resources)]
+async def get_components(request: Request) -> Components:
+    return request.app.state.components  # type: ignore[no-any-return]
 
 
-async def get_session(res: ResourcesDep) -> AsyncIterator[DbSession]:
+ComponentsDep = Annotated[Components, Depends(get_components)]
+
+
+async def get_settings(c: ComponentsDep) -> Settings:
+    return c.settings
+
+
+async def get_clock(c: ComponentsDep) -> Clock:
+    return c.clock
+
+
+async def get_tokenizer(c: ComponentsDep) -> Tokenizer:
+    return c.tokenizer
+
+
+async def get_embedder(c: ComponentsDep) -> TimedEmbedder:
+    return c.embedder
+
+
+async def get_search_caches(c: ComponentsDep) -> SearchCaches:
+    return c.search_caches
+
+
+async def get_key_cache(c: ComponentsDep) -> KeyCache:
+    return c.key_cache
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+ClockDep = Annotated[Clock, Depends(get_clock)]
+TokenizerDep = Annotated[Tokenizer, Depends(get_tokenizer)]
+EmbedderDep = Annotated[TimedEmbedder, Depends(get_embedder)]
+SearchCachesDep = Annotated[SearchCaches, Depends(get_search_caches)]
+KeyCacheDep = Annotated[KeyCache, Depends(get_key_cache)]
+
+
+async def get_session(c: ComponentsDep) -> AsyncIterator[DbSession]:
     """One session per request (it checks a connection out on first use): commit on success,
     roll back on any error."""
-    session = res.sessionmaker()
+    session = c.sessionmaker()
     try:
         yield session
         await session.commit()
@@ -38,3 +114,55 @@ async def get_session(res: ResourcesDep) -> AsyncIterator[DbSession]:
 # scope="function": the commit happens before the response is sent, so a client never gets
 # a 2xx for a change that then fails to commit (FastAPI's default runs it afterwards).
 SessionDep = Annotated[DbSession, Depends(get_session, scope="function")]
+
+
+async def get_caller(
+    request: Request,
+    c: ComponentsDep,
+    x_namespace: Annotated[
+        str | None,
+        Header(description="Namespace to act in when auth is off (default: `default`)"),
+    ] = None,
+) -> Caller:
+    """Who calls, and whether the method is allowed to them (app/auth/caller.py)."""
+    caller = await identify(
+        request.headers.get("authorization", ""),
+        x_namespace,
+        auth_enabled=c.settings.auth_enabled,
+        sessionmaker=c.sessionmaker,
+        namespace_ids=c.namespace_ids,
+        key_cache=c.key_cache,
+    )
+    return require_role(caller, "reader" if request.method in READ_METHODS else "writer")
+
+
+READ_METHODS = {"GET", "HEAD", "OPTIONS"}
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+async def get_admin(caller: CallerDep) -> Caller:
+    return require_role(caller, "admin")
+
+
+AdminDep = Annotated[Caller, Depends(get_admin)]
+
+
+async def get_write_protocol(
+    session: SessionDep, caller: CallerDep, c: ComponentsDep
+) -> WriteProtocol:
+    """The two-tier write protocol on this request's session, in the caller's namespace."""
+    return c.two_tier.protocol(session, Scope(caller.namespace_id, caller.namespace))
+
+
+WriteProtocolDep = Annotated[WriteProtocol, Depends(get_write_protocol)]
+
+
+async def get_robot_service(
+    session: SessionDep, caller: CallerDep, two_tier: WriteProtocolDep, c: ComponentsDep
+) -> RobotService:
+    return RobotService(
+        session, caller.namespace_id, c.two_tier.robots, c.settings.working_memory_budget, two_tier
+    )
+
+
+RobotServiceDep = Annotated[RobotService, Depends(get_robot_service)]

@@ -7,7 +7,6 @@ the committed file differs from what the app generates.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 from fastapi import FastAPI
@@ -109,19 +108,3 @@ def install_openapi(app: FastAPI) -> None:
 
 def render(app: FastAPI) -> str:
     return json.dumps(app.openapi(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def main() -> None:
-    from app.main import create_app
-
-    text = render(create_app())
-    if "--check" in sys.argv:
-        if SPEC_PATH.read_text() != text:
-            sys.exit(f"{SPEC_PATH} is out of date: run `make openapi`")
-        return
-    SPEC_PATH.write_text(text)
-    print(f"wrote {SPEC_PATH}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,9 +1,10 @@
 """The route class every router uses: request bodies parsed by orjson.
 
 FastAPI parses JSON bodies with the standard library's json module before pydantic validates
-them; for an add or a recall carrying a 384-float embedding that was ~6% of the request's CPU
-in py-spy. orjson's JSONDecodeError subclasses json.JSONDecodeError, so malformed bodies still
-become FastAPI's `json_invalid` error (400 problem+json, see app/errors.py).
+them; for a body carrying a 384-float embedding that is a visible share of the request's CPU
+(bench/README.md, "Figures behind the code"). orjson's JSONDecodeError subclasses
+json.JSONDecodeError, so malformed bodies still become FastAPI's `json_invalid` error (400
+problem+json, see app/errors.py).
 """
 
 from __future__ import annotations

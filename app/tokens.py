@@ -15,11 +15,8 @@ log = logging.getLogger(__name__)
 
 # Texts longer than this (in characters, summed for count_many) are counted in a worker
 # thread: tiktoken releases the GIL while it encodes, so the event loop keeps serving other
-# requests. Measured on this project's 2-core VM (cl100k_base, English-like text): encoding
-# costs ~50 µs per KiB (a 256 KiB content ~18 ms, ~40 ms for text without spaces), while the
-# hop through asyncio.to_thread costs the loop thread ~45-65 µs of CPU and the request
-# ~75-110 µs of latency. At 4 KiB the encode (~200 µs) is about twice the hop's cost; below
-# it the hop costs more than it saves.
+# requests. The threshold is where encoding starts to cost more than the hop to a thread
+# (bench/README.md, "Figures behind the code").
 THREAD_THRESHOLD_CHARS = 4096
 
 

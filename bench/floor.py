@@ -32,10 +32,13 @@ from typing import Any
 import asyncpg
 from sqlalchemy.sql.elements import TextClause
 
-from app.db.session import Result, bound
+from app.db.rows import Result
+from app.db.sql import bound
 from app.events.repository import EventRepository
 from app.memories.repository import MemoryDraft, MemoryRepository, NewMemory
-from app.recall.repository import LargeNamespaces, LexemeStats, SearchFilters, SearchRepository
+from app.recall.caches import SearchCaches
+from app.recall.planner import EF_SEARCH_DEFAULT
+from app.recall.repository import SearchFilters, SearchRepository
 from app.robots.repository import RobotRepository
 from app.stats.repository import StatsRepository
 from app.working_memory.repository import MembershipRepository, Placed
@@ -135,8 +138,7 @@ class Floor:
         self.rrf_k = rrf_k
         self.capture: list[Any] | None = None
         self._robots: dict[str, tuple[float, Any]] = {}
-        self._large = LargeNamespaces()  # as Resources keeps one of each per app
-        self._lexemes = LexemeStats()
+        self._caches = SearchCaches()  # as the service keeps one per app
         common = (SCRIPTS_DIR / "common.lua").read_text()
         self.scripts = {
             name: redis.register_script(common + "\n" + (SCRIPTS_DIR / f"{name}.lua").read_text())
@@ -290,7 +292,7 @@ class Floor:
                 robot.id,
                 [h.id for h in hits],
                 {"strategy": spec.strategy},
-                durable=False,
+                wait_for_flush=False,
             )
             if spec.load and hits:
                 await self._place(
@@ -313,9 +315,7 @@ class Floor:
             return len(hits)
 
     async def _search(self, s: RawSession, spec: RecallSpec, author_id: int | None) -> list[Any]:
-        search = SearchRepository(  # type: ignore[arg-type]
-            s, large_namespaces=self._large, lexeme_stats=self._lexemes
-        )
+        search = SearchRepository.with_caches(s, EF_SEARCH_DEFAULT, self._caches)  # type: ignore[arg-type]
         filters = SearchFilters(author_robot_id=author_id, start=spec.start, end=spec.end)
         if spec.strategy == "vector":
             return await search.vector(self.ns_id, spec.vector, filters, spec.limit)
@@ -350,7 +350,7 @@ class Floor:
             if row is None:
                 raise RuntimeError(f"floor retrieve: no memory {key!r}")
             robot = await self._robot(s, robot_name)
-            await _events(s).record(self.ns_id, "access", robot.id, [row.id], durable=False)
+            await _events(s).record(self.ns_id, "access", robot.id, [row.id], wait_for_flush=False)
             now = datetime.now(UTC)
             (found, _memory_id) = await self._script(
                 "touch", robot_name, [key, str(_us(now) // 1000)], self._budget(robot)

@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 
 from app.config import PROJECT_ROOT
 from app.db.engine import SERVER_SETTINGS
-from app.db.session import Row
+from app.db.rows import Row
 from app.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 
 try:  # pgserver depends on psutil, so embedded installs have it; without it, no CPU split.

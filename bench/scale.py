@@ -22,7 +22,7 @@ import numpy as np
 import redis.asyncio as aioredis
 
 from app.recall.repository import SearchFilters, SearchRepository
-from app.recall.timeframes import parse_timeframe
+from app.timeframes.parse import parse_timeframe
 from app.tokens import Tokenizer
 from bench import dataset
 from bench.driver import Limits, closed_loop, interleaved

@@ -38,7 +38,7 @@ def nested(depth: int, leaf: str = "{}", *, array: bool = False) -> str:
 
 
 async def rows_written(client: Any, ns: str) -> dict[str, int]:
-    res = client.app.state.resources
+    res = client.app.state.components
     counts = {}
     async with res.sessionmaker() as s:
         for table in TABLES:
@@ -178,7 +178,7 @@ async def test_a_stored_zero_vector_is_recalled_with_similarity_zero_not_nan(cli
     for key, embedding in [("real", vec(1)), ("zero", None)]:
         body = {"key": key, "content": f"{key} memory", "embedding": embedding}
         assert (await client.post(M, json=body)).status_code == 201
-    async with client.app.state.resources.sessionmaker() as s:
+    async with client.app.state.components.sessionmaker() as s:
         await s.execute(
             text(
                 "UPDATE memory SET embedding = CAST(:v AS vector), embedding_status = 'ready' "

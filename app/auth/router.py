@@ -4,11 +4,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, status
 
-from app.auth.caller import AdminDep
 from app.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead
 from app.auth.service import ApiKeyService
 from app.common import INT64_MAX
-from app.deps import ResourcesDep, SessionDep
+from app.deps import AdminDep, KeyCacheDep, SessionDep
 from app.routing import OrjsonRoute
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], route_class=OrjsonRoute)
@@ -18,17 +17,17 @@ router = APIRouter(prefix="/v1/keys", tags=["keys"], route_class=OrjsonRoute)
     "", status_code=status.HTTP_201_CREATED, operation_id="keys-create", summary="Create an API key"
 )
 async def create_key(
-    body: ApiKeyCreate, caller: AdminDep, session: SessionDep, res: ResourcesDep
+    body: ApiKeyCreate, caller: AdminDep, session: SessionDep, keys: KeyCacheDep
 ) -> ApiKeyCreated:
     """Creates a key in the caller's namespace; the secret is in this response only."""
-    service = ApiKeyService(session, caller.namespace_id, res.key_cache)
+    service = ApiKeyService(session, caller.namespace_id, keys)
     return await service.create(caller.namespace, body)
 
 
 @router.get("", operation_id="keys-list", summary="List API keys")
-async def list_keys(caller: AdminDep, session: SessionDep, res: ResourcesDep) -> list[ApiKeyRead]:
+async def list_keys(caller: AdminDep, session: SessionDep, keys: KeyCacheDep) -> list[ApiKeyRead]:
     """The namespace's keys (never their secrets), revoked ones included."""
-    return await ApiKeyService(session, caller.namespace_id, res.key_cache).list()
+    return await ApiKeyService(session, caller.namespace_id, keys).list()
 
 
 @router.delete("/{key_id}", operation_id="keys-revoke", summary="Revoke an API key")
@@ -36,7 +35,7 @@ async def revoke_key(
     key_id: Annotated[int, Path(ge=1, le=INT64_MAX)],
     caller: AdminDep,
     session: SessionDep,
-    res: ResourcesDep,
+    keys: KeyCacheDep,
 ) -> ApiKeyRead:
     """Revokes the key at once; requests with it then get 401."""
-    return await ApiKeyService(session, caller.namespace_id, res.key_cache).revoke(key_id)
+    return await ApiKeyService(session, caller.namespace_id, keys).revoke(key_id)

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from app.auth import keys
 from app.auth.repository import ApiKeyRepository
 from app.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead
+from app.cache import TtlCache
 from app.db.session import DbSession, Sessionmaker
 from app.errors import NotFound
 
@@ -61,45 +60,32 @@ class KeyCache:
     def __init__(
         self, ttl_s: float = 1.0, unknown_ttl_s: float = 60.0, unknown_max: int = 1024
     ) -> None:
-        self.ttl_s = ttl_s
-        self.unknown_ttl_s = unknown_ttl_s
-        self.unknown_max = unknown_max
         self.generation = 0
-        self._entries: dict[bytes, tuple[float, Identity]] = {}
-        self._unknown: OrderedDict[bytes, float] = OrderedDict()
+        self._known: TtlCache[bytes, Identity] = TtlCache(ttl_s, 4096)
+        self._unknown: TtlCache[bytes, bool] = TtlCache(unknown_ttl_s, unknown_max)
 
     def get(self, key_hash: bytes) -> Identity | None:
-        hit = self._entries.get(key_hash)
-        if hit is None or hit[0] <= time.monotonic():
-            return None
-        return hit[1]
+        return self._known.get(key_hash)
 
     def lookup(self) -> Lookup:
         """Call before reading a key from the database; hand the result to put()."""
-        return Lookup(self.generation, time.monotonic())
+        return Lookup(self.generation, self._known.clock())
 
     def put(self, key_hash: bytes, value: Identity, lookup: Lookup) -> None:
         if lookup.generation != self.generation:
             return  # a revocation cleared the cache during this lookup: it may be stale
-        if len(self._entries) >= 4096:  # drop the expired entries of keys no longer used
-            now = time.monotonic()
-            self._entries = {h: e for h, e in self._entries.items() if e[0] > now}
-        self._entries[key_hash] = (lookup.started + self.ttl_s, value)
+        self._known.put(key_hash, value, since=lookup.started)
 
     def is_unknown(self, key_hash: bytes) -> bool:
-        until = self._unknown.get(key_hash)
-        return until is not None and until > time.monotonic()
+        return key_hash in self._unknown
 
     def put_unknown(self, key_hash: bytes) -> None:
-        self._unknown.pop(key_hash, None)
-        self._unknown[key_hash] = time.monotonic() + self.unknown_ttl_s
-        while len(self._unknown) > self.unknown_max:
-            self._unknown.popitem(last=False)
+        self._unknown.put(key_hash, True)
 
     def clear(self) -> None:
         """Forget every known key (a revocation committed)."""
         self.generation += 1
-        self._entries.clear()
+        self._known.clear()
 
 
 async def authenticate(sessionmaker: Sessionmaker, cache: KeyCache, key: str) -> Identity | None:

@@ -13,10 +13,10 @@ from app.config import Settings
 # jit: off, as a 2-core service gains nothing from compiling short statements.
 # plan_cache_mode: asyncpg prepares every statement, and after five executions PostgreSQL
 # may switch a prepared statement to a generic plan that knows none of its values. Ours are
-# shaped by filters and time ranges whose selectivity decides the plan: the generic plan of
-# recall's exact one-week vector search took 12.5 ms instead of 3.4 ms (100k memories), and
+# shaped by filters and time ranges whose selectivity decides the plan: a generic plan of
+# recall's exact one-week vector search is several times slower than its custom plan, and
 # one for full text would bitmap-scan every match of a common word. Planning our statements
-# costs well under a millisecond, so every execution gets its own plan.
+# is cheap next to that, so every execution gets its own plan.
 SERVER_SETTINGS = {"jit": "off", "plan_cache_mode": "force_custom_plan"}
 # asyncpg's client-side timeout: a backstop for a server or network that stopped answering
 # altogether. It stays well above the server-side statement_timeout so that a slow statement
@@ -55,8 +55,8 @@ def create_engine(settings: Settings) -> AsyncEngine:
             "command_timeout": command_timeout(settings),
             "server_settings": server_settings(settings),
         },
-        # jsonb columns (metadata, details) are read with orjson: the stdlib's json.loads
-        # was ~4% of a recall's CPU (every hit carries its metadata).
+        # jsonb columns (metadata, details) are read with orjson: every recall hit carries
+        # its metadata, and the stdlib's json.loads showed in recall's profile.
         json_deserializer=orjson.loads,
     )
     _register_vector_codec(engine)

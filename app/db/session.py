@@ -4,9 +4,9 @@ Repositories hold their SQL as `text()` clauses (app.db.sql). `DbSession` compil
 with SQLAlchemy's asyncpg dialect (named binds become `$n`) and runs it on the asyncpg
 connection under the engine's pooled one. SQLAlchemy keeps what it is good at here: the pool
 (with its codecs, recycling and invalidation), the compiler, and migrations. It does not sit
-between a statement and the driver: its ORM session and execution context cost ~0.4 ms of
-CPU per statement on a 2-core VM, more than most of our statements take in PostgreSQL
-(a 5-statement transaction: 3.3 ms through AsyncSession, 1.35 ms on the driver).
+between a statement and the driver: its ORM session and execution context cost more CPU
+per statement than most of our statements take in PostgreSQL (bench/README.md, "Figures
+behind the code").
 
 The session checks a connection out on first use, so a request answered from caches and
 Redis alone costs none, and starts a transaction whenever a statement runs outside one: after
@@ -16,15 +16,16 @@ Redis alone costs none, and starts a transaction whenever a statement runs outsi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
 from asyncpg.transaction import Transaction
-from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import TextClause
 
+from app.db.rows import Result, Row
+from app.db.sql import bound
 from app.errors import (
     DB_TIMEOUT,
     DB_UNAVAILABLE,
@@ -34,92 +35,6 @@ from app.errors import (
     is_database_gone,
     is_statement_timeout,
 )
-
-_DIALECT = asyncpg_dialect()
-_COMPILED: dict[str, tuple[str, list[str]]] = {}
-
-
-def compiled(clause: TextClause) -> tuple[str, list[str]]:
-    """The clause as the driver's `$n` SQL, and the bind names in `$n` order."""
-    hit = _COMPILED.get(clause.text)
-    if hit is None:
-        c = clause.compile(dialect=_DIALECT)
-        hit = (c.string, list(c.positiontup or []))
-        _COMPILED[clause.text] = hit
-    return hit
-
-
-def bound(
-    clause: TextClause, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
-) -> tuple[str, list[Any], bool]:
-    """(SQL, arguments, many) for the driver. A list of parameter sets runs once per set
-    (many: the arguments are one row per set); a one-element list runs as a single
-    statement, as SQLAlchemy does."""
-    sql, names = compiled(clause)
-    if params is None:
-        return sql, [], False
-    if isinstance(params, Sequence):
-        if len(params) != 1:
-            return sql, [[p[n] for n in names] for p in params], True
-        params = params[0]
-    return sql, [params[n] for n in names], False
-
-
-class Row(asyncpg.Record):
-    """A row that also answers `row.column`."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def _asdict(self) -> dict[str, Any]:
-        return dict(self.items())
-
-
-class Result:
-    """The rows of one statement, with the accessors the repositories use."""
-
-    __slots__ = ("_rows",)
-
-    def __init__(self, rows: list[Row]) -> None:
-        self._rows = rows
-
-    def __iter__(self) -> Iterator[Row]:
-        return iter(self._rows)
-
-    def mappings(self) -> Result:  # rows are mappings already
-        return self
-
-    def all(self) -> list[Row]:
-        return self._rows
-
-    def one(self) -> Row:
-        if len(self._rows) != 1:
-            raise LookupError(f"expected exactly one row, got {len(self._rows)}")
-        return self._rows[0]
-
-    def one_or_none(self) -> Row | None:
-        if len(self._rows) > 1:
-            raise LookupError(f"expected at most one row, got {len(self._rows)}")
-        return self._rows[0] if self._rows else None
-
-    def scalar_one(self) -> Any:
-        return self.one()[0]
-
-    def scalar(self) -> Any:
-        return self._rows[0][0] if self._rows else None
-
-    def scalars(self) -> Scalars:
-        return Scalars(r[0] for r in self._rows)
-
-
-class Scalars(list[Any]):
-    """The first column of each row; `.all()` as in SQLAlchemy."""
-
-    def all(self) -> list[Any]:
-        return list(self)
 
 
 def connection_lost(exc: BaseException, driver: asyncpg.Connection | None) -> bool:

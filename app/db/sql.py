@@ -1,17 +1,19 @@
-"""Textual SQL, parsed once per distinct statement.
+"""Textual SQL, parsed once per distinct statement, and compiled once for the driver.
 
-`sqlalchemy.text()` scans its string for bind parameters every time it is called; called per
-request, that was ~6% of an add's CPU in py-spy. Statements built from filters repeat too
-(a handful of shapes), so a bounded cache covers them as well.
+`sqlalchemy.text()` scans its string for bind parameters every time it is called, which is
+too slow to do per request (bench/README.md, "Figures behind the code"). Statements built
+from filters repeat too (a handful of shapes), so a bounded cache covers them as well.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import orjson
 from sqlalchemy import TextClause, text
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 
 
 @lru_cache(maxsize=1024)
@@ -23,7 +25,7 @@ def vector_text(embedding: Sequence[float]) -> str:
     """pgvector's text form, "[0.1,-0.2,...]" (what orjson writes for a list of floats), to
     bind as text and cast to vector in SQL. That works whether or not the connection
     registered pgvector's binary codec, and costs little; as real[] a vector went through
-    asyncpg's generic array encoder, which checks every element (~0.5 ms of CPU for 384)."""
+    asyncpg's generic array encoder, which checks every element."""
     return orjson.dumps([float(x) for x in embedding]).decode()
 
 
@@ -34,3 +36,33 @@ def vector_text(embedding: Sequence[float]) -> str:
 # WAL writer's delay (a few hundred ms) can lose those rows, never an acknowledged change.
 # Set inside the statement, it costs no round trip of its own. A statement joins `flush`.
 RELAXED_FLUSH_CTE = "flush AS (SELECT set_config('synchronous_commit', 'off', true) AS relaxed)"
+
+
+_DIALECT = asyncpg_dialect()
+
+
+def compiled(clause: TextClause) -> tuple[str, list[str]]:
+    """The clause as the driver's `$n` SQL, and the bind names in `$n` order."""
+    return _compile(clause.text)
+
+
+@lru_cache(maxsize=1024)
+def _compile(statement: str) -> tuple[str, list[str]]:
+    c = sql(statement).compile(dialect=_DIALECT)
+    return c.string, list(c.positiontup or [])
+
+
+def bound(
+    clause: TextClause, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
+) -> tuple[str, list[Any], bool]:
+    """(SQL, arguments, many) for the driver. A list of parameter sets runs once per set
+    (many: the arguments are one row per set); a one-element list runs as a single
+    statement, as SQLAlchemy does."""
+    sql, names = compiled(clause)
+    if params is None:
+        return sql, [], False
+    if isinstance(params, Sequence):
+        if len(params) != 1:
+            return sql, [[p[n] for n in names] for p in params], True
+        params = params[0]
+    return sql, [params[n] for n in names], False

@@ -28,21 +28,21 @@ class EventRepository:
         memory_ids: Sequence[int | None],
         detail: dict[str, Any] | None = None,
         *,
-        durable: bool = True,
+        wait_for_flush: bool = True,
     ) -> None:
-        """One row per memory, in one statement. durable=False: the transaction records only
+        """One row per memory, in one statement. wait_for_flush=False: the transaction records only
         what was read or mirrored, and its commit need not wait for the WAL flush (see
         app.db.sql.RELAXED_FLUSH_CTE)."""
         if not memory_ids:
             return
-        relaxed = f"WITH {RELAXED_FLUSH_CTE}" if not durable else ""
+        relaxed = f"WITH {RELAXED_FLUSH_CTE}" if not wait_for_flush else ""
         await self.session.execute(
             sql(f"""
             {relaxed}
             INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, detail, at)
             SELECT :ns, :robot, m, :kind, CAST(:detail AS jsonb),
                    coalesce(CAST(:at AS timestamptz), now())
-            FROM unnest(CAST(:ids AS bigint[])) AS m{", flush" if not durable else ""}"""),
+            FROM unnest(CAST(:ids AS bigint[])) AS m{", flush" if not wait_for_flush else ""}"""),
             {
                 "ns": namespace_id,
                 "robot": robot_id,

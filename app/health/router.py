@@ -4,7 +4,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from app.deps import ResourcesDep
+from app.deps import ComponentsDep
 from app.errors import ServiceUnavailable
 from app.health import service
 from app.routing import OrjsonRoute
@@ -19,9 +19,12 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", operation_id="health-ready", summary="Readiness and versions")
-async def readyz(request: Request, res: ResourcesDep) -> dict[str, Any]:
+async def readyz(request: Request, c: ComponentsDep) -> dict[str, Any]:
     """Checks PostgreSQL and Redis; reports their versions, the embedder and the tokenizer.
     503 with `draining: true` once the process is shutting down."""
     if service.is_draining(request.app):
         raise ServiceUnavailable("not ready: the service is shutting down", draining=True)
-    return {"status": "ready", **await service.readiness(res)}
+    return {
+        "status": "ready",
+        **await service.readiness(c.sessionmaker, c.redis, c.embedder, c.tokenizer),
+    }

@@ -6,11 +6,12 @@ import asyncio
 from typing import Any
 
 from fastapi import FastAPI
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.sql import sql
+from app.db.session import Sessionmaker
+from app.embeddings.timed import TimedEmbedder
 from app.errors import ServiceUnavailable
-from app.resources import Resources
+from app.health.repository import VersionRepository
+from app.tokens import Tokenizer
 
 CHECK_TIMEOUT_S = 2.0
 
@@ -34,50 +35,42 @@ async def redis_version(redis: Any) -> str:
     return str(info["redis_version"])
 
 
-async def postgres_versions(engine: AsyncEngine) -> dict[str, Any]:
-    async with engine.connect() as conn:
-        row = (
-            await conn.execute(
-                sql("""
-                SELECT current_setting('server_version') AS postgres,
-                       (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector,
-                       (SELECT extversion FROM pg_extension WHERE extname = 'timescaledb')
-                           AS timescaledb
-            """)
-            )
-        ).one()
-    return dict(row._mapping)
+async def postgres_versions(sessionmaker: Sessionmaker) -> dict[str, Any]:
+    async with sessionmaker() as session:
+        return await VersionRepository(session).postgres()
 
 
-async def readiness(res: Resources) -> dict[str, Any]:
+async def readiness(
+    sessionmaker: Sessionmaker, redis: Any, embedder: TimedEmbedder, tokenizer: Tokenizer
+) -> dict[str, Any]:
     """Check every dependency; raise 503 naming the ones that are down."""
     report: dict[str, Any] = {
         "postgres": None,
         "pgvector": None,
         "timescaledb": None,
         "redis": None,
-        "embedding": res.embedding_description(),
-        "tokenizer": {"encoding": res.tokenizer.encoding_name, "loaded": res.tokenizer.ready},
+        "embedding": embedder.describe(),
+        "tokenizer": {"encoding": tokenizer.encoding_name, "loaded": tokenizer.ready},
     }
     down: dict[str, str] = {}
 
     async def pg() -> None:
         try:
-            report.update(await asyncio.wait_for(postgres_versions(res.engine), CHECK_TIMEOUT_S))
+            report.update(await asyncio.wait_for(postgres_versions(sessionmaker), CHECK_TIMEOUT_S))
         except Exception as exc:
             down["postgres"] = type(exc).__name__
 
     async def rd() -> None:
         try:
-            report["redis"] = await asyncio.wait_for(redis_version(res.redis), CHECK_TIMEOUT_S)
+            report["redis"] = await asyncio.wait_for(redis_version(redis), CHECK_TIMEOUT_S)
         except Exception as exc:
             down["redis"] = type(exc).__name__
 
     await asyncio.gather(pg(), rd())
-    if not res.tokenizer.ready:
-        down["tokenizer"] = res.tokenizer.error or "not loaded"
-    if res.embedding_error:
-        down["embedding"] = res.embedding_error
+    if not tokenizer.ready:
+        down["tokenizer"] = tokenizer.error or "not loaded"
+    if embedder.load_error:
+        down["embedding"] = embedder.load_error
     if down:
         names = ", ".join(sorted(down))
         raise ServiceUnavailable(f"not ready: {names} unavailable", unavailable=down, **report)

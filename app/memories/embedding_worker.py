@@ -17,17 +17,14 @@ Failures:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.db.session import Sessionmaker
 from app.embeddings import EmbeddingError
-from app.errors import ServiceUnavailable
+from app.embeddings.timed import TimedEmbedder
 from app.memories.repository import MemoryRepository
-from app.resources import Resources
 
 log = logging.getLogger(__name__)
 
@@ -42,90 +39,65 @@ class _Outcome:
     failed: list[tuple[list[Any], EmbeddingError]] = field(default_factory=list)
 
 
-async def _embed(res: Resources, rows: list[Any], out: _Outcome) -> None:
-    """Embed rows; on an error that is the texts' own, split the batch to isolate them."""
-    embedder = res.embedder
-    assert embedder is not None
-    try:
-        vectors = await asyncio.wait_for(
-            embedder.embed([r.content for r in rows]), res.settings.embedding_timeout_s
-        )
-    except TimeoutError:
-        error = EmbeddingError(
-            f"embedding timed out after {res.settings.embedding_timeout_s:g}s", transient=True
-        )
-        out.failed.append((rows, error))
-        return
-    except EmbeddingError as exc:
-        if exc.transient or len(rows) == 1:
-            out.failed.append((rows, exc))
-            return
-        half = len(rows) // 2
-        await _embed(res, rows[:half], out)
-        await _embed(res, rows[half:], out)
-        return
-    out.done.extend(zip(rows, vectors, strict=True))
+class EmbeddingWorker:
+    """Embeds pending memories, a leased batch per pass (run by app/workers.periodic)."""
 
+    def __init__(
+        self, sessionmaker: Sessionmaker, embedder: TimedEmbedder, batch_size: int
+    ) -> None:
+        self.sessionmaker = sessionmaker
+        self.embedder = embedder
+        self.batch_size = batch_size
 
-async def embed_pending_once(res: Resources, batch: int | None = None) -> int:
-    """Embed one leased batch of pending memories; returns how many were embedded."""
-    embedder = res.embedder
-    if embedder is None:
-        return 0
-    s = res.settings
-    # Long enough for the batch to be split down to single texts, each within the timeout.
-    lease_s = s.embedding_timeout_s * 2 * max(1, (batch or s.embedding_batch_size)) + 30
-    async with res.sessionmaker() as session, session.begin():
-        rows = await MemoryRepository(session).lease_pending(
-            batch or s.embedding_batch_size, lease_s
-        )
-    if not rows:
-        return 0
-    out = _Outcome()
-    await _embed(res, list(rows), out)
-    async with res.sessionmaker() as session, session.begin():
-        repo = MemoryRepository(session)
-        if out.done:
-            await repo.set_embeddings(
-                [r for r, _ in out.done], [v for _, v in out.done], embedder.model
-            )
-        for failed, exc in out.failed:
-            await repo.postpone_embeddings(
-                failed,
-                str(exc) or type(exc).__name__,
-                max_backoff_s=MAX_BACKOFF_S,
-                give_up_after=None if exc.transient else MAX_ATTEMPTS,
-            )
-            log.warning(
-                "embedding %d pending memories failed (%s), will retry: %s",
-                len(failed),
-                "provider unavailable" if exc.transient else "refused",
-                exc,
-            )
-    return len(out.done)
-
-
-async def run_embedding_worker(res: Resources) -> None:
-    """Loop until cancelled: drain pending rows, then sleep for the configured interval."""
-    while True:
+    async def _embed(self, rows: list[Any], out: _Outcome) -> None:
+        """Embed rows; on an error that is the texts' own, split the batch to isolate them."""
         try:
-            while await embed_pending_once(res):
-                pass
-        except asyncio.CancelledError:
-            raise
-        except ServiceUnavailable as exc:  # the database is down: try again next interval
-            log.warning("embedding worker paused: %s", exc.detail)
-        except Exception:
-            log.exception("embedding worker iteration failed")
-        await asyncio.sleep(res.settings.embedding_worker_interval_s)
+            vectors = await self.embedder.embed([r.content for r in rows])
+        except EmbeddingError as exc:
+            if exc.transient or len(rows) == 1:
+                out.failed.append((rows, exc))
+                return
+            half = len(rows) // 2
+            await self._embed(rows[:half], out)
+            await self._embed(rows[half:], out)
+            return
+        out.done.extend(zip(rows, vectors, strict=True))
 
+    async def run_once(self, batch: int | None = None) -> int:
+        """Embed one leased batch of pending memories; returns how many were embedded."""
+        if not self.embedder.available:
+            return 0
+        size = batch or self.batch_size
+        # Long enough for the batch to be split down to single texts, each within the timeout.
+        lease_s = self.embedder.timeout_s * 2 * max(1, size) + 30
+        async with self.sessionmaker() as session, session.begin():
+            rows = await MemoryRepository(session).lease_pending(size, lease_s)
+        if not rows:
+            return 0
+        out = _Outcome()
+        await self._embed(list(rows), out)
+        model = self.embedder.model
+        assert model is not None  # available, checked above
+        async with self.sessionmaker() as session, session.begin():
+            repo = MemoryRepository(session)
+            if out.done:
+                await repo.set_embeddings([r for r, _ in out.done], [v for _, v in out.done], model)
+            for failed, exc in out.failed:
+                await repo.postpone_embeddings(
+                    failed,
+                    str(exc) or type(exc).__name__,
+                    max_backoff_s=MAX_BACKOFF_S,
+                    give_up_after=None if exc.transient else MAX_ATTEMPTS,
+                )
+                log.warning(
+                    "embedding %d pending memories failed (%s), will retry: %s",
+                    len(failed),
+                    "provider unavailable" if exc.transient else "refused",
+                    exc,
+                )
+        return len(out.done)
 
-@contextlib.asynccontextmanager
-async def embedding_worker(res: Resources) -> AsyncIterator[asyncio.Task]:
-    task = asyncio.create_task(run_embedding_worker(res), name="embedding-worker")
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    async def drain(self) -> None:
+        """Passes until none finds work (one periodic pass)."""
+        while await self.run_once():
+            pass

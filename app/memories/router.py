@@ -4,7 +4,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response, status
 
-from app.auth.caller import CallerDep
 from app.common import (
     TYPE_PATTERN,
     MemoryKeyPath,
@@ -12,10 +11,17 @@ from app.common import (
     RobotName,
     Tag,
     Text,
-    decode_cursor,
-    encode_cursor,
 )
-from app.deps import ResourcesDep, SessionDep
+from app.deps import (
+    CallerDep,
+    ClockDep,
+    EmbedderDep,
+    RobotServiceDep,
+    SessionDep,
+    SettingsDep,
+    TokenizerDep,
+    WriteProtocolDep,
+)
 from app.errors import PROBLEM_JSON
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
@@ -27,8 +33,8 @@ from app.memories.schemas import (
     MemoryUpsert,
 )
 from app.memories.service import MemoryService
-from app.recall.timeframes_http import TimeframeQuery, resolve_timeframe
 from app.routing import OrjsonRoute
+from app.timeframes.http import TimeframeQuery
 
 router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"], route_class=OrjsonRoute)
 
@@ -40,9 +46,16 @@ BAD_CURSOR: dict[str, Any] = {
 
 
 async def memory_service(
-    session: SessionDep, caller: CallerDep, res: ResourcesDep
+    session: SessionDep,
+    caller: CallerDep,
+    robots: RobotServiceDep,
+    two_tier: WriteProtocolDep,
+    embedder: EmbedderDep,
+    tokenizer: TokenizerDep,
+    settings: SettingsDep,
+    clock: ClockDep,
 ) -> MemoryService:
-    return MemoryService(session, caller, res)
+    return MemoryService(session, caller, robots, two_tier, embedder, tokenizer, settings, clock)
 
 
 Service = Annotated[MemoryService, Depends(memory_service)]
@@ -69,7 +82,6 @@ async def add_memories(
     robot: RobotName, body: MemoryBatchCreate, service: Service
 ) -> MemoryBatchResult:
     """Stores every memory in one transaction, or none of them."""
-    service.check_batch_size(len(body.memories))
     return MemoryBatchResult(memories=await service.add_many(robot, body.memories))
 
 
@@ -82,7 +94,6 @@ async def add_memories(
 async def list_memories(
     robot: RobotName,
     service: Service,
-    res: ResourcesDep,
     scope: Annotated[
         Literal["self", "all"],
         Query(description="self: memories this robot authored; all: the namespace's"),
@@ -96,21 +107,10 @@ async def list_memories(
     cursor: Annotated[Text | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Page[MemoryRead]:
     """Newest first, with filters and cursor pagination."""
-    tr = resolve_timeframe(timeframe, res.clock())
     filters = ListFilters(
-        type=type,
-        tags_any=tag,
-        min_importance=min_importance,
-        start=tr.start if tr else None,
-        end=tr.end if tr else None,
-        include_deleted=include_deleted,
+        type=type, tags_any=tag, min_importance=min_importance, include_deleted=include_deleted
     )
-    after = decode_cursor(cursor) if cursor else None
-    items = await service.list(robot, scope, filters, limit + 1, after)
-    more = len(items) > limit
-    items = items[:limit]
-    next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more else None
-    return Page[MemoryRead](items=items, next_cursor=next_cursor)
+    return await service.list(robot, scope, filters, timeframe, limit, cursor)
 
 
 @router.get("/{key}", operation_id="memories-get", summary="Retrieve a memory")

@@ -18,6 +18,7 @@ from app.common import (
     Text,
     Vector,
 )
+from app.working_memory.schemas import WorkingMemoryOutcome
 
 _EXAMPLE: dict[str, Any] = {
     "content": "The staging database is PostgreSQL 16 with pgvector 0.8.",
@@ -80,18 +81,6 @@ class MemoryBatchCreate(StrictModel):
     memories: list[MemoryCreate] = Field(min_length=1)
 
 
-class WorkingMemoryOutcome(BaseModel):
-    admitted: bool = Field(description="Whether the memory is now in the robot's working memory")
-    reason: Literal["admitted", "too_large", "evicted", "superseded", "unavailable"] = Field(
-        default="admitted",
-        description="too_large: over the robot's whole budget; evicted: pushed out by a later "
-        "memory of the same batch; superseded: replaced or forgotten by another request before "
-        "it could be placed; unavailable: working memory could not be updated now (Redis is "
-        "down, say): the memory is stored, and working memory is repaired when it answers",
-    )
-    evicted: list[str] = Field(default_factory=list, description="Keys evicted to make room")
-
-
 class MemoryRead(BaseModel):
     id: int
     key: str
@@ -120,3 +109,31 @@ class MemoryAdded(MemoryRead):
 
 class MemoryBatchResult(BaseModel):
     memories: list[MemoryAdded]
+
+
+def to_read(row: Any) -> MemoryRead:
+    return MemoryRead(
+        id=row.id,
+        key=row.key,
+        content=row.content,
+        type=row.type,
+        importance=row.importance,
+        tags=list(row.tags),
+        metadata=row.metadata,
+        author=row.author,
+        token_count=row.token_count,
+        embedding_status=row.embedding_status,
+        embedding_model=row.embedding_model,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        deleted_at=row.deleted_at,
+        version=row.version,
+    )
+
+
+def _json_depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_json_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_json_depth(v) for v in value), default=0)
+    return 0

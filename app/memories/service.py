@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
+import dataclasses
 import logging
 import uuid
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from app.auth.caller import Caller
+from app.clock import Clock
+from app.common import Page, decode_cursor, encode_cursor
 from app.config import Settings
 from app.db.session import DbSession
-from app.embeddings import EmbeddingError
-from app.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, Unprocessable
+from app.embeddings.timed import TimedEmbedder
+from app.errors import BadRequest, Conflict, NotFound
 from app.events.repository import EventRepository
+from app.memories.limits import check_batch_size, check_fields
 from app.memories.repository import (
     ListFilters,
     MemoryDraft,
@@ -27,11 +29,13 @@ from app.memories.schemas import (
     MemoryCreate,
     MemoryFields,
     MemoryRead,
-    WorkingMemoryOutcome,
+    to_read,
 )
-from app.resources import Resources
 from app.robots.service import Robot, RobotService
-from app.working_memory.protocol import Placement
+from app.timeframes.http import resolve_timeframe
+from app.tokens import Tokenizer
+from app.working_memory.model import Placement
+from app.working_memory.protocol import WriteProtocol
 
 log = logging.getLogger(__name__)
 
@@ -40,127 +44,48 @@ log = logging.getLogger(__name__)
 UPSERT_ATTEMPTS = 5
 
 
-def to_read(row: Any) -> MemoryRead:
-    return MemoryRead(
-        id=row.id,
-        key=row.key,
-        content=row.content,
-        type=row.type,
-        importance=row.importance,
-        tags=list(row.tags),
-        metadata=row.metadata,
-        author=row.author,
-        token_count=row.token_count,
-        embedding_status=row.embedding_status,
-        embedding_model=row.embedding_model,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        deleted_at=row.deleted_at,
-        version=row.version,
-    )
-
-
-def _json_depth(value: Any) -> int:
-    if isinstance(value, dict):
-        return 1 + max((_json_depth(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((_json_depth(v) for v in value), default=0)
-    return 0
-
-
 class MemoryService:
-    def __init__(self, session: DbSession, caller: Caller, res: Resources) -> None:
+    def __init__(
+        self,
+        session: DbSession,
+        caller: Caller,
+        robots: RobotService,
+        two_tier: WriteProtocol,
+        embedder: TimedEmbedder,
+        tokenizer: Tokenizer,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
         self.session = session
         self.caller = caller
-        self.res = res
-        self.settings: Settings = res.settings
+        self.robots = robots
+        self.two_tier = two_tier
+        self.embedder = embedder
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.clock = clock
         self.repo = MemoryRepository(session)
-        self.events = EventRepository(session, res.clock)
-        self.robots = RobotService(session, caller, res)
-        self.two_tier = res.write_protocol(session, caller.namespace_id, caller.namespace)
-
-    # --- validation ------------------------------------------------------------------------
-
-    def _check(self, body: MemoryFields, index: int | None = None) -> None:
-        """Limits that depend on Settings (the schema checks shapes and ranges)."""
-        where = "" if index is None else f"memories[{index}]."
-        s = self.settings
-        size = len(body.content.encode())
-        if size > s.max_content_bytes:
-            raise PayloadTooLarge(
-                f"{where}content is {size} bytes; the limit is {s.max_content_bytes}",
-                field=f"{where}content",
-                limit=s.max_content_bytes,
-            )
-        errors: list[dict[str, str]] = []
-        if len(body.tags) > s.max_tags:
-            errors.append({"field": f"{where}tags", "message": f"at most {s.max_tags} tags"})
-        if len(json.dumps(body.metadata)) > s.max_metadata_bytes:
-            errors.append(
-                {"field": f"{where}metadata", "message": f"over {s.max_metadata_bytes} bytes"}
-            )
-        if _json_depth(body.metadata) > s.max_metadata_depth:
-            errors.append(
-                {
-                    "field": f"{where}metadata",
-                    "message": f"nested deeper than {s.max_metadata_depth}",
-                }
-            )
-        if body.embedding is not None and len(body.embedding) != s.embedding_dimension:
-            errors.append(
-                {
-                    "field": f"{where}embedding",
-                    "message": f"has {len(body.embedding)} dimensions; this deployment uses "
-                    f"{s.embedding_dimension}",
-                }
-            )
-        if errors:
-            raise Unprocessable(
-                "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors
-            )
-
-    # --- embeddings ------------------------------------------------------------------------
-
-    async def _embed(self, texts: list[str]) -> tuple[list[list[float] | None], str | None]:
-        """Embed now if the provider answers in time; otherwise the worker does it later."""
-        embedder = self.res.embedder
-        if embedder is None or not texts:
-            return [None] * len(texts), None
-        try:
-            vectors = await asyncio.wait_for(
-                embedder.embed(texts), self.settings.embedding_timeout_s
-            )
-        except (EmbeddingError, TimeoutError) as exc:
-            log.warning("embedding deferred to the worker: %s", exc)
-            return [None] * len(texts), None
-        return list(vectors), embedder.model
+        self.events = EventRepository(session, clock)
 
     # --- add -------------------------------------------------------------------------------
 
-    def check_batch_size(self, n: int) -> None:
-        if n > self.settings.max_batch_size:
-            raise PayloadTooLarge(
-                f"a batch holds at most {self.settings.max_batch_size} memories; got {n}",
-                field="memories",
-                limit=self.settings.max_batch_size,
-            )
-
     async def add_many(self, robot_name: str, bodies: list[MemoryCreate]) -> list[MemoryAdded]:
         """All or nothing: every memory is stored, or none is."""
+        check_batch_size(self.settings, len(bodies))
         for i, body in enumerate(bodies):
-            self._check(body, i if len(bodies) > 1 else None)
+            check_fields(self.settings, body, i if len(bodies) > 1 else None)
         keys = [b.key for b in bodies if b.key]
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:
             raise Conflict(f"keys repeated within the batch: {', '.join(dupes)}", keys=dupes)
 
         todo = [i for i, b in enumerate(bodies) if b.embedding is None]
-        vectors, model = await self._embed([bodies[i].content for i in todo])
+        vectors, model = await self.embedder.embed_or_defer([bodies[i].content for i in todo])
         embeddings: list[list[float] | None] = [b.embedding for b in bodies]
         models: list[str | None] = ["client" if b.embedding else None for b in bodies]
         for i, v in zip(todo, vectors, strict=True):
             embeddings[i], models[i] = v, model if v is not None else None
-        tokens = await self.res.tokenizer.count_many_async([b.content for b in bodies])
+        tokens = await self.tokenizer.count_many_async([b.content for b in bodies])
         robot = await self.robots.ensure(robot_name)
         drafts = [
             MemoryDraft(
@@ -191,7 +116,7 @@ class MemoryService:
     ) -> tuple[list[_Stored], list[str]]:
         """Claim the drafts' keys and store them in the open transaction. Returns what was
         stored, or (when any key is taken) nothing and the taken keys."""
-        at = self.events.clock() if self.events.clock else None
+        at = self.clock()
         claimed, now = await self.repo.add(self.caller.namespace_id, robot.id, drafts, at)
         taken = sorted({d.key for d in drafts} - claimed.keys())
         if taken or now is None:
@@ -231,15 +156,9 @@ class MemoryService:
         )
         return [
             MemoryAdded(
+                **_shown(m),
                 id=m.id,
-                key=m.key,
-                content=m.content,
-                type=m.type,
-                importance=m.importance,
-                tags=m.tags,
-                metadata=m.metadata,
                 author=robot.name,
-                token_count=m.token_count,
                 embedding_status="ready" if m.embedding is not None else "pending",
                 embedding_model=m.embedding_model,
                 created_at=m.created_at,
@@ -260,17 +179,17 @@ class MemoryService:
     async def upsert(self, robot_name: str, key: str, body: MemoryFields) -> MemoryAdded:
         """Idempotent PUT: create the key (201), or replace its fields (200), reviving a soft
         delete. Concurrent PUTs of one key all succeed; the last to commit wins everywhere."""
-        self._check(body)
+        check_fields(self.settings, body)
         ns = self.caller.namespace_id
         # Embed before taking any lock, and only when the stored vector cannot be kept.
         current = await self.repo.get(ns, key)
         vector: list[float] | None = body.embedding
         model = "client" if vector is not None else None
         if vector is None and (current is None or current.content != body.content):
-            if self.res.embedder is not None:
+            if self.embedder.available:
                 await self.session.rollback()  # no transaction open across the provider call
-            [vector], model = await self._embed([body.content])
-        tokens = await self.res.tokenizer.count_async(body.content)
+            [vector], model = await self.embedder.embed_or_defer([body.content])
+        tokens = await self.tokenizer.count_async(body.content)
         robot = await self.robots.ensure(robot_name)
         for _ in range(UPSERT_ATTEMPTS):
             row = await self.repo.get(ns, key, for_update=True)
@@ -359,15 +278,9 @@ class MemoryService:
             [Placement(row.id, m.created_at, version, row.key, m.content, tokens, m.importance)],
         )
         return MemoryAdded(
+            **_shown(m),
             id=row.id,
-            key=row.key,
-            content=m.content,
-            type=m.type,
-            importance=m.importance,
-            tags=m.tags,
-            metadata=m.metadata,
             author=row.author,
-            token_count=tokens,
             embedding_status=written.embedding_status,
             embedding_model=written.embedding_model,
             created_at=m.created_at,
@@ -395,7 +308,7 @@ class MemoryService:
         robot = await self.robots.ensure(robot_name)
         # A read: its log row (and the touch) need not wait for the WAL flush.
         await self.events.record(
-            self.caller.namespace_id, "access", robot.id, [row.id], durable=False
+            self.caller.namespace_id, "access", robot.id, [row.id], wait_for_flush=False
         )
         if row.deleted_at is None:
             await self.two_tier.touch(robot, row.id, key)
@@ -406,16 +319,23 @@ class MemoryService:
         robot_name: str,
         scope: str,
         filters: ListFilters,
+        timeframe: str | None,
         limit: int,
-        after: tuple[datetime, int] | None,
-    ) -> list[MemoryRead]:
+        cursor: str | None,
+    ) -> Page[MemoryRead]:
+        """One page, newest first; `cursor` is the previous page's next_cursor."""
+        tr = resolve_timeframe(timeframe, self.clock())
+        if tr is not None:
+            filters = dataclasses.replace(filters, start=tr.start, end=tr.end)
         if scope == "self":
             robot = await self.robots.require(robot_name)
-            filters = ListFilters(**{**filters.__dict__, "author_robot_id": robot.id})
-        return [
-            to_read(r)
-            for r in await self.repo.list(self.caller.namespace_id, filters, limit, after)
-        ]
+            filters = dataclasses.replace(filters, author_robot_id=robot.id)
+        after = decode_cursor(cursor) if cursor else None
+        rows = await self.repo.list(self.caller.namespace_id, filters, limit + 1, after)
+        items = [to_read(r) for r in rows[:limit]]
+        more = len(rows) > limit
+        next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more else None
+        return Page[MemoryRead](items=items, next_cursor=next_cursor)
 
     # --- forget / restore ------------------------------------------------------------------
 
@@ -460,11 +380,21 @@ class MemoryService:
         )
 
 
+def _shown(m: NewMemory) -> dict[str, Any]:
+    """The fields a response repeats as they were written."""
+    return {
+        "key": m.key,
+        "content": m.content,
+        "type": m.type,
+        "importance": m.importance,
+        "tags": m.tags,
+        "metadata": m.metadata,
+        "token_count": m.token_count,
+    }
+
+
 class _Stored(NamedTuple):
     """A memory stored in the open transaction, and that transaction's now()."""
 
     memory: NewMemory
     now: datetime
-
-
-__all__ = ["MemoryService", "Robot", "WorkingMemoryOutcome", "to_read"]

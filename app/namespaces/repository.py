@@ -1,16 +1,17 @@
 from __future__ import annotations
 
+from app.cache import TtlCache
 from app.db.session import Sessionmaker
 from app.db.sql import sql
 
 
 class NamespaceRepository:
     @staticmethod
-    async def resolve(sessionmaker: Sessionmaker, cache: dict[str, int], name: str) -> int:
+    async def resolve(sessionmaker: Sessionmaker, cache: TtlCache[str, int], name: str) -> int:
         """Namespace id by name, created on first use.
 
-        Namespaces are never renamed or deleted through the API, so the caller's cache (one
-        per running app) saves a query per request.
+        Namespaces are never renamed or deleted through the API, so the app's cache saves a
+        query per request.
         """
         cached = cache.get(name)
         if cached is not None:
@@ -34,5 +35,5 @@ class NamespaceRepository:
                         {"name": name},
                     )
                 ).scalar_one()
-        cache[name] = ns_id
+        cache.put(name, int(ns_id))
         return int(ns_id)

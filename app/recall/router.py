@@ -4,9 +4,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from app.auth.caller import CallerDep
 from app.common import RobotName
-from app.deps import ResourcesDep, SessionDep
+from app.deps import (
+    CallerDep,
+    ClockDep,
+    EmbedderDep,
+    RobotServiceDep,
+    SearchCachesDep,
+    SessionDep,
+    SettingsDep,
+    WriteProtocolDep,
+)
 from app.recall.schemas import RecallRequest, RecallResult
 from app.recall.service import RecallService
 from app.routing import OrjsonRoute
@@ -15,9 +23,16 @@ router = APIRouter(prefix="/v1/robots/{robot}", tags=["recall"], route_class=Orj
 
 
 async def recall_service(
-    session: SessionDep, caller: CallerDep, res: ResourcesDep
+    session: SessionDep,
+    caller: CallerDep,
+    robots: RobotServiceDep,
+    two_tier: WriteProtocolDep,
+    embedder: EmbedderDep,
+    caches: SearchCachesDep,
+    settings: SettingsDep,
+    clock: ClockDep,
 ) -> RecallService:
-    return RecallService(session, caller, res)
+    return RecallService(session, caller, robots, two_tier, embedder, caches, settings, clock)
 
 
 @router.post("/recall", operation_id="recall-search", summary="Recall memories")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from app.auth.caller import Caller
+from app.clock import Clock
+from app.config import Settings
 from app.db.session import DbSession
-from app.embeddings import EmbeddingError
+from app.embeddings.timed import TimedEmbedder
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
+from app.recall.caches import SearchCaches
 from app.recall.repository import SearchFilters, SearchHit, SearchRepository
 from app.recall.schemas import (
     EmbeddingState,
@@ -19,27 +21,37 @@ from app.recall.schemas import (
     RecallWorkingMemory,
     TimeframeRead,
 )
-from app.recall.timeframes_http import resolve_timeframe
-from app.resources import Resources
 from app.robots.service import RobotService
-from app.working_memory.protocol import Placement
+from app.timeframes.http import resolve_timeframe
+from app.working_memory.model import Placement
+from app.working_memory.protocol import WriteProtocol
 
 log = logging.getLogger(__name__)
 
 
 class RecallService:
-    def __init__(self, session: DbSession, caller: Caller, res: Resources) -> None:
+    def __init__(
+        self,
+        session: DbSession,
+        caller: Caller,
+        robots: RobotService,
+        two_tier: WriteProtocol,
+        embedder: TimedEmbedder,
+        caches: SearchCaches,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
         self.caller = caller
-        self.res = res
-        self.search = SearchRepository(
-            session, res.settings.hnsw_ef_search, res.large_namespaces, res.lexeme_stats
-        )
-        self.events = EventRepository(session, res.clock)
-        self.robots = RobotService(session, caller, res)
-        self.two_tier = res.write_protocol(session, caller.namespace_id, caller.namespace)
+        self.robots = robots
+        self.two_tier = two_tier
+        self.embedder = embedder
+        self.settings = settings
+        self.clock = clock
+        self.search = SearchRepository.with_caches(session, settings.hnsw_ef_search, caches)
+        self.events = EventRepository(session, clock)
 
     def _check(self, req: RecallRequest) -> None:
-        s = self.res.settings
+        s = self.settings
         if len(req.query) > s.max_query_chars:
             raise PayloadTooLarge(
                 f"query is {len(req.query)} characters; the limit is {s.max_query_chars}",
@@ -61,21 +73,12 @@ class RecallService:
     async def _query_vector(self, req: RecallRequest) -> list[float] | None:
         if req.embedding is not None:
             return req.embedding
-        embedder = self.res.embedder
-        if embedder is None:
-            return None
-        try:
-            [vector] = await asyncio.wait_for(
-                embedder.embed([req.query]), self.res.settings.embedding_timeout_s
-            )
-            return vector
-        except (EmbeddingError, TimeoutError) as exc:
-            log.warning("query embedding failed: %s", exc)
-            return None
+        [vector], _ = await self.embedder.embed_or_defer([req.query], "query embedding failed")
+        return vector
 
     async def recall(self, robot_name: str, req: RecallRequest) -> RecallResult:
         self._check(req)
-        tr = resolve_timeframe(req.timeframe, req.now or self.res.clock())
+        tr = resolve_timeframe(req.timeframe, req.now or self.clock())
         robot = await self.robots.ensure(robot_name)
         f = req.filters
         filters = SearchFilters(
@@ -111,13 +114,18 @@ class RecallService:
             hits = await self.search.fulltext(ns, req.query, filters, req.limit)
         else:
             hits = await self.search.hybrid(
-                ns, req.query, vector, filters, req.limit, self.res.settings.rrf_k
+                ns, req.query, vector, filters, req.limit, self.settings.rrf_k
             )
 
         # A recall changes nothing a client is told is stored: its log rows (and working
         # memory's mirror) commit without waiting for the WAL flush.
         await self.events.record(
-            ns, "recall", robot.id, [h.id for h in hits], {"strategy": req.strategy}, durable=False
+            ns,
+            "recall",
+            robot.id,
+            [h.id for h in hits],
+            {"strategy": req.strategy},
+            wait_for_flush=False,
         )
         wm = RecallWorkingMemory(loaded=[], evicted=[], not_admitted=[], reason="skipped")
         if req.load_into_working_memory and hits:

@@ -9,8 +9,10 @@ working_memory_stale flag set by another process.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+from typing import Any
+
+from app.cache import TtlCache
 
 TTL_S = 5.0
 
@@ -24,19 +26,22 @@ class Robot:
     stale: bool = False
 
 
+def robot_from_row(row: Any, default_budget: int) -> Robot:
+    """A robot table row (id, name, working_memory_budget, working_memory_stale) as a Robot."""
+    return Robot(
+        row.id, row.name, row.working_memory_budget or default_budget, row.working_memory_stale
+    )
+
+
 class RobotCache:
-    def __init__(self, ttl_s: float = TTL_S) -> None:
-        self.ttl_s = ttl_s
-        self._entries: dict[tuple[int, str], tuple[float, Robot]] = {}
+    def __init__(self, ttl_s: float = TTL_S, max_entries: int = 100_000) -> None:
+        self._entries: TtlCache[tuple[int, str], Robot] = TtlCache(ttl_s, max_entries)
 
     def get(self, namespace_id: int, name: str) -> Robot | None:
-        hit = self._entries.get((namespace_id, name))
-        if hit is None or hit[0] < time.monotonic():
-            return None
-        return hit[1]
+        return self._entries.get((namespace_id, name))
 
     def put(self, namespace_id: int, robot: Robot) -> None:
-        self._entries[(namespace_id, robot.name)] = (time.monotonic() + self.ttl_s, robot)
+        self._entries.put((namespace_id, robot.name), robot)
 
     def forget(self, namespace_id: int, name: str) -> None:
-        self._entries.pop((namespace_id, name), None)
+        self._entries.pop((namespace_id, name))

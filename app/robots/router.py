@@ -1,24 +1,16 @@
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter
 
-from fastapi import APIRouter, Depends
-
-from app.auth.caller import CallerDep
 from app.common import RobotName
-from app.deps import ResourcesDep, SessionDep
+from app.deps import RobotServiceDep
 from app.robots.schemas import RobotRead, RobotUpdate
-from app.robots.service import RobotService
 from app.routing import OrjsonRoute
 
 router = APIRouter(prefix="/v1/robots", tags=["robots"], route_class=OrjsonRoute)
 
 
-async def robot_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> RobotService:
-    return RobotService(session, caller, res)
-
-
-Service = Annotated[RobotService, Depends(robot_service)]
+Service = RobotServiceDep
 
 
 @router.get("", operation_id="robots-list", summary="List robots")

@@ -2,33 +2,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.auth.caller import Caller
 from app.db.session import DbSession
 from app.errors import NotFound
-from app.resources import Resources
-from app.robots.cache import Robot
+from app.robots.cache import Robot, RobotCache, robot_from_row
 from app.robots.repository import RobotRepository
 from app.robots.schemas import RobotRead, RobotUpdate
+from app.working_memory.protocol import WriteProtocol
 
 __all__ = ["Robot", "RobotService"]
 
 
 class RobotService:
-    def __init__(self, session: DbSession, caller: Caller, res: Resources) -> None:
-        self.session = session
-        self.res = res
+    def __init__(
+        self,
+        session: DbSession,
+        namespace_id: int,
+        cache: RobotCache,
+        default_budget: int,
+        two_tier: WriteProtocol,
+    ) -> None:
         self.repo = RobotRepository(session)
-        self.caller = caller
-        self.default_budget = res.settings.working_memory_budget
-        self.cache = res.robot_cache
+        self.namespace_id = namespace_id
+        self.cache = cache
+        self.default_budget = default_budget
+        self.two_tier = two_tier
 
     def _robot(self, row: Any) -> Robot:
-        return Robot(
-            row.id,
-            row.name,
-            row.working_memory_budget or self.default_budget,
-            row.working_memory_stale,
-        )
+        return robot_from_row(row, self.default_budget)
 
     def _read(self, row: Any) -> RobotRead:
         return RobotRead(
@@ -41,47 +41,42 @@ class RobotService:
 
     def _remember(self, row: Any) -> Robot:
         robot = self._robot(row)
-        self.cache.put(self.caller.namespace_id, robot)
+        self.cache.put(self.namespace_id, robot)
         return robot
 
     async def ensure(self, name: str) -> Robot:
         """The robot, registered on first use."""
-        robot = self.cache.get(self.caller.namespace_id, name)
+        robot = self.cache.get(self.namespace_id, name)
         if robot is not None:
             return robot
-        row, created = await self.repo.ensure(self.caller.namespace_id, name)
+        row, created = await self.repo.ensure(self.namespace_id, name)
         # A robot created by this transaction is not cached: if the request fails (a 409,
         # say) the row is rolled back, and a cached id would point at nothing.
         return self._robot(row) if created else self._remember(row)
 
     async def require(self, name: str) -> Robot:
         """The robot, or 404: reads never register robots."""
-        robot = self.cache.get(self.caller.namespace_id, name)
+        robot = self.cache.get(self.namespace_id, name)
         if robot is not None:
             return robot
-        row = await self.repo.get(self.caller.namespace_id, name)
+        row = await self.repo.get(self.namespace_id, name)
         if row is None:
             raise NotFound(f"robot {name!r} does not exist")
         return self._remember(row)
 
     async def list(self) -> list[RobotRead]:
-        return [self._read(r) for r in await self.repo.list(self.caller.namespace_id)]
+        return [self._read(r) for r in await self.repo.list(self.namespace_id)]
 
     async def get(self, name: str) -> RobotRead:
-        row = await self.repo.get(self.caller.namespace_id, name)
+        row = await self.repo.get(self.namespace_id, name)
         if row is None:
             raise NotFound(f"robot {name!r} does not exist")
         return self._read(row)
 
     async def put(self, name: str, body: RobotUpdate) -> RobotRead:
-        row = await self.repo.upsert_budget(
-            self.caller.namespace_id, name, body.working_memory_budget
-        )
+        row = await self.repo.upsert_budget(self.namespace_id, name, body.working_memory_budget)
         robot = self._remember(row)
-        two_tier = self.res.write_protocol(
-            self.session, self.caller.namespace_id, self.caller.namespace
-        )
-        await two_tier.commit_durable()
+        await self.two_tier.commit_durable()
         # A smaller budget takes effect at once: the working memory is trimmed by policy.
-        await two_tier.apply_budget(robot)
+        await self.two_tier.apply_budget(robot)
         return self._read(row)

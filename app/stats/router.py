@@ -4,18 +4,24 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from app.auth.caller import CallerDep
 from app.common import RobotName
-from app.deps import ResourcesDep, SessionDep
+from app.deps import CallerDep, ClockDep, RobotServiceDep, SessionDep, WriteProtocolDep
 from app.routing import OrjsonRoute
 from app.stats.schemas import NamespaceStats, RobotStats
 from app.stats.service import StatsService
+from app.working_memory.service import WorkingMemoryService
 
 router = APIRouter(tags=["stats"], route_class=OrjsonRoute)
 
 
-async def stats_service(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> StatsService:
-    return StatsService(session, caller, res)
+async def stats_service(
+    session: SessionDep,
+    caller: CallerDep,
+    robots: RobotServiceDep,
+    two_tier: WriteProtocolDep,
+    clock: ClockDep,
+) -> StatsService:
+    return StatsService(session, caller, robots, WorkingMemoryService(two_tier), clock)
 
 
 Service = Annotated[StatsService, Depends(stats_service)]

@@ -3,11 +3,12 @@ from __future__ import annotations
 from datetime import UTC, timedelta
 
 from app.auth.caller import Caller
+from app.clock import Clock
 from app.db.session import DbSession
-from app.health.service import postgres_versions
-from app.resources import Resources
+from app.health.repository import VersionRepository
+from app.robots.cache import Robot, robot_from_row
 from app.robots.repository import RobotRepository
-from app.robots.service import Robot, RobotService
+from app.robots.service import RobotService
 from app.stats.repository import StatsRepository
 from app.stats.schemas import (
     DayActivity,
@@ -22,15 +23,21 @@ from app.working_memory.service import WorkingMemoryService
 
 
 class StatsService:
-    def __init__(self, session: DbSession, caller: Caller, res: Resources) -> None:
+    def __init__(
+        self,
+        session: DbSession,
+        caller: Caller,
+        robots: RobotService,
+        working_memory: WorkingMemoryService,
+        clock: Clock,
+    ) -> None:
         self.caller = caller
-        self.res = res
+        self.robots = robots
+        self.working_memory = working_memory
+        self.clock = clock
         self.repo = StatsRepository(session)
         self.robot_rows = RobotRepository(session)
-        self.robots = RobotService(session, caller, res)
-        self.working_memory = WorkingMemoryService(
-            res.write_protocol(session, caller.namespace_id, caller.namespace)
-        )
+        self.versions = VersionRepository(session)
 
     async def _usage(self, robot: Robot) -> WorkingMemoryUsage:
         usage = await self.working_memory.usage(robot)
@@ -48,7 +55,7 @@ class StatsService:
         robot = await self.robots.require(name)
         lt = await self.repo.long_term(self.caller.namespace_id, robot.id)
         timescale = "memory_event" in await self.repo.hypertables()
-        now = self.res.clock().astimezone(UTC)
+        now = self.clock().astimezone(UTC)
         today = now.replace(hour=0, minute=0, second=0, microsecond=0)
         rows = await self.repo.activity(
             robot.id, today - timedelta(days=days - 1), today + timedelta(days=1), timescale
@@ -74,16 +81,11 @@ class StatsService:
         counts = await self.repo.namespace(self.caller.namespace_id)
         robots = []
         for row in await self.robot_rows.list(self.caller.namespace_id):
-            robot = Robot(
-                row.id,
-                row.name,
-                row.working_memory_budget or self.robots.default_budget,
-                row.working_memory_stale,
-            )
+            robot = robot_from_row(row, self.robots.default_budget)
             robots.append(RobotUsage(robot=robot.name, working_memory=await self._usage(robot)))
-        pg = await postgres_versions(self.res.engine)
+        pg = await self.versions.postgres()
         try:
-            redis_version: str | None = await self.res.working_memory.ping()
+            redis_version: str | None = await self.working_memory.store.ping()
         except Exception:
             redis_version = None
         return NamespaceStats(

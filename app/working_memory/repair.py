@@ -12,15 +12,13 @@ any number of service instances can run the worker.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 
+from app.db.session import Sessionmaker
 from app.errors import ServiceUnavailable
-from app.resources import Resources
 from app.robots.cache import Robot
-from app.working_memory.protocol import RedisUnavailable
+from app.working_memory.model import RedisUnavailable, Scope
+from app.working_memory.protocol import TwoTier
 from app.working_memory.repository import MembershipRepository
 
 log = logging.getLogger(__name__)
@@ -31,57 +29,41 @@ STALE_AFTER_S = 2.0
 BATCH = 100
 
 
-async def repair_once(res: Resources) -> int:
-    """Rebuild the robots that need it; returns how many were rebuilt."""
-    if res.redis_breaker.open:
-        return 0
-    queued = res.wm_repairs.take()
-    async with res.sessionmaker() as session:
-        rows = await MembershipRepository(session).needing_repair(STALE_AFTER_S, BATCH)
-        await session.commit()
-    todo = {r.id: (r.namespace_id, r.namespace, r.name) for r in rows}
-    for robot_id, namespace_id, namespace, name in queued:
-        todo.setdefault(robot_id, (namespace_id, namespace, name))
-    only_queued = {q[0] for q in queued} - {r.id for r in rows}
-    repaired = 0
-    for robot_id, (namespace_id, namespace, name) in sorted(todo.items()):
-        async with res.sessionmaker() as session:
-            protocol = res.write_protocol(session, namespace_id, namespace)
-            try:
-                robot = Robot(robot_id, name, res.settings.working_memory_budget)
-                if await protocol.resync(robot, force=True, skip_locked=True):
-                    repaired += 1
-                    log.info("repaired the working memory of %s/%s", namespace, name)
-                elif robot_id in only_queued:  # busy, and nothing else remembers it
-                    res.wm_repairs.add(namespace_id, namespace, robot_id, name)
-            except (RedisUnavailable, ServiceUnavailable):  # try again next pass
-                res.wm_repairs.add(namespace_id, namespace, robot_id, name)
-                break
-            except Exception:
-                log.exception("repairing the working memory of %s/%s failed", namespace, name)
-                res.wm_repairs.add(namespace_id, namespace, robot_id, name)
-    return repaired
+class RepairWorker:
+    """Rebuilds the working memories that need it (run by app/workers.periodic)."""
 
+    def __init__(self, sessionmaker: Sessionmaker, two_tier: TwoTier) -> None:
+        self.sessionmaker = sessionmaker
+        self.two_tier = two_tier
 
-async def run_repair_worker(res: Resources, interval_s: float) -> None:
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            await repair_once(res)
-        except asyncio.CancelledError:
-            raise
-        except ServiceUnavailable as exc:  # the database is down: try again next interval
-            log.warning("working-memory repair paused: %s", exc.detail)
-        except Exception:
-            log.exception("working-memory repair pass failed")
-
-
-@contextlib.asynccontextmanager
-async def repair_worker(res: Resources, interval_s: float = 1.0) -> AsyncIterator[asyncio.Task]:
-    task = asyncio.create_task(run_repair_worker(res, interval_s), name="working-memory-repair")
-    try:
-        yield task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    async def run_once(self) -> int:
+        """Rebuild the robots that need it; returns how many were rebuilt."""
+        if self.two_tier.breaker.open:
+            return 0
+        repairs = self.two_tier.repairs
+        queued = repairs.take()
+        async with self.sessionmaker() as session:
+            rows = await MembershipRepository(session).needing_repair(STALE_AFTER_S, BATCH)
+            await session.commit()
+        todo = {r.id: (r.namespace_id, r.namespace, r.name) for r in rows}
+        for robot_id, namespace_id, namespace, name in queued:
+            todo.setdefault(robot_id, (namespace_id, namespace, name))
+        only_queued = {q[0] for q in queued} - {r.id for r in rows}
+        repaired = 0
+        for robot_id, (namespace_id, namespace, name) in sorted(todo.items()):
+            async with self.sessionmaker() as session:
+                protocol = self.two_tier.protocol(session, Scope(namespace_id, namespace))
+                try:
+                    robot = Robot(robot_id, name, self.two_tier.default_budget)
+                    if await protocol.resync(robot, force=True, skip_locked=True):
+                        repaired += 1
+                        log.info("repaired the working memory of %s/%s", namespace, name)
+                    elif robot_id in only_queued:  # busy, and nothing else remembers it
+                        repairs.add(namespace_id, namespace, robot_id, name)
+                except (RedisUnavailable, ServiceUnavailable):  # try again next pass
+                    repairs.add(namespace_id, namespace, robot_id, name)
+                    break
+                except Exception:
+                    log.exception("repairing the working memory of %s/%s failed", namespace, name)
+                    repairs.add(namespace_id, namespace, robot_id, name)
+        return repaired

@@ -1,78 +1,41 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 import orjson
 from fastapi import APIRouter, Depends, Query, Response
 
-from app.auth.caller import CallerDep
 from app.common import RobotName
-from app.deps import ResourcesDep, SessionDep
-from app.robots.service import RobotService
+from app.deps import RobotServiceDep, WriteProtocolDep
 from app.routing import OrjsonRoute
-from app.working_memory.protocol import WriteProtocol, from_us
-from app.working_memory.schemas import (
-    ContextRead,
-    WorkingMemoryCleared,
-    WorkingMemoryEntry,
-    WorkingMemoryRead,
-)
+from app.working_memory.schemas import ContextRead, WorkingMemoryCleared, WorkingMemoryRead
 from app.working_memory.service import WorkingMemoryService
+from app.working_memory.store import Strategy
 
 router = APIRouter(prefix="/v1/robots/{robot}", tags=["working-memory"], route_class=OrjsonRoute)
 
 
-@dataclass(frozen=True)
-class Deps:
-    robots: RobotService
-    working_memory: WorkingMemoryService
-    two_tier: WriteProtocol
+async def working_memory_service(
+    two_tier: WriteProtocolDep, robots: RobotServiceDep
+) -> WorkingMemoryService:
+    return WorkingMemoryService(two_tier, robots)
 
 
-# An async function, not the class itself: FastAPI runs a plain function or class in a worker
-# thread, and that hop costs more than everything these constructors do.
-async def get_deps(session: SessionDep, caller: CallerDep, res: ResourcesDep) -> Deps:
-    two_tier = res.write_protocol(session, caller.namespace_id, caller.namespace)
-    return Deps(RobotService(session, caller, res), WorkingMemoryService(two_tier), two_tier)
-
-
-DepsDep = Annotated[Deps, Depends(get_deps)]
+Service = Annotated[WorkingMemoryService, Depends(working_memory_service)]
 
 
 @router.get("/working-memory", operation_id="working-memory-get", summary="Inspect working memory")
-async def get_working_memory(robot: RobotName, deps: DepsDep) -> WorkingMemoryRead:
+async def get_working_memory(robot: RobotName, service: Service) -> WorkingMemoryRead:
     """The robot's working set in eviction order (next victim first), with its token use."""
-    rb = await deps.robots.require(robot)
-    items, tokens, degraded = await deps.working_memory.snapshot(rb)
-    return WorkingMemoryRead(
-        robot=rb.name,
-        tokens=tokens,
-        max_tokens=rb.budget,
-        utilization=round(100.0 * tokens / rb.budget, 2),
-        items=[
-            WorkingMemoryEntry(
-                key=i.key,
-                content=i.content,
-                tokens=i.tokens,
-                importance=i.importance,
-                added_at=from_us(i.added_at_us),
-                last_access_at=from_us(i.last_access_ms * 1000),
-                from_recall=i.from_recall,
-            )
-            for i in items
-        ],
-        degraded=degraded,
-    )
+    return await service.read(robot)
 
 
 @router.delete(
     "/working-memory", operation_id="working-memory-clear", summary="Clear working memory"
 )
-async def clear_working_memory(robot: RobotName, deps: DepsDep) -> WorkingMemoryCleared:
+async def clear_working_memory(robot: RobotName, service: Service) -> WorkingMemoryCleared:
     """Empties the robot's working memory; long-term memory is untouched."""
-    rb = await deps.robots.require(robot)
-    return WorkingMemoryCleared(robot=rb.name, removed=await deps.two_tier.clear(rb))
+    return await service.clear(robot)
 
 
 @router.get(
@@ -80,9 +43,9 @@ async def clear_working_memory(robot: RobotName, deps: DepsDep) -> WorkingMemory
 )
 async def get_context(
     robot: RobotName,
-    deps: DepsDep,
+    service: Service,
     strategy: Annotated[
-        Literal["recent", "important", "balanced"],
+        Strategy,
         Query(
             description="recent: last access first; important: importance first; "
             "balanced: importance × 1/(1 + hours since added)"
@@ -93,19 +56,5 @@ async def get_context(
     ] = None,
 ) -> Response:
     """Prompt-ready text from working memory, within a token budget."""
-    rb = await deps.robots.require(robot)
-    limit = max_tokens or rb.budget
-    result, degraded = await deps.working_memory.context(rb, strategy, limit)
-    # Written with orjson and returned as it is: ContextRead documents the body, but having
-    # FastAPI validate the dict against it and serialize it again cost ~0.3 ms of a ~3 ms
-    # request. The store and assemble() build the items with the schema's types.
-    body = {
-        "robot": rb.name,
-        "strategy": result.strategy,
-        "text": result.text,
-        "items": result.items,
-        "tokens": result.tokens,
-        "max_tokens": limit,
-        "degraded": degraded,
-    }
+    body = await service.context_body(robot, strategy, max_tokens)
     return Response(orjson.dumps(body), media_type="application/json")

@@ -5,6 +5,20 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.working_memory.store import Strategy
+
+
+class WorkingMemoryOutcome(BaseModel):
+    admitted: bool = Field(description="Whether the memory is now in the robot's working memory")
+    reason: Literal["admitted", "too_large", "evicted", "superseded", "unavailable"] = Field(
+        default="admitted",
+        description="too_large: over the robot's whole budget; evicted: pushed out by a later "
+        "memory of the same batch; superseded: replaced or forgotten by another request before "
+        "it could be placed; unavailable: working memory could not be updated now (Redis is "
+        "down, say): the memory is stored, and working memory is repaired when it answers",
+    )
+    evicted: list[str] = Field(default_factory=list, description="Keys evicted to make room")
+
 
 class WorkingMemoryEntry(BaseModel):
     key: str
@@ -39,7 +53,7 @@ class ContextItemRead(BaseModel):
 
 class ContextRead(BaseModel):
     robot: str
-    strategy: Literal["recent", "important", "balanced"]
+    strategy: Strategy
     text: str = Field(description="Items' contents joined by a blank line")
     items: list[ContextItemRead]
     tokens: int = Field(description="Sum of the included items' tokens; never above max_tokens")

@@ -6,29 +6,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from app.robots.cache import Robot
+from app.robots.service import RobotService
 from app.working_memory.context import SEPARATOR, ContextResult, Strategy, assemble
-from app.working_memory.protocol import (
-    UNAVAILABLE,
-    RedisUnavailable,
-    WriteProtocol,
-    from_us,
-    member_items,
-    to_us,
-)
+from app.working_memory.model import UNAVAILABLE, RedisUnavailable, from_us, member_items, to_us
+from app.working_memory.protocol import WriteProtocol
+from app.working_memory.schemas import WorkingMemoryCleared, WorkingMemoryEntry, WorkingMemoryRead
 from app.working_memory.store import WMItem, WorkingMemoryNotInitialized
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-__all__ = ["WorkingMemoryService", "from_us"]
-
 
 class WorkingMemoryService:
-    def __init__(self, protocol: WriteProtocol) -> None:
+    def __init__(self, protocol: WriteProtocol, robots: RobotService | None = None) -> None:
         self.protocol = protocol
+        self.robots = robots
         self.store = protocol.store
         self.members = protocol.members
 
@@ -104,3 +99,59 @@ class WorkingMemoryService:
             return await self._read(robot, op)
         except RedisUnavailable:
             return None
+
+    # --- the API's answers ----------------------------------------------------------------
+
+    async def _robot(self, name: str) -> Robot:
+        assert self.robots is not None, "built without a RobotService"
+        return await self.robots.require(name)
+
+    async def read(self, robot_name: str) -> WorkingMemoryRead:
+        rb = await self._robot(robot_name)
+        items, tokens, degraded = await self.snapshot(rb)
+        return WorkingMemoryRead(
+            robot=rb.name,
+            tokens=tokens,
+            max_tokens=rb.budget,
+            utilization=utilization(tokens, rb.budget),
+            items=[
+                WorkingMemoryEntry(
+                    key=i.key,
+                    content=i.content,
+                    tokens=i.tokens,
+                    importance=i.importance,
+                    added_at=from_us(i.added_at_us),
+                    last_access_at=from_us(i.last_access_ms * 1000),
+                    from_recall=i.from_recall,
+                )
+                for i in items
+            ],
+            degraded=degraded,
+        )
+
+    async def clear(self, robot_name: str) -> WorkingMemoryCleared:
+        rb = await self._robot(robot_name)
+        return WorkingMemoryCleared(robot=rb.name, removed=await self.protocol.clear(rb))
+
+    async def context_body(
+        self, robot_name: str, strategy: Strategy, max_tokens: int | None
+    ) -> dict[str, Any]:
+        """The context response's body (ContextRead's shape), built with the schema's types
+        by the store and assemble(), so the router returns it without validating it again."""
+        rb = await self._robot(robot_name)
+        limit = max_tokens or rb.budget
+        result, degraded = await self.context(rb, strategy, limit)
+        return {
+            "robot": rb.name,
+            "strategy": result.strategy,
+            "text": result.text,
+            "items": result.items,
+            "tokens": result.tokens,
+            "max_tokens": limit,
+            "degraded": degraded,
+        }
+
+
+def utilization(tokens: int, budget: int) -> float:
+    """Percent of the budget in use, two decimals."""
+    return round(100.0 * tokens / budget, 2)

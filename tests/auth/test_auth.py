@@ -32,7 +32,7 @@ async def make_key(client, namespace: str, role: str, name: str = "k") -> str:
     from app.auth.service import ApiKeyService
     from app.namespaces.repository import NamespaceRepository
 
-    res = client.app.state.resources
+    res = client.app.state.components
     ns_id = await NamespaceRepository.resolve(res.sessionmaker, res.namespace_ids, namespace)
     async with res.sessionmaker() as session, session.begin():
         created = await ApiKeyService(session, ns_id, res.key_cache).create(
@@ -99,7 +99,7 @@ async def test_keys_are_stored_only_as_hashes_and_revocation_is_immediate(auth_c
     secret, key_id = r.json()["key"], r.json()["id"]
     assert (await auth_client.get("/v1/robots", headers=bearer(secret))).status_code == 200
 
-    res = auth_client.app.state.resources
+    res = auth_client.app.state.components
     async with res.sessionmaker() as s:
         stored = (
             await s.execute(text("SELECT key_hash FROM api_key WHERE id = :i"), {"i": key_id})
@@ -283,7 +283,7 @@ async def test_a_lookup_that_read_a_key_before_its_revocation_does_not_cache_it(
 
     ns = f"t-{uuid.uuid4().hex[:10]}"
     secret = await make_key(auth_client, ns, "reader")  # never used: last_used_at is due
-    res = auth_client.app.state.resources
+    res = auth_client.app.state.components
     ns_id = await NamespaceRepository.resolve(res.sessionmaker, res.namespace_ids, ns)
     async with res.sessionmaker() as session:
         key_id = (await ApiKeyService(session, ns_id, res.key_cache).list())[0].id
@@ -344,7 +344,7 @@ def count_checkouts(client) -> list[int]:
     def checkout(*_args: object) -> None:
         seen[0] += 1
 
-    event.listen(client.app.state.resources.engine.sync_engine, "checkout", checkout)
+    event.listen(client.app.state.components.engine.sync_engine, "checkout", checkout)
     return seen
 
 
@@ -387,7 +387,7 @@ async def test_last_used_at_is_written_at_most_once_a_minute_and_a_reader_writes
         "/v1/robots/a/memories", json={"content": "hello", "key": "h"}, headers=bearer(writer)
     )
     assert r.status_code == 201
-    res = auth_client.app.state.resources
+    res = auth_client.app.state.components
 
     async def last_used() -> tuple:
         async with res.engine.connect() as conn:
@@ -484,7 +484,7 @@ async def test_a_read_in_an_existing_namespace_writes_nothing_with_auth_off(
     # A new process (its namespace cache empty) looks the namespace up: a read, not an upsert.
     async with app_factory() as client:
         client.headers["X-Namespace"] = ns
-        engine = client.app.state.resources.engine
+        engine = client.app.state.components.engine
         before = await next_xid(engine)
         assert (await client.get("/v1/robots")).status_code == 200
         assert await rows_written_since(engine, before) == {}

@@ -11,6 +11,7 @@ def client_server(live_server_factory, database_url, redis_url) -> tuple[str, st
     """A live server with auth on, and a writer key in a fresh namespace."""
     from app.auth.schemas import ApiKeyCreate
     from app.auth.service import ApiKeyService
+    from app.cache import TtlCache
     from app.db.engine import create_engine
     from app.db.session import create_sessionmaker
     from app.namespaces.repository import NamespaceRepository
@@ -20,7 +21,7 @@ def client_server(live_server_factory, database_url, redis_url) -> tuple[str, st
         engine = create_engine(make_settings(database_url, redis_url))
         sm = create_sessionmaker(engine)
         ns = f"client-{uuid.uuid4().hex[:8]}"
-        ns_id = await NamespaceRepository.resolve(sm, {}, ns)
+        ns_id = await NamespaceRepository.resolve(sm, TtlCache(0, 1), ns)
         async with sm() as session, session.begin():
             created = await ApiKeyService(session, ns_id, None).create(  # type: ignore[arg-type]
                 ns, ApiKeyCreate(name="client-test", role="writer")

@@ -79,7 +79,7 @@ def the(transactions: list[list[str]], marker: str) -> list[str]:
 
 
 async def test_only_log_and_mirror_transactions_skip_the_flush_wait(client) -> None:
-    engine = client.app.state.resources.engine
+    engine = client.app.state.components.engine
     async with committed_transactions(engine) as txs:
         body = {"content": "durable", "key": "d1", "embedding": vec(1)}
         assert (await client.post("/v1/robots/a/memories", json=body)).status_code == 201
@@ -108,7 +108,7 @@ async def test_only_log_and_mirror_transactions_skip_the_flush_wait(client) -> N
 async def test_the_setting_takes_effect_and_ends_with_the_transaction(client, ns) -> None:
     body = {"content": "x", "key": "k", "embedding": vec(2)}
     added = (await client.post("/v1/robots/a/memories", json=body)).json()
-    res = client.app.state.resources
+    res = client.app.state.components
     show = text("SELECT current_setting('synchronous_commit')")
     async with res.sessionmaker() as s:
         ids = (
@@ -123,7 +123,7 @@ async def test_the_setting_takes_effect_and_ends_with_the_transaction(client, ns
         events = EventRepository(s)
         await events.record(ids.ns, "access", ids.robot, [added["id"]])
         assert (await s.execute(show)).scalar_one() == "on"
-        await events.record(ids.ns, "access", ids.robot, [added["id"]], durable=False)
+        await events.record(ids.ns, "access", ids.robot, [added["id"]], wait_for_flush=False)
         assert (await s.execute(show)).scalar_one() == "off"
         await s.commit()
         assert (await s.execute(show)).scalar_one() == "on"  # transaction-local

@@ -71,7 +71,7 @@ async def test_a_postgres_restart_is_503_problem_json_never_500(
         app_factory(database_url=url, auth_enabled=True) as authed,
         app_factory(database_url=url) as open_,
     ):
-        res = authed.app.state.resources
+        res = authed.app.state.components
         ns_id = await NamespaceRepository.resolve(res.sessionmaker, res.namespace_ids, "ops")
         async with res.sessionmaker() as session, session.begin():
             created = await ApiKeyService(session, ns_id, res.key_cache).create(

@@ -27,7 +27,7 @@ async def test_a_connection_the_server_ended_is_503_writes_nothing_and_the_pool_
     client, database_url: str
 ) -> None:
     assert (await client.post("/v1/robots/a/memories", json=memory("k1"))).status_code == 201
-    res = client.app.state.resources
+    res = client.app.state.components
     async with res.sessionmaker() as s:  # the app's one pooled connection so far
         pid = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
     admin = create_engine(Settings(database_url=database_url))

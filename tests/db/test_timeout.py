@@ -27,7 +27,7 @@ async def test_a_statement_past_the_statement_timeout_is_503_and_the_connection_
     async with app_factory(statement_timeout_ms=100, db_pool_size=1, db_max_overflow=0) as client:
         client.headers["X-Namespace"] = ns
         assert (await client.get("/v1/robots")).status_code == 200
-        res = client.app.state.resources
+        res = client.app.state.components
         pool, pid = res.engine.pool, await backend_pid(res)
 
         # Another session holds the robot table: the request's statements wait for it until

@@ -27,13 +27,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from app.config import Settings, get_settings
 from app.db.session import DbSession
 from app.db.sql import vector_text
-from app.recall.repository import (
-    SearchFilters,
-    _eligible,
-    _text_ctes,
-    _TextPlan,
-    _vector_sql,
-)
+from app.recall.planner import SearchFilters, TextPlan
+from app.recall.statements import eligible_where, text_ctes
+from app.recall.statements import nearest as nearest_sql
 
 pytestmark = [pytest.mark.timescaledb, pytest.mark.usefixtures("timescaledb")]
 
@@ -266,10 +262,13 @@ class TenWeeks:
         out: dict[str, tuple] = {}
         for name, exact in (("vector-hnsw", False), ("vector-exact", True)):
             params: dict[str, Any] = {"qvec": qvec, "vec_n": 5}
-            out[name] = (_vector_sql(_eligible(self.namespace_id, filters, params), exact), params)
-        plan = _TextPlan(all_q="'walrus'", rare_q=None, common_q=None)
+            out[name] = (
+                nearest_sql(eligible_where(self.namespace_id, filters, params), exact),
+                params,
+            )
+        plan = TextPlan(all_q="'walrus'", rare_q=None, common_q=None)
         params = {"all_q": plan.all_q, "text_n": 5}
-        ctes = _text_ctes(_eligible(self.namespace_id, filters, params), plan)
+        ctes = text_ctes(eligible_where(self.namespace_id, filters, params), plan)
         out["fulltext"] = (f"WITH {ctes} SELECT * FROM text_hits", params)
         return out
 
@@ -462,7 +461,7 @@ async def client(ts_app_factory, ns: str) -> AsyncIterator[httpx.AsyncClient]:
     async with ts_app_factory() as c:
         c.headers["X-Namespace"] = ns
         c.clock = Clock(DAY1)  # type: ignore[attr-defined]
-        c.app.state.resources.clock = c.clock
+        c.app.state.components.clock.set(c.clock)
         yield c
 
 
@@ -531,7 +530,7 @@ async def test_time_bucket_days_are_utc_whatever_the_session_time_zone(
 ) -> None:
     from app.stats.repository import StatsRepository
 
-    async with client.app.state.resources.sessionmaker() as s:  # type: ignore[attr-defined]
+    async with client.app.state.components.sessionmaker() as s:  # type: ignore[attr-defined]
         # UTC+14: day 1's 23:50 and day 2's 00:05 are both on March 2 local time.
         await s.execute(text("SET LOCAL TIME ZONE 'Pacific/Kiritimati'"))
         repo = StatsRepository(s)

@@ -100,7 +100,7 @@ async def test_readyz_reports_the_redis_version_on_a_redis_cluster(
     version = (await redis_cluster.info("server", target_nodes=node))["redis_version"]
     url = f"redis://{node.host}:{node.port}/0"
     async with app_factory(redis_url=url, redis_cluster=True) as client:
-        cluster = client.app.state.resources.redis
+        cluster = client.app.state.components.redis
         cluster.command_flags["INFO"] = info_nodes
         if info_nodes == "all":
             assert len(await cluster.info("server")) == 3  # the per-node shape

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.memories.embedding_worker import MAX_ATTEMPTS, embed_pending_once
+from app.memories.embedding_worker import MAX_ATTEMPTS
 from tests.stubs import Recorded, StubServer
 
 
@@ -67,7 +67,7 @@ async def add_pending(client, keys: list[str]) -> None:
 
 
 async def statuses(client) -> dict[str, tuple[str, int]]:
-    async with client.app.state.resources.sessionmaker() as s:
+    async with client.app.state.components.sessionmaker() as s:
         rows = await s.execute(
             text("SELECT key, embedding_status, embedding_attempts FROM memory ORDER BY key")
         )
@@ -76,7 +76,7 @@ async def statuses(client) -> dict[str, tuple[str, int]]:
 
 async def time_passes(client) -> None:
     """Every backoff and lease ends now."""
-    async with client.app.state.resources.sessionmaker() as s, s.begin():
+    async with client.app.state.components.sessionmaker() as s, s.begin():
         await s.execute(text("UPDATE memory SET embedding_next_at = now() - interval '1 s'"))
 
 
@@ -87,9 +87,9 @@ async def test_one_refused_text_does_not_keep_the_others_out_and_ends_failed(
     await add_pending(client, keys)
     stub.reply = healthy_except("note k3")
     stub.requests.clear()
-    res = client.app.state.resources
+    res = client.app.state.components
 
-    assert await embed_pending_once(res) == 6
+    assert await res.embedding_worker.run_once() == 6
     # 7 -> (3 ok, 4 refused) -> (k3+k4 refused -> k3 refused, k4 ok), (k5+k6 ok).
     assert [len(r.body["input"]) for r in stub.requests] == [7, 3, 4, 2, 1, 1, 2]
     assert await statuses(client) == {
@@ -98,7 +98,7 @@ async def test_one_refused_text_does_not_keep_the_others_out_and_ends_failed(
     }
     for attempt in range(2, MAX_ATTEMPTS + 1):
         await time_passes(client)
-        assert await embed_pending_once(res) == 0
+        assert await res.embedding_worker.run_once() == 0
         assert (await statuses(client))["k3"] == (
             "failed" if attempt == MAX_ATTEMPTS else "pending",
             attempt,
@@ -111,7 +111,7 @@ async def test_one_refused_text_does_not_keep_the_others_out_and_ends_failed(
     # Failed is terminal: no more provider calls for it.
     stub.requests.clear()
     await time_passes(client)
-    assert await embed_pending_once(res) == 0
+    assert await res.embedding_worker.run_once() == 0
     assert stub.requests == []
     # New content makes it pending again.
     r = await client.put("/v1/robots/a/memories/k3", json={"content": "a fixed text"})
@@ -122,16 +122,16 @@ async def test_an_unreachable_provider_never_marks_memories_failed(
     client, stub: StubServer
 ) -> None:
     await add_pending(client, ["k0", "k1"])
-    res = client.app.state.resources
+    res = client.app.state.components
     for attempt in range(1, 3 * MAX_ATTEMPTS):
         await time_passes(client)
-        assert await embed_pending_once(res) == 0
+        assert await res.embedding_worker.run_once() == 0
         assert await statuses(client) == {"k0": ("pending", attempt), "k1": ("pending", attempt)}
     # Far more attempts than 2^n can count: the backoff stays at its cap, and the pass works.
     async with res.sessionmaker() as s, s.begin():
         await s.execute(text("UPDATE memory SET embedding_attempts = 5000"))
     await time_passes(client)
-    assert await embed_pending_once(res) == 0
+    assert await res.embedding_worker.run_once() == 0
     async with res.sessionmaker() as s:
         waits = (
             (
@@ -148,7 +148,7 @@ async def test_an_unreachable_provider_never_marks_memories_failed(
     assert waits == [300]
     stub.reply = healthy_except("never")
     await time_passes(client)
-    assert await embed_pending_once(res) == 2
+    assert await res.embedding_worker.run_once() == 2
     assert await statuses(client) == {"k0": ("ready", 5001), "k1": ("ready", 5001)}
 
 
@@ -156,8 +156,8 @@ async def test_no_row_lock_is_held_across_the_provider_call(client, stub: StubSe
     await add_pending(client, ["k"])
     stub.reply = healthy_except("never")
     stub.delay_s = 1.5
-    res = client.app.state.resources
-    worker = asyncio.create_task(embed_pending_once(res))
+    res = client.app.state.components
+    worker = asyncio.create_task(res.embedding_worker.run_once())
     for _ in range(500):  # the stub records the request before it starts its delay
         if stub.requests:
             break

@@ -17,7 +17,7 @@ def vec(i: int, dim: int = 384) -> list[float]:
 
 
 async def count_rows(client, ns: str) -> int:
-    res = client.app.state.resources
+    res = client.app.state.components
     async with res.sessionmaker() as s:
         return (
             await s.execute(
@@ -352,7 +352,7 @@ async def test_a_mixed_batch_stores_every_field_of_every_memory(client, ns) -> N
             k: v for k, v in got[m["key"]].items() if k not in {"created", "working_memory"}
         } == read
     assert got["f1"]["created_at"] == "2026-03-01T12:00:00Z"
-    res = client.app.state.resources
+    res = client.app.state.components
     async with res.sessionmaker() as s:
         rows = (
             await s.execute(

@@ -22,23 +22,20 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from app.db.session import DbSession, compiled
-from app.db.sql import vector_text
+from app.db.session import DbSession
+from app.db.sql import compiled, vector_text
 from app.recall import repository as recall_repository
-from app.recall.repository import (
+from app.recall.caches import LargeNamespaces, LexemeStats
+from app.recall.planner import (
     MAX_QUERY_LEXEMES,
-    LargeNamespaces,
-    LexemeStats,
     SearchFilters,
-    SearchHit,
-    SearchRepository,
-    _eligible,
-    _text_ctes,
-    _TextPlan,
-    _vector_sql,
+    TextPlan,
     hnsw_settings,
     hybrid_candidates,
 )
+from app.recall.repository import SearchHit, SearchRepository
+from app.recall.statements import eligible_where, text_ctes, text_params
+from app.recall.statements import nearest as nearest_sql
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 BIG = 20_000
@@ -247,7 +244,7 @@ async def test_plain_hnsw_post_filtering_alone_returns_a_short_page(
 
     plain = await repo._vector_hits(big.namespace_id, q.tolist(), filters, 20, exact=False)
     params: dict[str, Any] = {"qvec": vector_text(q.tolist()), "vec_n": 20}
-    sql = _vector_sql(_eligible(big.namespace_id, filters, params), exact=False)
+    sql = nearest_sql(eligible_where(big.namespace_id, filters, params), exact=False)
     plan = "\n".join((await big_session.execute(text("EXPLAIN " + sql), params)).scalars())
 
     assert "memory_embedding_hnsw" in plan
@@ -626,8 +623,8 @@ async def test_fulltext_with_common_words_ranks_rare_word_matches_first(
         "ggg", "g7", "g6", "g5",
     ]  # fmt: skip
 
-    repo.FULLTEXT_CANDIDATE_BUDGET = 4
-    repo.FULLTEXT_FILL_WINDOW = 4
+    repo.candidate_budget = 4
+    repo.fill_window = 4
     # The rare word fills the page, so "group"-only memories are not even read.
     assert keys(await repo.fulltext(ns, "Caroline group", SearchFilters(), 2)) == [
         "c-and-g", "c-only",
@@ -664,11 +661,11 @@ async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_
         [3 * ONE_TERM / 3, 2 * ONE_TERM / 3, 2 * ONE_TERM / 3], rel=1e-6
     )
     plan = await repo._text_plan(big.namespace_id, question, SearchFilters(), 3)
-    assert plan == _TextPlan(
+    assert plan == TextPlan(
         all_q="'12345' | 'memori' | 'number'", rare_q="'12345'", common_q="'memori' | 'number'"
     )
-    params = repo._text_params(plan, 3)
-    sql = "WITH " + _text_ctes(_eligible(big.namespace_id, SearchFilters(), params), plan)
+    params = text_params(plan, 3)
+    sql = "WITH " + text_ctes(eligible_where(big.namespace_id, SearchFilters(), params), plan)
     explain = await big_session.execute(text(f"EXPLAIN {sql} SELECT * FROM text_hits"), params)
     # On TimescaleDB each chunk has its own copy: _hyper_1_2_chunk_memory_content_tsv.
     plan = "\n".join(explain.scalars())
@@ -690,12 +687,12 @@ async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statist
     statements = recorded.statements
 
     # ANALYZE read all 20,000 rows: every memory says "memory number"; "12345" is untracked.
-    frequencies = await stats.get(big_session)
+    frequencies = await repo._lexeme_frequencies()
     assert frequencies is not None and frequencies.rows == BIG
     assert frequencies.freq["memori"] == frequencies.freq["number"] == 1.0
     assert "12345" not in frequencies.freq
     assert frequencies.matches("12345") == BIG * 0.005  # at most PostgreSQL's default
-    assert plan == _TextPlan(
+    assert plan == TextPlan(
         all_q="'12345' | 'memori' | 'number'", rare_q="'12345'", common_q="'memori' | 'number'"
     )
     assert keys(hits) == ["m12345", "m19999", "m19998"]
@@ -707,7 +704,7 @@ async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statist
     # Below min_rows (or without statistics) the counts decide, as before.
     now[0] = 61.0
     stats.min_rows = BIG + 1
-    assert await stats.get(big_session) is None
+    assert await repo._lexeme_frequencies() is None
     assert await repo._text_plan(big.namespace_id, question, SearchFilters(), 3) == plan
 
 

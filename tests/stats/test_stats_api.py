@@ -43,7 +43,7 @@ async def client(app_factory, ns: str) -> AsyncIterator[httpx.AsyncClient]:
     async with app_factory() as c:
         c.headers["X-Namespace"] = ns
         c.clock = Clock()  # type: ignore[attr-defined]
-        c.app.state.resources.clock = c.clock
+        c.app.state.components.clock.set(c.clock)
         yield c
 
 
@@ -155,7 +155,7 @@ async def test_namespace_stats_count_memories_robots_size_and_versions(
     client, two_days, ns, redis_url
 ) -> None:
     stats = await get_ok(client, "/v1/stats")
-    async with client.app.state.resources.engine.connect() as conn:
+    async with client.app.state.components.engine.connect() as conn:
         pg = (await conn.execute(text("SHOW server_version"))).scalar_one()
         vector = (
             await conn.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))
@@ -222,7 +222,7 @@ async def test_namespace_stats_see_only_their_own_namespace(app_factory, ns) -> 
 
 async def memory_bytes_by_sql(client, namespace: str) -> int:
     """The namespace's rows, column by column, as stored (soft-deleted rows included)."""
-    async with client.app.state.resources.engine.connect() as conn:
+    async with client.app.state.components.engine.connect() as conn:
         return (
             await conn.execute(
                 text("""
@@ -271,7 +271,7 @@ async def test_namespace_stats_report_the_size_of_their_own_memories_only(
 async def test_activity_days_are_utc_days_whatever_the_session_time_zone(client, two_days) -> None:
     from app.stats.repository import StatsRepository
 
-    async with client.app.state.resources.sessionmaker() as s:
+    async with client.app.state.components.sessionmaker() as s:
         # In New York both days' events fall on May 6 local time.
         await s.execute(text("SET LOCAL TIME ZONE 'America/New_York'"))
         robot_id = (

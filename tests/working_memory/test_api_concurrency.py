@@ -72,7 +72,7 @@ async def test_concurrent_adds_never_exceed_the_budget_and_postgres_agrees(
         assert wm["tokens"] == sum(i["tokens"] for i in wm["items"]) <= BUDGET
         assert redis_set == {b["key"] for b in bodies} - set(evicted)
 
-        async with client.app.state.resources.sessionmaker() as s:
+        async with client.app.state.components.sessionmaker() as s:
             rows = (
                 await s.execute(
                     text("""

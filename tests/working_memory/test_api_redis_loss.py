@@ -42,7 +42,7 @@ async def app_on(app_factory, server: EmbeddedRedis) -> AsyncIterator[httpx.Asyn
     async with app_factory(redis_url=server.url, redis_retry_after_s=0) as client:
         client.headers["X-Namespace"] = f"t-{uuid.uuid4().hex[:12]}"
         client.clock = Clock()  # type: ignore[attr-defined]
-        client.app.state.resources.clock = client.clock
+        client.app.state.components.clock.set(client.clock)
         yield client
 
 

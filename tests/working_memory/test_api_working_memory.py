@@ -41,7 +41,7 @@ def text_of(tokens: int, word: str) -> str:
 @pytest.fixture
 def clock(client: httpx.AsyncClient) -> Clock:
     c = Clock(T0)
-    client.app.state.resources.clock = c
+    client.app.state.components.clock.set(c)
     return c
 
 
@@ -80,7 +80,7 @@ async def recall(client, robot: str, query: str, limit: int = 10) -> dict:
 
 
 async def sql(client, query: str, **params) -> list:
-    async with client.app.state.resources.sessionmaker() as s:
+    async with client.app.state.components.sessionmaker() as s:
         return list(await s.execute(text(query), params))
 
 
@@ -360,7 +360,7 @@ async def test_context_body_is_exactly_what_the_response_model_would_write(clien
 
 
 async def test_context_of_a_cached_robot_checks_out_no_database_connection(client, four) -> None:
-    res = client.app.state.resources
+    res = client.app.state.components
     first = await context(client, "a")  # the robot is in the per-process cache from here on
     checkouts: list[object] = []
 

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from app.working_memory.repair import repair_once
+from app.deps import Components
 from app.working_memory.store import WMItem, robot_keys
 from tests.working_memory.tiers import (
     disagreements,
@@ -27,6 +27,10 @@ from tests.working_memory.tiers import (
     scalar,
     wait_for_lock_waiters,
 )
+
+
+async def repair_once(c: Components) -> int:
+    return await c.repair_worker.run_once()
 
 
 def vec(i: int, dim: int = 384) -> list[float]:
@@ -187,7 +191,7 @@ async def test_a_put_that_moves_created_at_keeps_the_vector_and_the_membership(c
     assert [(h["key"], h["vector_similarity"]) for h in r.json()["hits"]] == [("k", 1.0)]
     # The mirror follows the move: a rebuild after Redis lost everything still has it.
     async with aioredis.from_url(
-        client.app.state.resources.settings.redis_url, decode_responses=True
+        client.app.state.components.settings.redis_url, decode_responses=True
     ) as r:
         await r.delete(*robot_keys(namespace_of(client), "a"))
     assert await keys_held(client, "a") == {"k": "moving in time"}
@@ -197,7 +201,7 @@ async def test_a_put_that_moves_created_at_keeps_the_vector_and_the_membership(c
 async def test_redis_going_back_in_time_is_noticed_and_rebuilt(client) -> None:
     """A partial data loss (fsync-per-second AOF, a promoted replica that lagged): Redis
     comes back with an older copy of the robot, and a lower seq than Postgres recorded."""
-    res = client.app.state.resources
+    res = client.app.state.components
     keys = robot_keys(namespace_of(client), "a")
     for i in (1, 2):
         await put(client, "a", f"k{i}", f"note {i}")
@@ -214,7 +218,7 @@ async def test_redis_going_back_in_time_is_noticed_and_rebuilt(client) -> None:
 
 
 async def test_a_change_postgres_never_recorded_is_noticed_and_rebuilt(client) -> None:
-    res = client.app.state.resources
+    res = client.app.state.components
     await put(client, "a", "k1", "recorded")
     # A script ran but its record never committed (PostgreSQL failed right after it).
     item = WMItem("ghost", "never stored", 2, 5.0, 1, 1, False, 999_999_999)
@@ -273,7 +277,7 @@ async def test_a_repeated_put_writes_nothing(client) -> None:
 
 
 async def test_postgres_failing_after_the_commit_still_acknowledges_the_add(client) -> None:
-    res = client.app.state.resources
+    res = client.app.state.components
     await put(client, "a", "k1", "before")
     async with robot_locked(client, "a"):
         add = asyncio.create_task(
@@ -311,7 +315,7 @@ async def test_redis_failing_marks_the_robot_for_a_rebuild(
         marked = await scalar(c, "SELECT working_memory_stale FROM robot WHERE id = :id", id=rid)
         assert marked is True
         server.start()
-        assert await repair_once(c.app.state.resources) == 1
+        assert await repair_once(c.app.state.components) == 1
         assert await keys_held(c, "a") == {}
         assert await disagreements(c, ["a", "b"]) == {}
 
@@ -322,7 +326,7 @@ async def test_a_deadlock_in_the_mirror_step_is_not_a_5xx(client) -> None:
     await put(client, "a", "plan", "the walrus plan")
     memory_id = (await client.get("/v1/robots/a/memories/plan")).json()["id"]
     rid = await robot_id(client, "a")
-    engine = client.app.state.resources.engine
+    engine = client.app.state.components.engine
     async with engine.connect() as conn:
         await conn.execute(
             text("SELECT 1 FROM memory WHERE id = :id FOR UPDATE"), {"id": memory_id}
@@ -339,7 +343,7 @@ async def test_a_deadlock_in_the_mirror_step_is_not_a_5xx(client) -> None:
     r = await recall
     assert r.status_code == 200, r.text
     assert r.json()["working_memory"]["reason"] in ("loaded", "unavailable")
-    await repair_once(client.app.state.resources)
+    await repair_once(client.app.state.components)
     assert await disagreements(client, ["a"]) == {}
 
 

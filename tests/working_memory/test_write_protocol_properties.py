@@ -110,7 +110,7 @@ async def client(app_factory):
 async def test_random_concurrent_changes_leave_the_tiers_in_agreement(client, batch) -> None:
     ns = f"p-{uuid.uuid4().hex[:12]}"
     client.headers["X-Namespace"] = ns
-    redis_url = client.app.state.resources.settings.redis_url
+    redis_url = client.app.state.components.settings.redis_url
     over: list[tuple[str, int, int]] = []
     done = asyncio.Event()
 

@@ -18,7 +18,7 @@ def namespace_of(client: Any) -> str:
 
 async def disagreements(client: Any, robots: list[str]) -> dict[str, list[str]]:
     """audit() per robot; only robots with problems appear."""
-    res = client.app.state.resources
+    res = client.app.state.components
     out = {}
     async with res.sessionmaker() as session:
         for robot in robots:
@@ -35,7 +35,7 @@ async def disagreements(client: Any, robots: list[str]) -> dict[str, list[str]]:
 
 
 async def scalar(client: Any, query: str, **params: Any) -> Any:
-    async with client.app.state.resources.sessionmaker() as s:
+    async with client.app.state.components.sessionmaker() as s:
         return (await s.execute(text(query), params)).scalar()
 
 
@@ -63,7 +63,7 @@ async def keys_held(client: Any, robot: str) -> dict[str, str]:
 async def robot_locked(client: Any, robot: str) -> AsyncIterator[None]:
     """Hold the robot's working-memory lock from another connection: every change of that
     robot's working memory waits at its first step until the block ends."""
-    engine = client.app.state.resources.engine
+    engine = client.app.state.components.engine
     rid = await robot_id(client, robot)
     async with engine.connect() as conn:
         await conn.execute(
@@ -77,7 +77,7 @@ async def wait_for_lock_waiters(client: Any, n: int = 1) -> list[int]:
     """Backends waiting on a row lock (the requests parked by robot_locked); 10 s at most."""
     deadline = asyncio.get_running_loop().time() + 10.0
     while True:
-        async with client.app.state.resources.engine.connect() as conn:
+        async with client.app.state.components.engine.connect() as conn:
             pids = list(
                 (
                     await conn.execute(

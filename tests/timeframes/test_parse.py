@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.recall.timeframes import ACCEPTED_FORMS, TimeframeError, TimeRange, parse_timeframe
+from app.timeframes.parse import ACCEPTED_FORMS, TimeframeError, TimeRange, parse_timeframe
 
 NOW = datetime(2026, 11, 18, 15, 30, 45, tzinfo=UTC)  # a Wednesday
 NEW_YEAR = datetime(2026, 1, 1, tzinfo=UTC)  # a Thursday, exactly at midnight

@@ -9,7 +9,7 @@ from fastapi import Query
 
 from app.common import Text
 from app.errors import Unprocessable
-from app.recall.timeframes import TimeframeError, TimeRange, parse_timeframe
+from app.timeframes.parse import TimeframeError, TimeRange, parse_timeframe
 
 TIMEFRAME_DESCRIPTION = (
     "ISO-8601 instant or interval, or a phrase: today, yesterday, last week, this month, "

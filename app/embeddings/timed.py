@@ -1,0 +1,74 @@
+"""The app's embedder as the services use it: possibly absent (none configured, or it failed
+to load), and never waited on longer than the deployment's timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from app.embeddings.base import Embedder, EmbeddingError
+
+log = logging.getLogger(__name__)
+
+
+class TimedEmbedder:
+    def __init__(
+        self,
+        embedder: Embedder | None,
+        timeout_s: float,
+        *,
+        provider: str = "none",
+        load_error: str | None = None,
+    ) -> None:
+        self.embedder = embedder
+        self.timeout_s = timeout_s
+        self.provider = provider  # the configured one, for /readyz when it did not load
+        self.load_error = load_error
+
+    @property
+    def available(self) -> bool:
+        return self.embedder is not None
+
+    @property
+    def model(self) -> str | None:
+        return self.embedder.model if self.embedder is not None else None
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """The vectors; EmbeddingError when the provider fails, or (transient) times out."""
+        if self.embedder is None:
+            raise EmbeddingError("no embedder is loaded", transient=True)
+        try:
+            return await asyncio.wait_for(self.embedder.embed(texts), self.timeout_s)
+        except TimeoutError:
+            raise EmbeddingError(
+                f"embedding timed out after {self.timeout_s:g}s", transient=True
+            ) from None
+
+    async def embed_or_defer(
+        self, texts: list[str], what: str = "embedding deferred to the worker"
+    ) -> tuple[list[list[float] | None], str | None]:
+        """(vectors, model) now if the provider answers in time; otherwise (all None, None)
+        and the caller stores the texts as pending (or searches without a vector)."""
+        if self.embedder is None or not texts:
+            return [None] * len(texts), None
+        try:
+            vectors = await self.embed(texts)
+        except EmbeddingError as exc:
+            log.warning("%s: %s", what, exc)
+            return [None] * len(texts), None
+        return list(vectors), self.embedder.model
+
+    def describe(self) -> dict[str, Any]:
+        if self.embedder is None:
+            return {"provider": self.provider, "loaded": False}
+        return {
+            "provider": self.embedder.provider,
+            "model": self.embedder.model,
+            "dimension": self.embedder.dimension,
+            "loaded": True,
+        }
+
+    async def aclose(self) -> None:
+        if self.embedder is not None:
+            await self.embedder.aclose()

@@ -1,0 +1,154 @@
+"""The composition root: the one place that builds the app's lifetime components, hands
+them to the app (app.state.components, read by app/deps.py), runs the background workers,
+and closes everything in order at shutdown. Only app/main.py imports this module."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import redis.asyncio as aioredis
+from fastapi import FastAPI
+
+from app.auth.service import KeyCache
+from app.cache import TtlCache
+from app.clock import Clock
+from app.config import Settings
+from app.db.engine import create_engine
+from app.db.session import create_sessionmaker
+from app.deps import Components
+from app.embeddings.timed import TimedEmbedder
+from app.health.service import start_draining
+from app.memories.embedding_worker import EmbeddingWorker
+from app.recall.caches import PgvectorVersions, SearchCaches
+from app.robots.cache import RobotCache
+from app.tokens import Tokenizer
+from app.workers import periodic
+from app.working_memory.model import RedisBreaker, RepairQueue
+from app.working_memory.protocol import TwoTier
+from app.working_memory.repair import RepairWorker
+from app.working_memory.store import WorkingMemoryStore
+
+log = logging.getLogger(__name__)
+
+# Namespaces are never renamed or deleted through the API; the TTL only bounds how long a
+# namespace deleted by hand keeps being answered from this process.
+NAMESPACE_IDS_TTL_S = 3600.0
+NAMESPACE_IDS_MAX = 10_000
+
+
+def create_redis(settings: Settings) -> Any:
+    if not settings.redis_url:
+        raise RuntimeError("HTM_REDIS_URL is not set; `htm serve` starts an embedded Redis")
+    # Short timeouts: when Redis is down, requests degrade quickly instead of hanging.
+    opts: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": settings.redis_timeout_s,
+        "socket_timeout": settings.redis_timeout_s,
+    }
+    if settings.redis_cluster:
+        from redis.asyncio.cluster import RedisCluster
+
+        return RedisCluster.from_url(settings.redis_url, **opts)
+    return aioredis.from_url(settings.redis_url, **opts)
+
+
+async def build_embedder(settings: Settings) -> TimedEmbedder:
+    """The configured provider; when it fails to load, the service still starts: memories
+    are stored as 'pending' and /readyz says why."""
+    embedder, error = None, None
+    if settings.embedding_provider != "none":
+        from app.embeddings.factory import build_embedder as build
+
+        try:
+            embedder = await build(settings)
+        except Exception as exc:
+            error = f"embedding provider {settings.embedding_provider!r} failed to load: {exc}"
+            log.error(error)
+    return TimedEmbedder(
+        embedder,
+        settings.embedding_timeout_s,
+        provider=settings.embedding_provider,
+        load_error=error,
+    )
+
+
+@asynccontextmanager
+async def open_components(settings: Settings) -> AsyncIterator[Components]:
+    engine = create_engine(settings)
+    sessionmaker = create_sessionmaker(engine)
+    redis = create_redis(settings)
+    embedder = await build_embedder(settings)
+    clock = Clock()
+    two_tier = TwoTier(
+        store=WorkingMemoryStore(redis),
+        breaker=RedisBreaker(settings.redis_retry_after_s),
+        robots=RobotCache(),
+        repairs=RepairQueue(),
+        default_budget=settings.working_memory_budget,
+        clock=clock,
+    )
+    components = Components(
+        settings=settings,
+        engine=engine,
+        sessionmaker=sessionmaker,
+        redis=redis,
+        tokenizer=Tokenizer.load(settings.tiktoken_encoding),
+        embedder=embedder,
+        clock=clock,
+        two_tier=two_tier,
+        key_cache=KeyCache(),
+        namespace_ids=TtlCache(NAMESPACE_IDS_TTL_S, NAMESPACE_IDS_MAX),
+        search_caches=SearchCaches(pgvector=PgvectorVersions()),
+        embedding_worker=EmbeddingWorker(sessionmaker, embedder, settings.embedding_batch_size),
+        repair_worker=RepairWorker(sessionmaker, two_tier),
+    )
+    try:
+        yield components
+    finally:
+        await embedder.aclose()
+        await redis.aclose()
+        await engine.dispose()
+
+
+def lifespan_for(
+    settings: Settings, *, background: bool = True
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_components(settings) as components:
+            app.state.components = components
+            app.state.draining = False  # a lifespan that starts serves (again)
+            async with AsyncExitStack() as workers:
+                if background:
+                    await workers.enter_async_context(
+                        periodic(
+                            "working-memory repair",
+                            components.repair_worker.run_once,
+                            settings.working_memory_repair_interval_s,
+                            delay_first=True,
+                        )
+                    )
+                    if components.embedder.available:
+                        await workers.enter_async_context(
+                            periodic(
+                                "embedding worker",
+                                components.embedding_worker.drain,
+                                settings.embedding_worker_interval_s,
+                            )
+                        )
+                yield
+                # Shutdown, in this order. 1. The server has stopped taking requests and let
+                # those in flight finish or cancelled them (htm serve: DrainingServer, within
+                # HTM_SHUTDOWN_TIMEOUT_S); /readyz says so from here on too.
+                start_draining(app)
+                log.info("stopping background workers")
+            # 2. The workers have stopped: the embedding worker is cancelled (rows it leased
+            # come back when the lease ends) and so is the working-memory repair worker.
+            # 3. Leaving open_components closes the embedder (it waits for a batch still in
+            # flight, at most HTM_EMBEDDING_TIMEOUT_S), Redis and the database pool.
+        log.info("stopped")
+
+    return lifespan

@@ -1,0 +1,64 @@
+"""The deployment's limits on what a memory may hold (Settings), checked before anything is
+written; the schemas check shapes and ranges that do not depend on the deployment."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.config import Settings
+from app.errors import PayloadTooLarge, Unprocessable
+from app.memories.schemas import MemoryFields
+
+
+def json_depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((json_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((json_depth(v) for v in value), default=0)
+    return 0
+
+
+def check_batch_size(s: Settings, n: int) -> None:
+    if n > s.max_batch_size:
+        raise PayloadTooLarge(
+            f"a batch holds at most {s.max_batch_size} memories; got {n}",
+            field="memories",
+            limit=s.max_batch_size,
+        )
+
+
+def check_fields(s: Settings, body: MemoryFields, index: int | None = None) -> None:
+    """413 for content over the size limit; 422 naming every other limit the body breaks.
+    `index` places the fields in a batch (memories[i].content)."""
+    where = "" if index is None else f"memories[{index}]."
+    size = len(body.content.encode())
+    if size > s.max_content_bytes:
+        raise PayloadTooLarge(
+            f"{where}content is {size} bytes; the limit is {s.max_content_bytes}",
+            field=f"{where}content",
+            limit=s.max_content_bytes,
+        )
+    errors: list[dict[str, str]] = []
+    if len(body.tags) > s.max_tags:
+        errors.append({"field": f"{where}tags", "message": f"at most {s.max_tags} tags"})
+    if len(json.dumps(body.metadata)) > s.max_metadata_bytes:
+        errors.append(
+            {"field": f"{where}metadata", "message": f"over {s.max_metadata_bytes} bytes"}
+        )
+    if json_depth(body.metadata) > s.max_metadata_depth:
+        errors.append(
+            {"field": f"{where}metadata", "message": f"nested deeper than {s.max_metadata_depth}"}
+        )
+    if body.embedding is not None and len(body.embedding) != s.embedding_dimension:
+        errors.append(
+            {
+                "field": f"{where}embedding",
+                "message": f"has {len(body.embedding)} dimensions; this deployment uses "
+                f"{s.embedding_dimension}",
+            }
+        )
+    if errors:
+        raise Unprocessable(
+            "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors
+        )

@@ -1,0 +1,162 @@
+"""Recall's decisions, with no database in sight: how many candidates each list gives, which
+pgvector settings an index scan runs with, when exact search replaces the index, and which
+question words select full-text candidates. Everything here is a pure function of its
+arguments (tests/recall/test_planner.py); statements.py turns the decisions into SQL and
+repository.py runs it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+# pgvector's GUC limits ef_search to [1, 1000]; 40 is its default. A larger ef_search finds
+# more of the true nearest neighbours and costs more per walk (bench/README.md has the
+# agreement-with-exact figures behind this default). Settings.hnsw_ef_search sets the floor
+# per deployment.
+EF_SEARCH_DEFAULT = 100
+EF_SEARCH_MAX = 1000
+# pgvector >= 0.8: how far an iterative scan may walk the graph before giving up. Past this
+# many tuples the exact fallback (btree filters + sort) is the cheaper way to fill the page.
+MAX_SCAN_TUPLES = 20_000
+ITERATIVE_SCAN_SINCE = (0, 8, 0)
+# At most this many eligible rows, exact search is both correct and cheap, so the index is
+# skipped. Above it the index runs, with the exact query as the fallback.
+EXACT_SEARCH_MAX_ROWS = 2_000
+# Full text uses a query's first this-many distinct content words. Questions have far fewer;
+# a pasted paragraph would otherwise cost a count per word and a ts_rank over all of them.
+MAX_QUERY_LEXEMES = 32
+# Full-text work bounds (see SearchRepository.fulltext): the most matches the rare lexemes
+# may have, and how many of the newest memories are searched for the common ones.
+FULLTEXT_CANDIDATE_BUDGET = 500
+FULLTEXT_FILL_WINDOW = 2_000
+# PostgreSQL's default selectivity of a text match (tsginidx.c / ts_selfuncs.c).
+DEFAULT_TS_MATCH_SEL = 0.005
+
+PgvectorVersion = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Restrictions on the searched memories; None (or an empty list/dict) means "any"."""
+
+    author_robot_id: int | None = None  # scope=self
+    types: list[str] | None = None
+    tags_any: list[str] | None = None  # memory.tags && tags_any
+    tags_all: list[str] | None = None  # memory.tags @> tags_all
+    min_importance: float | None = None
+    metadata: dict[str, Any] | None = None  # memory.metadata @> metadata (jsonb containment)
+    start: datetime | None = None  # created_at >= start
+    end: datetime | None = None  # created_at <  end
+
+    @property
+    def unfiltered(self) -> bool:
+        return self == NO_FILTERS
+
+
+NO_FILTERS = SearchFilters()
+
+
+@dataclass(frozen=True)
+class TextPlan:
+    """Which tsqueries select and rank the full-text candidates (see SearchRepository.fulltext)."""
+
+    all_q: str  # every content lexeme of the question, OR-ed: the ranking query
+    rare_q: str | None  # the rarest lexemes whose matches fit the candidate budget
+    common_q: str | None  # the rest; None when every lexeme is rare enough (exact ranking)
+    # Embedded memories passing the filters, capped at EXACT_SEARCH_MAX_ROWS + 1, when
+    # hybrid asked for the count to ride along with the plan's statement.
+    vector_eligible: int | None = None
+
+
+@dataclass(frozen=True)
+class LexemeFrequencies:
+    """How many memories hold a lexeme, estimated as PostgreSQL's planner does: the lexeme's
+    frequency from the column statistics times the table's rows; a lexeme too rare to be
+    tracked gets half the least frequency tracked, at most DEFAULT_TS_MATCH_SEL (the rule of
+    tsquery's selectivity estimate)."""
+
+    rows: float
+    freq: dict[str, float]
+    untracked: float
+
+    def matches(self, lexeme: str) -> float:
+        return self.rows * self.freq.get(lexeme, self.untracked)
+
+
+def lexeme_frequencies(
+    rows: float, lexemes: list[str] | None, freqs: list[float] | None, min_rows: float
+) -> LexemeFrequencies | None:
+    """The statistics ANALYZE keeps on memory.content_tsv as estimates, or None when counting
+    is the better way: the table is smaller than `min_rows` (counting is cheap) or has no
+    statistics yet."""
+    if not lexemes or freqs is None or rows < min_rows:
+        return None
+    tracked = list(freqs[: len(lexemes)])
+    return LexemeFrequencies(
+        float(rows),
+        dict(zip(lexemes, tracked, strict=True)),
+        min(DEFAULT_TS_MATCH_SEL, min(tracked) / 2),
+    )
+
+
+def parse_pgvector_version(raw: str) -> PgvectorVersion:
+    """'0.8.0' -> (0, 8, 0); missing parts are 0."""
+    nums = [int(p) for p in re.findall(r"\d+", raw)[:3]] + [0, 0, 0]
+    return (nums[0], nums[1], nums[2])
+
+
+def hybrid_candidates(limit: int, rrf_k: int) -> int:
+    """How many candidates each side of the hybrid fusion contributes: N = k + 2·limit.
+
+    A memory missing from both top-N lists scores at most 2/(k+N+1) < 1/(k+limit), less
+    than the limit-th memory of either list alone scores, so cutting the lists at N never
+    loses a memory that belongs in the fused top `limit`. (A memory on one list only still
+    misses what it would get from beyond rank N of the other: RRF over cut lists.)
+    Capped at ef_search's maximum, but never below `limit`.
+    """
+    return max(limit, min(rrf_k + 2 * limit, EF_SEARCH_MAX))
+
+
+def hnsw_settings(
+    version: PgvectorVersion, candidates: int, ef_search: int = EF_SEARCH_DEFAULT
+) -> dict[str, str]:
+    """The transaction-local pgvector settings for an HNSW query wanting `candidates` rows."""
+    settings = {"hnsw.ef_search": str(min(max(ef_search, candidates), EF_SEARCH_MAX))}
+    if version >= ITERATIVE_SCAN_SINCE:
+        settings["hnsw.iterative_scan"] = "strict_order"
+        settings["hnsw.max_scan_tuples"] = str(MAX_SCAN_TUPLES)
+    return settings
+
+
+def exact_search_suffices(eligible_n: int, max_rows: int = EXACT_SEARCH_MAX_ROWS) -> bool:
+    """Whether a (capped) count of the embedded memories passing the filters is small enough
+    for exact search: correct by construction and cheaper than the index at that size."""
+    return eligible_n <= max_rows
+
+
+def split_lexemes(terms: list[str], matches: dict[int, float], budget: int) -> TextPlan:
+    """Split the question's terms into rare and common by their match counts (`matches` maps
+    a term's index to its count). The rarest terms whose matches together fit in `budget`
+    select the candidates; the rest only fill a short page. A term matching nothing stays in
+    the ranking query only."""
+    rare: list[str] = []
+    common: list[str] = []
+    total = 0.0
+    for i in sorted(matches, key=lambda i: (matches[i], terms[i])):
+        if matches[i] == 0:
+            continue
+        if not common and total + matches[i] <= budget:
+            rare.append(terms[i])
+            total += matches[i]
+        else:
+            common.append(terms[i])
+    all_q = " | ".join(terms)
+    if not common:
+        return TextPlan(all_q, None, None)
+    return TextPlan(all_q, _or_query(rare), _or_query(common))
+
+
+def _or_query(terms: list[str]) -> str | None:
+    return " | ".join(terms) if terms else None

@@ -1,0 +1,328 @@
+"""Where a recall's SQL is built: the statement text for each search, and its bind values.
+
+Every statement is scoped to one namespace and skips soft-deleted rows; the author's name
+comes from a join on robot. Filters are plain predicates on `memory`, so the planner can use
+the btree indexes and TimescaleDB can exclude chunks by the `created_at` range. Nothing here
+runs SQL: repository.py does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from app.recall.planner import FULLTEXT_FILL_WINDOW, SearchFilters, TextPlan
+
+# The query vector travels as text (app.db.sql.vector_text) and is cast in SQL.
+QVEC = "CAST(CAST(:qvec AS text) AS vector)"
+
+# The same text search configuration as the generated memory.content_tsv column.
+TS_CONFIG = "'english'::regconfig"
+
+# A lexeme as a one-term tsquery. Quoting keeps punctuation in lexemes (e-mails, URLs) from
+# being read as operators; quotes and backslashes are doubled as tsquery input requires.
+# Casting text to tsquery does not normalise, so lexemes are not stemmed a second time.
+LEXEME_AS_TSQUERY = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"
+
+# Only embedded memories take part in vector search.
+READY = "m.embedding_status = 'ready' AND m.embedding IS NOT NULL"
+
+HIT_COLUMNS = """
+    m.id, m.created_at, m.version, m.key, m.content, m.type, m.importance, m.tags,
+    m.metadata, r.name AS author, m.token_count"""
+
+NO_VECTOR_HITS = """
+    SELECT NULL::bigint AS id, NULL::timestamptz AS created_at, NULL::float8 AS distance,
+           NULL::bigint AS vector_rank
+    WHERE false"""
+
+NO_TEXT_HITS = """
+    SELECT NULL::bigint AS id, NULL::timestamptz AS created_at, NULL::float8 AS text_score,
+           NULL::bigint AS text_rank
+    WHERE false"""
+
+# set_config(..., is_local => true) is SET LOCAL: it ends with the transaction, so a pooled
+# connection never carries one request's scan settings into the next.
+SET_LOCAL = (
+    "set_config(name, value, true) "
+    "FROM unnest(CAST(:set_names AS text[]), CAST(:set_values AS text[])) AS s(name, value)"
+)
+
+# A condition that sets the transaction-local settings in :set_names / :set_values and is
+# true. It has no column in it, so PostgreSQL evaluates it once, before the scan below it
+# returns a row (a "One-Time Filter"): pgvector reads its hnsw.* settings at the index
+# scan's first row, so they are in effect, and cost no round trip of their own.
+SETTINGS_FIRST = f"(SELECT count(*) FROM (SELECT {SET_LOCAL}) AS s) >= 0"
+
+PGVECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+
+# The statistics ANALYZE keeps on memory.content_tsv: the lexemes found in more than a few
+# rows, with the fraction of rows holding each, and the table's row estimate. On a
+# TimescaleDB hypertable both live on the chunks (inheritance children) as well.
+LEXEME_STATS = """
+    SELECT greatest(c.reltuples, coalesce(
+               (SELECT sum(k.reltuples) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid
+                WHERE i.inhparent = c.oid AND k.reltuples > 0), 0)) AS rows,
+           s.most_common_elems::text::text[] AS lexemes,
+           s.most_common_elem_freqs AS freqs
+    FROM pg_class c
+    LEFT JOIN LATERAL (
+        SELECT most_common_elems, most_common_elem_freqs FROM pg_stats
+        WHERE schemaname = current_schema() AND tablename = 'memory'
+          AND attname = 'content_tsv' AND most_common_elems IS NOT NULL
+        ORDER BY inherited DESC LIMIT 1) s ON true
+    WHERE c.oid = 'memory'::regclass"""
+
+
+def settings_params(settings: dict[str, str]) -> dict[str, list[str]]:
+    return {"set_names": list(settings), "set_values": list(settings.values())}
+
+
+def eligible_where(namespace_id: int, filters: SearchFilters, params: dict[str, Any]) -> str:
+    """The WHERE clause shared by every strategy; adds its bind values to `params`."""
+    where = ["m.namespace_id = :ns", "m.deleted_at IS NULL"]
+    params["ns"] = namespace_id
+    if filters.author_robot_id is not None:
+        where.append("m.author_robot_id = :f_author")
+        params["f_author"] = filters.author_robot_id
+    if filters.types:
+        where.append("m.type = ANY(CAST(:f_types AS text[]))")
+        params["f_types"] = list(filters.types)
+    if filters.tags_any:
+        where.append("m.tags && CAST(:f_tags_any AS text[])")
+        params["f_tags_any"] = list(filters.tags_any)
+    if filters.tags_all:
+        where.append("m.tags @> CAST(:f_tags_all AS text[])")
+        params["f_tags_all"] = list(filters.tags_all)
+    if filters.min_importance is not None:
+        where.append("m.importance >= :f_min_importance")
+        params["f_min_importance"] = float(filters.min_importance)
+    if filters.metadata:
+        where.append("m.metadata @> CAST(:f_metadata AS jsonb)")
+        params["f_metadata"] = json.dumps(filters.metadata)
+    # Plain range predicates on the partitioning column: TimescaleDB excludes chunks by them.
+    if filters.start is not None:
+        where.append("m.created_at >= :f_start")
+        params["f_start"] = filters.start
+    if filters.end is not None:
+        where.append("m.created_at < :f_end")
+        params["f_end"] = filters.end
+    return " AND ".join(where)
+
+
+def ready_count(eligible: str) -> str:
+    """A scalar subquery: the embedded memories passing `eligible`, counted up to :cap."""
+    return f"""(SELECT count(*) FROM (
+        SELECT 1 FROM memory m WHERE {eligible} AND {READY} LIMIT :cap) AS e)"""
+
+
+def nearest(eligible: str, exact: bool, configure: bool = False) -> str:
+    """The `limit :vec_n` nearest ready embeddings: (id, created_at, distance).
+
+    The HNSW index can only serve ORDER BY on the bare `embedding <=> q`; ordering by
+    `(embedding <=> q) + 0` hides that expression from it, so the exact variant is planned on
+    the btree filters (author, time range, namespace) and sorts the survivors by distance.
+    With `configure`, the statement itself sets :set_names / :set_values first.
+    """
+    order = f"(m.embedding <=> {QVEC}) + 0, m.id" if exact else f"m.embedding <=> {QVEC}"
+    first = f" AND {SETTINGS_FIRST}" if configure else ""
+    return f"""
+        SELECT m.id, m.created_at, m.embedding <=> {QVEC} AS distance
+        FROM memory m
+        WHERE {eligible} AND {READY}{first}
+        ORDER BY {order}
+        LIMIT :vec_n"""
+
+
+def exact_search_with_count(eligible: str) -> str:
+    """Exact search that also counts the eligible embedded memories (up to :cap) in the same
+    pass; the hits come back only when the count is at most :max_rows. One row per hit, and
+    one row with null hit columns when there is none; every row carries `eligible_n`."""
+    return f"""
+        WITH eligible AS MATERIALIZED (
+            SELECT m.id, m.created_at, m.embedding <=> {QVEC} AS distance
+            FROM memory m
+            WHERE {eligible} AND {READY}
+            LIMIT :cap
+        ), counted AS (
+            SELECT count(*) AS n FROM eligible
+        ), nearest AS (
+            SELECT id, created_at, distance FROM eligible
+            WHERE (SELECT n FROM counted) <= :max_rows
+            ORDER BY distance, id
+            LIMIT :vec_n
+        ), hits AS (
+            SELECT {HIT_COLUMNS}, n.distance,
+                   row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
+            FROM nearest n
+            JOIN memory m ON m.id = n.id AND m.created_at = n.created_at
+            JOIN robot r ON r.id = m.author_robot_id
+        )
+        SELECT c.n AS eligible_n, h.*
+        FROM counted c LEFT JOIN hits h ON true
+        ORDER BY h.vector_rank"""
+
+
+def vector_search(eligible: str, exact: bool, configure: bool) -> str:
+    """The nearest :vec_n hits, ranked; `configure` sets the scan settings in the statement."""
+    return f"""
+        WITH nearest AS MATERIALIZED ({nearest(eligible, exact, configure)})
+        SELECT {HIT_COLUMNS}, n.distance,
+               row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
+        FROM nearest n
+        JOIN memory m ON m.id = n.id AND m.created_at = n.created_at
+        JOIN robot r ON r.id = m.author_robot_id
+        ORDER BY vector_rank"""
+
+
+def question_lexemes(vector_count: str = "") -> str:
+    """The question's first :max_lexemes lexemes as one-term tsqueries (in order), setting
+    :set_names / :set_values on the way; `vector_count` adds a column to the same row."""
+    return f"""
+        SELECT array_agg(l.term ORDER BY l.term) AS terms,
+               array_agg(l.lexeme ORDER BY l.term) AS lexemes,
+               (SELECT count(*) FROM (SELECT {SET_LOCAL}) AS s) AS configured
+               {vector_count}
+        FROM (SELECT lexeme, {LEXEME_AS_TSQUERY} AS term
+              FROM unnest(to_tsvector({TS_CONFIG}, CAST(:query AS text)))
+              ORDER BY positions[1], lexeme
+              LIMIT :max_lexemes) AS l"""
+
+
+def lexeme_counts(eligible: str, n_terms: int, count_vectors: bool) -> str:
+    """Each term's (:t0, :t1, …) matches among the eligible memories, capped at :df_cap; with
+    `count_vectors`, a row i = -1 with the capped count of embedded eligible memories.
+
+    Each lexeme gets its own count subquery with the lexeme as a bind value, so the planner
+    sees it and uses the column's lexeme statistics: a common word is counted by a scan that
+    stops after the cap, a rare one through the GIN index. A generic plan knows no lexeme and
+    would build a GIN bitmap of every match of "go": the engine's connections never use one
+    (app/db/engine.py, plan_cache_mode)."""
+    counts = [
+        f"""
+        SELECT {i} AS i, (SELECT count(*) FROM (
+            SELECT 1 FROM memory m
+            WHERE {eligible} AND m.content_tsv @@ CAST(:t{i} AS tsquery)
+            LIMIT :df_cap) AS hit) AS matches"""
+        for i in range(n_terms)
+    ]
+    if count_vectors:
+        counts.append(f"SELECT -1 AS i, {ready_count(eligible)} AS matches")
+    return " UNION ALL ".join(counts)
+
+
+def text_params(
+    plan: TextPlan, wanted: int, fill_window: int = FULLTEXT_FILL_WINDOW
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"all_q": plan.all_q, "text_n": wanted}
+    if plan.rare_q is not None:
+        params["rare_q"] = plan.rare_q
+    if plan.common_q is not None:
+        params["common_q"] = plan.common_q
+        params["fill_window"] = max(fill_window, wanted)
+    return params
+
+
+def text_ctes(eligible: str, plan: TextPlan) -> str:
+    """CTEs ending in `text_hits(id, created_at, text_score, text_rank)`, the top :text_n."""
+    score = "ts_rank(m.content_tsv, CAST(:all_q AS tsquery))"
+    if plan.common_q is None:
+        # Every lexeme is rare enough: rank all matches, at most the candidate budget.
+        candidates = f"""
+        text_candidates AS (
+            SELECT m.id, m.created_at, {score} AS text_score
+            FROM memory m
+            WHERE {eligible} AND m.content_tsv @@ CAST(:all_q AS tsquery)
+        )"""
+    else:
+        parts = []
+        window_where = eligible
+        fill_where = "w.content_tsv @@ CAST(:common_q AS tsquery)"
+        if plan.rare_q is not None:
+            parts.append(f"""
+        text_rare AS MATERIALIZED (
+            SELECT m.id, m.created_at, {score} AS text_score
+            FROM memory m
+            WHERE {eligible} AND m.content_tsv @@ CAST(:rare_q AS tsquery)
+        )""")
+            # Only when the rare lexemes leave the page short: a one-time filter, so the
+            # window is not even read otherwise.
+            window_where += " AND (SELECT count(*) FROM text_rare) < :text_n"
+            fill_where += " AND NOT (w.content_tsv @@ CAST(:rare_q AS tsquery))"
+        # The newest :fill_window eligible memories (an index range read, whatever the
+        # words), and among them those matching the common words.
+        parts.append(f"""
+        text_fill AS (
+            SELECT w.id, w.created_at,
+                   ts_rank(w.content_tsv, CAST(:all_q AS tsquery)) AS text_score
+            FROM (SELECT m.id, m.created_at, m.content_tsv
+                  FROM memory m
+                  WHERE {window_where}
+                  ORDER BY m.created_at DESC
+                  LIMIT :fill_window) AS w
+            WHERE {fill_where}
+        )""")
+        union = "SELECT * FROM text_fill"
+        if plan.rare_q is not None:
+            union = "SELECT * FROM text_rare UNION ALL " + union
+        candidates = (
+            ",".join(parts)
+            + f""",
+        text_candidates AS ({union})"""
+        )
+    return f"""{candidates},
+        text_hits AS (
+            SELECT id, created_at, text_score,
+                   row_number() OVER (ORDER BY text_score DESC, created_at DESC, id) AS text_rank
+            FROM text_candidates
+            ORDER BY text_rank
+            LIMIT :text_n
+        )"""
+
+
+def fulltext_search(eligible: str, plan: TextPlan) -> str:
+    return f"""
+        WITH {text_ctes(eligible, plan).lstrip()}
+        SELECT {HIT_COLUMNS}, t.text_score, t.text_rank
+        FROM text_hits t
+        JOIN memory m ON m.id = t.id AND m.created_at = t.created_at
+        JOIN robot r ON r.id = m.author_robot_id
+        ORDER BY t.text_rank"""
+
+
+def hybrid_search(eligible: str, plan: TextPlan | None, with_vector: bool, exact: bool) -> str:
+    """Reciprocal Rank Fusion of the vector side (:vec_n nearest, or none) and the text side
+    (`plan`'s top :text_n, or none) in one statement, the top :limit by Σ 1/(:k + rank)."""
+    if with_vector:
+        vec = f"""
+        vec AS MATERIALIZED ({nearest(eligible, exact)}),
+        vec_hits AS (
+            SELECT id, created_at, distance,
+                   row_number() OVER (ORDER BY distance, id) AS vector_rank
+            FROM vec
+        )"""
+    else:
+        vec = f"""
+        vec AS ({NO_VECTOR_HITS}),
+        vec_hits AS (SELECT * FROM vec)"""
+    text = text_ctes(eligible, plan) if plan is not None else f"text_hits AS ({NO_TEXT_HITS})"
+    # float8 arithmetic: 1.0 alone is numeric, and the driver would return Decimals.
+    return f"""
+        WITH {vec.lstrip()},
+        {text.lstrip()},
+        fused AS (
+            SELECT coalesce(v.id, t.id) AS id,
+                   coalesce(v.created_at, t.created_at) AS created_at,
+                   v.vector_rank, v.distance, t.text_rank, t.text_score,
+                   coalesce(1::float8 / (:k + v.vector_rank), 0)
+                     + coalesce(1::float8 / (:k + t.text_rank), 0) AS rrf
+            FROM vec_hits v
+            FULL OUTER JOIN text_hits t ON t.id = v.id AND t.created_at = v.created_at
+        )
+        SELECT {HIT_COLUMNS}, f.rrf, f.vector_rank, f.distance, f.text_rank, f.text_score,
+               (SELECT count(*) FROM vec) AS vector_found
+        FROM fused f
+        JOIN memory m ON m.id = f.id AND m.created_at = f.created_at
+        JOIN robot r ON r.id = m.author_robot_id
+        ORDER BY f.rrf DESC, m.created_at DESC, m.id
+        LIMIT :limit"""

@@ -1,0 +1,110 @@
+"""The working-memory tier's value types, shared by the write protocol, the reads and the
+repair worker: what is placed, who holds a memory, a protocol's scope, and how Redis being
+unreachable is told apart from a bug."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from app.working_memory.store import WMItem
+
+# Errors that mean "Redis is not there right now" rather than a bug.
+UNAVAILABLE = (RedisError, OSError, TimeoutError)
+
+
+def to_us(t: datetime) -> int:
+    return int(t.timestamp() * 1_000_000)
+
+
+def from_us(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, UTC)
+
+
+class RedisUnavailable(Exception):
+    pass
+
+
+def member_items(rows: Sequence[Any]) -> list[WMItem]:
+    """Mirror rows (MembershipRepository.members) as the items Redis holds for them."""
+    return [
+        WMItem(
+            r.key,
+            r.content,
+            r.token_count,
+            r.importance,
+            to_us(r.added_at),
+            to_us(r.last_access_at) // 1000,
+            r.from_recall,
+            r.id,
+        )
+        for r in rows
+    ]
+
+
+@dataclass
+class RedisBreaker:
+    """After a Redis failure, skip Redis for a short while instead of paying a connect
+    timeout on every request; the first request after the pause tries again. One per app."""
+
+    pause_s: float
+    down_until: float = 0.0
+
+    @property
+    def open(self) -> bool:
+        return time.monotonic() < self.down_until
+
+    def trip(self) -> None:
+        self.down_until = time.monotonic() + self.pause_s
+
+    def reset(self) -> None:
+        self.down_until = 0.0
+
+
+@dataclass
+class RepairQueue:
+    """Robots whose working memory may be out of line with the mirror where PostgreSQL could
+    not even record that (it failed after the Redis script). Process-local; the repair
+    worker rebuilds them once PostgreSQL answers."""
+
+    robots: dict[int, tuple[int, str, str]] = field(default_factory=dict)
+
+    def add(self, namespace_id: int, namespace: str, robot_id: int, robot: str) -> None:
+        self.robots[robot_id] = (namespace_id, namespace, robot)
+
+    def take(self) -> list[tuple[int, int, str, str]]:
+        taken = [(rid, *rest) for rid, rest in self.robots.items()]
+        self.robots.clear()
+        return taken
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A memory to place, as read at `version`."""
+
+    memory_id: int
+    created_at: datetime
+    version: int
+    key: str
+    content: str
+    tokens: int
+    importance: float
+
+
+@dataclass(frozen=True)
+class Holder:
+    robot_id: int
+    robot: str
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The namespace a protocol instance works in: Redis keys use its name, rows its id."""
+
+    namespace_id: int
+    namespace: str

@@ -1,0 +1,241 @@
+"""The step every working-memory change shares: lock the robot's row, run one Lua script,
+check that the (gen, seq) it replies follows the recorded one, and rebuild the robot from
+its PostgreSQL mirror when it does not (Redis lost data, or a change went unrecorded).
+protocol.py builds the operations on it; the module docstring there tells the whole protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+from app.db.session import DbSession
+from app.errors import ServiceUnavailable
+from app.robots.cache import Robot, RobotCache
+from app.working_memory.model import (
+    UNAVAILABLE,
+    RedisBreaker,
+    RedisUnavailable,
+    RepairQueue,
+    Scope,
+    from_us,
+    member_items,
+)
+from app.working_memory.repository import LockedRobot, MembershipRepository, Placed
+from app.working_memory.store import Change, WorkingMemoryNotInitialized, WorkingMemoryStore
+
+log = logging.getLogger(__name__)
+
+
+class _Change(Protocol):
+    @property
+    def change(self) -> Change: ...
+
+
+R = TypeVar("R", bound=_Change)
+
+
+class RobotSync:
+    """One request's view of the tier in one namespace (scope), on its session."""
+
+    def __init__(
+        self,
+        session: DbSession,
+        store: WorkingMemoryStore,
+        breaker: RedisBreaker,
+        robots: RobotCache,
+        repairs: RepairQueue,
+        scope: Scope,
+        *,
+        default_budget: int,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.session = session
+        self.store = store
+        self.breaker = breaker
+        self.robots = robots
+        self.repairs = repairs
+        self.scope = scope
+        self.default_budget = default_budget
+        self.clock = clock
+        self.members = MembershipRepository(session)
+
+    @property
+    def ns(self) -> str:
+        return self.scope.namespace
+
+    async def resync(self, robot: Robot, *, force: bool = False, skip_locked: bool = False) -> bool:
+        """Rebuild the robot's Redis working memory from the mirror if it is stale, missing
+        or diverged (or always, with force). False if skip_locked found the robot busy."""
+        state = await self.members.lock(robot.id, self.default_budget, skip_locked=skip_locked)
+        if state is None:
+            await self.session.commit()
+            return False
+        try:
+            current = None if force or state.stale else await self.store.state(self.ns, robot.name)
+            if current is None or current[2] != state.change:
+                await self._rebuild(robot, state)
+            self.breaker.reset()
+        except UNAVAILABLE as exc:
+            self.breaker.trip()
+            await self._mark_stale(robot)  # a load may have run: rebuild again when it answers
+            await self._commit_or_queue(robot)
+            raise RedisUnavailable(str(exc)) from exc
+        await self.session.commit()
+        self.robots.put(self.scope.namespace_id, replace(robot, stale=False))
+        return True
+
+    # --- the mirror step's machinery ---------------------------------------------------------
+
+    async def _lock(
+        self,
+        robot: Robot,
+        memories: Sequence[tuple[int, datetime, int]] = (),
+        *,
+        relaxed: bool = True,
+    ) -> LockedRobot:
+        state = await self.members.lock(robot.id, self.default_budget, memories, relaxed=relaxed)
+        if state is None:  # robots are never deleted through the API
+            raise RuntimeError(f"robot {self.ns}/{robot.name} does not exist")
+        return state
+
+    async def _run(
+        self,
+        robot: Robot,
+        state: LockedRobot,
+        op: Callable[[int], Awaitable[R]],
+        *,
+        redo_after_rebuild: bool = True,
+    ) -> tuple[R | None, bool]:
+        """Run one script (op takes the budget) under the robot's lock so that its change
+        follows the recorded one: rebuild first when the robot is stale or never recorded,
+        and when the script finds the robot missing or replies another (gen, seq) than the
+        recorded one's successor (Redis lost data, or a change went unrecorded), rebuild and
+        run it again. With redo_after_rebuild=False an op that met a rebuild is not run (a
+        withdrawal: the rebuild did its work) and the result is None. Returns the result and
+        whether a rebuild happened. When Redis fails, the robot is marked stale in this
+        transaction and RedisUnavailable raised."""
+        rebuilt = False
+        try:
+            if state.stale or state.change is None:
+                state, rebuilt = await self._rebuild(robot, state), True
+                if not redo_after_rebuild:
+                    return None, True
+            try:
+                result: R | None = await op(state.budget)
+            except WorkingMemoryNotInitialized:
+                result = None
+            if result is None or result.change != next_change(state):
+                if result is not None:
+                    log.warning(
+                        "working memory of %s/%s replied %s after %s: rebuilding",
+                        self.ns,
+                        robot.name,
+                        result.change,
+                        state.change,
+                    )
+                state, rebuilt = await self._rebuild(robot, state), True
+                if not redo_after_rebuild:
+                    return None, True
+                result = await op(state.budget)
+                if result.change != next_change(state):
+                    raise RuntimeError(f"working memory of {self.ns}/{robot.name} moved under lock")
+        except UNAVAILABLE as exc:
+            self.breaker.trip()
+            log.warning("redis unavailable for %s/%s: %s", self.ns, robot.name, exc)
+            await self._mark_stale(robot)
+            raise RedisUnavailable(str(exc)) from exc
+        self.breaker.reset()
+        return result, rebuilt
+
+    async def _rebuild(self, robot: Robot, state: LockedRobot) -> LockedRobot:
+        """Load the robot's Redis working memory from the mirror (current content), trimmed to
+        the budget by the eviction policy, and record the new generation."""
+        rows = await self.members.members(robot.id, for_rebuild=True)
+        items = member_items(rows)
+        # The budget may have shrunk since these were placed. load() places in the order
+        # given and would evict among the items placed so far; trim by the eviction policy
+        # over the whole set instead (lowest importance, then oldest), as place() would.
+        total = sum(i.tokens for i in items)
+        victims: set[int] = set()
+        for it in sorted(items, key=lambda i: (i.importance, i.added_at_us, i.key)):
+            if total <= state.budget:
+                break
+            victims.add(it.memory_id)
+            total -= it.tokens
+        keep = [i for i in items if i.memory_id not in victims]
+        result = await self.store.load(self.ns, robot.name, keep, state.budget)
+        created = {r.id: r.created_at for r in rows}
+        by_key = {i.key: i for i in keep}
+        placed = [
+            Placed(
+                by_key[k].memory_id,
+                created[by_key[k].memory_id],
+                from_us(added),
+                from_us(access * 1000),
+                by_key[k].from_recall,
+            )
+            for k, (added, access) in result.placed.items()
+        ]
+        evicted = [*victims, *result.evicted_ids]
+        await self.members.record_load(
+            self.scope.namespace_id,
+            robot.id,
+            Change(result.gen, result.seq),
+            placed,
+            evicted,
+            self.clock() if evicted else None,
+        )
+        if rows:
+            log.info("rebuilt working memory of %s/%s: %d items", self.ns, robot.name, len(keep))
+        return replace(state, stale=False, gen=result.gen, seq=result.seq)
+
+    async def _mark_stale(self, robot: Robot) -> None:
+        await self.members.mark_robot_stale(robot.id)
+        self.robots.forget(self.scope.namespace_id, robot.name)
+
+    async def _mark_stale_alone(self, robot: Robot) -> list[str]:
+        """Redis is known to be down: record that the robot must be rebuilt."""
+        try:
+            await self._mark_stale(robot)
+            await self.session.commit()
+        except Exception:
+            await self._failed(robot)
+        return []
+
+    async def _commit_or_queue(self, robot: Robot) -> None:
+        try:
+            await self.session.commit()
+        except Exception:
+            await self._failed(robot)
+
+    async def _failed(self, robot: Robot) -> None:
+        """A mirror step failed after (or without) its Redis script: what Redis holds is
+        unknown to Postgres. Never fails the request; the repair worker rebuilds. Called from
+        an `except` block: an outage is logged as one line, anything else with its trace."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ServiceUnavailable):  # the database is down or timed out
+            log.warning(
+                "working-memory change of %s/%s not recorded (%s); to repair",
+                self.ns,
+                robot.name,
+                exc.detail,
+            )
+        else:
+            log.exception("working-memory change of %s/%s failed; to repair", self.ns, robot.name)
+        self.repairs.add(self.scope.namespace_id, self.ns, robot.id, robot.name)
+        self.robots.forget(self.scope.namespace_id, robot.name)
+        try:
+            await self.session.rollback()
+        except Exception:
+            log.warning("rollback after a failed working-memory change failed too")
+
+
+def next_change(state: LockedRobot) -> Change:
+    """The change that must follow the recorded one."""
+    assert state.gen is not None and state.seq is not None
+    return Change(state.gen, state.seq + 1)
