@@ -75,8 +75,9 @@ class RobotService:
 
     async def put(self, name: str, body: RobotUpdate) -> RobotRead:
         row = await self.repo.upsert_budget(self.namespace_id, name, body.working_memory_budget)
-        robot = self._remember(row)
         await self.two_tier.commit_durable()
+        # Cached only once committed: a robot this request created may not exist otherwise.
+        robot = self._remember(row)
         # A smaller budget takes effect at once: the working memory is trimmed by policy.
         await self.two_tier.apply_budget(robot)
         return self._read(row)
