@@ -53,6 +53,7 @@ from app.working_memory.store import (
     WMItem,
     WorkingMemoryNotInitialized,
     WorkingMemoryStore,
+    eviction_order,
 )
 
 log = logging.getLogger(__name__)
@@ -488,7 +489,7 @@ class WriteProtocol:
         # over the whole set instead (lowest importance, then oldest), as place() would.
         total = sum(i.tokens for i in items)
         victims: set[int] = set()
-        for it in sorted(items, key=lambda i: (i.importance, i.added_at_us, i.key)):
+        for it in eviction_order(items):
             if total <= state.budget:
                 break
             victims.add(it.memory_id)

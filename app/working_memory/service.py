@@ -18,7 +18,7 @@ from app.working_memory.protocol import (
     member_items,
     to_us,
 )
-from app.working_memory.store import WMItem, WorkingMemoryNotInitialized
+from app.working_memory.store import WMItem, WorkingMemoryNotInitialized, eviction_order
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -70,9 +70,7 @@ class WorkingMemoryService:
 
     async def _membership_items(self, robot: Robot) -> list[WMItem]:
         """The working set as Postgres knows it, in eviction order (serving while Redis is down)."""
-        items = member_items(await self.members.members(robot.id))
-        items.sort(key=lambda i: (i.importance, i.added_at_us, i.key))
-        return items
+        return eviction_order(member_items(await self.members.members(robot.id)))
 
     async def context(
         self, robot: Robot, strategy: Strategy, max_tokens: int

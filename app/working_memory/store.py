@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypedDict
@@ -56,6 +57,13 @@ class WMItem(NamedTuple):
     last_access_ms: int
     from_recall: bool = False
     memory_id: int = 0
+
+
+def eviction_order(items: Iterable[WMItem]) -> list[WMItem]:
+    """The items in eviction order, next victim first: importance ascending, then the oldest
+    added_at, then the key (by code point, i.e. the UTF-8 bytes Redis compares). The evict set
+    keeps the same order in Redis (scripts/common.lua)."""
+    return sorted(items, key=lambda i: (i.importance, i.added_at_us, i.key))
 
 
 class ContextItem(TypedDict):
