@@ -42,7 +42,7 @@ from app.recall.repository import SearchFilters, SearchRepository
 from app.robots.repository import RobotRepository
 from app.stats.repository import StatsRepository
 from app.working_memory.repository import MembershipRepository, Placed
-from app.working_memory.store import SCRIPTS_DIR, Change, robot_keys
+from app.working_memory.store import Change, register_scripts, robot_keys
 
 # app/health/service.py postgres_versions(), which runs on an engine connection of its own.
 _VERSIONS_SQL = """
@@ -139,11 +139,7 @@ class Floor:
         self.capture: list[Any] | None = None
         self._robots: dict[str, tuple[float, Any]] = {}
         self._caches = SearchCaches()  # as the service keeps one per app
-        common = (SCRIPTS_DIR / "common.lua").read_text()
-        self.scripts = {
-            name: redis.register_script(common + "\n" + (SCRIPTS_DIR / f"{name}.lua").read_text())
-            for name in ("place", "load", "touch", "snapshot", "context", "usage")
-        }
+        self.scripts = register_scripts(redis)  # the store's own scripts
 
     def _session(self, conn: asyncpg.Connection) -> RawSession:
         return RawSession(conn, self.capture)
@@ -338,8 +334,8 @@ class Floor:
             async with self.pool.acquire() as conn, conn.transaction():
                 robot = await self._robot(self._session(conn), robot_name, register=False)
         budget = self._budget(robot)
-        args = [strategy, str(max_tokens or budget), str(int(time.time() * 1000))]
-        tokens, *_arrays = await self._script("context", robot_name, args, budget)
+        args = [str(max_tokens or budget), str(int(time.time() * 1000))]
+        tokens, *_arrays = await self._script(f"context_{strategy}", robot_name, args, budget)
         return int(tokens)
 
     async def retrieve(self, robot_name: str, key: str) -> None:
@@ -425,8 +421,9 @@ class Floor:
             )
 
     async def core_context(self, robot_name: str, strategy: str, max_tokens: int) -> int:
-        args = [strategy, str(max_tokens), str(int(time.time() * 1000))]
-        reply = await self.scripts["context"](keys=robot_keys(self.ns, robot_name), args=args)
+        args = [str(max_tokens), str(int(time.time() * 1000))]
+        script = self.scripts[f"context_{strategy}"]
+        reply = await script(keys=robot_keys(self.ns, robot_name), args=args)
         return int(reply[1])
 
     async def core_get(self, key: str) -> None:

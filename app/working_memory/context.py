@@ -1,8 +1,8 @@
 """Context assembly: prompt-ready text from working-memory items. Pure Python, no I/O.
 
 assemble() is the reference: the service gets the same result from Redis, which orders and
-cuts inside scripts/context.lua (WorkingMemoryStore.context), and calls assemble() itself
-only on Postgres membership while Redis is down."""
+cuts inside scripts/context_<strategy>.lua (WorkingMemoryStore.context), and calls
+assemble() itself only on Postgres membership while Redis is down."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def balanced_scores(
     importances: Iterable[float], added_at_us: Iterable[int], now_ms: int
 ) -> list[float]:
     """importance × 1/(1 + hours since added); items "added in the future" count as new.
-    scripts/context.lua computes the same double operations, so the same values."""
+    scripts/context_balanced.lua computes the same double operations, so the same values."""
     now_us = now_ms * 1000
     return [
         importance / (1.0 + (now_us - added if now_us > added else 0) / US_PER_HOUR)

@@ -14,7 +14,7 @@ from app.working_memory.context import SEPARATOR, ContextResult, Strategy, assem
 from app.working_memory.model import UNAVAILABLE, RedisUnavailable, from_us, member_items, to_us
 from app.working_memory.protocol import WriteProtocol
 from app.working_memory.schemas import WorkingMemoryCleared, WorkingMemoryEntry, WorkingMemoryRead
-from app.working_memory.store import WMItem, WorkingMemoryNotInitialized
+from app.working_memory.store import WMItem, WorkingMemoryNotInitialized, eviction_order
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -65,9 +65,7 @@ class WorkingMemoryService:
 
     async def _membership_items(self, robot: Robot) -> list[WMItem]:
         """The working set as Postgres knows it, in eviction order (serving while Redis is down)."""
-        items = member_items(await self.members.members(robot.id))
-        items.sort(key=lambda i: (i.importance, i.added_at_us, i.key))
-        return items
+        return eviction_order(member_items(await self.members.members(robot.id)))
 
     async def context(
         self, robot: Robot, strategy: Strategy, max_tokens: int

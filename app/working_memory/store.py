@@ -1,20 +1,28 @@
 """The Redis working-memory store (hot tier): one small set of keys per robot, changed only by
 Lua scripts.
 
-Per robot, under the prefix ``htm:{<ns>/<robot>}:`` (one hash tag, so one cluster slot):
+Per robot, under the prefix ``htm:v2:{<ns>/<robot>}:`` (one hash tag, so one cluster slot),
+one hash per item field, each memory_key -> value, and two sorted sets that order the items:
 
-- ``items``  HASH memory_key -> JSON {content, tokens, importance, added_at (epoch µs),
-  last_access (epoch ms), from_recall, id (the memory's id in Postgres), member}
+- ``content``, ``tokens``, ``importance``, ``added_at`` (epoch µs), ``memory_id`` (the
+  memory's id in Postgres), ``from_recall`` ("1"/"0")  HASHes memory_key -> field
 - ``evict``  ZSET score = importance, member = ``%020d(added_at):memory_key``. Equal scores sort
-  by member, i.e. oldest first, which is exactly ``[importance ASC, added_at ASC]``.
+  by member, i.e. oldest first: the eviction order (``eviction_order``).
 - ``access`` ZSET score = last access epoch ms, member = memory_key
 - ``meta``   HASH {tokens, budget, seq, gen}
 
-Every change is one script (scripts/*.lua), so the token budget holds under any concurrency
-with no locks and no read-modify-write from Python. Reads are scripts too: snapshot (every
-item) and context (the items a context takes, ordered and cut in Redis). A missing ``meta``
-means Redis lost the robot's data (or never had it): calls then raise
-WorkingMemoryNotInitialized and the caller rebuilds with ``load`` (from Postgres) and retries.
+So a script reads the fields it needs by key (context reads tokens and importance for the
+items it orders, and content only for those it takes), never by parsing a stored document.
+``v2`` names this layout: keys of the earlier one (``htm:{<ns>/<robot>}:items``, an item as
+one JSON document) are never read, so a robot found only under them is not initialized here
+and is rebuilt from Postgres like one Redis lost.
+
+Every change is one script (scripts/*.lua, each after scripts/common.lua), so the token
+budget holds under any concurrency with no locks and no read-modify-write from Python. Reads
+are scripts too: snapshot (every item) and one context script per strategy (the items a
+context takes, ordered and cut in Redis). A missing ``meta`` means Redis lost the robot's data
+(or never had it): calls then raise WorkingMemoryNotInitialized and the caller rebuilds with
+``load`` (from Postgres) and retries.
 
 Every change (place, remove, clear, load) replies with the robot's (gen, seq): the
 generation started by its last load and a counter bumped once per change. The write
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypedDict
@@ -43,6 +52,20 @@ MAX_IMPORTANCE = 10.0
 Strategy = Literal["recent", "important", "balanced"]
 STRATEGIES: tuple[Strategy, ...] = ("recent", "important", "balanced")
 
+# The version segment of every key: a new layout gets a new one, so no script ever reads
+# keys written in another layout.
+KEY_PREFIX = "htm:v2"
+
+# Each script is its parts joined (Redis has no includes): the shared prelude first, then,
+# for the context scripts, the context prelude.
+SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
+    **{
+        name: ("common", name)
+        for name in ("place", "load", "touch", "remove", "clear", "snapshot", "usage")
+    },
+    **{f"context_{s}": ("common", "context_common", f"context_{s}") for s in STRATEGIES},
+}
+
 
 class WMItem(NamedTuple):
     """One working-memory item. A NamedTuple: a snapshot builds a thousand of these, and
@@ -56,6 +79,13 @@ class WMItem(NamedTuple):
     last_access_ms: int
     from_recall: bool = False
     memory_id: int = 0
+
+
+def eviction_order(items: Iterable[WMItem]) -> list[WMItem]:
+    """The items in eviction order, next victim first: importance ascending, then the oldest
+    added_at, then the key (by code point, i.e. the UTF-8 bytes Redis compares). The evict set
+    keeps the same order in Redis (scripts/common.lua, evict_member)."""
+    return sorted(items, key=lambda i: (i.importance, i.added_at_us, i.key))
 
 
 class ContextItem(TypedDict):
@@ -126,13 +156,39 @@ class WorkingMemoryNotInitialized(Exception):
         self.robot = robot
 
 
-def robot_keys(ns: str, robot: str) -> list[str]:
-    """The robot's four keys in script KEYS order; all share the hash tag ``{ns/robot}``."""
+class RobotKeys(NamedTuple):
+    """A robot's keys, in the scripts' KEYS order (scripts/common.lua)."""
+
+    content: str
+    tokens: str
+    importance: str
+    added_at: str
+    memory_id: str
+    from_recall: str
+    evict: str
+    access: str
+    meta: str
+
+
+def robot_keys(ns: str, robot: str) -> RobotKeys:
+    """The robot's keys; all share the hash tag ``{ns/robot}``."""
     for name, value in (("namespace", ns), ("robot", robot)):
         if not isinstance(value, str) or not NAME_RE.fullmatch(value):
             raise ValueError(f"invalid {name} {value!r}: must match {NAME_RE.pattern}")
-    prefix = f"htm:{{{ns}/{robot}}}:"
-    return [prefix + part for part in ("items", "evict", "access", "meta")]
+    prefix = f"{KEY_PREFIX}:{{{ns}/{robot}}}:"
+    return RobotKeys(*(prefix + part for part in RobotKeys._fields))
+
+
+def script_source(name: str) -> str:
+    """The Lua source of one script (a key of SCRIPT_PARTS)."""
+    return "\n".join((SCRIPTS_DIR / f"{part}.lua").read_text() for part in SCRIPT_PARTS[name])
+
+
+def register_scripts(redis: aioredis.Redis | RedisCluster) -> dict[str, Any]:
+    """Every script, registered on the client. register_script calls EVALSHA and on NOSCRIPT
+    (server restarted, SCRIPT FLUSH, new cluster node) loads the script and retries, so each
+    script is sent in full rarely."""
+    return {name: redis.register_script(script_source(name)) for name in SCRIPT_PARTS}
 
 
 def _check_int(name: str, value: object) -> int:
@@ -173,20 +229,16 @@ def _place_args(items: list[WMItem], budget: int) -> list[str]:
     return args
 
 
-def _item_from_json(key: str, doc: str | None) -> WMItem:
-    if doc is None:
-        raise RuntimeError(f"working memory inconsistent: {key!r} in evict order but no item")
-    d = orjson.loads(doc)
-    return WMItem(
-        key=key,
-        content=d["content"],
-        tokens=int(d["tokens"]),
-        importance=float(d["importance"]),
-        added_at_us=int(d["added_at"]),
-        last_access_ms=int(d["last_access"]),
-        from_recall=bool(d["from_recall"]),
-        memory_id=int(d.get("id", 0)),
-    )
+def _items_from_fields(keys: list[str], fields: list[list[str | None]]) -> list[WMItem]:
+    """Snapshot reply arrays (one per field, in the keys' order) as items."""
+    if any(None in values for values in fields):
+        raise RuntimeError("working memory inconsistent: an item in evict order lacks a field")
+    return [
+        WMItem(
+            key, content, int(tokens), float(imp), int(added), int(access), recall == "1", int(i)
+        )
+        for key, content, tokens, imp, added, access, recall, i in zip(keys, *fields, strict=True)
+    ]
 
 
 class WorkingMemoryStore:
@@ -196,17 +248,9 @@ class WorkingMemoryStore:
     robot's token total is at most the budget of the last place/load.
     """
 
-    SCRIPT_NAMES = ("place", "load", "touch", "remove", "clear", "snapshot", "context", "usage")
-
     def __init__(self, redis: aioredis.Redis | RedisCluster) -> None:
         self._redis = redis
-        common = (SCRIPTS_DIR / "common.lua").read_text()
-        # register_script calls EVALSHA and on NOSCRIPT (server restarted, SCRIPT FLUSH, new
-        # cluster node) loads the script and retries, so each script is sent in full rarely.
-        self._scripts = {
-            name: redis.register_script(common + "\n" + (SCRIPTS_DIR / f"{name}.lua").read_text())
-            for name in self.SCRIPT_NAMES
-        }
+        self._scripts = register_scripts(redis)
 
     async def _run(self, name: str, ns: str, robot: str, args: list[str]) -> list[Any]:
         reply = await self._scripts[name](keys=robot_keys(ns, robot), args=args)
@@ -281,29 +325,30 @@ class WorkingMemoryStore:
 
     async def snapshot(self, ns: str, robot: str) -> tuple[list[WMItem], int]:
         """All items in eviction order (next victim first) and the token total, read atomically."""
-        tokens, _seq, _gen, keys, docs = await self._run("snapshot", ns, robot, [])
-        items = [_item_from_json(k, d) for k, d in zip(keys, docs, strict=True)]
-        return items, int(tokens)
+        tokens, keys, *fields = await self._run("snapshot", ns, robot, [])
+        return _items_from_fields(keys, fields), int(tokens)
 
     async def context(
         self, ns: str, robot: str, strategy: Strategy, max_tokens: int, now_ms: int
     ) -> tuple[list[str], list[ContextItem], int]:
         """What context.assemble() takes from the snapshot: the taken items' contents and
         items in the strategy's order, and their token sum. The order and the cut are
-        computed inside Redis (scripts/context.lua), so that only the taken items are sent."""
+        computed inside Redis (scripts/context_<strategy>.lua), so that only the taken items
+        are sent."""
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}: expected one of {STRATEGIES}")
         # The script ages items in microseconds: now_ms * 1000 must stay an exact double.
         if _check_int("now_ms", now_ms) > MAX_INT // 1000:
             raise ValueError(f"now_ms must be below 2**53 / 1000: {now_ms!r}")
-        args = [strategy, str(_check_int("max_tokens", max_tokens)), str(now_ms)]
-        tokens, *arrays = await self._run("context", ns, robot, args)
-        contents, keys, toks, imps, scores = map(orjson.loads, arrays)
+        args = [str(_check_int("max_tokens", max_tokens)), str(now_ms)]
+        reply = await self._run(f"context_{strategy}", ns, robot, args)
+        tokens, keys, contents, *numbers = reply
+        toks, imps, scores = map(orjson.loads, numbers)
         items: list[ContextItem] = [
             {"key": key, "tokens": t, "importance": float(imp), "score": float(score)}
             for key, t, imp, score in zip(keys, toks, imps, scores, strict=True)
         ]
-        return contents, items, int(tokens)
+        return list(contents), items, int(tokens)
 
     async def usage(self, ns: str, robot: str) -> tuple[int, int] | None:
         """(tokens, items), or None if the robot's working memory is not initialized."""

@@ -26,7 +26,12 @@ from app.working_memory.model import (
     member_items,
 )
 from app.working_memory.repository import LockedRobot, MembershipRepository, Placed
-from app.working_memory.store import Change, WorkingMemoryNotInitialized, WorkingMemoryStore
+from app.working_memory.store import (
+    Change,
+    WorkingMemoryNotInitialized,
+    WorkingMemoryStore,
+    eviction_order,
+)
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +167,7 @@ class RobotSync:
         # over the whole set instead (lowest importance, then oldest), as place() would.
         total = sum(i.tokens for i in items)
         victims: set[int] = set()
-        for it in sorted(items, key=lambda i: (i.importance, i.added_at_us, i.key)):
+        for it in eviction_order(items):
             if total <= state.budget:
                 break
             victims.add(it.memory_id)

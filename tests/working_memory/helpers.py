@@ -29,8 +29,8 @@ def item(
 
 async def access_order(redis, ns: str, robot: str) -> list[tuple[str, float]]:
     """The raw access ZSET, oldest access first."""
-    return await redis.zrange(robot_keys(ns, robot)[2], 0, -1, withscores=True)
+    return await redis.zrange(robot_keys(ns, robot).access, 0, -1, withscores=True)
 
 
 async def meta(redis, ns: str, robot: str) -> dict[str, str]:
-    return await redis.hgetall(robot_keys(ns, robot)[3])
+    return await redis.hgetall(robot_keys(ns, robot).meta)

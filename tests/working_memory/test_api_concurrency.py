@@ -38,7 +38,7 @@ async def test_concurrent_adds_never_exceed_the_budget_and_postgres_agrees(
         client.headers["X-Namespace"] = ns
         r = await client.put("/v1/robots/busy", json={"working_memory_budget": BUDGET})
         assert r.status_code == 200
-        meta_key = robot_keys(ns, "busy")[3]
+        meta_key = robot_keys(ns, "busy").meta
         seen: list[int] = []
         done = asyncio.Event()
 

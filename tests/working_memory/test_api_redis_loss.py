@@ -4,6 +4,7 @@ none answers 500. Each test runs its own throwaway redis-server."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +15,7 @@ import redis.asyncio as aioredis
 import tiktoken
 
 from app.embedded import EmbeddedRedis
+from app.working_memory.store import robot_keys
 
 T0 = datetime(2031, 5, 6, 8, 0, 0, 123457, tzinfo=UTC)
 ENC = tiktoken.get_encoding("cl100k_base")
@@ -229,3 +231,105 @@ async def test_removals_missed_while_redis_was_away_are_not_resurrected(
             assert (reader["items"], reader["tokens"]) == ([], 0)
     finally:
         server.stop()
+
+
+async def write_old_layout(r: aioredis.Redis, ns: str, robot: str, items: list[dict]) -> None:
+    """What the previous key layout held for a robot: ``htm:{ns/robot}:items`` (one JSON
+    document per item), ``evict``, ``access`` and ``meta`` (an initialized robot)."""
+    prefix = f"htm:{{{ns}/{robot}}}:"
+    for it in items:
+        member = f"{it['added_at']:020d}:{it['key']}"
+        doc = {k: v for k, v in it.items() if k != "key"} | {"member": member}
+        await r.hset(prefix + "items", it["key"], json.dumps(doc))
+        await r.zadd(prefix + "evict", {member: it["importance"]})
+        await r.zadd(prefix + "access", {it["key"]: it["last_access"]})
+    tokens = sum(it["tokens"] for it in items)
+    await r.hset(prefix + "meta", mapping={"tokens": tokens, "budget": 40, "seq": 7, "gen": 1})
+
+
+async def test_a_robot_held_only_in_the_old_key_layout_is_rebuilt_from_postgres(
+    app_factory, redis_server_factory
+) -> None:
+    # After an upgrade Redis may still hold what the previous release wrote: keys under the old
+    # prefix (`htm:{ns/robot}:…`, an item as one JSON document). They are never read: the robot
+    # is not initialized under the current keys, so it is rebuilt from Postgres exactly.
+    server = redis_server_factory.start()
+    async with app_on(app_factory, server) as client:
+        clock, ns = client.clock, client.headers["X-Namespace"]
+        assert (await client.put("/v1/robots/a", json={"working_memory_budget": 40})).is_success
+        for minute, (key, tokens, importance, word) in enumerate(
+            [("a", 10, 2, "walrus"), ("b", 8, 5, "note"), ("c", 6, 1, "note")]
+        ):
+            clock.at(minutes=minute)
+            await add(client, key, tokens, importance, word)
+        clock.at(minutes=5)
+        r = await client.post(
+            "/v1/robots/a/recall", json={"query": "walrus", "strategy": "fulltext"}
+        )
+        assert r.json()["working_memory"]["loaded"] == ["a"]
+        clock.at(minutes=6)
+        assert (await client.get("/v1/robots/a/memories/b")).status_code == 200
+        expected = [
+            {
+                "key": key,
+                "content": text_of(tokens, word),
+                "tokens": tokens,
+                "importance": importance,
+                "added_at": (T0 + timedelta(minutes=added)).isoformat().replace("+00:00", "Z"),
+                "last_access_at": f"2031-05-06T08:{access:02d}:00.123000Z",  # ms, as Redis
+                "from_recall": from_recall,
+            }
+            for key, tokens, importance, word, added, access, from_recall in [
+                ("c", 6, 1.0, "note", 2, 2, False),
+                ("a", 10, 2.0, "walrus", 0, 5, True),
+                ("b", 8, 5.0, "note", 1, 6, False),
+            ]
+        ]
+        assert (await get_ok(client, "/v1/robots/a/working-memory"))["items"] == expected
+        contexts = {
+            s: await get_ok(client, "/v1/robots/a/context", strategy=s)
+            for s in ("recent", "important", "balanced")
+        }
+
+        # Redis now holds only the old layout, and there a different working set: a memory
+        # Postgres never had, another content for `a`, no `b` or `c`.
+        old = [
+            {
+                "key": "ghost",
+                "content": "never in Postgres",
+                "tokens": 3,
+                "importance": 9.0,
+                "added_at": 1,
+                "last_access": 2,
+                "from_recall": False,
+                "id": 999_999,
+            },
+            {
+                "key": "a",
+                "content": "stale",
+                "tokens": 1,
+                "importance": 2.0,
+                "added_at": 3,
+                "last_access": 4,
+                "from_recall": False,
+                "id": 1,
+            },
+        ]
+        await flushall(server)
+        async with aioredis.from_url(server.url, decode_responses=True) as r:
+            await write_old_layout(r, ns, "a", old)
+            old_keys = sorted(await r.keys("*"))
+            old_dump = {k: await r.dump(k) for k in old_keys}
+
+            rebuilt = await get_ok(client, "/v1/robots/a/working-memory")
+            assert (rebuilt["items"], rebuilt["tokens"], rebuilt["degraded"]) == (
+                expected,
+                24,
+                False,
+            )
+            for strategy, ctx in contexts.items():
+                assert await get_ok(client, "/v1/robots/a/context", strategy=strategy) == ctx
+            # The old keys are left as they were: neither read nor written.
+            assert {k: await r.dump(k) for k in old_keys} == old_dump
+            current = set(await r.keys("*")) - set(old_keys)
+            assert current == set(robot_keys(ns, "a"))

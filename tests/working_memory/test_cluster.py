@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from app.working_memory.store import WorkingMemoryStore, robot_keys
+from app.working_memory.store import RobotKeys, WorkingMemoryStore, robot_keys
 from tests.working_memory.helpers import NS, item
 from tests.working_memory.reference import ReferenceModel
 
@@ -15,7 +15,7 @@ def robots_on_distinct_nodes(cluster) -> dict[str, str]:
     found: dict[str, str] = {}
     for i in range(10_000):
         name = f"robot-{i}"
-        node = cluster.get_node_from_key(robot_keys(NS, name)[0])
+        node = cluster.get_node_from_key(robot_keys(NS, name).meta)
         found.setdefault(node.name, name)
         if len(found) == 3:
             return found
@@ -51,7 +51,7 @@ async def test_scripts_run_unchanged_on_redis_cluster(redis_cluster):
         # The keys really live on the node that owns the robot's slot.
         host, port = node_name.rsplit(":", 1)
         node = aioredis.Redis(host=host, port=int(port), decode_responses=True)
-        assert await node.exists(*robot_keys(NS, robot)) == 4
+        assert await node.exists(*robot_keys(NS, robot)) == len(RobotKeys._fields)
         await node.aclose()
 
         # A rebuild restores the snapshot exactly, also after the script caches are flushed.

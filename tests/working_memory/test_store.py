@@ -177,7 +177,7 @@ async def test_invalid_input_raises_value_error_and_writes_nothing(
 
 def test_all_keys_of_a_robot_share_one_cluster_slot():
     keys = robot_keys("acme", "robot-1")
-    assert keys[0] == "htm:{acme/robot-1}:items"
+    assert keys.content == "htm:v2:{acme/robot-1}:content"
     assert {key_slot(k.encode()) for k in keys} == {key_slot(b"acme/robot-1")}
 
 

@@ -118,7 +118,7 @@ async def test_random_concurrent_changes_leave_the_tiers_in_agreement(client, ba
         samples = 0
         while not done.is_set():
             for robot in ROBOTS:
-                tokens, budget = await r.hmget(robot_keys(ns, robot)[3], "tokens", "budget")
+                tokens, budget = await r.hmget(robot_keys(ns, robot).meta, "tokens", "budget")
                 if tokens is not None and budget is not None:
                     samples += 1
                     if int(tokens) > int(budget):

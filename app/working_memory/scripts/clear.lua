@@ -2,7 +2,7 @@
 if not initialized() then
   return { 'NOINIT' }
 end
-local n = redis.call('HLEN', K_ITEMS)
-redis.call('DEL', K_ITEMS, K_EVICT, K_ACCESS)
+local n = redis.call('HLEN', K_MEMORY_ID)
+redis.call('DEL', K_EVICT, K_ACCESS, unpack(ITEM_HASHES))
 redis.call('HSET', K_META, 'tokens', '0')
 return { 'OK', gen(), bump_seq(), n }

@@ -1,50 +1,107 @@
 -- Shared prelude, prepended by store.py to every other script (Redis has no script includes).
 --
--- KEYS (all four carry the same {ns/robot} hash tag, so they live in one cluster slot and a
--- script may touch them together):
---   KEYS[1] items   HASH  memory_key -> item JSON
---   KEYS[2] evict   ZSET  score = importance, member = %020d(added_at_us) .. ":" .. memory_key
---   KEYS[3] access  ZSET  score = last access epoch ms, member = memory_key
---   KEYS[4] meta    HASH  tokens, budget (of the last place/load), seq, gen
+-- KEYS, in the order of store.robot_keys; all carry the robot's {ns/robot} hash tag, so they
+-- live in one cluster slot and a script may touch them together. One hash per item field,
+-- each memory_key -> value as text, and two sorted sets that order the items:
+--   content      HASH  the memory's text, raw
+--   tokens       HASH  token count
+--   importance   HASH  importance (%.17g: exact)
+--   added_at     HASH  epoch µs, kept when the item is placed again: its age
+--   memory_id    HASH  the memory's id in Postgres
+--   from_recall  HASH  "1" when a recall placed it, else "0"
+--   evict        ZSET  the eviction order (evict_member below)
+--   access       ZSET  score = last access epoch ms, member = memory_key
+--   meta         HASH  tokens (the total), budget (of the last place/load), seq, gen
 --
--- Every script runs atomically, so the token total and both sorted sets change together and
--- no other client ever observes (or races with) a half-applied change. Redis does not roll
--- back the writes of a script that fails halfway, so store.py validates every argument
--- before calling: nothing below can fail on well-formed input.
-local K_ITEMS, K_EVICT, K_ACCESS, K_META = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- Every script runs atomically, so the fields, the token total and both sorted sets change
+-- together and no other client ever observes (or races with) a half-applied change. Redis
+-- does not roll back the writes of a script that fails halfway, so store.py validates every
+-- argument before calling: nothing below can fail on well-formed input.
+local K_CONTENT, K_TOKENS, K_IMPORTANCE, K_ADDED_AT, K_MEMORY_ID, K_FROM_RECALL =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local K_EVICT, K_ACCESS, K_META = KEYS[7], KEYS[8], KEYS[9]
+local ITEM_HASHES = { K_CONTENT, K_TOKENS, K_IMPORTANCE, K_ADDED_AT, K_MEMORY_ID, K_FROM_RECALL }
+
+-- The eviction order, [importance ASC, added_at ASC], defined here and nowhere else in Lua:
+-- the evict set's score is the importance and its member "%020d(added_at):memory_key". Equal
+-- scores sort by member bytes, so the oldest comes first (then the smaller key), and
+-- ZRANGE 0 0 is the next victim. store.eviction_order is the same order in Python.
+local function evict_member(added_at, key)
+  return string.format('%020d', added_at) .. ':' .. key
+end
+
+local function key_of_member(member)
+  return string.sub(member, 22)
+end
+
+local function added_at_of_member(member)
+  return tonumber(string.sub(member, 1, 20))
+end
+
+local function next_victim()
+  local member = redis.call('ZRANGE', K_EVICT, 0, 0)[1]
+  return member and key_of_member(member)
+end
 
 -- meta disappears when Redis loses its data; the caller must rebuild with load.lua.
 local function initialized()
   return redis.call('EXISTS', K_META) == 1
 end
 
--- cjson prints numbers with 14 significant digits, which would corrupt microsecond
--- timestamps (16 digits). Item JSON is therefore written by hand: integers with %d (exact
--- below 2^53, checked in Python) and importance with %.17g (round-trips any double).
--- context.lua reads fields by position in this text (content first, member last): keep the
--- order. id is the memory's id in Postgres: a key can name another memory after a hard delete,
--- so removals name the id they mean and the membership mirror records ids, not keys.
-local function encode_item(it)
-  return string.format(
-    '{"content":%s,"tokens":%d,"importance":%s,"added_at":%d,"last_access":%d,'
-      .. '"from_recall":%s,"id":%d,"member":%s}',
-    cjson.encode(it.content), it.tokens, string.format('%.17g', it.importance),
-    it.added_at, it.last_access, it.from_recall and 'true' or 'false', it.id or 0,
-    cjson.encode(it.member))
+-- Numbers are written with %d (integers: exact below 2^53, checked in Python) and %.17g
+-- (importance: round-trips any double); tostring would keep only 14 significant digits.
+local function int_text(n)
+  return string.format('%d', n)
 end
 
+-- HMGET of many keys, in slices: unpack has a stack limit.
+local HMGET_SLICE = 256
+local function hmget(hash, keys)
+  local values = {}
+  for a = 1, #keys, HMGET_SLICE do
+    local got = redis.call('HMGET', hash, unpack(keys, a, math.min(a + HMGET_SLICE - 1, #keys)))
+    for j = 1, #got do
+      values[a + j - 1] = got[j]
+    end
+  end
+  return values
+end
+
+-- The fields place, remove and touch decide by; nil when the key holds no item. id is the
+-- memory's id in Postgres: a key can name another memory after a hard delete, so removals
+-- name the id they mean and the membership mirror records ids, not keys.
 local function get_item(key)
-  local raw = redis.call('HGET', K_ITEMS, key)
-  if not raw then
+  local id = redis.call('HGET', K_MEMORY_ID, key)
+  if not id then
     return nil
   end
-  return cjson.decode(raw)
+  return {
+    id = tonumber(id),
+    tokens = tonumber(redis.call('HGET', K_TOKENS, key)),
+    added_at = tonumber(redis.call('HGET', K_ADDED_AT, key)),
+    last_access = tonumber(redis.call('ZSCORE', K_ACCESS, key)),
+  }
 end
 
--- Drops one item from all three structures; returns its token count (caller adjusts total).
+local function write_item(key, it)
+  local importance = string.format('%.17g', it.importance)
+  redis.call('HSET', K_CONTENT, key, it.content)
+  redis.call('HSET', K_TOKENS, key, int_text(it.tokens))
+  redis.call('HSET', K_IMPORTANCE, key, importance)
+  redis.call('HSET', K_ADDED_AT, key, int_text(it.added_at))
+  redis.call('HSET', K_MEMORY_ID, key, int_text(it.id))
+  redis.call('HSET', K_FROM_RECALL, key, it.from_recall and '1' or '0')
+  redis.call('ZADD', K_EVICT, importance, evict_member(it.added_at, key))
+  redis.call('ZADD', K_ACCESS, int_text(it.last_access), key)
+end
+
+-- Drops one item (it: from get_item) from every structure; returns its token count (the
+-- caller adjusts the total).
 local function drop(key, it)
-  redis.call('HDEL', K_ITEMS, key)
-  redis.call('ZREM', K_EVICT, it.member)
+  for _, hash in ipairs(ITEM_HASHES) do
+    redis.call('HDEL', hash, key)
+  end
+  redis.call('ZREM', K_EVICT, evict_member(it.added_at, key))
   redis.call('ZREM', K_ACCESS, key)
   return it.tokens
 end
@@ -61,8 +118,8 @@ local function gen()
   return tonumber(redis.call('HGET', K_META, 'gen'))
 end
 
--- Places ARGV items into the working memory, evicting lowest importance, then oldest, until
--- each fits. ARGV[1] = budget, ARGV[2] = item count, then 8 fields per item:
+-- Places ARGV items into the working memory, evicting in the eviction order until each
+-- fits. ARGV[1] = budget, ARGV[2] = item count, then 8 fields per item:
 -- key, content, tokens, importance, added_at_us, last_access_ms, from_recall ("1"/"0"), id.
 -- Returns the new total; the admitted, rejected and evicted keys (each key in at most one
 -- list, by where it ended up when the call finished); the ids of the evicted items; the ids
@@ -89,14 +146,13 @@ local function place_items(total)
   -- that shrank since the last call, so the total never exceeds the budget after a script.
   local function make_room(need)
     while total + need > budget do
-      local victim = redis.call('ZRANGE', K_EVICT, 0, 0)[1]
-      if not victim then
+      local vkey = next_victim()
+      if not vkey then
         error('working memory inconsistent: token total ' .. total .. ' but no items')
       end
-      local vkey = string.sub(victim, 22) -- strip "%020d:"
       local it = get_item(vkey)
       total = total - drop(vkey, it)
-      table.insert(evicted_ids, it.id or 0)
+      table.insert(evicted_ids, it.id)
       note(vkey, 'evicted')
     end
   end
@@ -108,7 +164,8 @@ local function place_items(total)
     local it = {
       content = ARGV[b + 1],
       tokens = tonumber(ARGV[b + 2]),
-      importance = tonumber(ARGV[b + 3]),
+      -- + 0 turns -0 into 0: every reader (snapshot, context, Python) then sees one zero.
+      importance = tonumber(ARGV[b + 3]) + 0,
       added_at = tonumber(ARGV[b + 4]),
       last_access = tonumber(ARGV[b + 5]),
       from_recall = ARGV[b + 6] == '1',
@@ -116,7 +173,7 @@ local function place_items(total)
     }
     local old = get_item(key)
     if old then
-      if old.id == nil or old.id == it.id then
+      if old.id == it.id then
         -- Re-placing keeps the original added_at: an update or a repeated recall does not
         -- make a memory "younger" and so does not buy it a later eviction slot. Last access
         -- never moves backwards (a late, older timestamp from a slow request is ignored).
@@ -134,17 +191,14 @@ local function place_items(total)
       note(key, 'rejected')
     else
       make_room(it.tokens)
-      it.member = string.format('%020d', it.added_at) .. ':' .. key
-      redis.call('HSET', K_ITEMS, key, encode_item(it))
-      redis.call('ZADD', K_EVICT, string.format('%.17g', it.importance), it.member)
-      redis.call('ZADD', K_ACCESS, string.format('%d', it.last_access), key)
+      write_item(key, it)
       total = total + it.tokens
       stored[key] = it
       note(key, 'admitted')
     end
   end
 
-  redis.call('HSET', K_META, 'tokens', string.format('%d', total), 'budget', ARGV[1])
+  redis.call('HSET', K_META, 'tokens', int_text(total), 'budget', ARGV[1])
   local out = {}
   for _, outcome in ipairs({ 'admitted', 'rejected', 'evicted' }) do
     local keys = {}
@@ -157,8 +211,8 @@ local function place_items(total)
   end
   local times = {}
   for _, key in ipairs(out[1]) do
-    table.insert(times, string.format('%d', stored[key].added_at))
-    table.insert(times, string.format('%d', stored[key].last_access))
+    table.insert(times, int_text(stored[key].added_at))
+    table.insert(times, int_text(stored[key].last_access))
   end
   return total, out[1], out[2], out[3], evicted_ids, other_ids, times
 end

@@ -10,8 +10,8 @@ local old_seq = redis.call('HGET', K_META, 'seq')
 if old_seq then
   seq = math.max(seq, tonumber(old_seq) + 1)
 end
-seq = string.format('%d', seq)
-redis.call('DEL', K_ITEMS, K_EVICT, K_ACCESS, K_META)
+seq = int_text(seq)
+redis.call('DEL', unpack(KEYS))
 redis.call('HSET', K_META, 'tokens', '0', 'seq', seq, 'gen', seq)
 local total, admitted, rejected, evicted, evicted_ids, other_ids, times = place_items(0)
 return { 'OK', tonumber(seq), tonumber(seq), total, admitted, rejected, evicted, evicted_ids,

@@ -9,11 +9,11 @@ local keys, ids = {}, {}
 for i = 1, #ARGV, 2 do
   local key, id = ARGV[i], tonumber(ARGV[i + 1])
   local it = get_item(key)
-  if it and (it.id == nil or it.id == id) then
+  if it and it.id == id then
     total = total - drop(key, it)
     table.insert(keys, key)
     table.insert(ids, id)
   end
 end
-redis.call('HSET', K_META, 'tokens', string.format('%d', total))
+redis.call('HSET', K_META, 'tokens', int_text(total))
 return { 'OK', gen(), bump_seq(), keys, ids }

@@ -5,11 +5,10 @@ if not initialized() then
   return { 'NOINIT' }
 end
 local key = ARGV[1]
-local it = get_item(key)
-if not it then
+local id = redis.call('HGET', K_MEMORY_ID, key)
+if not id then
   return { 'OK', 0, 0 }
 end
-it.last_access = math.max(it.last_access, tonumber(ARGV[2]))
-redis.call('HSET', K_ITEMS, key, encode_item(it))
-redis.call('ZADD', K_ACCESS, string.format('%d', it.last_access), key)
-return { 'OK', 1, it.id or 0 }
+local last_access = math.max(tonumber(redis.call('ZSCORE', K_ACCESS, key)), tonumber(ARGV[2]))
+redis.call('ZADD', K_ACCESS, int_text(last_access), key)
+return { 'OK', 1, tonumber(id) }
