@@ -95,6 +95,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_content_bytes: int = Field(default=256 * 1024, ge=1)
     max_batch_size: int = Field(default=500, ge=1)
+    group_commit_max_rows: int = Field(
+        default=1000,
+        ge=1,
+        description="Concurrent adds share one transaction of at most this many memories "
+        "(a single add larger than this still commits whole)",
+    )
     max_query_chars: int = Field(default=2000, ge=1)
     max_recall_limit: int = Field(default=100, ge=1, le=1000)
     max_metadata_bytes: int = Field(default=16 * 1024, ge=2)

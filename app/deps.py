@@ -23,6 +23,7 @@ from app.clock import Clock
 from app.config import Settings
 from app.db.session import DbSession, Sessionmaker
 from app.embeddings.timed import TimedEmbedder
+from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
 from app.recall.caches import SearchCaches
 from app.robots.service import RobotService
@@ -51,6 +52,7 @@ class Components:
     namespace_ids: TtlCache[str, int]
     search_caches: SearchCaches
     embedding_worker: EmbeddingWorker
+    group_commit: GroupCommit
     repair_worker: RepairWorker
 
     @property
@@ -94,6 +96,13 @@ ClockDep = Annotated[Clock, Depends(get_clock)]
 TokenizerDep = Annotated[Tokenizer, Depends(get_tokenizer)]
 EmbedderDep = Annotated[TimedEmbedder, Depends(get_embedder)]
 SearchCachesDep = Annotated[SearchCaches, Depends(get_search_caches)]
+
+
+async def get_group_commit(c: ComponentsDep) -> GroupCommit:
+    return c.group_commit
+
+
+GroupCommitDep = Annotated[GroupCommit, Depends(get_group_commit)]
 KeyCacheDep = Annotated[KeyCache, Depends(get_key_cache)]
 
 

@@ -21,6 +21,7 @@ from app.db.session import create_sessionmaker
 from app.deps import Components
 from app.embeddings.timed import TimedEmbedder
 from app.health.service import start_draining
+from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
 from app.recall.caches import PgvectorVersions, SearchCaches
 from app.robots.cache import RobotCache
@@ -103,11 +104,13 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         namespace_ids=TtlCache(NAMESPACE_IDS_TTL_S, NAMESPACE_IDS_MAX),
         search_caches=SearchCaches(pgvector=PgvectorVersions()),
         embedding_worker=EmbeddingWorker(sessionmaker, embedder, settings.embedding_batch_size),
+        group_commit=GroupCommit(sessionmaker, settings.group_commit_max_rows),
         repair_worker=RepairWorker(sessionmaker, two_tier),
     )
     try:
         yield components
     finally:
+        await components.group_commit.aclose()
         await embedder.aclose()
         await redis.aclose()
         await engine.dispose()

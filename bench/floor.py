@@ -20,11 +20,12 @@ one snapshot or context script.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,7 +36,9 @@ from sqlalchemy.sql.elements import TextClause
 from app.db.rows import Result
 from app.db.sql import bound
 from app.events.repository import EventRepository
-from app.memories.repository import MemoryDraft, MemoryRepository, NewMemory
+from app.memories.adds import GroupCommit
+from app.memories.model import AddGroup, MemoryDraft, NewMemory
+from app.memories.repository import MemoryRepository
 from app.recall.caches import SearchCaches
 from app.recall.planner import EF_SEARCH_DEFAULT
 from app.recall.repository import SearchFilters, SearchRepository
@@ -90,6 +93,35 @@ class RawSession:
         return Result(await self.conn.fetch(sql, *args))
 
 
+class PooledSession:
+    """What GroupCommit's sessionmaker hands out (DbSession's shape): a pooled connection,
+    its transaction, and the RawSession's statements."""
+
+    def __init__(self, pool: asyncpg.Pool, capture: list[Any] | None) -> None:
+        self.pool = pool
+        self.capture = capture
+        self._acquired: Any = None
+        self._raw: RawSession | None = None
+
+    async def __aenter__(self) -> PooledSession:
+        self._acquired = self.pool.acquire()
+        self._raw = RawSession(await self._acquired.__aenter__(), self.capture)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._acquired.__aexit__(*exc)
+
+    @contextlib.asynccontextmanager
+    async def begin(self) -> AsyncIterator[PooledSession]:
+        assert self._raw is not None
+        async with self._raw.conn.transaction():
+            yield self
+
+    async def execute(self, clause: TextClause, params: Any = None) -> Result:
+        assert self._raw is not None
+        return await self._raw.execute(clause, params)
+
+
 @dataclass(frozen=True)
 class AddItem:
     content: str
@@ -140,6 +172,8 @@ class Floor:
         self._robots: dict[str, tuple[float, Any]] = {}
         self._caches = SearchCaches()  # as the service keeps one per app
         self.scripts = register_scripts(redis)  # the store's own scripts
+        # Adds commit as the service's do: concurrent ones share a transaction.
+        self._adds = GroupCommit(lambda: PooledSession(self.pool, self.capture))  # type: ignore[arg-type, return-value]
 
     def _session(self, conn: asyncpg.Connection) -> RawSession:
         return RawSession(conn, self.capture)
@@ -227,44 +261,31 @@ class Floor:
         """MemoryService.add_many with client vectors: commit, then working memory."""
         async with self.pool.acquire() as conn:
             s = self._session(conn)
-            repo = MemoryRepository(s)
             async with conn.transaction():
                 robot = await self._robot(s, robot_name)
-                keys = [f"m-{uuid.uuid4().hex}" for _ in items]
-                drafts = [
-                    MemoryDraft(
-                        key=keys[i],
-                        created_at=None,
-                        content=it.content,
-                        type=it.type,
-                        importance=it.importance,
-                        tags=list(it.tags),
-                        metadata={},
-                        token_count=it.tokens,
-                        embedding=it.vector,
-                        embedding_model="client",
-                    )
-                    for i, it in enumerate(items)
-                ]
-                # One statement claims the keys, logs the events and stores the rows.
-                claimed, _now = await repo.add(self.ns_id, robot.id, drafts, _utc_now())
-                new = [
-                    NewMemory(
-                        id=claimed[d.key][0],
-                        created_at=claimed[d.key][1],
-                        key=d.key,
-                        content=d.content,
-                        type=d.type,
-                        importance=d.importance,
-                        tags=d.tags,
-                        metadata=d.metadata,
-                        author_robot_id=robot.id,
-                        token_count=d.token_count,
-                        embedding=d.embedding,
-                        embedding_model=d.embedding_model,
-                    )
-                    for d in drafts
-                ]
+            keys = [f"m-{uuid.uuid4().hex}" for _ in items]
+            drafts = [
+                MemoryDraft(
+                    key=keys[i],
+                    created_at=None,
+                    content=it.content,
+                    type=it.type,
+                    importance=it.importance,
+                    tags=list(it.tags),
+                    metadata={},
+                    token_count=it.tokens,
+                    embedding=it.vector,
+                    embedding_model="client",
+                )
+                for i, it in enumerate(items)
+            ]
+            # One statement claims the keys, logs the events and stores the rows, in a
+            # transaction shared with the adds queued meanwhile (app/memories/adds.py).
+            stored = await self._adds.store(AddGroup(self.ns_id, robot.id, drafts, _utc_now()))
+            new = [
+                NewMemory.from_draft(d, *stored.claimed[d.key], author_robot_id=robot.id)
+                for d in drafts
+            ]
             async with conn.transaction():  # the answer is built from what was written
                 await self._place(
                     s,

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql, vector_text
+from app.memories.model import (
+    AddGroup,
+    GroupStored,
+    ListFilters,
+    NewMemory,
+    VectorChange,
+)
 
 # Selected with the author's name so a memory is read in one round trip.
 _READ = """
@@ -18,86 +24,57 @@ _READ = """
     m.created_at, m.updated_at, m.deleted_at, m.version"""
 
 
-# One round trip stores a batch: claim each key (numbering the memory), log the `add`
-# events, and insert the rows, but only when every key was claimed (a key already taken
-# makes the caller answer 409 and roll back, so inserting the others would be wasted work,
-# an HNSW insert each). Per-row values travel as parallel arrays; tags and metadata as JSON
-# text (tags vary in length, and PostgreSQL arrays are rectangular), embeddings as pgvector
-# text (NULL: pending).
+# One round trip stores the memories of one or more adds (group commit: app/memories/adds.py).
+# Each add is a group: its keys are claimed (numbering each memory), and only when every key
+# of the group was claimed are its `add` events logged and its rows inserted; a group with a
+# key taken (by an earlier row of the same statement too) stores nothing and is answered 409,
+# and the keys it did claim are released by `release`. Per-row values travel as parallel
+# arrays; tags and metadata as JSON text (tags vary in length, and PostgreSQL arrays are
+# rectangular), embeddings as pgvector text (NULL: pending). Ids are drawn in the input CTE,
+# which a volatile nextval() materializes once, so each claim maps back to its input row.
 _ADD = sql("""
     WITH input AS (
-        SELECT *
-        FROM unnest(CAST(:keys AS text[]), CAST(:cs AS timestamptz[]),
-                    CAST(:contents AS text[]), CAST(:types AS text[]),
-                    CAST(:importances AS float8[]), CAST(:tags AS text[]),
-                    CAST(:metadata AS text[]), CAST(:tokens AS int[]),
+        SELECT t.*, nextval('memory_id_seq') AS id, coalesce(t.c, now()) AS created
+        FROM unnest(CAST(:groups AS int[]), CAST(:nss AS bigint[]), CAST(:robots AS bigint[]),
+                    CAST(:ats AS timestamptz[]), CAST(:keys AS text[]),
+                    CAST(:cs AS timestamptz[]), CAST(:contents AS text[]),
+                    CAST(:types AS text[]), CAST(:importances AS float8[]),
+                    CAST(:tags AS text[]), CAST(:metadata AS text[]), CAST(:tokens AS int[]),
                     CAST(:embeddings AS text[]), CAST(:models AS text[]))
-             WITH ORDINALITY AS t(k, c, content, type, importance, tags, metadata, tokens,
-                                  embedding, model, ord)
+             WITH ORDINALITY AS t(g, ns, robot, at, k, c, content, type, importance, tags,
+                                  metadata, tokens, embedding, model, ord)
     ), claimed AS (
         INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
-        SELECT :ns, k, nextval('memory_id_seq'), coalesce(c, now()) FROM input ORDER BY ord
+        SELECT ns, k, id, created FROM input ORDER BY ord
         ON CONFLICT (namespace_id, key) DO NOTHING
-        RETURNING key, memory_id, memory_created_at
+        RETURNING memory_id
+    ), complete AS (
+        SELECT i.g FROM input i LEFT JOIN claimed c ON c.memory_id = i.id
+        GROUP BY i.g HAVING count(c.memory_id) = count(*)
     ), events AS (
         INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, at)
-        SELECT :ns, :robot, memory_id, 'add', coalesce(CAST(:at AS timestamptz), now())
-        FROM claimed
+        SELECT i.ns, i.robot, i.id, 'add', coalesce(i.at, now())
+        FROM input i WHERE i.g IN (SELECT g FROM complete)
     ), stored AS (
         INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,
                             importance, tags, metadata, author_robot_id, token_count,
                             embedding, embedding_model, embedding_status)
-        SELECT c.memory_id, c.memory_created_at, now(), :ns, i.k, i.content, i.type,
+        SELECT i.id, i.created, now(), i.ns, i.k, i.content, i.type,
                i.importance, ARRAY(SELECT jsonb_array_elements_text(CAST(i.tags AS jsonb))),
-               CAST(i.metadata AS jsonb), :robot, i.tokens, CAST(i.embedding AS vector),
+               CAST(i.metadata AS jsonb), i.robot, i.tokens, CAST(i.embedding AS vector),
                i.model, CASE WHEN i.embedding IS NULL THEN 'pending' ELSE 'ready' END
-        FROM claimed c JOIN input i ON i.k = c.key
-        WHERE (SELECT count(*) FROM claimed) = :n
+        FROM input i WHERE i.g IN (SELECT g FROM complete)
         ORDER BY i.ord
     )
-    SELECT key, memory_id, memory_created_at, now() AS now FROM claimed""")
+    SELECT i.g, i.k AS key, i.id AS memory_id, i.created AS memory_created_at,
+           c.memory_id IS NOT NULL AS claimed, now() AS now
+    FROM input i LEFT JOIN claimed c ON c.memory_id = i.id
+    ORDER BY i.ord""")
 
-
-@dataclass
-class MemoryDraft:
-    """A memory to add, before the database numbers it."""
-
-    key: str
-    created_at: datetime | None  # None: the transaction's now()
-    content: str
-    type: str
-    importance: float
-    tags: list[str]
-    metadata: dict[str, Any]
-    token_count: int
-    embedding: list[float] | None
-    embedding_model: str | None
-
-
-@dataclass
-class NewMemory:
-    id: int
-    created_at: datetime
-    key: str
-    content: str
-    type: str
-    importance: float
-    tags: list[str]
-    metadata: dict[str, Any]
-    author_robot_id: int
-    token_count: int
-    embedding: list[float] | None
-    embedding_model: str | None
-
-
-@dataclass(frozen=True)
-class VectorChange:
-    """What a replace does to the embedding: keep the stored one (same content, no client
-    vector), or set this one (None: pending, for the worker)."""
-
-    keep: bool
-    embedding: list[float] | None = None
-    model: str | None = None
+# Keys a group claimed before another of its keys turned out taken.
+_RELEASE = sql("""
+    DELETE FROM memory_key
+    WHERE memory_id = ANY(CAST(:ids AS bigint[]))""")
 
 
 # The embedding columns of a replaced row; `old` or `memory` supplies the stored vector.
@@ -109,58 +86,53 @@ _NEW_VECTOR = """
 _REPLACED = "updated_at, embedding_status, embedding_model"
 
 
-@dataclass(frozen=True)
-class ListFilters:
-    author_robot_id: int | None = None
-    type: str | None = None
-    tags_any: list[str] | None = None
-    min_importance: float | None = None
-    start: datetime | None = None
-    end: datetime | None = None
-    include_deleted: bool = False
-
-
 class MemoryRepository:
     def __init__(self, session: DbSession) -> None:
         self.session = session
 
-    async def add(
-        self,
-        namespace_id: int,
-        robot_id: int,
-        drafts: list[MemoryDraft],
-        event_at: datetime | None,
-    ) -> tuple[dict[str, tuple[int, datetime]], datetime | None]:
-        """Claim the drafts' keys in the namespace, log their `add` events and store them, in
-        one statement. Returns {key: (id, created_at)} for the keys claimed and the
-        transaction's now(), the default created_at. When a key was taken already it is
-        missing from the answer and nothing is stored: the caller answers 409 and the
-        transaction rolls back, keys and events included."""
-        rows = (
+    async def add(self, groups: Sequence[AddGroup]) -> list[GroupStored]:
+        """Store each group's drafts (one add each) in one statement; a group with a key
+        already taken stores nothing. In the order of `groups`."""
+        rows = [(gi, g, d) for gi, g in enumerate(groups) for d in g.drafts]
+        found = (
             await self.session.execute(
                 _ADD,
                 {
-                    "ns": namespace_id,
-                    "robot": robot_id,
-                    "at": event_at,
-                    "n": len(drafts),
-                    "keys": [d.key for d in drafts],
-                    "cs": [d.created_at for d in drafts],
-                    "contents": [d.content for d in drafts],
-                    "types": [d.type for d in drafts],
-                    "importances": [float(d.importance) for d in drafts],
-                    "tags": [json.dumps(d.tags) for d in drafts],
-                    "metadata": [json.dumps(d.metadata) for d in drafts],
-                    "tokens": [d.token_count for d in drafts],
+                    "groups": [gi for gi, _, _ in rows],
+                    "nss": [g.namespace_id for _, g, _ in rows],
+                    "robots": [g.robot_id for _, g, _ in rows],
+                    "ats": [g.event_at for _, g, _ in rows],
+                    "keys": [d.key for _, _, d in rows],
+                    "cs": [d.created_at for _, _, d in rows],
+                    "contents": [d.content for _, _, d in rows],
+                    "types": [d.type for _, _, d in rows],
+                    "importances": [float(d.importance) for _, _, d in rows],
+                    "tags": [json.dumps(d.tags) for _, _, d in rows],
+                    "metadata": [json.dumps(d.metadata) for _, _, d in rows],
+                    "tokens": [d.token_count for _, _, d in rows],
                     "embeddings": [
-                        None if d.embedding is None else vector_text(d.embedding) for d in drafts
+                        None if d.embedding is None else vector_text(d.embedding)
+                        for _, _, d in rows
                     ],
-                    "models": [d.embedding_model for d in drafts],
+                    "models": [d.embedding_model for _, _, d in rows],
                 },
             )
         ).all()
-        claimed = {r.key: (r.memory_id, r.memory_created_at) for r in rows}
-        return claimed, rows[0].now if rows else None
+        out = [GroupStored({}, [], None) for _ in groups]
+        for r in found:
+            stored = out[r.g]
+            stored.now = r.now
+            if r.claimed:
+                stored.claimed[r.key] = (r.memory_id, r.memory_created_at)
+            else:
+                stored.taken.append(r.key)
+        orphans = [mid for s in out if s.taken for mid, _ in s.claimed.values()]
+        if orphans:
+            await self.session.execute(_RELEASE, {"ids": orphans})
+        for s in out:
+            if s.taken:
+                s.claimed.clear()
+        return out
 
     async def get(self, namespace_id: int, key: str, *, for_update: bool = False) -> Any | None:
         lock = "FOR UPDATE OF m" if for_update else ""

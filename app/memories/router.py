@@ -16,6 +16,7 @@ from app.deps import (
     CallerDep,
     ClockDep,
     EmbedderDep,
+    GroupCommitDep,
     RobotServiceDep,
     SessionDep,
     SettingsDep,
@@ -54,8 +55,11 @@ async def memory_service(
     tokenizer: TokenizerDep,
     settings: SettingsDep,
     clock: ClockDep,
+    adds: GroupCommitDep,
 ) -> MemoryService:
-    return MemoryService(session, caller, robots, two_tier, embedder, tokenizer, settings, clock)
+    return MemoryService(
+        session, caller, robots, two_tier, embedder, tokenizer, settings, clock, adds
+    )
 
 
 Service = Annotated[MemoryService, Depends(memory_service)]

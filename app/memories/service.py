@@ -16,14 +16,10 @@ from app.db.session import DbSession
 from app.embeddings.timed import TimedEmbedder
 from app.errors import BadRequest, Conflict, NotFound
 from app.events.repository import EventRepository
+from app.memories.adds import GroupCommit
 from app.memories.limits import check_batch_size, check_fields
-from app.memories.repository import (
-    ListFilters,
-    MemoryDraft,
-    MemoryRepository,
-    NewMemory,
-    VectorChange,
-)
+from app.memories.model import AddGroup, ListFilters, MemoryDraft, NewMemory, VectorChange
+from app.memories.repository import MemoryRepository
 from app.memories.schemas import (
     MemoryAdded,
     MemoryCreate,
@@ -55,7 +51,9 @@ class MemoryService:
         tokenizer: Tokenizer,
         settings: Settings,
         clock: Clock,
+        adds: GroupCommit,
     ) -> None:
+        self.adds = adds
         self.session = session
         self.caller = caller
         self.robots = robots
@@ -102,7 +100,7 @@ class MemoryService:
             )
             for i, b in enumerate(bodies)
         ]
-        new, taken = await self._store(robot, drafts)
+        new, taken = await self._store(robot, drafts, group_commit=True)
         if taken:
             raise Conflict(
                 f"key already exists in this namespace: {', '.join(taken)}; "
@@ -112,33 +110,24 @@ class MemoryService:
         return await self._acknowledge_new(robot, new)
 
     async def _store(
-        self, robot: Robot, drafts: list[MemoryDraft]
+        self, robot: Robot, drafts: list[MemoryDraft], *, group_commit: bool = False
     ) -> tuple[list[_Stored], list[str]]:
-        """Claim the drafts' keys and store them in the open transaction. Returns what was
-        stored, or (when any key is taken) nothing and the taken keys."""
-        at = self.clock()
-        claimed, now = await self.repo.add(self.caller.namespace_id, robot.id, drafts, at)
-        taken = sorted({d.key for d in drafts} - claimed.keys())
-        if taken or now is None:
-            return [], taken
+        """Claim the drafts' keys and store them: with `group_commit`, committed together
+        with concurrent adds (app/memories/adds.py); otherwise in the open transaction.
+        Returns what was stored, or (when any key is taken) nothing and the taken keys."""
+        group = AddGroup(self.caller.namespace_id, robot.id, drafts, self.clock())
+        if group_commit:
+            # The group commits in its own transaction: a robot this request registered
+            # must be visible there.
+            await self.session.commit()
+            result = await self.adds.store(group)
+        else:
+            [result] = await self.repo.add([group])
+        claimed, now = result.claimed, result.now
+        if result.taken or now is None:
+            return [], sorted(result.taken)
         stored = [
-            _Stored(
-                NewMemory(
-                    id=claimed[d.key][0],
-                    created_at=claimed[d.key][1],
-                    key=d.key,
-                    content=d.content,
-                    type=d.type,
-                    importance=d.importance,
-                    tags=d.tags,
-                    metadata=d.metadata,
-                    author_robot_id=robot.id,
-                    token_count=d.token_count,
-                    embedding=d.embedding,
-                    embedding_model=d.embedding_model,
-                ),
-                now,
-            )
+            _Stored(NewMemory.from_draft(d, *claimed[d.key], author_robot_id=robot.id), now)
             for d in drafts
         ]
         return stored, []

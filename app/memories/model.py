@@ -1,0 +1,100 @@
+"""The values memories' service and repository exchange: drafts to add, what was stored,
+how a replace treats the vector, listing filters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass
+class MemoryDraft:
+    """A memory to add, before the database numbers it."""
+
+    key: str
+    created_at: datetime | None  # None: the transaction's now()
+    content: str
+    type: str
+    importance: float
+    tags: list[str]
+    metadata: dict[str, Any]
+    token_count: int
+    embedding: list[float] | None
+    embedding_model: str | None
+
+
+@dataclass
+class NewMemory:
+    id: int
+    created_at: datetime
+    key: str
+    content: str
+    type: str
+    importance: float
+    tags: list[str]
+    metadata: dict[str, Any]
+    author_robot_id: int
+    token_count: int
+    embedding: list[float] | None
+    embedding_model: str | None
+
+    @classmethod
+    def from_draft(
+        cls, d: MemoryDraft, id: int, created_at: datetime, *, author_robot_id: int
+    ) -> NewMemory:
+        return cls(
+            id=id,
+            created_at=created_at,
+            key=d.key,
+            content=d.content,
+            type=d.type,
+            importance=d.importance,
+            tags=d.tags,
+            metadata=d.metadata,
+            author_robot_id=author_robot_id,
+            token_count=d.token_count,
+            embedding=d.embedding,
+            embedding_model=d.embedding_model,
+        )
+
+
+@dataclass(frozen=True)
+class VectorChange:
+    """What a replace does to the embedding: keep the stored one (same content, no client
+    vector), or set this one (None: pending, for the worker)."""
+
+    keep: bool
+    embedding: list[float] | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class ListFilters:
+    author_robot_id: int | None = None
+    type: str | None = None
+    tags_any: list[str] | None = None
+    min_importance: float | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    include_deleted: bool = False
+
+
+@dataclass(frozen=True)
+class AddGroup:
+    """One add's drafts (all or nothing), by one robot in one namespace."""
+
+    namespace_id: int
+    robot_id: int
+    drafts: list[MemoryDraft]
+    event_at: datetime | None  # the service clock's instant for the `add` events
+
+
+@dataclass
+class GroupStored:
+    """What storing one group did: {key: (id, created_at)} for a group stored whole, or the
+    keys that were taken (and nothing stored); `now` is the transaction's now()."""
+
+    claimed: dict[str, tuple[int, datetime]]
+    taken: list[str]
+    now: datetime | None

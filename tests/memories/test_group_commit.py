@@ -1,0 +1,177 @@
+"""Group commit (app/memories/adds.py): concurrent adds share one transaction and one
+statement, each is acknowledged only after that commit, and a failing add fails alone."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from sqlalchemy import text
+
+from app.memories.adds import GroupCommit
+from app.memories.model import AddGroup, MemoryDraft
+
+
+def vec(i: int) -> list[float]:
+    v = [0.0] * 384
+    v[i % 384] = 1.0
+    return v
+
+
+def draft(key: str, content: str | None = None) -> MemoryDraft:
+    return MemoryDraft(
+        key=key,
+        created_at=None,
+        content=content or f"about {key}",
+        type="fact",
+        importance=1.0,
+        tags=[],
+        metadata={},
+        token_count=3,
+        embedding=None,
+        embedding_model=None,
+    )
+
+
+async def _robot(client, ns: str, name: str) -> tuple[int, int]:
+    await client.put(f"/v1/robots/{name}", json={})
+    async with client.app.state.components.sessionmaker() as s:
+        row = (
+            await s.execute(
+                text(
+                    "SELECT n.id AS ns, r.id AS robot FROM namespace n"
+                    " JOIN robot r ON r.namespace_id = n.id WHERE n.name = :ns AND r.name = :r"
+                ),
+                {"ns": ns, "r": name},
+            )
+        ).one()
+    return row.ns, row.robot
+
+
+async def _stored_keys(client, ns_id: int) -> set[str]:
+    async with client.app.state.components.sessionmaker() as s:
+        keys = (
+            await s.execute(text("SELECT key FROM memory WHERE namespace_id = :ns"), {"ns": ns_id})
+        ).scalars()
+        claims = (
+            await s.execute(
+                text("SELECT key FROM memory_key WHERE namespace_id = :ns"), {"ns": ns_id}
+            )
+        ).scalars()
+    assert set(claims) == set(keys)  # no key claimed without its memory
+    return set(keys)
+
+
+async def test_queued_adds_share_one_commit_and_each_gets_its_own_answer(client, ns) -> None:
+    ns_id, robot = await _robot(client, ns, "a")
+    commit = GroupCommit(client.app.state.components.sessionmaker, max_rows=1000)
+    groups = [AddGroup(ns_id, robot, [draft(f"k{i}"), draft(f"k{i}b")], None) for i in range(12)]
+    results = await asyncio.gather(*(commit.store(g) for g in groups))
+    assert (commit.commits, commit.adds) == (1, 12)
+    for i, r in enumerate(results):
+        assert r.taken == [] and sorted(r.claimed) == sorted([f"k{i}", f"k{i}b"])
+    assert len({mid for r in results for mid, _ in r.claimed.values()}) == 24
+    assert await _stored_keys(client, ns_id) == {f"k{i}{s}" for i in range(12) for s in ("", "b")}
+
+
+async def test_a_group_bounded_by_max_rows_commits_in_several_transactions(client, ns) -> None:
+    ns_id, robot = await _robot(client, ns, "a")
+    commit = GroupCommit(client.app.state.components.sessionmaker, max_rows=4)
+    groups = [AddGroup(ns_id, robot, [draft(f"k{i}"), draft(f"k{i}b")], None) for i in range(6)]
+    await asyncio.gather(*(commit.store(g) for g in groups))
+    assert (commit.commits, commit.adds) == (3, 6)  # two adds (four memories) per commit
+
+
+async def test_a_taken_key_fails_only_its_own_add_and_its_other_keys_are_released(
+    client, ns
+) -> None:
+    ns_id, robot = await _robot(client, ns, "a")
+    commit = GroupCommit(client.app.state.components.sessionmaker)
+    await commit.store(AddGroup(ns_id, robot, [draft("old")], None))
+    groups = [
+        AddGroup(ns_id, robot, [draft("x1"), draft("old"), draft("x2")], None),  # old: taken
+        AddGroup(ns_id, robot, [draft("y1")], None),
+        AddGroup(ns_id, robot, [draft("same"), draft("z1")], None),  # first to claim "same"
+        AddGroup(ns_id, robot, [draft("w1"), draft("same")], None),  # "same": taken above
+    ]
+    results = await asyncio.gather(*(commit.store(g) for g in groups))
+    assert commit.commits == 2  # the first add, then all four together
+    assert [(sorted(r.claimed), r.taken) for r in results] == [
+        ([], ["old"]),
+        (["y1"], []),
+        (["same", "z1"], []),
+        ([], ["same"]),
+    ]
+    assert await _stored_keys(client, ns_id) == {"old", "y1", "same", "z1"}
+
+
+async def test_concurrent_adds_over_http_get_one_201_per_add_and_one_409_per_clash(
+    client, ns
+) -> None:
+    bodies = [{"key": f"h{i}", "content": f"fact {i}", "embedding": vec(i)} for i in range(20)]
+    bodies += [{"key": "clash", "content": "one", "embedding": vec(1)}] * 2
+    responses = await asyncio.gather(
+        *(client.post("/v1/robots/a/memories", json=b) for b in bodies)
+    )
+    codes = [r.status_code for r in responses]
+    assert codes[:20] == [201] * 20 and sorted(codes[20:]) == [201, 409]
+    assert [r.json()["key"] for r in responses[:20]] == [f"h{i}" for i in range(20)]
+    listed = (await client.get("/v1/robots/a/memories", params={"limit": 100})).json()["items"]
+    assert sorted(m["key"] for m in listed) == sorted([f"h{i}" for i in range(20)] + ["clash"])
+    wm = (await client.get("/v1/robots/a/working-memory")).json()
+    assert sorted(i["key"] for i in wm["items"]) == sorted(m["key"] for m in listed)
+
+
+@pytest.fixture
+async def refusing_trigger(client):  # type: ignore[no-untyped-def]
+    """The database refuses (as a deadlock would) any memory whose content is 'boom'."""
+    name = f"refuse_{uuid.uuid4().hex[:8]}"
+    async with client.app.state.components.sessionmaker() as s, s.begin():
+        await s.execute(
+            text(f"""
+            CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.content = 'boom' THEN
+                    RAISE EXCEPTION 'refused' USING ERRCODE = '40P01';
+                END IF;
+                RETURN NEW;
+            END $$""")
+        )
+        await s.execute(
+            text(
+                f"CREATE TRIGGER {name} BEFORE INSERT ON memory FOR EACH ROW "
+                f"EXECUTE FUNCTION {name}()"
+            )
+        )
+    yield
+    async with client.app.state.components.sessionmaker() as s, s.begin():
+        await s.execute(text(f"DROP TRIGGER {name} ON memory"))
+        await s.execute(text(f"DROP FUNCTION {name}()"))
+
+
+@pytest.mark.usefixtures("refusing_trigger")
+async def test_a_row_the_database_refuses_fails_only_its_own_add(client, ns) -> None:
+    ns_id, robot = await _robot(client, ns, "a")
+    commit = GroupCommit(client.app.state.components.sessionmaker)
+    groups = [
+        AddGroup(ns_id, robot, [draft("ok1")], None),
+        AddGroup(ns_id, robot, [draft("bad1"), draft("bad2", "boom")], None),
+        AddGroup(ns_id, robot, [draft("ok2")], None),
+    ]
+    results = await asyncio.gather(*(commit.store(g) for g in groups), return_exceptions=True)
+    assert sorted(results[0].claimed) == ["ok1"] and sorted(results[2].claimed) == ["ok2"]
+    assert "refused" in str(results[1])
+    # The shared transaction failed, then each add ran alone: two of them committed.
+    assert (commit.commits, commit.adds) == (2, 2)
+    assert await _stored_keys(client, ns_id) == {"ok1", "ok2"}
+
+    # Over HTTP the refused add is the 503 of a deadlock (retry: true); the others are 201.
+    codes = await asyncio.gather(
+        client.post("/v1/robots/a/memories", json={"key": "h1", "content": "fine"}),
+        client.post("/v1/robots/a/memories", json={"key": "h2", "content": "boom"}),
+        client.post("/v1/robots/a/memories", json={"key": "h3", "content": "fine too"}),
+    )
+    assert [r.status_code for r in codes] == [201, 503, 201]
+    assert codes[1].json()["retry"] is True
+    assert await _stored_keys(client, ns_id) == {"ok1", "ok2", "h1", "h3"}
