@@ -382,16 +382,22 @@ class SearchRepository:
         ef_search: int = EF_SEARCH_DEFAULT,
         large_namespaces: LargeNamespaces | None = None,
         lexeme_stats: LexemeStats | None = None,
+        pgvector_version: tuple[int, int, int] | None = None,
     ) -> None:
         self.ef_search = ef_search
         self.session = session
         self.large = large_namespaces if large_namespaces is not None else LargeNamespaces()
         self.lexeme_stats = lexeme_stats if lexeme_stats is not None else LexemeStats()
+        # Search as that pgvector version would (None: the installed one): tests force the
+        # pre-0.8 path on a server that has iterative scans.
+        self.forced_pgvector_version = pgvector_version
 
     # --- pgvector ------------------------------------------------------------------------
 
     async def pgvector_version(self) -> tuple[int, int, int]:
         """The installed pgvector extension's version, read once per process."""
+        if self.forced_pgvector_version is not None:
+            return self.forced_pgvector_version
         global _pgvector_version
         if _pgvector_version is None:
             raw = (
