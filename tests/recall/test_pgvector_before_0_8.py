@@ -183,7 +183,5 @@ async def test_the_installed_pgvector_fills_the_same_page_with_an_iterative_scan
 
     assert len(hits) == LIMIT
     assert {h.author for h in hits} == {"alice"}
-    assert session.settings() == [
-        ["hnsw.ef_search", "hnsw.iterative_scan", "hnsw.max_scan_tuples"]
-    ]
+    assert session.settings() == [["hnsw.ef_search", "hnsw.iterative_scan", "hnsw.max_scan_tuples"]]
     assert session.exact_queries() == 0
