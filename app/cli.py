@@ -14,7 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.config import Settings, get_settings
-from app.embedded import embedded_services
+from app.embedded import DataDirectoryError, embedded_services
 from app.health.service import start_draining
 
 log = logging.getLogger("htm")
@@ -243,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    return int(args.func(settings, args))
+    try:
+        return int(args.func(settings, args))
+    except DataDirectoryError as exc:  # the embedded server's data directory: say what to do
+        print(f"htm {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

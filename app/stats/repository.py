@@ -1,21 +1,16 @@
-"""Statistics SQL. Activity per day uses TimescaleDB's time_bucket when memory_event is a
-hypertable and date_trunc otherwise — detected from the catalog, never assumed."""
+"""Statistics SQL, answered from counters: robot_memory_count, namespace_memory_count and
+robot_activity_day, kept by triggers in the transaction of every write (migration 0004), each
+key summed over its stripes. So a robot's or a namespace's statistics read a few rows however
+many memories and events there are, and equal what counting the memories and events gives
+(tests/stats/test_stats_counts.py counts them the old way, beside)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql
-
-# What one memory row holds for its namespace, as stored: pg_column_size is the on-disk size
-# of each value (after compression; out-of-line TOAST values included). The namespace's own
-# data only — never pg_database_size, which would show every namespace the whole database.
-MEMORY_BYTES = (
-    "coalesce(pg_column_size(content), 0) + coalesce(pg_column_size(metadata), 0)"
-    " + coalesce(pg_column_size(tags), 0) + coalesce(pg_column_size(embedding), 0)"
-)
 
 
 class StatsRepository:
@@ -40,48 +35,62 @@ class StatsRepository:
         )
 
     async def long_term(self, namespace_id: int, robot_id: int) -> dict[str, Any]:
-        row = (
+        """The robot's memories not deleted: in all, by type, pending and failed embeddings
+        (counters), and the oldest and newest created_at (the ends of the robot's
+        (author_robot_id, created_at) index, read only when there is a memory)."""
+        rows = (
             await self.session.execute(
                 sql("""
-                SELECT count(*) AS memories,
-                       min(created_at) AS oldest, max(created_at) AS newest,
-                       count(*) FILTER (WHERE embedding_status = 'pending') AS pending,
-                       count(*) FILTER (WHERE embedding_status = 'failed') AS failed
-                FROM memory
-                WHERE namespace_id = :ns AND author_robot_id = :robot AND deleted_at IS NULL"""),
+                SELECT type, sum(memories)::bigint AS memories, sum(pending)::bigint AS pending,
+                       sum(failed)::bigint AS failed
+                FROM robot_memory_count
+                WHERE namespace_id = :ns AND robot_id = :robot
+                GROUP BY type HAVING sum(memories) > 0 ORDER BY type"""),
                 {"ns": namespace_id, "robot": robot_id},
             )
-        ).one()
-        by_type: dict[str, int] = dict(
-            (
+        ).all()
+        oldest = newest = None
+        if rows:
+            own = """FROM memory
+                WHERE namespace_id = :ns AND author_robot_id = :robot AND deleted_at IS NULL"""
+            oldest, newest = (
                 await self.session.execute(
-                    sql("""
-                    SELECT type, count(*) FROM memory
-                    WHERE namespace_id = :ns AND author_robot_id = :robot AND deleted_at IS NULL
-                    GROUP BY type ORDER BY type"""),
+                    sql(f"""
+                    SELECT (SELECT created_at {own} ORDER BY created_at LIMIT 1),
+                           (SELECT created_at {own} ORDER BY created_at DESC LIMIT 1)"""),
                     {"ns": namespace_id, "robot": robot_id},
                 )
-            ).all()
-        )
-        return {**row._asdict(), "by_type": by_type}
+            ).one()
+        return {
+            "memories": sum(r.memories for r in rows),
+            "oldest": oldest,
+            "newest": newest,
+            "pending": sum(r.pending for r in rows),
+            "failed": sum(r.failed for r in rows),
+            "by_type": {r.type: r.memories for r in rows},
+        }
 
     async def activity(
         self, robot_id: int, since: datetime, until: datetime, timescale: bool
     ) -> list[Any]:
-        """Counts per UTC day in [since, until). date_trunc on a timestamptz follows the
-        session's TimeZone, so the zone is named; time_bucket buckets in UTC already."""
-        bucket = "time_bucket('1 day', at)" if timescale else "date_trunc('day', at, 'UTC')"
+        """Counts per UTC day in [since, until), both UTC midnights (the counters count whole
+        days). A day with events of other kinds only is there, with zeros, as counting the
+        events gives it. `timescale` no longer matters: the days are the counters' own."""
         return list(
             await self.session.execute(
-                sql(f"""
-                SELECT {bucket} AS day,
-                       count(*) FILTER (WHERE kind = 'add') AS adds,
-                       count(*) FILTER (WHERE kind = 'recall') AS recalls,
-                       count(*) FILTER (WHERE kind = 'evict') AS evictions
-                FROM memory_event
-                WHERE robot_id = :robot AND at >= :since AND at < :until
-                GROUP BY 1 ORDER BY 1"""),
-                {"robot": robot_id, "since": since, "until": until},
+                sql("""
+                SELECT CAST(day AS timestamp) AT TIME ZONE 'UTC' AS day,
+                       sum(adds)::bigint AS adds, sum(recalls)::bigint AS recalls,
+                       sum(evictions)::bigint AS evictions
+                FROM robot_activity_day
+                WHERE robot_id = :robot AND day >= :since AND day < :until
+                GROUP BY day HAVING sum(adds + recalls + evictions + other) > 0
+                ORDER BY day"""),
+                {
+                    "robot": robot_id,
+                    "since": since.astimezone(UTC).date(),
+                    "until": until.astimezone(UTC).date(),
+                },
             )
         )
 
@@ -101,15 +110,13 @@ class StatsRepository:
     async def namespace(self, namespace_id: int) -> dict[str, Any]:
         row = (
             await self.session.execute(
-                sql(f"""
-                SELECT count(*) FILTER (WHERE deleted_at IS NULL) AS memories,
-                       count(*) FILTER (WHERE deleted_at IS NOT NULL) AS deleted,
-                       count(*) FILTER (WHERE embedding_status = 'pending'
-                                        AND deleted_at IS NULL) AS pending_embeddings,
-                       count(*) FILTER (WHERE embedding_status = 'failed'
-                                        AND deleted_at IS NULL) AS failed_embeddings,
-                       coalesce(sum({MEMORY_BYTES}), 0)::bigint AS memory_bytes
-                FROM memory WHERE namespace_id = :ns"""),
+                sql("""
+                SELECT coalesce(sum(memories), 0)::bigint AS memories,
+                       coalesce(sum(deleted), 0)::bigint AS deleted,
+                       coalesce(sum(pending), 0)::bigint AS pending_embeddings,
+                       coalesce(sum(failed), 0)::bigint AS failed_embeddings,
+                       coalesce(sum(bytes), 0)::bigint AS memory_bytes
+                FROM namespace_memory_count WHERE namespace_id = :ns"""),
                 {"ns": namespace_id},
             )
         ).one()

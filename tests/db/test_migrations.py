@@ -13,6 +13,9 @@ TABLES = {
     "working_memory_item",
     "memory_event",
     "api_key",
+    "robot_memory_count",  # statistics' counters (migration 0004)
+    "namespace_memory_count",
+    "robot_activity_day",
     "alembic_version",
 }
 MEMORY_INDEXES = {
