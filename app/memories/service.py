@@ -169,9 +169,9 @@ class MemoryService:
         """Idempotent PUT: create the key (201), or replace its fields (200), reviving a soft
         delete. Concurrent PUTs of one key all succeed; the last to commit wins everywhere."""
         check_fields(self.settings, body)
-        ns = self.caller.namespace_id
+        namespace_id = self.caller.namespace_id
         # Embed before taking any lock, and only when the stored vector cannot be kept.
-        current = await self.repo.get(ns, key)
+        current = await self.repo.get(namespace_id, key)
         vector: list[float] | None = body.embedding
         model = "client" if vector is not None else None
         if vector is None and (current is None or current.content != body.content):
@@ -181,7 +181,7 @@ class MemoryService:
         tokens = await self.tokenizer.count_async(body.content)
         robot = await self.robots.ensure(robot_name)
         for _ in range(UPSERT_ATTEMPTS):
-            row = await self.repo.get(ns, key, for_update=True)
+            row = await self.repo.get(namespace_id, key, for_update=True)
             if row is None:
                 draft = MemoryDraft(
                     key=key,

@@ -91,7 +91,7 @@ class RecallService:
             start=tr.start if tr else None,
             end=tr.end if tr else None,
         )
-        ns = self.caller.namespace_id
+        namespace_id = self.caller.namespace_id
         vector = None
         if req.strategy != "fulltext":
             vector = await self._query_vector(req)
@@ -109,18 +109,18 @@ class RecallService:
                     "use strategy=fulltext or hybrid, or send `embedding`",
                     dependency="embedding",
                 )
-            hits = await self.search.vector(ns, vector, filters, req.limit)
+            hits = await self.search.vector(namespace_id, vector, filters, req.limit)
         elif req.strategy == "fulltext":
-            hits = await self.search.fulltext(ns, req.query, filters, req.limit)
+            hits = await self.search.fulltext(namespace_id, req.query, filters, req.limit)
         else:
             hits = await self.search.hybrid(
-                ns, req.query, vector, filters, req.limit, self.settings.rrf_k
+                namespace_id, req.query, vector, filters, req.limit, self.settings.rrf_k
             )
 
         # A recall changes nothing a client is told is stored: its log rows (and working
         # memory's mirror) commit without waiting for the WAL flush.
         await self.events.record(
-            ns,
+            namespace_id,
             "recall",
             robot.id,
             [h.id for h in hits],

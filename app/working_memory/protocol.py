@@ -138,7 +138,7 @@ class WriteProtocol(RobotSync):
             for i, p in enumerate(live)
         ]
         result, _ = await self._run(
-            robot, state, lambda budget: self.store.place(self.ns, robot.name, items, budget)
+            robot, state, lambda budget: self.store.place(self.namespace, robot.name, items, budget)
         )
         assert result is not None
         by_key = {p.key: p for p in live}
@@ -187,7 +187,9 @@ class WriteProtocol(RobotSync):
         try:
             state = await self._lock(robot)
             result, _ = await self._run(
-                robot, state, lambda budget: self.store.place(self.ns, robot.name, [], budget)
+                robot,
+                state,
+                lambda budget: self.store.place(self.namespace, robot.name, [], budget),
             )
             assert result is not None
             await self._record_place(robot, result, [], self.clock())
@@ -228,7 +230,7 @@ class WriteProtocol(RobotSync):
     def _remover(
         self, robot: str, key: str, memory_id: int
     ) -> Callable[[int], Awaitable[RemoveResult]]:
-        return lambda _budget: self.store.remove(self.ns, robot, [(key, memory_id)])
+        return lambda _budget: self.store.remove(self.namespace, robot, [(key, memory_id)])
 
     async def clear(self, robot: Robot) -> int:
         """Empty the robot's working memory. Durable: a client is told it is done. With Redis
@@ -239,7 +241,7 @@ class WriteProtocol(RobotSync):
         else:
             try:
                 result, _ = await self._run(
-                    robot, state, lambda _budget: self.store.clear(self.ns, robot.name)
+                    robot, state, lambda _budget: self.store.clear(self.namespace, robot.name)
                 )
                 assert result is not None
                 await self.members.record_clear(robot.id, result.change)
@@ -250,7 +252,7 @@ class WriteProtocol(RobotSync):
             except Exception:
                 # Not acknowledged (the client gets the error): if Redis was cleared, the
                 # rebuild puts back what the mirror still lists.
-                self.repairs.add(self.scope.namespace_id, self.ns, robot.id, robot.name)
+                self.repairs.add(self.scope.namespace_id, self.namespace, robot.id, robot.name)
                 raise
         count = await self.members.record_clear(robot.id, None)
         await self.session.commit()
@@ -266,15 +268,15 @@ class WriteProtocol(RobotSync):
         if not self.breaker.open:
             try:
                 try:
-                    found = await self.store.touch(self.ns, robot.name, key, now_ms)
+                    found = await self.store.touch(self.namespace, robot.name, key, now_ms)
                 except WorkingMemoryNotInitialized:
                     await self.resync(robot)
-                    found = await self.store.touch(self.ns, robot.name, key, now_ms)
+                    found = await self.store.touch(self.namespace, robot.name, key, now_ms)
                 self.breaker.reset()
                 reached = True
             except (RedisUnavailable, *UNAVAILABLE) as exc:
                 self.breaker.trip()
-                log.warning("redis unavailable touching %s/%s: %s", self.ns, robot.name, exc)
+                log.warning("redis unavailable touching %s/%s: %s", self.namespace, robot.name, exc)
         if not reached:
             # Postgres still learns of the access; Redis, when back, is rebuilt from it.
             await self._mark_stale(robot)

@@ -28,8 +28,8 @@ class WorkingMemoryService:
         self.members = protocol.members
 
     @property
-    def ns(self) -> str:
-        return self.protocol.ns
+    def namespace(self) -> str:
+        return self.protocol.namespace
 
     async def _read(self, robot: Robot, op: Callable[[], Awaitable[T]]) -> T:
         """op against Redis; a robot marked stale, or missing from Redis (new, or its data
@@ -56,7 +56,7 @@ class WorkingMemoryService:
         """Items in eviction order, token total, and whether this came from Postgres (degraded)."""
         try:
             items, tokens = await self._read(
-                robot, lambda: self.store.snapshot(self.ns, robot.name)
+                robot, lambda: self.store.snapshot(self.namespace, robot.name)
             )
             return items, tokens, False
         except RedisUnavailable:
@@ -76,7 +76,9 @@ class WorkingMemoryService:
         try:
             contents, items, tokens = await self._read(
                 robot,
-                lambda: self.store.context(self.ns, robot.name, strategy, max_tokens, now_ms),
+                lambda: self.store.context(
+                    self.namespace, robot.name, strategy, max_tokens, now_ms
+                ),
             )
         except RedisUnavailable:
             members = await self._membership_items(robot)
@@ -88,9 +90,9 @@ class WorkingMemoryService:
         Redis is unreachable (the caller then reads Postgres membership: degraded)."""
 
         async def op() -> tuple[int, int]:
-            usage = await self.store.usage(self.ns, robot.name)
+            usage = await self.store.usage(self.namespace, robot.name)
             if usage is None:  # the store answers None rather than raising on NOINIT
-                raise WorkingMemoryNotInitialized(self.ns, robot.name)
+                raise WorkingMemoryNotInitialized(self.namespace, robot.name)
             return usage
 
         try:

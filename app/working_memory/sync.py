@@ -70,7 +70,7 @@ class RobotSync:
         self.members = MembershipRepository(session)
 
     @property
-    def ns(self) -> str:
+    def namespace(self) -> str:
         return self.scope.namespace
 
     async def resync(self, robot: Robot, *, force: bool = False, skip_locked: bool = False) -> bool:
@@ -81,7 +81,9 @@ class RobotSync:
             await self.session.commit()
             return False
         try:
-            current = None if force or state.stale else await self.store.state(self.ns, robot.name)
+            current = None
+            if not (force or state.stale):
+                current = await self.store.state(self.namespace, robot.name)
             if current is None or current[2] != state.change:
                 await self._rebuild(robot, state)
             self.breaker.reset()
@@ -105,7 +107,7 @@ class RobotSync:
     ) -> LockedRobot:
         state = await self.members.lock(robot.id, self.default_budget, memories, relaxed=relaxed)
         if state is None:  # robots are never deleted through the API
-            raise RuntimeError(f"robot {self.ns}/{robot.name} does not exist")
+            raise RuntimeError(f"robot {self.namespace}/{robot.name} does not exist")
         return state
 
     async def _run(
@@ -138,7 +140,7 @@ class RobotSync:
                 if result is not None:
                     log.warning(
                         "working memory of %s/%s replied %s after %s: rebuilding",
-                        self.ns,
+                        self.namespace,
                         robot.name,
                         result.change,
                         state.change,
@@ -148,10 +150,11 @@ class RobotSync:
                     return None, True
                 result = await op(state.budget)
                 if result.change != next_change(state):
-                    raise RuntimeError(f"working memory of {self.ns}/{robot.name} moved under lock")
+                    where = f"{self.namespace}/{robot.name}"
+                    raise RuntimeError(f"working memory of {where} moved under lock")
         except UNAVAILABLE as exc:
             self.breaker.trip()
-            log.warning("redis unavailable for %s/%s: %s", self.ns, robot.name, exc)
+            log.warning("redis unavailable for %s/%s: %s", self.namespace, robot.name, exc)
             await self._mark_stale(robot)
             raise RedisUnavailable(str(exc)) from exc
         self.breaker.reset()
@@ -173,7 +176,7 @@ class RobotSync:
             victims.add(it.memory_id)
             total -= it.tokens
         keep = [i for i in items if i.memory_id not in victims]
-        result = await self.store.load(self.ns, robot.name, keep, state.budget)
+        result = await self.store.load(self.namespace, robot.name, keep, state.budget)
         created = {r.id: r.created_at for r in rows}
         by_key = {i.key: i for i in keep}
         placed = [
@@ -196,7 +199,9 @@ class RobotSync:
             self.clock() if evicted else None,
         )
         if rows:
-            log.info("rebuilt working memory of %s/%s: %d items", self.ns, robot.name, len(keep))
+            log.info(
+                "rebuilt working memory of %s/%s: %d items", self.namespace, robot.name, len(keep)
+            )
         return replace(state, stale=False, gen=result.gen, seq=result.seq)
 
     async def _mark_stale(self, robot: Robot) -> None:
@@ -226,13 +231,15 @@ class RobotSync:
         if isinstance(exc, ServiceUnavailable):  # the database is down or timed out
             log.warning(
                 "working-memory change of %s/%s not recorded (%s); to repair",
-                self.ns,
+                self.namespace,
                 robot.name,
                 exc.detail,
             )
         else:
-            log.exception("working-memory change of %s/%s failed; to repair", self.ns, robot.name)
-        self.repairs.add(self.scope.namespace_id, self.ns, robot.id, robot.name)
+            log.exception(
+                "working-memory change of %s/%s failed; to repair", self.namespace, robot.name
+            )
+        self.repairs.add(self.scope.namespace_id, self.namespace, robot.id, robot.name)
         self.robots.forget(self.scope.namespace_id, robot.name)
         try:
             await self.session.rollback()
