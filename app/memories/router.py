@@ -12,17 +12,7 @@ from app.common import (
     Tag,
     Text,
 )
-from app.deps import (
-    CallerDep,
-    ClockDep,
-    EmbedderDep,
-    GroupCommitDep,
-    RobotServiceDep,
-    SessionDep,
-    SettingsDep,
-    TokenizerDep,
-    WriteProtocolDep,
-)
+from app.deps import ScopeDep
 from app.errors import PROBLEM_JSON
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
@@ -46,19 +36,18 @@ BAD_CURSOR: dict[str, Any] = {
 }
 
 
-async def memory_service(
-    session: SessionDep,
-    caller: CallerDep,
-    robots: RobotServiceDep,
-    two_tier: WriteProtocolDep,
-    embedder: EmbedderDep,
-    tokenizer: TokenizerDep,
-    settings: SettingsDep,
-    clock: ClockDep,
-    adds: GroupCommitDep,
-) -> MemoryService:
+async def memory_service(r: ScopeDep) -> MemoryService:
+    c = r.components
     return MemoryService(
-        session, caller, robots, two_tier, embedder, tokenizer, settings, clock, adds
+        r.session,
+        r.caller,
+        r.robots,
+        r.two_tier,
+        c.embedder,
+        c.tokenizer,
+        c.settings,
+        c.clock,
+        c.group_commit,
     )
 
 

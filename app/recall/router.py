@@ -5,16 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 
 from app.common import RobotName
-from app.deps import (
-    CallerDep,
-    ClockDep,
-    EmbedderDep,
-    RobotServiceDep,
-    SearchCachesDep,
-    SessionDep,
-    SettingsDep,
-    WriteProtocolDep,
-)
+from app.deps import ScopeDep
 from app.recall.schemas import RecallRequest, RecallResult
 from app.recall.service import RecallService
 from app.routing import OrjsonRoute
@@ -22,17 +13,11 @@ from app.routing import OrjsonRoute
 router = APIRouter(prefix="/v1/robots/{robot}", tags=["recall"], route_class=OrjsonRoute)
 
 
-async def recall_service(
-    session: SessionDep,
-    caller: CallerDep,
-    robots: RobotServiceDep,
-    two_tier: WriteProtocolDep,
-    embedder: EmbedderDep,
-    caches: SearchCachesDep,
-    settings: SettingsDep,
-    clock: ClockDep,
-) -> RecallService:
-    return RecallService(session, caller, robots, two_tier, embedder, caches, settings, clock)
+async def recall_service(r: ScopeDep) -> RecallService:
+    c = r.components
+    return RecallService(
+        r.session, r.caller, r.robots, r.two_tier, c.embedder, c.search_caches, c.settings, c.clock
+    )
 
 
 @router.post("/recall", operation_id="recall-search", summary="Recall memories")

@@ -1,16 +1,23 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
 
 from app.common import RobotName
-from app.deps import RobotServiceDep
+from app.deps import ScopeDep
 from app.robots.schemas import RobotRead, RobotUpdate
+from app.robots.service import RobotService
 from app.routing import OrjsonRoute
 
 router = APIRouter(prefix="/v1/robots", tags=["robots"], route_class=OrjsonRoute)
 
 
-Service = RobotServiceDep
+async def robot_service(r: ScopeDep) -> RobotService:
+    return r.robots
+
+
+Service = Annotated[RobotService, Depends(robot_service)]
 
 
 @router.get("", operation_id="robots-list", summary="List robots")

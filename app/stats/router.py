@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from app.common import RobotName
-from app.deps import CallerDep, ClockDep, RobotServiceDep, SessionDep, WriteProtocolDep
+from app.deps import ScopeDep
 from app.routing import OrjsonRoute
 from app.stats.schemas import NamespaceStats, RobotStats
 from app.stats.service import StatsService
@@ -14,14 +14,9 @@ from app.working_memory.service import WorkingMemoryService
 router = APIRouter(tags=["stats"], route_class=OrjsonRoute)
 
 
-async def stats_service(
-    session: SessionDep,
-    caller: CallerDep,
-    robots: RobotServiceDep,
-    two_tier: WriteProtocolDep,
-    clock: ClockDep,
-) -> StatsService:
-    return StatsService(session, caller, robots, WorkingMemoryService(two_tier), clock)
+async def stats_service(r: ScopeDep) -> StatsService:
+    working_memory = WorkingMemoryService(r.two_tier)
+    return StatsService(r.session, r.caller, r.robots, working_memory, r.components.clock)
 
 
 Service = Annotated[StatsService, Depends(stats_service)]

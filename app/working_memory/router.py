@@ -6,7 +6,7 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Response
 
 from app.common import RobotName
-from app.deps import RobotServiceDep, WriteProtocolDep
+from app.deps import ScopeDep
 from app.routing import OrjsonRoute
 from app.working_memory.schemas import ContextRead, WorkingMemoryCleared, WorkingMemoryRead
 from app.working_memory.service import WorkingMemoryService
@@ -15,10 +15,8 @@ from app.working_memory.store import Strategy
 router = APIRouter(prefix="/v1/robots/{robot}", tags=["working-memory"], route_class=OrjsonRoute)
 
 
-async def working_memory_service(
-    two_tier: WriteProtocolDep, robots: RobotServiceDep
-) -> WorkingMemoryService:
-    return WorkingMemoryService(two_tier, robots)
+async def working_memory_service(r: ScopeDep) -> WorkingMemoryService:
+    return WorkingMemoryService(r.two_tier, r.robots)
 
 
 Service = Annotated[WorkingMemoryService, Depends(working_memory_service)]
