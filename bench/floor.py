@@ -175,6 +175,10 @@ class Floor:
         # Adds commit as the service's do: concurrent ones share a transaction.
         self._adds = GroupCommit(lambda: PooledSession(self.pool, self.capture))  # type: ignore[arg-type, return-value]
 
+    async def aclose(self) -> None:
+        """Let the adds already queued commit before the pool closes."""
+        await self._adds.aclose()
+
     def _session(self, conn: asyncpg.Connection) -> RawSession:
         return RawSession(conn, self.capture)
 
@@ -259,33 +263,34 @@ class Floor:
 
     async def add(self, robot_name: str, items: Sequence[AddItem]) -> None:
         """MemoryService.add_many with client vectors: commit, then working memory."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            robot = await self._robot(self._session(conn), robot_name)
+        # No connection is held while the group commits (it needs one from the same pool).
+        keys = [f"m-{uuid.uuid4().hex}" for _ in items]
+        drafts = [
+            MemoryDraft(
+                key=keys[i],
+                created_at=None,
+                content=it.content,
+                type=it.type,
+                importance=it.importance,
+                tags=list(it.tags),
+                metadata={},
+                token_count=it.tokens,
+                embedding=it.vector,
+                embedding_model="client",
+            )
+            for i, it in enumerate(items)
+        ]
+        # One statement claims the keys, logs the events and stores the rows, in a
+        # transaction shared with the adds queued meanwhile (app/memories/adds.py).
+        stored = await self._adds.store(AddGroup(self.ns_id, robot.id, drafts, _utc_now()))
+        new = [
+            NewMemory.from_draft(d, *stored.claimed[d.key], author_robot_id=robot.id)
+            for d in drafts
+        ]
         async with self.pool.acquire() as conn:
             s = self._session(conn)
-            async with conn.transaction():
-                robot = await self._robot(s, robot_name)
-            keys = [f"m-{uuid.uuid4().hex}" for _ in items]
-            drafts = [
-                MemoryDraft(
-                    key=keys[i],
-                    created_at=None,
-                    content=it.content,
-                    type=it.type,
-                    importance=it.importance,
-                    tags=list(it.tags),
-                    metadata={},
-                    token_count=it.tokens,
-                    embedding=it.vector,
-                    embedding_model="client",
-                )
-                for i, it in enumerate(items)
-            ]
-            # One statement claims the keys, logs the events and stores the rows, in a
-            # transaction shared with the adds queued meanwhile (app/memories/adds.py).
-            stored = await self._adds.store(AddGroup(self.ns_id, robot.id, drafts, _utc_now()))
-            new = [
-                NewMemory.from_draft(d, *stored.claimed[d.key], author_robot_id=robot.id)
-                for d in drafts
-            ]
             async with conn.transaction():  # the answer is built from what was written
                 await self._place(
                     s,

@@ -608,6 +608,7 @@ async def run_scale(
         url, servers.redis_url, BENCH_DIR / "logs" / f"service-{n}.log", embedding_provider="none"
     )
     pool = None
+    floor: Floor | None = None
     result: dict[str, Any] = {"n": n}
     try:
         await service.start()
@@ -640,7 +641,7 @@ async def run_scale(
                 ns_id = await conn.fetchval("SELECT id FROM namespace WHERE name = $1", NAMESPACE)
                 rows = await conn.fetch("SELECT id, name FROM robot")
             ctx.robot_ids = {r["name"]: r["id"] for r in rows}
-            ctx.floor = Floor(pool, redis, NAMESPACE, ns_id, 128_000)
+            ctx.floor = floor = Floor(pool, redis, NAMESPACE, ns_id, 128_000)
             result["db"] = await db_facts(pool)
             say(f"N={n}: ANN vs exact agreement ({profile.ann_queries} queries)")
             async with asyncio.timeout(900):
@@ -661,6 +662,8 @@ async def run_scale(
                     result["plans"][op.name] = await explain(ctx.floor, lambda fl=fl: fl(0, 0))
     finally:
         service.stop()
+        if floor is not None:
+            await floor.aclose()
         if pool is not None:
             await pool.close()
         await redis.aclose()

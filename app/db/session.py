@@ -166,6 +166,12 @@ class DbSession:
             raise
         await self.commit()
 
+    async def release(self) -> None:
+        """Return the connection to the pool between units of work (nothing may be left
+        uncommitted); the next statement checks one out again."""
+        assert self._tx is None, "release() with a transaction open"
+        await self.close()
+
     async def close(self) -> None:
         """Roll back what is uncommitted and return the connection to the pool."""
         if self._conn is None:

@@ -118,8 +118,10 @@ class MemoryService:
         group = AddGroup(self.caller.namespace_id, robot.id, drafts, self.clock())
         if group_commit:
             # The group commits in its own transaction: a robot this request registered
-            # must be visible there.
+            # must be visible there, and no connection is held while waiting for it (the
+            # group's transaction needs one from the same pool).
             await self.session.commit()
+            await self.session.release()
             result = await self.adds.store(group)
         else:
             [result] = await self.repo.add([group])

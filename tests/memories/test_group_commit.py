@@ -175,3 +175,24 @@ async def test_a_row_the_database_refuses_fails_only_its_own_add(client, ns) -> 
     assert [r.status_code for r in codes] == [201, 503, 201]
     assert codes[1].json()["retry"] is True
     assert await _stored_keys(client, ns_id) == {"ok1", "ok2", "h1", "h3"}
+
+
+async def test_more_concurrent_adds_than_pooled_connections_all_commit(app_factory) -> None:
+    """An add waiting for its group holds no connection: with 2 pooled connections, 12
+    concurrent adds (each of which also uses one before and after the group's commit) all
+    finish. Holding one while waiting would starve the group's own transaction."""
+    async with app_factory(db_pool_size=2, db_max_overflow=0) as c:
+        c.headers["X-Namespace"] = f"pool-{uuid.uuid4().hex[:8]}"
+        # New robots: each add registers its robot on its own connection first.
+        responses = await asyncio.wait_for(
+            asyncio.gather(
+                *(
+                    c.post(f"/v1/robots/r{i}/memories", json={"key": f"p{i}", "content": "n"})
+                    for i in range(12)
+                )
+            ),
+            timeout=20,
+        )
+        assert [r.status_code for r in responses] == [201] * 12
+        listed = (await c.get("/v1/robots/r0/memories", params={"limit": 50})).json()["items"]
+        assert sorted(m["key"] for m in listed) == sorted(f"p{i}" for i in range(12))
