@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dated, md_path = report.write(results, args.out)
     print(md_path.read_text())
-    say(f"results: {dated} (and latest.json, latest.md); {results['seconds']:.0f}s in all")
+    say(f"results: {dated} (and {md_path.stem}.json, {md_path.name}); {results['seconds']:.0f}s")
     if previous is not None:
         print(report.compare(previous, results))
     return 0
