@@ -14,7 +14,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install run test lint format openapi bench bench-quick chaos chaos-quick clean
+.PHONY: install run test lint format openapi bench bench-quick bench-large chaos chaos-quick clean
 
 install: $(VENV)/.installed
 
@@ -57,6 +57,12 @@ bench: install
 
 bench-quick: install
 	$(PY) -m bench --quick $(BENCH_ARGS)
+
+# `make bench-large`: one point at N = 1,000,000 (about an hour of both cores; not in CI):
+# load rate against a raw COPY floor, table and index sizes, RAM, every timed operation.
+# Writes bench/results/<date>-<host>-large.json and latest-large.{json,md}.
+bench-large: install
+	$(PY) -m bench --large --skip-model $(BENCH_ARGS)
 
 # Fault injection (chaos/): a bounded mixed load against the real service while Redis stalls
 # and restarts, PostgreSQL restarts, and the embedding provider is down or slow. Prints a

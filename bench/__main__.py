@@ -27,6 +27,12 @@ def say(msg: str) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--quick", action="store_true", help="N = 2,000 and 10,000; short phases")
+    p.add_argument(
+        "--large", action="store_true", help="N = 1,000,000 (about an hour; make bench-large)"
+    )
+    p.add_argument(
+        "--copy-floor", type=int, help="raw COPY of the first K memories beside the load (0: off)"
+    )
     p.add_argument("--sizes", help="comma-separated N values (overrides the profile)")
     p.add_argument("--concurrency", type=int, help="K concurrent clients (default 8)")
     p.add_argument("--seed", type=int, default=20260101)
@@ -68,11 +74,13 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    profile = PROFILES["quick" if args.quick else "full"]
+    profile = PROFILES["quick" if args.quick else "large" if args.large else "full"]
     if args.sizes:
         profile = dataclasses.replace(profile, sizes=[int(x) for x in args.sizes.split(",")])
     if args.concurrency:
         profile = dataclasses.replace(profile, concurrency=args.concurrency)
+    if args.copy_floor is not None:
+        profile = dataclasses.replace(profile, copy_floor=args.copy_floor)
     previous = json.loads(args.compare.read_text()) if args.compare else None
     os.environ.update(offline_env())
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -95,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dated, md_path = report.write(results, args.out)
     print(md_path.read_text())
-    say(f"results: {dated} (and latest.json, latest.md); {results['seconds']:.0f}s in all")
+    say(f"results: {dated} (and {md_path.stem}.json, {md_path.name}); {results['seconds']:.0f}s")
     if previous is not None:
         print(report.compare(previous, results))
     return 0

@@ -16,6 +16,7 @@ from typing import Any
 from app.config import PROJECT_ROOT
 
 RESULTS_DIR = PROJECT_ROOT / "bench" / "results"
+LARGE_N = 1_000_000  # from here on the targets are issue 16's for a million memories
 PACKAGES = (
     "fastapi", "uvicorn", "starlette", "pydantic", "sqlalchemy", "asyncpg", "pgvector", "redis",
     "httpx", "aiohttp", "uvloop", "numpy", "sentence-transformers", "torch", "tiktoken",
@@ -102,15 +103,24 @@ def _worst(values: list[float | None], higher_is_worse: bool = True) -> float | 
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The issue's targets (for 100,000 memories) at the largest N of this run."""
+    """The issue's targets at the largest N of this run. From 1,000,000 memories on, those
+    issue 16 sets for a million (hybrid ≤ 20 ms, add ≥ 200/s at c=8; vector and context as at
+    100,000); the rest stay those for 100,000."""
     scale = results.get("scale", {})
     if not scale:
         return []
     n = max(int(k) for k in scale)
     ops = scale[str(n)].get("ops", {})
     recall_ops = [k for k in ops if k.startswith("recall_")]
-    rows = [
-        ("recall hybrid, p50 (unfiltered)", _p50(ops, "recall_hybrid_all"), "<=", 15.0, "ms"),
+    large = n >= LARGE_N
+    rows: list[tuple[str, float | None, str, float, str]] = [
+        (
+            "recall hybrid, p50 (unfiltered)",
+            _p50(ops, "recall_hybrid_all"),
+            "<=",
+            20.0 if large else 15.0,
+            "ms",
+        ),
         (
             "recall vector, p50 (worst of unfiltered / scope=self / one week)",
             _worst([_p50(ops, f"recall_vector_{v}") for v in ("all", "self", "week")]),
@@ -123,7 +133,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"add with client vector, throughput (c={results['settings']['concurrency']})",
             ops.get("add", {}).get("service_k", {}).get("throughput"),
             ">=",
-            300.0,
+            200.0 if large else 300.0,
             "/s",
         ),
         (
@@ -155,6 +165,18 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             "",
         ),
     ]
+    floor = scale[str(n)].get("load", {}).get("copy_floor")
+    if floor:
+        rows.append(
+            (
+                f"batch endpoint load rate ÷ raw COPY (first {floor['memories']:,}, "
+                "memory with its indexes)",
+                floor["memory"].get("endpoint_share"),
+                ">=",
+                0.9,
+                "x",
+            )
+        )
     out = []
     for label, value, op, target, unit in rows:
         ok = None if value is None else (value <= target if op == "<=" else value >= target)
@@ -215,6 +237,8 @@ def markdown(results: dict[str, Any]) -> str:
     if tg:
         n = tg[0]["n"]
         note = "" if n >= 100_000 else " — the targets are set for 100,000; this run's largest N"
+        if n >= LARGE_N:
+            note = " (issue 16's targets for a million memories)"
         lines += ["", f"## Targets at N = {n:,}{note}", ""]
         lines += ["| target | measured | goal | |", "|---|---:|---:|---|"]
         for t in tg:
@@ -271,6 +295,7 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {_f(sk.get('p99_ms'))} | {_f(fk.get('throughput'))} | {_f(kratio, 'x')} | "
                 f"{_cpu(sk.get('cpu_ms', {}))} |"
             )
+        lines += _load_sizes_ram(int(n_str), sc)
     lines += _plans(results)
     md = results.get("model")
     if md:
@@ -316,6 +341,96 @@ def markdown(results: dict[str, Any]) -> str:
             ]
     lines += ["", f"Load average at start / end: {m.get('loadavg_start')} / {m.get('loadavg_end')}"]
     return "\n".join(lines) + "\n"
+
+
+def _mib(b: float | None) -> str:
+    return "–" if b is None else f"{b / 1024 / 1024:,.1f}"
+
+
+def _load_sizes_ram(n: int, sc: dict[str, Any]) -> list[str]:
+    """The raw COPY floor of the load, every table and index with bytes per row, and RAM."""
+    out: list[str] = []
+    ld = sc.get("load", {})
+    cf, fk = ld.get("copy_floor"), ld.get("first_k")
+    out += [
+        "",
+        f"### Load, sizes and RAM at N = {n:,}",
+        "",
+        f"Load: {n:,} memories in {ld.get('batches')} requests ({ld.get('loaders', 2)} in "
+        f"flight), {_f(ld.get('load_s'))} s, {_f(ld.get('memories_per_s'))} memories/s.",
+    ]
+    if cf and fk:
+        out += [
+            "",
+            f"Raw COPY floor (bench/bulk.py), the first {cf['memories']:,} memories in the "
+            f"load's {cf['batches']} batches, {cf['in_flight']} in flight, into fresh copies of "
+            "the tables with the same indexes:",
+            "",
+            "| what | memories/s | endpoint ÷ this |",
+            "|---|---:|---:|",
+            f"| batch endpoint, first {fk['memories']:,} of the load | "
+            f"{_f(fk['memories_per_s'])} | – |",
+        ]
+        labels = {
+            "memory": "COPY into memory",
+            "memory_key_event": "COPY into memory + memory_key + memory_event",
+        }
+        for variant, label in labels.items():
+            v = cf[variant]
+            out.append(
+                f"| {label} | {_f(v['memories_per_s'])} | {_f(v.get('endpoint_share'), 'x')} |"
+            )
+    sz = sc.get("sizes")
+    if sz:
+        out += [
+            "",
+            f"Database {_mib(sz['database_bytes'])} MiB "
+            f"({sz['database_bytes'] / n:,.0f} bytes per memory). Tables (MiB; rows as "
+            "estimated by ANALYZE; bytes per memory = total ÷ N):",
+            "",
+            "| table | rows | heap | TOAST + maps | indexes | total | bytes per memory |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for t in sz["tables"]:
+            if t["total_bytes"] < 1024 * 1024 and t["name"] != "memory_key":
+                continue
+            out.append(
+                f"| {t['name']} | {t['rows']:,} | {_mib(t['heap_bytes'])} | "
+                f"{_mib(t['toast_fsm_vm_bytes'])} | {_mib(t['index_bytes'])} | "
+                f"{_mib(t['total_bytes'])} | {t['total_bytes'] / n:,.0f} |"
+            )
+        out += [
+            "",
+            "| index | table | method | MiB | bytes per memory |",
+            "|---|---|---|---:|---:|",
+        ]
+        for i in sz["indexes"]:
+            if i["bytes"] >= 1024 * 1024:
+                out.append(
+                    f"| {i['name']} | {i['table']} | {i['method']} | {_mib(i['bytes'])} | "
+                    f"{i['bytes'] / n:,.0f} |"
+                )
+    for label, key in (("after the load", "ram_after_load"), ("at the end", "ram_end")):
+        ram = sc.get(key)
+        if not ram:
+            continue
+        pg, svc, rd = ram.get("postgres") or {}, ram.get("service") or {}, ram.get("redis", {})
+        out += [
+            "",
+            f"RAM {label}: PostgreSQL {pg.get('processes')} processes, RSS "
+            f"{_mib(pg.get('rss_bytes'))} MiB, PSS {_mib(pg.get('pss_bytes'))} MiB; service RSS "
+            f"{_mib(svc.get('rss_bytes'))} MiB; Redis used_memory {_mib(rd.get('used_memory'))} "
+            f"MiB (RSS {_mib(rd.get('used_memory_rss'))} MiB, {rd.get('keys')} keys).",
+        ]
+    wm = sc.get("working_memory_bytes")
+    if wm and wm.get("items"):
+        out += [
+            "",
+            f"Redis working memory of `ctx`: {wm['items']:,} items, {wm['bytes']:,} bytes "
+            f"(MEMORY USAGE of its 9 keys) = {wm['per_item']:,.0f} bytes per item, of which "
+            f"{wm['content_bytes'] / wm['items']:,.0f} content.",
+        ]
+    return out
 
 
 def _plans(results: dict[str, Any]) -> list[str]:
@@ -412,7 +527,9 @@ def write(results: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
     dated = out_dir / f"{results['date'][:10]}-{host}{suffix}.json"
     text = json.dumps(results, indent=1, default=str) + "\n"
     dated.write_text(text)
-    (out_dir / "latest.json").write_text(text)
-    md = out_dir / "latest.md"
+    # A large run keeps its own "latest", so that it does not replace `make bench`'s.
+    latest = "latest-large" if results["profile"] == "large" else "latest"
+    (out_dir / f"{latest}.json").write_text(text)
+    md = out_dir / f"{latest}.md"
     md.write_text(markdown(results))
     return dated, md

@@ -24,7 +24,9 @@ import redis.asyncio as aioredis
 from app.recall.repository import SearchFilters, SearchRepository
 from app.timeframes.parse import parse_timeframe
 from app.tokens import Tokenizer
+from app.working_memory.store import robot_keys
 from bench import dataset
+from bench.bulk import copy_floor, process_memory, relation_sizes, working_memory_bytes
 from bench.driver import Limits, closed_loop, interleaved
 from bench.floor import AddItem, Floor, RawSession, RecallSpec, explain
 from bench.http import Http, Response
@@ -80,6 +82,9 @@ class Profile:
     model_texts: int
     quiet_wait_s: float  # per operation: wait this long at most for other work to settle
     quiet_budget_s: float  # in all, over the whole run
+    session: int = SESSION  # consecutive memories one robot writes (the load's batch size)
+    loaders: int = 2  # load requests in flight
+    copy_floor: int = 0  # K: raw COPY of the first K memories beside the load (0: off)
 
 
 PROFILES = {
@@ -114,6 +119,28 @@ PROFILES = {
         model_texts=2048,
         quiet_wait_s=60.0,
         quiet_budget_s=900.0,
+    ),
+    # `make bench-large`: one point at 1,000,000 (bench/README.md). Sessions of 500, so every
+    # load request carries the endpoint's maximum of 500 memories; the raw COPY floor beside
+    # the first 50,000; fewer ANN queries (each exact kNN scans a million vectors).
+    "large": Profile(
+        name="large",
+        sizes=[1_000_000],
+        concurrency=8,
+        c1=Limits(max_requests=500, max_seconds=4.0, warmup=20, min_requests=50),
+        ck=Limits(max_requests=3000, max_seconds=6.0, warmup=32, min_requests=100),
+        questions=400,
+        ann_queries=100,
+        quality_people=40,
+        quality_background=3000,
+        model_c1=Limits(max_requests=150, max_seconds=5.0, warmup=8, min_requests=30),
+        model_ck=Limits(max_requests=2000, max_seconds=8.0, warmup=32, min_requests=100),
+        model_texts=2048,
+        quiet_wait_s=60.0,
+        quiet_budget_s=900.0,
+        session=BATCH,
+        loaders=2,
+        copy_floor=50_000,
     ),
 }
 
@@ -151,6 +178,7 @@ class ScaleContext:
     robot_ids: dict[str, int] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
     quiet: QuietBudget = field(default_factory=QuietBudget)
+    floor_pool: Any = None  # the floor's asyncpg pool, before the Floor exists
 
 
 def _check(r: Response, status: int) -> Response:
@@ -162,17 +190,17 @@ def _check(r: Response, status: int) -> Response:
 # --- loading ---------------------------------------------------------------------------------
 
 
-def _authors(n: int, seed: int) -> list[str]:
+def _authors(n: int, seed: int, session: int = SESSION) -> list[str]:
     """Author of each memory index (indices are in time order): `ctx` owns 1,000 (its working
     memory for context), `rare` about 1% (the scope=self filter), six scribes the rest. Robots
-    write in sessions of SESSION consecutive memories, and the sessions are shuffled (seeded),
-    so every robot's memories are spread over the year."""
+    write in sessions of `session` consecutive memories, and the sessions are shuffled
+    (seeded), so every robot's memories are spread over the year."""
     ctx = min(CONTEXT_ITEMS, n // 2)
     rare = max(1, round(n * RARE_SHARE))
     rest = n - ctx - rare
     labels = [CONTEXT_ROBOT] * ctx + [RARE_ROBOT] * rare
-    labels += [f"scribe-{(i // SESSION) % SCRIBES}" for i in range(rest)]
-    sessions = [labels[i : i + SESSION] for i in range(0, n, SESSION)]
+    labels += [f"scribe-{(i // session) % SCRIBES}" for i in range(rest)]
+    sessions = [labels[i : i + session] for i in range(0, n, session)]
     order = np.random.default_rng([seed, 10]).permutation(len(sessions))
     return [a for j in order for a in sessions[j]]
 
@@ -185,12 +213,17 @@ def _memory_json(key: str, m: dataset.ScaleMemories, i: int) -> str:
     )
 
 
-async def load_memories(ctx: ScaleContext, max_seconds: float) -> dict[str, Any]:
-    """N memories through POST /memories/batch, 500 per request, two requests in flight."""
+async def load_memories(
+    ctx: ScaleContext, max_seconds: float, tokenizer: Tokenizer | None = None
+) -> dict[str, Any]:
+    """N memories through POST /memories/batch, up to 500 per request, `profile.loaders`
+    requests in flight. With `profile.copy_floor` = K (and a tokenizer for the token counts
+    the floor stores), first a raw COPY of the first K memories into copies of the tables
+    (bench/bulk.py), then the endpoint's rate over the same first K is recorded."""
     t0 = time.perf_counter()
     mem = dataset.scale_memories(ctx.seed, ctx.n)
     gen_s = time.perf_counter() - t0
-    authors = _authors(ctx.n, ctx.seed)
+    authors = _authors(ctx.n, ctx.seed, ctx.profile.session)
     _check(
         await ctx.client.put(
             f"/v1/robots/{CONTEXT_ROBOT}", json={"working_memory_budget": CONTEXT_BUDGET}
@@ -207,11 +240,24 @@ async def load_memories(ctx: ScaleContext, max_seconds: float) -> dict[str, Any]
         batches.append((robot, list(range(start, end))))
         start = end
     ctx.keys = [f"k{i:07d}" for i in range(ctx.n)]
+    out: dict[str, Any] = {"memories": ctx.n, "batches": len(batches), "generate_s": gen_s}
+    k = min(ctx.profile.copy_floor, ctx.n)
+    if k and tokenizer is not None:
+        async with ctx.floor_pool.acquire() as conn:  # type: ignore[union-attr]
+            ns_id = await conn.fetchval("SELECT id FROM namespace WHERE name = $1", NAMESPACE)
+        tokens = tokenizer.count_many(mem.contents[: k + BATCH])
+        out["copy_floor"] = await copy_floor(
+            ctx.floor_pool, mem, batches, ctx.keys, tokens, ns_id, k, ctx.profile.loaders,
+            vec_json,
+        )  # fmt: skip
+        k = out["copy_floor"]["memories"]  # whole batches
     queue = list(reversed(batches))
     deadline = time.perf_counter() + max_seconds
     t_load = time.perf_counter()
+    done = 0
 
     async def loader() -> None:
+        nonlocal done
         while queue:
             if time.perf_counter() > deadline:
                 raise TimeoutError(f"loading {ctx.n} memories took over {max_seconds:.0f}s")
@@ -222,16 +268,21 @@ async def load_memories(ctx: ScaleContext, max_seconds: float) -> dict[str, Any]
                 f"/v1/robots/{robot}/memories/batch", content=body.encode(), headers=JSON
             )
             _check(r, 201)
+            done += len(idx)
+            if k and done >= k and "first_k" not in out:
+                s = time.perf_counter() - t_load
+                out["first_k"] = {"memories": done, "seconds": s, "memories_per_s": done / s}
 
-    await asyncio.gather(loader(), loader())
+    await asyncio.gather(*(loader() for _ in range(ctx.profile.loaders)))
     load_s = time.perf_counter() - t_load
-    return {
-        "memories": ctx.n,
-        "batches": len(batches),
-        "generate_s": gen_s,
-        "load_s": load_s,
-        "memories_per_s": ctx.n / load_s,
-    }
+    out.update(load_s=load_s, memories_per_s=ctx.n / load_s, loaders=ctx.profile.loaders)
+    if "copy_floor" in out and "first_k" in out:
+        ep = out["first_k"]["memories_per_s"]
+        for variant in ("memory", "memory_key_event"):
+            out["copy_floor"][variant]["endpoint_share"] = (
+                ep / out["copy_floor"][variant]["memories_per_s"]
+            )
+    return out
 
 
 async def db_facts(pool: Any) -> dict[str, Any]:
@@ -622,12 +673,25 @@ async def run_scale(
             meter = CpuMeter(service.pid, servers.postmaster_pid, redis)
             # The floor needs the namespace id, known once the service created it.
             ctx = ScaleContext(profile, n, seed, client, None, meter, quiet=quiet)  # type: ignore[arg-type]
+            ctx.floor_pool = pool
+            if profile.copy_floor:
+                say(f"N={n}: raw COPY floor of the first {min(n, profile.copy_floor)} memories")
             say(f"N={n}: loading through POST /memories/batch")
-            result["load"] = await load_memories(ctx, max_seconds=max(600.0, n / 20))
+            result["load"] = ld = await load_memories(ctx, max(600.0, n / 20), tokenizer)
             say(
-                f"N={n}: loaded in {result['load']['load_s']:.1f}s "
-                f"({result['load']['memories_per_s']:.0f} memories/s); VACUUM ANALYZE"
+                f"N={n}: loaded in {ld['load_s']:.1f}s "
+                f"({ld['memories_per_s']:.0f} memories/s); VACUUM ANALYZE"
             )
+            if "copy_floor" in ld:
+                cf = ld["copy_floor"]
+                say(
+                    f"N={n}: first {cf['memories']}: endpoint "
+                    f"{ld['first_k']['memories_per_s']:.0f}/s, raw COPY memory "
+                    f"{cf['memory']['memories_per_s']:.0f}/s "
+                    f"({100 * cf['memory']['endpoint_share']:.0f} %), memory+key+event "
+                    f"{cf['memory_key_event']['memories_per_s']:.0f}/s "
+                    f"({100 * cf['memory_key_event']['endpoint_share']:.0f} %)"
+                )
             # Fresh statistics, then no autovacuum while measuring: a vacuum of the HNSW index
             # set off by one phase's inserts would land on the next phase (service or floor)
             # and decide the comparison. Autovacuum's own cost is not what this measures.
@@ -643,6 +707,13 @@ async def run_scale(
             ctx.robot_ids = {r["name"]: r["id"] for r in rows}
             ctx.floor = floor = Floor(pool, redis, NAMESPACE, ns_id, 128_000)
             result["db"] = await db_facts(pool)
+            result["sizes"] = await relation_sizes(pool)
+            result["ram_after_load"] = await process_memory(
+                servers.postmaster_pid, service.pid, redis
+            )
+            result["working_memory_bytes"] = await working_memory_bytes(
+                redis, list(robot_keys(NAMESPACE, CONTEXT_ROBOT))
+            )
             say(f"N={n}: ANN vs exact agreement ({profile.ann_queries} queries)")
             async with asyncio.timeout(900):
                 result["ann"] = await ann_agreement(ctx)
@@ -660,6 +731,7 @@ async def run_scale(
                 if op.explain and op.floor is not None:
                     fl = op.floor
                     result["plans"][op.name] = await explain(ctx.floor, lambda fl=fl: fl(0, 0))
+            result["ram_end"] = await process_memory(servers.postmaster_pid, service.pid, redis)
     finally:
         service.stop()
         if floor is not None:
