@@ -21,6 +21,7 @@ from app.deps import (
     SessionDep,
     SettingsDep,
     TokenizerDep,
+    VectorsDep,
     WriteProtocolDep,
 )
 from app.errors import PROBLEM_JSON
@@ -56,9 +57,10 @@ async def memory_service(
     settings: SettingsDep,
     clock: ClockDep,
     adds: GroupCommitDep,
+    vectors: VectorsDep,
 ) -> MemoryService:
     return MemoryService(
-        session, caller, robots, two_tier, embedder, tokenizer, settings, clock, adds
+        session, caller, robots, two_tier, embedder, tokenizer, settings, clock, adds, vectors
     )
 
 
