@@ -10,6 +10,7 @@ would convert the column row by row and bypass the HNSW index.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import numpy as np
@@ -35,13 +36,21 @@ class StoredVectors:
     def __init__(self, ttl_s: float = 300.0, forced: VectorStorage | None = None) -> None:
         self.forced = forced
         self._read: TtlCache[None, VectorStorage] = TtlCache(ttl_s, 1)
+        # One reader at a time: concurrent requests that find the cache empty wait for the
+        # first one's answer instead of each checking out a connection to ask (adds waiting
+        # on a group commit while holding those ran the pool dry).
+        self._reading = asyncio.Lock()
 
     async def storage(self, session: DbSession) -> VectorStorage:
         found = self.forced or self._read.get(None)
-        if found is None:
-            typname = (await session.execute(_STORED)).scalar_one()
-            found = "halfvec" if typname == "halfvec" else "vector"
-            self._read.put(None, found)
+        if found is not None:
+            return found
+        async with self._reading:
+            found = self._read.get(None)
+            if found is None:
+                typname = (await session.execute(_STORED)).scalar_one()
+                found = "halfvec" if typname == "halfvec" else "vector"
+                self._read.put(None, found)
         return found
 
 

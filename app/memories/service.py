@@ -78,7 +78,8 @@ class MemoryService:
         check_batch_size(self.settings, len(bodies))
         for i, body in enumerate(bodies):
             check_fields(self.settings, body, i if len(bodies) > 1 else None)
-        check_storable([b.embedding for b in bodies], await self._storage())
+        if any(b.embedding is not None for b in bodies):  # no connection otherwise
+            check_storable([b.embedding for b in bodies], await self._storage())
         keys = [b.key for b in bodies if b.key]
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:
@@ -176,7 +177,8 @@ class MemoryService:
         """Idempotent PUT: create the key (201), or replace its fields (200), reviving a soft
         delete. Concurrent PUTs of one key all succeed; the last to commit wins everywhere."""
         check_fields(self.settings, body)
-        check_storable([body.embedding], await self._storage())
+        if body.embedding is not None:
+            check_storable([body.embedding], await self._storage())
         ns = self.caller.namespace_id
         # Embed before taking any lock, and only when the stored vector cannot be kept.
         current = await self.repo.get(ns, key)
