@@ -203,10 +203,11 @@ async def test_migrating_between_vector_and_halfvec_keeps_the_data(
     database_factory, app_factory, monkeypatch
 ) -> None:
     url = await database_factory()
+    ns = f"t-{uuid.uuid4().hex[:12]}"  # Redis is shared with the other tests
     await asyncio.to_thread(migrate, url, "vector", monkeypatch)
     assert (await column_and_index(url))[0] == f"vector({DIM})"
     async with app_factory(database_url=url) as c:
-        c.headers["X-Namespace"] = "ns"
+        c.headers["X-Namespace"] = ns
         await add_set(c)
     full = await stored(url)
     assert full == {k: [float(np.float32(x)) for x in memory_vector(k)] for k in SLOPES}
@@ -218,7 +219,7 @@ async def test_migrating_between_vector_and_halfvec_keeps_the_data(
     half = await stored(url)
     assert half == {k: as_half(v) for k, v in full.items()}
     async with app_factory(database_url=url) as c:
-        c.headers["X-Namespace"] = "ns"
+        c.headers["X-Namespace"] = ns
         assert await recall(c, "vector") == ["a", "b", "c", "d", "e"]
         r = await c.get("/v1/stats")
         assert r.status_code == 200, r.text
