@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 EmbeddingProvider = Literal["local", "ollama", "openai", "none"]
+VectorStorage = Literal["vector", "halfvec"]
 
 
 class Settings(BaseSettings):
@@ -72,6 +73,12 @@ class Settings(BaseSettings):
     embedding_provider: EmbeddingProvider = "local"
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_dimension: int = Field(default=384, ge=1, le=16000)
+    vector_storage: VectorStorage = Field(
+        default="vector",
+        description="How migrations store and index embeddings: `vector` (float32) or "
+        "`halfvec` (float16, half the size; pgvector >= 0.7). Read at migration time; the "
+        "service detects what the database holds",
+    )
     embedding_url: str | None = Field(
         default=None, description="Base URL of the Ollama or OpenAI-compatible server"
     )

@@ -22,6 +22,7 @@ from app.cache import TtlCache
 from app.clock import Clock
 from app.config import Settings
 from app.db.session import DbSession, Sessionmaker
+from app.db.vectors import StoredVectors
 from app.embeddings.timed import TimedEmbedder
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
@@ -50,6 +51,7 @@ class Components:
     two_tier: TwoTier
     key_cache: KeyCache
     namespace_ids: TtlCache[str, int]
+    vectors: StoredVectors
     search_caches: SearchCaches
     embedding_worker: EmbeddingWorker
     group_commit: GroupCommit

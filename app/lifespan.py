@@ -18,6 +18,7 @@ from app.clock import Clock
 from app.config import Settings
 from app.db.engine import create_engine
 from app.db.session import create_sessionmaker
+from app.db.vectors import StoredVectors
 from app.deps import Components
 from app.embeddings.timed import TimedEmbedder
 from app.health.service import start_draining
@@ -83,6 +84,7 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
     redis = create_redis(settings)
     embedder = await build_embedder(settings)
     clock = Clock()
+    vectors = StoredVectors()  # memory.embedding's type, read from the catalog
     two_tier = TwoTier(
         store=WorkingMemoryStore(redis),
         breaker=RedisBreaker(settings.redis_retry_after_s),
@@ -102,9 +104,12 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         two_tier=two_tier,
         key_cache=KeyCache(),
         namespace_ids=TtlCache(NAMESPACE_IDS_TTL_S, NAMESPACE_IDS_MAX),
-        search_caches=SearchCaches(pgvector=PgvectorVersions()),
-        embedding_worker=EmbeddingWorker(sessionmaker, embedder, settings.embedding_batch_size),
-        group_commit=GroupCommit(sessionmaker, settings.group_commit_max_rows),
+        vectors=vectors,
+        search_caches=SearchCaches(pgvector=PgvectorVersions(), vectors=vectors),
+        embedding_worker=EmbeddingWorker(
+            sessionmaker, embedder, settings.embedding_batch_size, vectors
+        ),
+        group_commit=GroupCommit(sessionmaker, vectors, settings.group_commit_max_rows),
         repair_worker=RepairWorker(sessionmaker, two_tier),
     )
     try:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.config import get_settings
 from bench import report
 from bench.infra import Servers, offline_env
 from bench.scale import PROFILES, Profile, QuietBudget, run_scale
@@ -39,6 +40,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--compare", type=Path, help="a previous results JSON to print deltas against")
     p.add_argument("--skip-model", action="store_true", help="no local-model run (quality, adds)")
     p.add_argument("--keep-databases", action="store_true", help="keep the bench databases")
+    p.add_argument(
+        "--vector-storage",
+        choices=["vector", "halfvec"],
+        help="HTM_VECTOR_STORAGE for the bench databases' migration (default: the setting's)",
+    )
     p.add_argument("--out", type=Path, default=report.RESULTS_DIR)
     return p.parse_args(argv)
 
@@ -49,7 +55,11 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
         "profile": profile.name,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": report.machine(),
-        "settings": {**dataclasses.asdict(profile), "seed": args.seed},
+        "settings": {
+            **dataclasses.asdict(profile),
+            "seed": args.seed,
+            "vector_storage": get_settings().vector_storage,
+        },
         "scale": {},
     }
     t0 = time.perf_counter()
@@ -83,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         profile = dataclasses.replace(profile, copy_floor=args.copy_floor)
     previous = json.loads(args.compare.read_text()) if args.compare else None
     os.environ.update(offline_env())
+    if args.vector_storage:
+        # The migrations read it (in this process); the service detects what they made.
+        os.environ["HTM_VECTOR_STORAGE"] = args.vector_storage
+        get_settings.cache_clear()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # SIGTERM takes the Ctrl-C path: the run is cancelled and every `finally` stops what it
     # started (the service, the databases, the embedded servers).

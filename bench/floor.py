@@ -173,7 +173,10 @@ class Floor:
         self._caches = SearchCaches()  # as the service keeps one per app
         self.scripts = register_scripts(redis)  # the store's own scripts
         # Adds commit as the service's do: concurrent ones share a transaction.
-        self._adds = GroupCommit(lambda: PooledSession(self.pool, self.capture))  # type: ignore[arg-type, return-value]
+        self._adds = GroupCommit(
+            lambda: PooledSession(self.pool, self.capture),  # type: ignore[arg-type, return-value]
+            self._caches.vectors,
+        )
 
     async def aclose(self) -> None:
         """Let the adds already queued commit before the pool closes."""

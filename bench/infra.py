@@ -174,7 +174,10 @@ async def floor_pool(url: str, size: int) -> asyncpg.Pool:
     return await asyncpg.create_pool(
         **asyncpg_kwargs(url),
         min_size=size,
-        max_size=size,
+        # One more than the clients: an add holds its connection while its group commits on
+        # another (as the service's session does), and with exactly `size` the group
+        # commit's flusher waited for a connection forever at c = size.
+        max_size=size + 1,
         init=_init_connection,
         reset=_no_reset,
         record_class=Row,

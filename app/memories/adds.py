@@ -18,6 +18,7 @@ import asyncio
 import logging
 
 from app.db.session import Sessionmaker
+from app.db.vectors import StoredVectors
 from app.memories.model import AddGroup, GroupStored
 from app.memories.repository import MemoryRepository
 
@@ -27,8 +28,11 @@ _Pending = tuple[AddGroup, "asyncio.Future[GroupStored]"]
 
 
 class GroupCommit:
-    def __init__(self, sessionmaker: Sessionmaker, max_rows: int = 1000) -> None:
+    def __init__(
+        self, sessionmaker: Sessionmaker, vectors: StoredVectors, max_rows: int = 1000
+    ) -> None:
         self.sessionmaker = sessionmaker
+        self.vectors = vectors
         self.max_rows = max(1, max_rows)
         self._queue: list[_Pending] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -85,7 +89,8 @@ class GroupCommit:
 
     async def _commit(self, groups: list[AddGroup]) -> list[GroupStored]:
         async with self.sessionmaker() as session, session.begin():
-            results = await MemoryRepository(session).add(groups)
+            storage = await self.vectors.storage(session)
+            results = await MemoryRepository(session).add(groups, storage)
         self.commits += 1
         self.adds += len(groups)
         return results

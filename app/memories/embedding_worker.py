@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.db.session import Sessionmaker
+from app.db.vectors import StoredVectors
 from app.embeddings import EmbeddingError
 from app.embeddings.timed import TimedEmbedder
 from app.memories.repository import MemoryRepository
@@ -43,9 +44,14 @@ class EmbeddingWorker:
     """Embeds pending memories, a leased batch per pass (run by app/workers.periodic)."""
 
     def __init__(
-        self, sessionmaker: Sessionmaker, embedder: TimedEmbedder, batch_size: int
+        self,
+        sessionmaker: Sessionmaker,
+        embedder: TimedEmbedder,
+        batch_size: int,
+        vectors: StoredVectors,
     ) -> None:
         self.sessionmaker = sessionmaker
+        self.vectors = vectors
         self.embedder = embedder
         self.batch_size = batch_size
 
@@ -81,7 +87,12 @@ class EmbeddingWorker:
         async with self.sessionmaker() as session, session.begin():
             repo = MemoryRepository(session)
             if out.done:
-                await repo.set_embeddings([r for r, _ in out.done], [v for _, v in out.done], model)
+                await repo.set_embeddings(
+                    [r for r, _ in out.done],
+                    [v for _, v in out.done],
+                    model,
+                    await self.vectors.storage(session),
+                )
             for failed, exc in out.failed:
                 await repo.postpone_embeddings(
                     failed,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from app.config import VectorStorage
 from app.db.session import DbSession
 from app.db.sql import sql, vector_text
 from app.memories.model import (
@@ -30,9 +31,10 @@ _READ = """
 # key taken (by an earlier row of the same statement too) stores nothing and is answered 409,
 # and the keys it did claim are released by `release`. Per-row values travel as parallel
 # arrays; tags and metadata as JSON text (tags vary in length, and PostgreSQL arrays are
-# rectangular), embeddings as pgvector text (NULL: pending). Ids are drawn in the input CTE,
-# which a volatile nextval() materializes once, so each claim maps back to its input row.
-_ADD = sql("""
+# rectangular), embeddings as pgvector text (NULL: pending), cast to the column's type
+# (app/db/vectors.py). Ids are drawn in the input CTE, which a volatile nextval()
+# materializes once, so each claim maps back to its input row.
+_ADD_TEMPLATE = """
     WITH input AS (
         SELECT t.*, nextval('memory_id_seq') AS id, coalesce(t.c, now()) AS created
         FROM unnest(CAST(:groups AS int[]), CAST(:nss AS bigint[]), CAST(:robots AS bigint[]),
@@ -61,7 +63,7 @@ _ADD = sql("""
                             embedding, embedding_model, embedding_status)
         SELECT i.id, i.created, now(), i.ns, i.k, i.content, i.type,
                i.importance, ARRAY(SELECT jsonb_array_elements_text(CAST(i.tags AS jsonb))),
-               CAST(i.metadata AS jsonb), i.robot, i.tokens, CAST(i.embedding AS vector),
+               CAST(i.metadata AS jsonb), i.robot, i.tokens, CAST(i.embedding AS {storage}),
                i.model, CASE WHEN i.embedding IS NULL THEN 'pending' ELSE 'ready' END
         FROM input i WHERE i.g IN (SELECT g FROM complete)
         ORDER BY i.ord
@@ -69,7 +71,10 @@ _ADD = sql("""
     SELECT i.g, i.k AS key, i.id AS memory_id, i.created AS memory_created_at,
            c.memory_id IS NOT NULL AS claimed, now() AS now
     FROM input i LEFT JOIN claimed c ON c.memory_id = i.id
-    ORDER BY i.ord""")
+    ORDER BY i.ord"""
+_ADD: dict[VectorStorage, Any] = {
+    storage: sql(_ADD_TEMPLATE.replace("{storage}", storage)) for storage in ("vector", "halfvec")
+}
 
 # Keys a group claimed before another of its keys turned out taken.
 _RELEASE = sql("""
@@ -79,7 +84,7 @@ _RELEASE = sql("""
 
 # The embedding columns of a replaced row; `old` or `memory` supplies the stored vector.
 _NEW_VECTOR = """
-    CASE WHEN :keep THEN embedding ELSE CAST(CAST(:embedding AS text) AS vector) END,
+    CASE WHEN :keep THEN embedding ELSE CAST(CAST(:embedding AS text) AS {storage}) END,
     CASE WHEN :keep THEN embedding_model ELSE CAST(:model AS text) END,
     CASE WHEN :keep THEN embedding_status
          WHEN CAST(:embedding AS text) IS NOT NULL THEN 'ready' ELSE 'pending' END"""
@@ -90,13 +95,14 @@ class MemoryRepository:
     def __init__(self, session: DbSession) -> None:
         self.session = session
 
-    async def add(self, groups: Sequence[AddGroup]) -> list[GroupStored]:
+    async def add(self, groups: Sequence[AddGroup], storage: VectorStorage) -> list[GroupStored]:
         """Store each group's drafts (one add each) in one statement; a group with a key
-        already taken stores nothing. In the order of `groups`."""
+        already taken stores nothing. In the order of `groups`. `storage`: the embedding
+        column's type (app/db/vectors.py)."""
         rows = [(gi, g, d) for gi, g in enumerate(groups) for d in g.drafts]
         found = (
             await self.session.execute(
-                _ADD,
+                _ADD[storage],
                 {
                     "groups": [gi for gi, _, _ in rows],
                     "nss": [g.namespace_id for _, g, _ in rows],
@@ -162,7 +168,9 @@ class MemoryRepository:
         by_id = {r.id: r for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 
-    async def replace(self, row: Any, m: NewMemory, version: int, vector: VectorChange) -> Any:
+    async def replace(
+        self, row: Any, m: NewMemory, version: int, vector: VectorChange, storage: VectorStorage
+    ) -> Any:
         """Replace the fields of an existing, locked memory (a PUT of its key) and revive it
         if it was soft-deleted. Returns (updated_at, embedding_status, embedding_model).
 
@@ -184,6 +192,7 @@ class MemoryRepository:
             "embedding": None if vector.embedding is None else vector_text(vector.embedding),
             "model": vector.model,
         }
+        new_vector = _NEW_VECTOR.format(storage=storage)
         if m.created_at != row.created_at:
             moved = (
                 await self.session.execute(
@@ -199,7 +208,7 @@ class MemoryRepository:
                                         embedding_status, version)
                     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
                            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
-                           {_NEW_VECTOR}, :version
+                           {new_vector}, :version
                     FROM old
                     RETURNING {_REPLACED}"""),
                     params,
@@ -213,7 +222,7 @@ class MemoryRepository:
                     content = :content, type = :type, importance = :importance, tags = :tags,
                     metadata = CAST(:metadata AS jsonb), token_count = :tokens,
                     deleted_at = NULL, updated_at = now(), version = :version,
-                    (embedding, embedding_model, embedding_status) = ({_NEW_VECTOR}),
+                    (embedding, embedding_model, embedding_status) = ({new_vector}),
                     embedding_attempts = CASE WHEN :keep THEN embedding_attempts ELSE 0 END,
                     embedding_next_at = CASE WHEN :keep THEN embedding_next_at END,
                     embedding_error = CASE WHEN :keep THEN embedding_error END
@@ -314,13 +323,17 @@ class MemoryRepository:
         )
 
     async def set_embeddings(
-        self, rows: Sequence[Any], vectors: Sequence[Sequence[float]], model: str
+        self,
+        rows: Sequence[Any],
+        vectors: Sequence[Sequence[float]],
+        model: str,
+        storage: VectorStorage,
     ) -> None:
         """Store the vectors of leased rows whose content is still what was embedded (a
         replace meanwhile reset the row to pending, for its new content)."""
         await self.session.execute(
-            sql("""
-            UPDATE memory m SET embedding = CAST(t.e AS vector), embedding_model = :model,
+            sql(f"""
+            UPDATE memory m SET embedding = CAST(t.e AS {storage}), embedding_model = :model,
                    embedding_status = 'ready', embedding_error = NULL, embedding_next_at = NULL
             FROM unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
                         CAST(:digests AS text[]), CAST(:es AS text[])) AS t(id, c, digest, e)

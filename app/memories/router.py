@@ -48,6 +48,7 @@ async def memory_service(r: ScopeDep) -> MemoryService:
         c.settings,
         c.clock,
         c.group_commit,
+        c.vectors,
     )
 
 

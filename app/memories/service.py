@@ -11,8 +11,9 @@ from typing import Any, NamedTuple
 from app.auth.caller import Caller
 from app.clock import Clock
 from app.common import Page, decode_cursor, encode_cursor
-from app.config import Settings
+from app.config import Settings, VectorStorage
 from app.db.session import DbSession
+from app.db.vectors import StoredVectors, check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import BadRequest, Conflict, NotFound
 from app.events.repository import EventRepository
@@ -52,8 +53,10 @@ class MemoryService:
         settings: Settings,
         clock: Clock,
         adds: GroupCommit,
+        vectors: StoredVectors,
     ) -> None:
         self.adds = adds
+        self.vectors = vectors
         self.session = session
         self.caller = caller
         self.robots = robots
@@ -65,6 +68,9 @@ class MemoryService:
         self.repo = MemoryRepository(session)
         self.events = EventRepository(session, clock)
 
+    async def _storage(self) -> VectorStorage:
+        return await self.vectors.storage(self.session)
+
     # --- add -------------------------------------------------------------------------------
 
     async def add_many(self, robot_name: str, bodies: list[MemoryCreate]) -> list[MemoryAdded]:
@@ -72,6 +78,8 @@ class MemoryService:
         check_batch_size(self.settings, len(bodies))
         for i, body in enumerate(bodies):
             check_fields(self.settings, body, i if len(bodies) > 1 else None)
+        if any(b.embedding is not None for b in bodies):  # no connection otherwise
+            check_storable([b.embedding for b in bodies], await self._storage())
         keys = [b.key for b in bodies if b.key]
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:
@@ -124,7 +132,7 @@ class MemoryService:
             await self.session.release()
             result = await self.adds.store(group)
         else:
-            [result] = await self.repo.add([group])
+            [result] = await self.repo.add([group], await self._storage())
         claimed, now = result.claimed, result.now
         if result.taken or now is None:
             return [], sorted(result.taken)
@@ -171,6 +179,8 @@ class MemoryService:
         """Idempotent PUT: create the key (201), or replace its fields (200), reviving a soft
         delete. Concurrent PUTs of one key all succeed; the last to commit wins everywhere."""
         check_fields(self.settings, body)
+        if body.embedding is not None:
+            check_storable([body.embedding], await self._storage())
         namespace_id = self.caller.namespace_id
         # Embed before taking any lock, and only when the stored vector cannot be kept.
         current = await self.repo.get(namespace_id, key)
@@ -250,7 +260,7 @@ class MemoryService:
             version, written = row.version, row
         else:
             version = row.version + 1
-            written = await self.repo.replace(row, m, version, change)
+            written = await self.repo.replace(row, m, version, change, await self._storage())
             if m.created_at != row.created_at:
                 await self.two_tier.moved(row.id, m.created_at)
             if not same_content or m.importance != row.importance:
@@ -371,17 +381,12 @@ class MemoryService:
         )
 
 
+_SHOWN = ("key", "content", "type", "importance", "tags", "metadata", "token_count")
+
+
 def _shown(m: NewMemory) -> dict[str, Any]:
     """The fields a response repeats as they were written."""
-    return {
-        "key": m.key,
-        "content": m.content,
-        "type": m.type,
-        "importance": m.importance,
-        "tags": m.tags,
-        "metadata": m.metadata,
-        "token_count": m.token_count,
-    }
+    return {f: getattr(m, f) for f in _SHOWN}
 
 
 class _Stored(NamedTuple):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.cache import TtlCache
+from app.db.vectors import StoredVectors
 from app.recall.planner import LexemeFrequencies, PgvectorVersion
 
 
@@ -75,3 +76,4 @@ class SearchCaches:
     large_namespaces: LargeNamespaces = field(default_factory=LargeNamespaces)
     lexeme_stats: LexemeStats = field(default_factory=LexemeStats)
     pgvector: PgvectorVersions = field(default_factory=PgvectorVersions)
+    vectors: StoredVectors = field(default_factory=StoredVectors)

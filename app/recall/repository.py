@@ -8,6 +8,7 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql, vector_text
+from app.db.vectors import StoredVectors
 from app.recall import statements as q
 from app.recall.caches import LargeNamespaces, LexemeStats, PgvectorVersions, SearchCaches
 from app.recall.hits import SearchHit, hit, similarity, vector_hit
@@ -42,12 +43,14 @@ class SearchRepository:
         large_namespaces: LargeNamespaces | None = None,
         lexeme_stats: LexemeStats | None = None,
         pgvector: PgvectorVersions | None = None,
+        vectors: StoredVectors | None = None,
     ) -> None:
         self.session = session
         self.ef_search = ef_search
         self.large = large_namespaces if large_namespaces is not None else LargeNamespaces()
         self.lexeme_stats = lexeme_stats if lexeme_stats is not None else LexemeStats()
         self.pgvector = pgvector if pgvector is not None else PgvectorVersions()
+        self.vectors = vectors if vectors is not None else StoredVectors()
         # Work bounds (planner.py); tests lower them to reach their branches on small data.
         self.exact_max_rows = EXACT_SEARCH_MAX_ROWS
         self.candidate_budget = FULLTEXT_CANDIDATE_BUDGET
@@ -57,9 +60,8 @@ class SearchRepository:
     def with_caches(
         cls, session: DbSession, ef_search: int, caches: SearchCaches
     ) -> SearchRepository:
-        return cls(
-            session, ef_search, caches.large_namespaces, caches.lexeme_stats, caches.pgvector
-        )
+        c = caches
+        return cls(session, ef_search, c.large_namespaces, c.lexeme_stats, c.pgvector, c.vectors)
 
     async def _run(self, statement: str, params: dict[str, Any]) -> list[Any]:
         return (await self.session.execute(sql(statement), params)).all()
@@ -159,7 +161,8 @@ class SearchRepository:
             "max_rows": self.exact_max_rows,
         }
         eligible = q.eligible_where(namespace_id, filters, params)
-        rows = await self._run(q.exact_search_with_count(eligible), params)
+        storage = await self.vectors.storage(self.session)
+        rows = await self._run(q.exact_search_with_count(eligible, storage), params)
         return [vector_hit(r) for r in rows if r["id"] is not None], rows[0]["eligible_n"]
 
     async def _vector_hits(
@@ -177,7 +180,8 @@ class SearchRepository:
         if settings:
             params.update(q.settings_params(settings))
         eligible = q.eligible_where(namespace_id, filters, params)
-        rows = await self._run(q.vector_search(eligible, exact, bool(settings)), params)
+        storage = await self.vectors.storage(self.session)
+        rows = await self._run(q.vector_search(eligible, exact, bool(settings), storage), params)
         return [vector_hit(row) for row in rows]
 
     # --- full text -----------------------------------------------------------------------
@@ -371,7 +375,8 @@ class SearchRepository:
             params.update(qvec=vector_text(embedding), vec_n=n)
         if plan is not None:
             params.update(q.text_params(plan, n, self.fill_window))
-        statement = q.hybrid_search(eligible, plan, embedding is not None, exact)
+        storage = await self.vectors.storage(self.session)
+        statement = q.hybrid_search(eligible, plan, embedding is not None, exact, storage)
         rows = await self._run(statement, params)
         hits = [
             hit(

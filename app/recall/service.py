@@ -8,6 +8,7 @@ from app.auth.caller import Caller
 from app.clock import Clock
 from app.config import Settings
 from app.db.session import DbSession
+from app.db.vectors import check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
@@ -78,6 +79,9 @@ class RecallService:
 
     async def recall(self, robot_name: str, req: RecallRequest) -> RecallResult:
         self._check(req)
+        if req.embedding is not None:
+            search = self.search
+            check_storable([req.embedding], await search.vectors.storage(search.session))
         tr = resolve_timeframe(req.timeframe, req.now or self.clock())
         robot = await self.robots.ensure(robot_name)
         f = req.filters

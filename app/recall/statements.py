@@ -11,10 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from app.config import VectorStorage
 from app.recall.planner import FULLTEXT_FILL_WINDOW, SearchFilters, TextPlan
 
-# The query vector travels as text (app.db.sql.vector_text) and is cast in SQL.
-QVEC = "CAST(CAST(:qvec AS text) AS vector)"
+
+def qvec(storage: VectorStorage) -> str:
+    """The query vector, sent as text (app.db.sql.vector_text), cast to the column's type
+    (app/db/vectors.py): the HNSW index serves only that type's operator."""
+    return f"CAST(CAST(:qvec AS text) AS {storage})"
+
 
 # The same text search configuration as the generated memory.content_tsv column.
 TS_CONFIG = "'english'::regconfig"
@@ -116,7 +121,7 @@ def ready_count(eligible: str) -> str:
         SELECT 1 FROM memory m WHERE {eligible} AND {READY} LIMIT :cap) AS e)"""
 
 
-def nearest(eligible: str, exact: bool, configure: bool = False) -> str:
+def nearest(eligible: str, exact: bool, storage: VectorStorage, configure: bool = False) -> str:
     """The `limit :vec_n` nearest ready embeddings: (id, created_at, distance).
 
     The HNSW index can only serve ORDER BY on the bare `embedding <=> q`; ordering by
@@ -124,23 +129,24 @@ def nearest(eligible: str, exact: bool, configure: bool = False) -> str:
     the btree filters (author, time range, namespace) and sorts the survivors by distance.
     With `configure`, the statement itself sets :set_names / :set_values first.
     """
-    order = f"(m.embedding <=> {QVEC}) + 0, m.id" if exact else f"m.embedding <=> {QVEC}"
+    q = qvec(storage)
+    order = f"(m.embedding <=> {q}) + 0, m.id" if exact else f"m.embedding <=> {q}"
     first = f" AND {SETTINGS_FIRST}" if configure else ""
     return f"""
-        SELECT m.id, m.created_at, m.embedding <=> {QVEC} AS distance
+        SELECT m.id, m.created_at, m.embedding <=> {q} AS distance
         FROM memory m
         WHERE {eligible} AND {READY}{first}
         ORDER BY {order}
         LIMIT :vec_n"""
 
 
-def exact_search_with_count(eligible: str) -> str:
+def exact_search_with_count(eligible: str, storage: VectorStorage) -> str:
     """Exact search that also counts the eligible embedded memories (up to :cap) in the same
     pass; the hits come back only when the count is at most :max_rows. One row per hit, and
     one row with null hit columns when there is none; every row carries `eligible_n`."""
     return f"""
         WITH eligible AS MATERIALIZED (
-            SELECT m.id, m.created_at, m.embedding <=> {QVEC} AS distance
+            SELECT m.id, m.created_at, m.embedding <=> {qvec(storage)} AS distance
             FROM memory m
             WHERE {eligible} AND {READY}
             LIMIT :cap
@@ -163,10 +169,10 @@ def exact_search_with_count(eligible: str) -> str:
         ORDER BY h.vector_rank"""
 
 
-def vector_search(eligible: str, exact: bool, configure: bool) -> str:
+def vector_search(eligible: str, exact: bool, configure: bool, storage: VectorStorage) -> str:
     """The nearest :vec_n hits, ranked; `configure` sets the scan settings in the statement."""
     return f"""
-        WITH nearest AS MATERIALIZED ({nearest(eligible, exact, configure)})
+        WITH nearest AS MATERIALIZED ({nearest(eligible, exact, storage, configure)})
         SELECT {HIT_COLUMNS}, n.distance,
                row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
         FROM nearest n
@@ -290,12 +296,18 @@ def fulltext_search(eligible: str, plan: TextPlan) -> str:
         ORDER BY t.text_rank"""
 
 
-def hybrid_search(eligible: str, plan: TextPlan | None, with_vector: bool, exact: bool) -> str:
+def hybrid_search(
+    eligible: str,
+    plan: TextPlan | None,
+    with_vector: bool,
+    exact: bool,
+    storage: VectorStorage,
+) -> str:
     """Reciprocal Rank Fusion of the vector side (:vec_n nearest, or none) and the text side
     (`plan`'s top :text_n, or none) in one statement, the top :limit by Σ 1/(:k + rank)."""
     if with_vector:
         vec = f"""
-        vec AS MATERIALIZED ({nearest(eligible, exact)}),
+        vec AS MATERIALIZED ({nearest(eligible, exact, storage)}),
         vec_hits AS (
             SELECT id, created_at, distance,
                    row_number() OVER (ORDER BY distance, id) AS vector_rank

@@ -263,7 +263,7 @@ class TenWeeks:
         for name, exact in (("vector-hnsw", False), ("vector-exact", True)):
             params: dict[str, Any] = {"qvec": qvec, "vec_n": 5}
             out[name] = (
-                nearest_sql(eligible_where(self.namespace_id, filters, params), exact),
+                nearest_sql(eligible_where(self.namespace_id, filters, params), exact, "vector"),
                 params,
             )
         plan = TextPlan(all_q="'walrus'", rare_q=None, common_q=None)

@@ -9,6 +9,7 @@ import uuid
 import pytest
 from sqlalchemy import text
 
+from app.db.vectors import StoredVectors
 from app.memories.adds import GroupCommit
 from app.memories.model import AddGroup, MemoryDraft
 
@@ -65,7 +66,7 @@ async def _stored_keys(client, ns_id: int) -> set[str]:
 
 async def test_queued_adds_share_one_commit_and_each_gets_its_own_answer(client, ns) -> None:
     ns_id, robot = await _robot(client, ns, "a")
-    commit = GroupCommit(client.app.state.components.sessionmaker, max_rows=1000)
+    commit = GroupCommit(client.app.state.components.sessionmaker, StoredVectors(), max_rows=1000)
     groups = [AddGroup(ns_id, robot, [draft(f"k{i}"), draft(f"k{i}b")], None) for i in range(12)]
     results = await asyncio.gather(*(commit.store(g) for g in groups))
     assert (commit.commits, commit.adds) == (1, 12)
@@ -77,7 +78,7 @@ async def test_queued_adds_share_one_commit_and_each_gets_its_own_answer(client,
 
 async def test_a_group_bounded_by_max_rows_commits_in_several_transactions(client, ns) -> None:
     ns_id, robot = await _robot(client, ns, "a")
-    commit = GroupCommit(client.app.state.components.sessionmaker, max_rows=4)
+    commit = GroupCommit(client.app.state.components.sessionmaker, StoredVectors(), max_rows=4)
     groups = [AddGroup(ns_id, robot, [draft(f"k{i}"), draft(f"k{i}b")], None) for i in range(6)]
     await asyncio.gather(*(commit.store(g) for g in groups))
     assert (commit.commits, commit.adds) == (3, 6)  # two adds (four memories) per commit
@@ -87,7 +88,7 @@ async def test_a_taken_key_fails_only_its_own_add_and_its_other_keys_are_release
     client, ns
 ) -> None:
     ns_id, robot = await _robot(client, ns, "a")
-    commit = GroupCommit(client.app.state.components.sessionmaker)
+    commit = GroupCommit(client.app.state.components.sessionmaker, StoredVectors())
     await commit.store(AddGroup(ns_id, robot, [draft("old")], None))
     groups = [
         AddGroup(ns_id, robot, [draft("x1"), draft("old"), draft("x2")], None),  # old: taken
@@ -153,7 +154,7 @@ async def refusing_trigger(client):  # type: ignore[no-untyped-def]
 @pytest.mark.usefixtures("refusing_trigger")
 async def test_a_row_the_database_refuses_fails_only_its_own_add(client, ns) -> None:
     ns_id, robot = await _robot(client, ns, "a")
-    commit = GroupCommit(client.app.state.components.sessionmaker)
+    commit = GroupCommit(client.app.state.components.sessionmaker, StoredVectors())
     groups = [
         AddGroup(ns_id, robot, [draft("ok1")], None),
         AddGroup(ns_id, robot, [draft("bad1"), draft("bad2", "boom")], None),

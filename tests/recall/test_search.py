@@ -248,7 +248,7 @@ async def test_plain_hnsw_post_filtering_alone_returns_a_short_page(
 
     plain = await repo._vector_hits(big.namespace_id, q.tolist(), filters, 20, exact=False)
     params: dict[str, Any] = {"qvec": vector_text(q.tolist()), "vec_n": 20}
-    sql = nearest_sql(eligible_where(big.namespace_id, filters, params), exact=False)
+    sql = nearest_sql(eligible_where(big.namespace_id, filters, params), False, "vector")
     plan = "\n".join((await big_session.execute(text("EXPLAIN " + sql), params)).scalars())
 
     assert "memory_embedding_hnsw" in plan

@@ -257,7 +257,7 @@ async def test_counters_equal_counting_through_a_mixed_workload(client, ns: str)
             )
         )
         repo = MemoryRepository(s)
-        await repo.set_embeddings(pending[:3], [vec(i) for i in range(3)], "stub")
+        await repo.set_embeddings(pending[:3], [vec(i) for i in range(3)], "stub", "vector")
         await repo.postpone_embeddings(pending[3:], "refused", max_backoff_s=60, give_up_after=1)
         await s.commit()
     for row in pending[:3]:
