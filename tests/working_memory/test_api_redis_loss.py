@@ -4,6 +4,8 @@ none answers 500. Each test runs its own throwaway redis-server."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -11,6 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 import redis.asyncio as aioredis
 import tiktoken
 
@@ -36,6 +39,18 @@ def text_of(tokens: int, word: str) -> str:
     content = word + " apple" * (tokens - len(ENC.encode(word)))
     assert len(ENC.encode(content)) == tokens
     return content
+
+
+@pytest.fixture
+async def own_db_factory(app_factory, database_factory):  # type: ignore[no-untyped-def]
+    """Apps on a database of their own. Other test apps share the session's database and
+    run repair workers over every robot in it, against their own Redis: one could rebuild
+    these robots' mirrors (and clear their stale marks) while this test's Redis is away."""
+    from app.db.migrate import upgrade
+
+    url = await database_factory()
+    await asyncio.to_thread(upgrade, url)
+    return functools.partial(app_factory, database_url=url)
 
 
 @asynccontextmanager
@@ -68,9 +83,9 @@ async def flushall(server: EmbeddedRedis) -> None:
         await r.flushall()
 
 
-async def test_flushall_rebuilds_the_identical_working_set(app_factory, redis_server_factory):
+async def test_flushall_rebuilds_the_identical_working_set(own_db_factory, redis_server_factory):
     server = redis_server_factory.start()
-    async with app_on(app_factory, server) as client:
+    async with app_on(own_db_factory, server) as client:
         clock = client.clock
         assert (await client.put("/v1/robots/a", json={"working_memory_budget": 40})).is_success
         for minute, (key, tokens, importance, word) in enumerate(
@@ -118,10 +133,10 @@ async def test_flushall_rebuilds_the_identical_working_set(app_factory, redis_se
 
 
 async def test_requests_degrade_while_redis_is_down_and_recover_after(
-    app_factory, redis_server_factory
+    own_db_factory, redis_server_factory
 ) -> None:
     server = redis_server_factory.start()
-    async with app_on(app_factory, server) as client:
+    async with app_on(own_db_factory, server) as client:
         clock = client.clock
         await add(client, "high", 10, 3, "walrus")
         clock.at(hours=1)
@@ -202,13 +217,13 @@ async def test_requests_degrade_while_redis_is_down_and_recover_after(
 
 
 async def test_removals_missed_while_redis_was_away_are_not_resurrected(
-    app_factory, tmp_path
+    own_db_factory, tmp_path
 ) -> None:
     # Redis with its data intact after an outage (a blip, not a restart): it still holds what
     # was forgotten and cleared meanwhile. The next request must rebuild from Postgres.
     server = EmbeddedRedis(tmp_path / "redis", persistent=True).start()
     try:
-        async with app_on(app_factory, server) as client:
+        async with app_on(own_db_factory, server) as client:
             for key in ("keep", "forget-me"):
                 await add(client, key, 10, 5)
             await add(client, "other", 10, 5)
@@ -248,13 +263,13 @@ async def write_old_layout(r: aioredis.Redis, ns: str, robot: str, items: list[d
 
 
 async def test_a_robot_held_only_in_the_old_key_layout_is_rebuilt_from_postgres(
-    app_factory, redis_server_factory
+    own_db_factory, redis_server_factory
 ) -> None:
     # After an upgrade Redis may still hold what the previous release wrote: keys under the old
     # prefix (`htm:{ns/robot}:…`, an item as one JSON document). They are never read: the robot
     # is not initialized under the current keys, so it is rebuilt from Postgres exactly.
     server = redis_server_factory.start()
-    async with app_on(app_factory, server) as client:
+    async with app_on(own_db_factory, server) as client:
         clock, ns = client.clock, client.headers["X-Namespace"]
         assert (await client.put("/v1/robots/a", json={"working_memory_budget": 40})).is_success
         for minute, (key, tokens, importance, word) in enumerate(
