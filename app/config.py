@@ -115,7 +115,39 @@ class Settings(BaseSettings):
     max_tags: int = Field(default=32, ge=0)
 
     # --- recall ---------------------------------------------------------------------------
-    rrf_k: int = Field(default=60, ge=1)
+    # Hybrid's fusion and relevance signals: the deployment's defaults, each overridable per
+    # request (RecallRequest.fusion / .signals); the defaults are chosen by `make eval`.
+    rrf_k: int = Field(default=60, ge=1, le=1000, description="RRF's k")
+    recall_fusion: Literal["rrf", "score"] = "rrf"
+    recall_vector_weight: float = Field(default=1.0, ge=0, le=100)
+    recall_fulltext_weight: float = Field(default=1.0, ge=0, le=100)
+    recall_normalization: Literal["minmax", "zscore"] = "minmax"
+    recall_candidates: int | None = Field(
+        default=None, ge=1, le=1000, description="Each list's depth (default k + 2·limit)"
+    )
+    recall_recency_weight: float = Field(default=0.0, ge=0, le=1)
+    recall_half_life_days: float = Field(default=7.0, gt=0, le=36_500)
+    recall_importance_weight: float = Field(default=0.0, ge=0, le=1)
+    recall_tag_weight: float = Field(default=0.0, ge=0, le=1)
+    query_embedding_cache_size: int = Field(
+        default=10_000, ge=0, description="Query embeddings kept per process (0: off)"
+    )
+    # An HTTP reranker (`POST {rerank_url}/rerank`, the text-embeddings-inference and
+    # Cohere/Jina-style shape): off unless a URL is set.
+    rerank_url: str | None = Field(
+        default=None, description="The reranker's endpoint, e.g. http://tei:8080/rerank"
+    )
+    rerank_api: Literal["tei", "cohere"] = Field(
+        default="cohere",
+        description="tei: {query, texts} → [{index, score}]; cohere (also Jina, vLLM, "
+        "Infinity, LiteLLM): {model, query, documents} → {results: [{index, relevance_score}]}",
+    )
+    rerank_model: str | None = None
+    rerank_api_key: SecretStr | None = None
+    rerank_candidates: int = Field(
+        default=30, ge=1, le=1000, description="How many fused candidates are reranked"
+    )
+    rerank_timeout_s: float = Field(default=5.0, gt=0)
     hnsw_ef_search: int = Field(
         default=100, ge=1, le=1000, description="HNSW candidate list size: recall vs speed"
     )

@@ -27,6 +27,7 @@ from app.embeddings.timed import TimedEmbedder
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
 from app.recall.caches import SearchCaches
+from app.rerank import HttpReranker
 from app.robots.service import RobotService
 from app.tokens import Tokenizer
 from app.working_memory.model import Scope
@@ -56,6 +57,7 @@ class Components:
     embedding_worker: EmbeddingWorker
     group_commit: GroupCommit
     repair_worker: RepairWorker
+    reranker: HttpReranker | None = None
 
     @property
     def working_memory(self) -> WorkingMemoryStore:

@@ -17,14 +17,18 @@ from app.cache import TtlCache
 from app.clock import Clock
 from app.config import Settings
 from app.db.engine import create_engine
-from app.db.session import create_sessionmaker
-from app.db.vectors import StoredVectors
+from app.db.session import Sessionmaker, create_sessionmaker
+from app.db.vectors import StoredVectors, stored_dimension
 from app.deps import Components
+from app.embeddings.base import DimensionMismatch
+from app.embeddings.query_cache import QueryEmbeddingCache
 from app.embeddings.timed import TimedEmbedder
+from app.errors import ServiceUnavailable
 from app.health.service import start_draining
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
 from app.recall.caches import PgvectorVersions, SearchCaches
+from app.rerank import HttpReranker
 from app.robots.cache import RobotCache
 from app.tokens import Tokenizer
 from app.workers import periodic
@@ -66,6 +70,8 @@ async def build_embedder(settings: Settings) -> TimedEmbedder:
 
         try:
             embedder = await build(settings)
+        except DimensionMismatch:
+            raise  # a misconfiguration, not an outage: refuse to start
         except Exception as exc:
             error = f"embedding provider {settings.embedding_provider!r} failed to load: {exc}"
             log.error(error)
@@ -74,7 +80,48 @@ async def build_embedder(settings: Settings) -> TimedEmbedder:
         settings.embedding_timeout_s,
         provider=settings.embedding_provider,
         load_error=error,
+        query_cache=QueryEmbeddingCache(settings.query_embedding_cache_size),
     )
+
+
+def build_reranker(settings: Settings) -> HttpReranker | None:
+    if settings.rerank_url is None:
+        return None
+    key = settings.rerank_api_key
+    return HttpReranker(
+        settings.rerank_url,
+        api=settings.rerank_api,
+        model=settings.rerank_model,
+        api_key=key.get_secret_value() if key else None,
+        timeout_s=settings.rerank_timeout_s,
+    )
+
+
+async def check_dimension(
+    sessionmaker: Sessionmaker, settings: Settings, embedder: TimedEmbedder
+) -> None:
+    """Refuse to start when the database stores vectors of another size than the model (or
+    HTM_EMBEDDING_DIMENSION) makes. A database that cannot be reached now is checked by
+    nothing: the service starts and answers 503 until it is back (readiness says so)."""
+    try:
+        async with sessionmaker() as session:
+            stored = await stored_dimension(session)
+    except (ServiceUnavailable, OSError) as exc:
+        log.warning("embedding dimension not checked: %s", exc)
+        return
+    if stored is None:
+        return  # not migrated yet
+    made = {"HTM_EMBEDDING_DIMENSION": settings.embedding_dimension}
+    if embedder.embedder is not None:
+        made[f"the embedding model {embedder.embedder.model!r}"] = embedder.embedder.dimension
+    for what, dimension in made.items():
+        if dimension != stored:
+            raise DimensionMismatch(
+                f"{what} is {dimension}-dimensional, but this database stores "
+                f"{stored}-dimensional vectors (memory.embedding): use the model the database "
+                f"was built with, or a new database migrated with HTM_EMBEDDING_DIMENSION="
+                f"{dimension}"
+            )
 
 
 @asynccontextmanager
@@ -83,6 +130,13 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
     sessionmaker = create_sessionmaker(engine)
     redis = create_redis(settings)
     embedder = await build_embedder(settings)
+    try:
+        await check_dimension(sessionmaker, settings, embedder)
+    except BaseException:
+        await embedder.aclose()
+        await redis.aclose()
+        await engine.dispose()
+        raise
     clock = Clock()
     vectors = StoredVectors()  # memory.embedding's type, read from the catalog
     two_tier = TwoTier(
@@ -111,11 +165,14 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         ),
         group_commit=GroupCommit(sessionmaker, vectors, settings.group_commit_max_rows),
         repair_worker=RepairWorker(sessionmaker, two_tier),
+        reranker=build_reranker(settings),
     )
     try:
         yield components
     finally:
         await components.group_commit.aclose()
+        if components.reranker is not None:
+            await components.reranker.aclose()
         await embedder.aclose()
         await redis.aclose()
         await engine.dispose()

@@ -28,6 +28,19 @@ _STORED = sql("""
     WHERE a.attrelid = 'memory'::regclass AND a.attname = 'embedding'""")
 
 
+# memory.embedding's dimension (vector(n) and halfvec(n) keep n as the type modifier); no
+# row before the first migration.
+_DIMENSION = sql("""
+    SELECT a.atttypmod FROM pg_attribute a
+    WHERE a.attrelid = to_regclass('memory') AND a.attname = 'embedding'""")
+
+
+async def stored_dimension(session: DbSession) -> int | None:
+    """The dimension the database stores, or None when it has no memory table yet."""
+    row = (await session.execute(_DIMENSION)).one_or_none()
+    return None if row is None else int(row[0])
+
+
 class StoredVectors:
     """The column's type, read once per TTL, per app (the composition root makes one). A
     storage changed under a running service (it takes a migration) is picked up after the

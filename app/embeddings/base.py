@@ -27,6 +27,14 @@ class EmbeddingError(Exception):
         self.transient = transient
 
 
+class DimensionMismatch(EmbeddingError):
+    """The model's vectors are not the size the deployment stores: the service must not
+    start (every vector it made would be refused, or worse, mixed with another model's)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, transient=False)
+
+
 @runtime_checkable
 class Embedder(Protocol):
     # Read-only members, so class attributes, instance attributes and properties all fit.

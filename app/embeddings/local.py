@@ -6,7 +6,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from app.embeddings.base import EmbeddingError, unit_vectors
+from app.embeddings.base import DimensionMismatch, EmbeddingError, unit_vectors
 
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
@@ -71,9 +71,10 @@ class LocalEmbedder:
             ) from exc
         actual = _dimension_of(st_model)
         if actual != dimension:
-            raise EmbeddingError(
+            raise DimensionMismatch(
                 f"local embedding model {model!r} produces {actual}-dimensional vectors, but "
-                f"embedding_dimension is {dimension}"
+                f"embedding_dimension is {dimension}: set HTM_EMBEDDING_DIMENSION={actual} "
+                "for a new database, or use the model this database was built with"
             )
         # Both spellings of the bundled model are one model: record one name with the vectors.
         name = BUNDLED_MODEL if model in _BUNDLED_ALIASES else model

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from app.embeddings.base import Embedder, EmbeddingError
+from app.embeddings.query_cache import QueryEmbeddingCache
 
 log = logging.getLogger(__name__)
 
@@ -20,8 +21,10 @@ class TimedEmbedder:
         *,
         provider: str = "none",
         load_error: str | None = None,
+        query_cache: QueryEmbeddingCache | None = None,
     ) -> None:
         self.embedder = embedder
+        self.query_cache = query_cache or QueryEmbeddingCache(0)
         self.timeout_s = timeout_s
         self.provider = provider  # the configured one, for /readyz when it did not load
         self.load_error = load_error
@@ -58,6 +61,17 @@ class TimedEmbedder:
             log.warning("%s: %s", what, exc)
             return [None] * len(texts), None
         return list(vectors), self.embedder.model
+
+    async def embed_query(self, text: str) -> list[float] | None:
+        """A question's vector: from the query cache, else the provider (None when it fails
+        or times out: the caller searches without a vector)."""
+        cached = self.query_cache.get(self.model, text)
+        if cached is not None:
+            return cached
+        [vector], model = await self.embed_or_defer([text], "query embedding failed")
+        if vector is not None and model is not None:
+            self.query_cache.put(model, text, vector)
+        return vector
 
     def describe(self) -> dict[str, Any]:
         if self.embedder is None:

@@ -9,6 +9,17 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Shares:
+    """What a hybrid hit's score is made of (planner.Fusion, planner.Signals)."""
+
+    vector: float  # the vector list's share of the fused score
+    fulltext: float  # the full-text list's share
+    fused: float
+    relevance: float | None  # fused / the best candidate's fused, when signals blend in
+    signals: dict[str, float]  # each weighted signal's value in [0, 1]
+
+
+@dataclass(frozen=True)
 class SearchHit:
     id: int
     created_at: datetime
@@ -26,6 +37,7 @@ class SearchHit:
     vector_similarity: float | None  # 1 - cosine distance
     fulltext_rank: int | None
     fulltext_score: float | None
+    shares: Shares | None = None
 
 
 def hit(
@@ -36,6 +48,7 @@ def hit(
     vector_similarity: float | None = None,
     fulltext_rank: int | None = None,
     fulltext_score: float | None = None,
+    shares: Shares | None = None,
 ) -> SearchHit:
     return SearchHit(
         id=row["id"],
@@ -54,6 +67,7 @@ def hit(
         vector_similarity=vector_similarity,
         fulltext_rank=fulltext_rank,
         fulltext_score=fulltext_score,
+        shares=shares,
     )
 
 
@@ -62,6 +76,26 @@ def similarity(distance: float) -> float:
     distance to everything; it counts as unrelated, 0.0 (PostgreSQL sorts NaN last, so it
     also ranks last), since NaN is not a JSON number."""
     return 0.0 if math.isnan(distance) else 1.0 - distance
+
+
+def hybrid_hit(row: Any, signal_names: tuple[str, ...]) -> SearchHit:
+    """A hit of the hybrid statement (statements.hybrid_search), with its shares."""
+    signals = {name: row[f"sig_{name}"] for name in signal_names}
+    return hit(
+        row,
+        score=row["score"],
+        vector_rank=row["vector_rank"],
+        vector_similarity=None if row["distance"] is None else similarity(row["distance"]),
+        fulltext_rank=row["text_rank"],
+        fulltext_score=row["text_score"],
+        shares=Shares(
+            row["vec_part"],
+            row["text_part"],
+            row["fused"],
+            row["relevance"] if signal_names else None,
+            {k: float(v) for k, v in signals.items() if v is not None},
+        ),
+    )
 
 
 def vector_hit(row: Any) -> SearchHit:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 # pgvector's GUC limits ef_search to [1, 1000]; 40 is its default. A larger ef_search finds
 # more of the true nearest neighbours and costs more per walk (bench/README.md has the
@@ -107,16 +107,92 @@ def parse_pgvector_version(raw: str) -> PgvectorVersion:
     return (nums[0], nums[1], nums[2])
 
 
-def hybrid_candidates(limit: int, rrf_k: int) -> int:
-    """How many candidates each side of the hybrid fusion contributes: N = k + 2·limit.
+FusionMethod = Literal["rrf", "score"]
+Normalization = Literal["minmax", "zscore"]
 
-    A memory missing from both top-N lists scores at most 2/(k+N+1) < 1/(k+limit), less
-    than the limit-th memory of either list alone scores, so cutting the lists at N never
-    loses a memory that belongs in the fused top `limit`. (A memory on one list only still
-    misses what it would get from beyond rank N of the other: RRF over cut lists.)
-    Capped at ef_search's maximum, but never below `limit`.
+
+@dataclass(frozen=True)
+class Fusion:
+    """How hybrid recall fuses its two ranked lists (statements.fusion_parts has the SQL).
+
+    rrf:   Σ wᵢ / (k + rankᵢ) over the lists a memory is on.
+    score: Σ wᵢ · norm(scoreᵢ), wᵢ summing to 1 (a convex combination) of the raw scores
+           (vector: 1 − cosine distance; full text: ts_rank) normalised over each list's
+           candidates: minmax maps the list's lowest to 0 and highest to 1 (a list whose
+           candidates all score the same gives them 1), a memory not on the list gets 0;
+           zscore is (x − mean) / population standard deviation (0 when it is 0), a memory
+           not on the list counting as the list's lowest score.
+    `candidates` is each list's depth (default: hybrid_candidates)."""
+
+    method: FusionMethod = "rrf"
+    k: int = 60
+    vector_weight: float = 1.0
+    fulltext_weight: float = 1.0
+    normalization: Normalization = "minmax"
+    candidates: int | None = None
+
+    def weights(self) -> tuple[float, float]:
+        """(vector, full text) as applied: for score fusion, scaled to sum to 1."""
+        wv, wt = self.vector_weight, self.fulltext_weight
+        if self.method == "score":
+            return wv / (wv + wt), wt / (wv + wt)
+        return wv, wt
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Relevance signals blended into hybrid's fused score, each in [0, 1]:
+
+    recency     0.5 ** (age / half-life), age = now − created_at (0 for the future)
+    importance  importance / 10
+    tags        the fraction of `query_tags` the memory carries, itself or a descendant
+                (`db` is carried by `db:postgres`)
+
+    With any weight above 0, score = (1 − Σw) · fused / max(fused) + Σ wᵢ · signalᵢ over the
+    candidates (Σw ≤ 1); with none, score = fused."""
+
+    recency: float = 0.0
+    half_life_days: float = 7.0
+    importance: float = 0.0
+    tags: float = 0.0
+    query_tags: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return self.recency > 0 or self.importance > 0 or (self.tags > 0 and bool(self.query_tags))
+
+    @property
+    def total_weight(self) -> float:
+        return self.recency + self.importance + (self.tags if self.query_tags else 0.0)
+
+
+NO_SIGNALS = Signals()
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One hybrid search's settings: the page, each list's depth, fusion and signals."""
+
+    limit: int
+    candidates: int
+    fusion: Fusion
+    signals: Signals
+    now: datetime
+
+
+def hybrid_candidates(limit: int, fusion: Fusion | None = None) -> int:
+    """How many candidates each side of the hybrid fusion contributes: `fusion.candidates`
+    when given, else N = k + 2·limit.
+
+    For equal-weight RRF, a memory missing from both top-N lists scores at most 2/(k+N+1) <
+    1/(k+limit), less than the limit-th memory of either list alone scores, so cutting the
+    lists at N never loses a memory that belongs in the fused top `limit`. (A memory on one
+    list only still misses what it would get from beyond rank N of the other: fusion over
+    cut lists.) Capped at ef_search's maximum, but never below `limit`.
     """
-    return max(limit, min(rrf_k + 2 * limit, EF_SEARCH_MAX))
+    fusion = fusion or Fusion()
+    wanted = fusion.candidates if fusion.candidates is not None else fusion.k + 2 * limit
+    return max(limit, min(wanted, EF_SEARCH_MAX))
 
 
 def hnsw_settings(

@@ -4,6 +4,7 @@ maps rows to SearchHit. The session is inside the request's transaction."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from typing import Any
 
 from app.db.session import DbSession
@@ -11,16 +12,21 @@ from app.db.sql import sql, vector_text
 from app.db.vectors import StoredVectors
 from app.recall import statements as q
 from app.recall.caches import LargeNamespaces, LexemeStats, PgvectorVersions, SearchCaches
-from app.recall.hits import SearchHit, hit, similarity, vector_hit
+from app.recall.fusion import SIGNAL_NAMES, fusion_params, signal_params
+from app.recall.hits import SearchHit, hit, hybrid_hit, vector_hit
 from app.recall.planner import (
     EF_SEARCH_DEFAULT,
     EXACT_SEARCH_MAX_ROWS,
     FULLTEXT_CANDIDATE_BUDGET,
     FULLTEXT_FILL_WINDOW,
     MAX_QUERY_LEXEMES,
+    NO_SIGNALS,
+    Fused,
+    Fusion,
     LexemeFrequencies,
     PgvectorVersion,
     SearchFilters,
+    Signals,
     TextPlan,
     exact_search_suffices,
     hnsw_settings,
@@ -314,19 +320,23 @@ class SearchRepository:
         embedding: list[float] | None,
         filters: SearchFilters,
         limit: int,
-        rrf_k: int = 60,
+        fusion: Fusion | None = None,
+        signals: Signals = NO_SIGNALS,
+        now: datetime | None = None,
     ) -> list[SearchHit]:
-        """Reciprocal Rank Fusion of the vector and full-text rankings, in one statement.
+        """The fusion of the vector and full-text rankings (planner.Fusion), blended with
+        relevance `signals` (evaluated at `now`), in one statement.
 
-        Each side contributes its top N = hybrid_candidates(limit, rrf_k) memories, ranked
-        1..N; a memory scores Σ 1/(rrf_k + rank) over the sides it appears in. Ties: newest
-        first, then id. Without an embedding only the full-text side runs (vector ranks are
-        null). The vector side gets the same guarantee as `vector`: when its index scan
-        yields fewer than N candidates, the statement runs again with the exact vector CTE.
+        Each side contributes its top N = hybrid_candidates(limit, fusion) memories, ranked
+        1..N. Ties: newest first, then id. Without an embedding only the full-text side runs
+        (vector ranks are null). The vector side gets the same guarantee as `vector`: when
+        its index scan yields fewer than N candidates, the statement runs again with the
+        exact vector CTE.
         """
         if limit <= 0:
             return []
-        n = hybrid_candidates(limit, rrf_k)
+        fusion = fusion or Fusion()
+        n = hybrid_candidates(limit, fusion)
         # The HNSW settings ride along with the lexeme look-up: one round trip fewer.
         settings = None if embedding is None else await self._hnsw_settings(n)
         # So does the count that decides between exact and index search, when it is needed.
@@ -336,23 +346,22 @@ class SearchRepository:
         plan = await self._text_plan(
             namespace_id, query, filters, n, settings, count_vectors=count_vectors
         )
+        run = Fused(limit, n, fusion, signals, now or datetime.now(UTC))
         if embedding is None:
             if plan is None:
                 return []
-            hits, _ = await self._hybrid_once(
-                namespace_id, None, plan, filters, limit, rrf_k, n, exact=True
-            )
+            hits, _ = await self._hybrid_once(namespace_id, None, plan, filters, run, exact=True)
             return hits
         if plan is not None and plan.vector_eligible is not None:
             exact = self._exact_suffices(namespace_id, filters, plan.vector_eligible)
         else:
             exact = await self._count_says_exact(namespace_id, filters)
         hits, vector_found = await self._hybrid_once(
-            namespace_id, embedding, plan, filters, limit, rrf_k, n, exact=exact
+            namespace_id, embedding, plan, filters, run, exact=exact
         )
         if not exact and vector_found < n:
             hits, _ = await self._hybrid_once(
-                namespace_id, embedding, plan, filters, limit, rrf_k, n, exact=True
+                namespace_id, embedding, plan, filters, run, exact=True
             )
         return hits
 
@@ -362,32 +371,25 @@ class SearchRepository:
         embedding: list[float] | None,
         plan: TextPlan | None,
         filters: SearchFilters,
-        limit: int,
-        rrf_k: int,
-        n: int,
+        run: Fused,
         *,
         exact: bool,
     ) -> tuple[list[SearchHit], int]:
         """One fused statement; also returns how many candidates the vector side found."""
-        params: dict[str, Any] = {"limit": limit, "k": rrf_k}
+        params: dict[str, Any] = {"limit": run.limit}
+        params.update(fusion_params(run.fusion))
+        params.update(signal_params(run.signals, run.now))
         eligible = q.eligible_where(namespace_id, filters, params)
         if embedding is not None:
-            params.update(qvec=vector_text(embedding), vec_n=n)
+            params.update(qvec=vector_text(embedding), vec_n=run.candidates)
         if plan is not None:
-            params.update(q.text_params(plan, n, self.fill_window))
+            params.update(q.text_params(plan, run.candidates, self.fill_window))
         storage = await self.vectors.storage(self.session)
-        statement = q.hybrid_search(eligible, plan, embedding is not None, exact, storage)
+        statement = q.hybrid_search(
+            eligible, plan, embedding is not None, exact, storage, run.fusion, run.signals
+        )
         rows = await self._run(statement, params)
-        hits = [
-            hit(
-                row,
-                score=row["rrf"],
-                vector_rank=row["vector_rank"],
-                vector_similarity=None if row["distance"] is None else similarity(row["distance"]),
-                fulltext_rank=row["text_rank"],
-                fulltext_score=row["text_score"],
-            )
-            for row in rows
-        ]
+        names = SIGNAL_NAMES if run.signals.active else ()
+        hits = [hybrid_hit(row, names) for row in rows]
         # No rows at all means neither side found anything: the vector side found 0.
         return hits, (rows[0]["vector_found"] if rows else 0)

@@ -16,7 +16,15 @@ router = APIRouter(prefix="/v1/robots/{robot}", tags=["recall"], route_class=Orj
 async def recall_service(r: ScopeDep) -> RecallService:
     c = r.components
     return RecallService(
-        r.session, r.caller, r.robots, r.two_tier, c.embedder, c.search_caches, c.settings, c.clock
+        r.session,
+        r.caller,
+        r.robots,
+        r.two_tier,
+        c.embedder,
+        c.search_caches,
+        c.settings,
+        c.clock,
+        c.reranker,
     )
 
 
@@ -26,6 +34,7 @@ async def recall(
     body: RecallRequest,
     service: Annotated[RecallService, Depends(recall_service)],
 ) -> RecallResult:
-    """Searches long-term memory (vector, full text or hybrid RRF) and loads the hits into
-    the robot's working memory."""
+    """Searches long-term memory (vector, full text, or hybrid: the two fused, optionally
+    blended with relevance signals and reranked) and loads the hits into the robot's working
+    memory."""
     return await service.recall(robot, body)

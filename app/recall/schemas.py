@@ -31,6 +31,47 @@ class RecallFilters(StrictModel):
     )
 
 
+class FusionOptions(StrictModel):
+    """How hybrid fuses its vector and full-text lists; an absent field takes the
+    deployment's default (GET /v1/stats shows none of these; see the README)."""
+
+    method: Literal["rrf", "score"] | None = Field(
+        default=None,
+        description="rrf: Σ weight / (k + rank); score: a convex combination of each list's "
+        "normalised raw scores",
+    )
+    k: int | None = Field(default=None, ge=1, le=1000, description="RRF's k")
+    vector_weight: float | None = Field(default=None, ge=0, le=100)
+    fulltext_weight: float | None = Field(default=None, ge=0, le=100)
+    normalization: Literal["minmax", "zscore"] | None = Field(
+        default=None, description="score fusion: how each list's raw scores are normalised"
+    )
+    candidates: int | None = Field(
+        default=None, ge=1, le=1000, description="How deep each list is read (≥ limit)"
+    )
+
+
+class SignalOptions(StrictModel):
+    """Relevance signals blended into hybrid's score, each weight in [0, 1], together at most
+    1: score = (1 − Σw)·fused/max(fused) + Σ w·signal. Absent fields take the deployment's
+    defaults."""
+
+    recency: float | None = Field(
+        default=None, ge=0, le=1, description="Weight of 0.5^(age / half-life)"
+    )
+    half_life_days: float | None = Field(default=None, gt=0, le=36_500)
+    importance: float | None = Field(
+        default=None, ge=0, le=1, description="Weight of importance / 10"
+    )
+    tag_overlap: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Weight of the fraction of `tags` the memory carries (or a descendant of)",
+    )
+    tags: list[Tag] | None = Field(default=None, description="The tags the question is about")
+
+
 class RecallRequest(StrictModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -54,7 +95,9 @@ class RecallRequest(StrictModel):
     timeframe: Text | None = Field(
         default=None,
         max_length=200,
-        description="ISO-8601 or a phrase: 'last week', 'since 2025-01-01', 'yesterday', ...",
+        description="ISO-8601 or a phrase: 'last week', 'since 2025-01-01', 'yesterday', ...; "
+        "'auto' takes the time phrase out of the query ('what did we decide last week "
+        "about the schema')",
     )
     scope: Literal["self", "all"] = Field(
         default="all", description="self: memories this robot authored; all: the namespace's"
@@ -73,6 +116,44 @@ class RecallRequest(StrictModel):
     load_into_working_memory: bool = Field(
         default=True, description="Place the hits in the robot's working memory"
     )
+    fusion: FusionOptions | None = Field(default=None, description="hybrid only")
+    signals: SignalOptions | None = Field(default=None, description="hybrid only")
+    rerank: bool | None = Field(
+        default=None,
+        description="Reorder the top candidates with the configured reranker (default: on "
+        "when one is configured); 422 when none is",
+    )
+    explain: bool = Field(default=False, description="Say how each hit's score was made")
+
+
+class ListExplanation(BaseModel):
+    rank: int = Field(description="The hit's rank on this list (1 = first)")
+    score: float = Field(description="The list's raw score: similarity or ts_rank")
+    share: float = Field(description="What this list added to the fused score")
+
+
+class SignalExplanation(BaseModel):
+    value: float = Field(description="The signal, in [0, 1]")
+    weight: float
+    contribution: float = Field(description="weight × value, added to the score")
+
+
+class RerankExplanation(BaseModel):
+    score: float
+    rank: int
+    fused_rank: int = Field(description="The hit's rank before reranking")
+
+
+class HitExplanation(BaseModel):
+    vector: ListExplanation | None
+    fulltext: ListExplanation | None
+    fused: float = Field(description="Σ of the lists' shares")
+    relevance: float | None = Field(
+        description="fused / the best candidate's fused, weighted by 1 − Σ signal weights"
+    )
+    signals: dict[str, SignalExplanation]
+    rerank: RerankExplanation | None = None
+    score: float
 
 
 class RecallHit(BaseModel):
@@ -90,11 +171,24 @@ class RecallHit(BaseModel):
     vector_similarity: float | None = Field(description="1 − cosine distance")
     fulltext_rank: int | None
     fulltext_score: float | None
+    explain: HitExplanation | None = Field(default=None, description="With `explain: true`")
 
 
 class TimeframeRead(BaseModel):
     start: datetime | None
     end: datetime | None
+    phrase: str | None = Field(
+        default=None, description="With timeframe 'auto': the phrase found in the query"
+    )
+
+
+class FusionRead(BaseModel):
+    method: Literal["rrf", "score"]
+    k: int | None
+    vector_weight: float
+    fulltext_weight: float
+    normalization: Literal["minmax", "zscore"] | None
+    candidates: int = Field(description="How deep each list was read")
 
 
 class RecallWorkingMemory(BaseModel):
@@ -107,9 +201,12 @@ class RecallWorkingMemory(BaseModel):
 class RecallResult(BaseModel):
     strategy: Strategy
     query: str
+    searched: str = Field(description="The text searched: the query minus an auto timeframe")
     timeframe: TimeframeRead | None
     embedding: EmbeddingState = Field(
         description="unavailable: the embedder failed, so hybrid ran on full text only"
     )
+    fusion: FusionRead | None = Field(description="hybrid: how the lists were fused")
+    reranked: bool = Field(default=False, description="The reranker reordered the hits")
     hits: list[RecallHit]
     working_memory: RecallWorkingMemory

@@ -13,17 +13,26 @@ from app.embeddings.timed import TimedEmbedder
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
 from app.recall.caches import SearchCaches
+from app.recall.explain import explain
+from app.recall.options import check_hybrid_only, fusion_for, fusion_read, signals_for
+from app.recall.planner import Signals, hybrid_candidates
 from app.recall.repository import SearchFilters, SearchHit, SearchRepository
 from app.recall.schemas import (
     EmbeddingState,
+    FusionRead,
     RecallHit,
     RecallRequest,
     RecallResult,
     RecallWorkingMemory,
+    RerankExplanation,
     TimeframeRead,
 )
+from app.rerank import HttpReranker, RerankError
+from app.robots.cache import Robot
 from app.robots.service import RobotService
+from app.timeframes.extract import extract_timeframe
 from app.timeframes.http import resolve_timeframe
+from app.timeframes.parse import TimeRange
 from app.working_memory.model import Placement
 from app.working_memory.protocol import WriteProtocol
 
@@ -41,7 +50,9 @@ class RecallService:
         caches: SearchCaches,
         settings: Settings,
         clock: Clock,
+        reranker: HttpReranker | None = None,
     ) -> None:
+        self.reranker = reranker
         self.caller = caller
         self.robots = robots
         self.two_tier = two_tier
@@ -70,19 +81,36 @@ class RecallService:
                 f"{s.embedding_dimension}",
                 errors=[{"field": "embedding", "message": "wrong dimension"}],
             )
+        check_hybrid_only(req)
+        if req.rerank and self.reranker is None:
+            raise Unprocessable(
+                "rerank was asked for, but no reranker is configured (HTM_RERANK_URL)",
+                errors=[{"field": "rerank", "message": "no reranker configured"}],
+            )
 
-    async def _query_vector(self, req: RecallRequest) -> list[float] | None:
+    async def _query_vector(self, req: RecallRequest, text: str) -> list[float] | None:
         if req.embedding is not None:
             return req.embedding
-        [vector], _ = await self.embedder.embed_or_defer([req.query], "query embedding failed")
-        return vector
+        return await self.embedder.embed_query(text)
+
+    def _timeframe(self, req: RecallRequest) -> tuple[TimeRange | None, str | None, str]:
+        """(range, the auto phrase, the text to search)."""
+        now = req.now or self.clock()
+        if req.timeframe is not None and req.timeframe.strip().lower() == "auto":
+            found = extract_timeframe(req.query, now)
+            if found is None:
+                return None, None, req.query
+            return found.range, found.phrase, found.searched
+        return resolve_timeframe(req.timeframe, now), None, req.query
 
     async def recall(self, robot_name: str, req: RecallRequest) -> RecallResult:
         self._check(req)
+        fusion = fusion_for(req, self.settings)
+        signals = signals_for(req, self.settings)
         if req.embedding is not None:
             search = self.search
             check_storable([req.embedding], await search.vectors.storage(search.session))
-        tr = resolve_timeframe(req.timeframe, req.now or self.clock())
+        tr, phrase, text = self._timeframe(req)
         robot = await self.robots.ensure(robot_name)
         f = req.filters
         filters = SearchFilters(
@@ -98,14 +126,18 @@ class RecallService:
         namespace_id = self.caller.namespace_id
         vector = None
         if req.strategy != "fulltext":
-            vector = await self._query_vector(req)
+            vector = await self._query_vector(req, text)
         embedding_state: EmbeddingState = (
             "not_needed"
             if req.strategy == "fulltext"
             else ("ready" if vector is not None else "unavailable")
         )
+        rerank = self.reranker is not None and req.rerank is not False
+        # The reranker reorders a deeper page than the one answered.
+        depth = max(req.limit, self.settings.rerank_candidates) if rerank else req.limit
 
         hits: list[SearchHit]
+        fusion_used: FusionRead | None = None
         if req.strategy == "vector":
             if vector is None:
                 raise ServiceUnavailable(
@@ -113,13 +145,21 @@ class RecallService:
                     "use strategy=fulltext or hybrid, or send `embedding`",
                     dependency="embedding",
                 )
-            hits = await self.search.vector(namespace_id, vector, filters, req.limit)
+            hits = await self.search.vector(namespace_id, vector, filters, depth)
         elif req.strategy == "fulltext":
-            hits = await self.search.fulltext(namespace_id, req.query, filters, req.limit)
+            hits = await self.search.fulltext(namespace_id, text, filters, depth)
         else:
+            now = req.now or self.clock()
             hits = await self.search.hybrid(
-                namespace_id, req.query, vector, filters, req.limit, self.settings.rrf_k
+                namespace_id, text, vector, filters, depth, fusion, signals, now
             )
+            fusion_used = fusion_read(fusion, hybrid_candidates(depth, fusion))
+        ranked = await self._reranked(text, hits, req.limit) if rerank else None
+        reranked = ranked is not None
+        page: list[tuple[SearchHit, RerankExplanation | None]] = (
+            list(ranked) if ranked is not None else [(h, None) for h in hits[: req.limit]]
+        )
+        hits = [h for h, _ in page]
 
         # A recall changes nothing a client is told is stored: its log rows (and working
         # memory's mirror) commit without waiting for the WAL flush.
@@ -131,57 +171,77 @@ class RecallService:
             {"strategy": req.strategy},
             wait_for_flush=False,
         )
-        wm = RecallWorkingMemory(loaded=[], evicted=[], not_admitted=[], reason="skipped")
-        if req.load_into_working_memory and hits:
-            outcomes = await self.two_tier.place(
-                robot,
-                [
-                    Placement(
-                        h.id,
-                        h.created_at,
-                        h.version,
-                        h.key,
-                        h.content,
-                        h.token_count,
-                        h.importance,
-                    )
-                    for h in hits
-                ],
-                from_recall=True,
-            )
-            # Admitted hits all carry the call's evictions; a too-large hit carries none, so
-            # the first hit alone may not tell.
-            evicted: list[str] = next((o.evicted for o in outcomes.values() if o.evicted), [])
-            unavailable = any(o.reason == "unavailable" for o in outcomes.values())
-            wm = RecallWorkingMemory(
-                loaded=[k for k, o in outcomes.items() if o.admitted],
-                evicted=evicted,
-                not_admitted=[k for k, o in outcomes.items() if not o.admitted],
-                reason="unavailable" if unavailable else "loaded",
-            )
+        wm = await self._load(robot, hits) if req.load_into_working_memory and hits else None
         return RecallResult(
             strategy=req.strategy,
             query=req.query,
-            timeframe=TimeframeRead(start=tr.start, end=tr.end) if tr else None,
+            searched=text,
+            timeframe=TimeframeRead(start=tr.start, end=tr.end, phrase=phrase) if tr else None,
             embedding=embedding_state,
-            hits=[
-                RecallHit(
-                    key=h.key,
-                    content=h.content,
-                    type=h.type,
-                    importance=h.importance,
-                    tags=h.tags,
-                    metadata=h.metadata,
-                    author=h.author,
-                    token_count=h.token_count,
-                    created_at=h.created_at,
-                    score=h.score,
-                    vector_rank=h.vector_rank,
-                    vector_similarity=h.vector_similarity,
-                    fulltext_rank=h.fulltext_rank,
-                    fulltext_score=h.fulltext_score,
+            fusion=fusion_used,
+            reranked=reranked,
+            hits=[self._hit(h, r, req.explain, signals) for h, r in page],
+            working_memory=wm
+            or RecallWorkingMemory(loaded=[], evicted=[], not_admitted=[], reason="skipped"),
+        )
+
+    async def _reranked(
+        self, text: str, hits: list[SearchHit], limit: int
+    ) -> list[tuple[SearchHit, RerankExplanation | None]] | None:
+        """The top `limit` of `hits` in the reranker's order (ties: the fused order), or
+        None when it fails: the fused order stands."""
+        assert self.reranker is not None
+        try:
+            scores = await self.reranker.scores(text, [h.content for h in hits])
+        except RerankError as exc:
+            log.warning("rerank skipped: %s", exc)
+            return None
+        order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:limit]
+        return [
+            (hits[i], RerankExplanation(score=scores[i], rank=n, fused_rank=i + 1))
+            for n, i in enumerate(order, start=1)
+        ]
+
+    async def _load(self, robot: Robot, hits: list[SearchHit]) -> RecallWorkingMemory:
+        outcomes = await self.two_tier.place(
+            robot,
+            [
+                Placement(
+                    h.id, h.created_at, h.version, h.key, h.content, h.token_count, h.importance
                 )
                 for h in hits
             ],
-            working_memory=wm,
+            from_recall=True,
+        )
+        # Admitted hits all carry the call's evictions; a too-large hit carries none, so the
+        # first hit alone may not tell.
+        evicted: list[str] = next((o.evicted for o in outcomes.values() if o.evicted), [])
+        unavailable = any(o.reason == "unavailable" for o in outcomes.values())
+        return RecallWorkingMemory(
+            loaded=[k for k, o in outcomes.items() if o.admitted],
+            evicted=evicted,
+            not_admitted=[k for k, o in outcomes.items() if not o.admitted],
+            reason="unavailable" if unavailable else "loaded",
+        )
+
+    @staticmethod
+    def _hit(
+        h: SearchHit, rerank: RerankExplanation | None, explained: bool, signals: Signals
+    ) -> RecallHit:
+        return RecallHit(
+            key=h.key,
+            content=h.content,
+            type=h.type,
+            importance=h.importance,
+            tags=h.tags,
+            metadata=h.metadata,
+            author=h.author,
+            token_count=h.token_count,
+            created_at=h.created_at,
+            score=rerank.score if rerank else h.score,
+            vector_rank=h.vector_rank,
+            vector_similarity=h.vector_similarity,
+            fulltext_rank=h.fulltext_rank,
+            fulltext_score=h.fulltext_score,
+            explain=explain(h, signals, rerank, h.score) if explained else None,
         )

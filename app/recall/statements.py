@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from app.config import VectorStorage
-from app.recall.planner import FULLTEXT_FILL_WINDOW, SearchFilters, TextPlan
+from app.recall.fusion import fusion_parts, signal_columns
+from app.recall.planner import FULLTEXT_FILL_WINDOW, Fusion, SearchFilters, Signals, TextPlan
 
 
 def qvec(storage: VectorStorage) -> str:
@@ -302,9 +303,13 @@ def hybrid_search(
     with_vector: bool,
     exact: bool,
     storage: VectorStorage,
+    fusion: Fusion,
+    signals: Signals,
 ) -> str:
-    """Reciprocal Rank Fusion of the vector side (:vec_n nearest, or none) and the text side
-    (`plan`'s top :text_n, or none) in one statement, the top :limit by Σ 1/(:k + rank)."""
+    """The fusion (`fusion_parts`) of the vector side (:vec_n nearest, or none) and the text
+    side (`plan`'s top :text_n, or none) in one statement, blended with `signals`, the top
+    :limit. Every row carries each list's rank, raw score and share, so a hit can explain
+    its place."""
     if with_vector:
         vec = f"""
         vec AS MATERIALIZED ({nearest(eligible, exact, storage)}),
@@ -318,23 +323,30 @@ def hybrid_search(
         vec AS ({NO_VECTOR_HITS}),
         vec_hits AS (SELECT * FROM vec)"""
     text = text_ctes(eligible, plan) if plan is not None else f"text_hits AS ({NO_TEXT_HITS})"
-    # float8 arithmetic: 1.0 alone is numeric, and the driver would return Decimals.
+    vec_part, text_part = fusion_parts(fusion)
+    sig_columns, score = signal_columns(signals)
+    # A zero-length stored vector has a NaN distance (hits.similarity): it counts as 0.
+    # float8 arithmetic throughout: 1.0 alone is numeric, and the driver would return Decimals.
     return f"""
         WITH {vec.lstrip()},
         {text.lstrip()},
-        fused AS (
+        joined AS (
             SELECT coalesce(v.id, t.id) AS id,
                    coalesce(v.created_at, t.created_at) AS created_at,
                    v.vector_rank, v.distance, t.text_rank, t.text_score,
-                   coalesce(1::float8 / (:k + v.vector_rank), 0)
-                     + coalesce(1::float8 / (:k + t.text_rank), 0) AS rrf
+                   CASE WHEN v.distance = 'NaN'::float8 THEN 0 ELSE 1 - v.distance END AS vec_sim
             FROM vec_hits v
             FULL OUTER JOIN text_hits t ON t.id = v.id AND t.created_at = v.created_at
-        )
-        SELECT {HIT_COLUMNS}, f.rrf, f.vector_rank, f.distance, f.text_rank, f.text_score,
+        ),
+        shares AS (
+            SELECT j.*, {vec_part} AS vec_part, {text_part} AS text_part FROM joined j
+        ),
+        fused AS (SELECT s.*, s.vec_part + s.text_part AS fused FROM shares s)
+        SELECT {HIT_COLUMNS}, f.vector_rank, f.distance, f.text_rank, f.text_score,
+               f.vec_part, f.text_part, f.fused{sig_columns}, {score} AS score,
                (SELECT count(*) FROM vec) AS vector_found
         FROM fused f
         JOIN memory m ON m.id = f.id AND m.created_at = f.created_at
         JOIN robot r ON r.id = m.author_robot_id
-        ORDER BY f.rrf DESC, m.created_at DESC, m.id
+        ORDER BY score DESC, m.created_at DESC, m.id
         LIMIT :limit"""

@@ -16,7 +16,10 @@ router = APIRouter(tags=["stats"], route_class=OrjsonRoute)
 
 async def stats_service(r: ScopeDep) -> StatsService:
     working_memory = WorkingMemoryService(r.two_tier)
-    return StatsService(r.session, r.caller, r.robots, working_memory, r.components.clock)
+    c = r.components
+    return StatsService(
+        r.session, r.caller, r.robots, working_memory, c.clock, c.embedder.query_cache
+    )
 
 
 Service = Annotated[StatsService, Depends(stats_service)]

@@ -50,6 +50,14 @@ class Versions(BaseModel):
     redis: str | None
 
 
+class CacheStats(BaseModel):
+    entries: int
+    max_entries: int
+    hits: int
+    misses: int
+    hit_ratio: float | None = Field(description="hits / (hits + misses); null before a lookup")
+
+
 class NamespaceStats(BaseModel):
     namespace: str
     memories: int
@@ -66,3 +74,6 @@ class NamespaceStats(BaseModel):
     )
     hypertables: list[str] = Field(description="Empty when TimescaleDB is not in use")
     versions: Versions
+    query_embedding_cache: CacheStats = Field(
+        description="This process's cache of recall query embeddings (all namespaces)"
+    )

@@ -5,12 +5,14 @@ from datetime import UTC, timedelta
 from app.auth.caller import Caller
 from app.clock import Clock
 from app.db.session import DbSession
+from app.embeddings.query_cache import QueryEmbeddingCache
 from app.health.repository import VersionRepository
 from app.robots.cache import Robot, robot_from_row
 from app.robots.repository import RobotRepository
 from app.robots.service import RobotService
 from app.stats.repository import StatsRepository
 from app.stats.schemas import (
+    CacheStats,
     DayActivity,
     LongTermStats,
     NamespaceStats,
@@ -30,7 +32,9 @@ class StatsService:
         robots: RobotService,
         working_memory: WorkingMemoryService,
         clock: Clock,
+        query_cache: QueryEmbeddingCache,
     ) -> None:
+        self.query_cache = query_cache
         self.caller = caller
         self.robots = robots
         self.working_memory = working_memory
@@ -98,4 +102,16 @@ class StatsService:
             memory_bytes=counts["memory_bytes"],
             hypertables=await self.repo.hypertables(),
             versions=Versions(redis=redis_version, **pg),
+            query_embedding_cache=self._query_cache(),
+        )
+
+    def _query_cache(self) -> CacheStats:
+        c = self.query_cache
+        looked = c.hits + c.misses
+        return CacheStats(
+            entries=len(c),
+            max_entries=c.max_entries,
+            hits=c.hits,
+            misses=c.misses,
+            hit_ratio=round(c.hits / looked, 4) if looked else None,
         )

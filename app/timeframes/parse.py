@@ -42,7 +42,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from app.common import INSTANT_RANGE, in_instant_range
 
-__all__ = ["ACCEPTED_FORMS", "TimeRange", "TimeframeError", "parse_timeframe"]
+__all__ = ["ACCEPTED_FORMS", "TimeRange", "TimeframeError", "add_months", "parse_timeframe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,13 +201,13 @@ def _floor(dt: datetime, unit: str) -> datetime:
 
 def _shift(dt: datetime, unit: str, n: int) -> datetime:
     if unit == "month":
-        return _add_months(dt, n)
+        return add_months(dt, n)
     if unit == "year":
-        return _add_months(dt, 12 * n)
+        return add_months(dt, 12 * n)
     return dt + timedelta(**{unit + "s": n})
 
 
-def _add_months(dt: datetime, months: int) -> datetime:
+def add_months(dt: datetime, months: int) -> datetime:
     year, month = divmod(dt.year * 12 + dt.month - 1 + months, 12)
     month += 1
     last_day = 31 if month == 12 else (date(year, month + 1, 1) - timedelta(days=1)).day
@@ -219,11 +219,11 @@ def _interval(s: str) -> _Span:
     if left_duration := _duration(left):
         end = _endpoint(right, s, is_end=True)
         months, exact = left_duration
-        start = _add_months(end, -months) - exact
+        start = add_months(end, -months) - exact
     elif right_duration := _duration(right):
         start = _endpoint(left, s, is_end=False)
         months, exact = right_duration
-        end = _add_months(start, months) + exact
+        end = add_months(start, months) + exact
     else:
         start, end = _endpoint(left, s, is_end=False), _endpoint(right, s, is_end=True)
     if start >= end:

@@ -28,6 +28,7 @@ from app.recall import repository as recall_repository
 from app.recall.caches import LargeNamespaces, LexemeStats, PgvectorVersions
 from app.recall.planner import (
     MAX_QUERY_LEXEMES,
+    Fusion,
     SearchFilters,
     TextPlan,
     hnsw_settings,
@@ -394,10 +395,14 @@ def test_hnsw_settings_use_iterative_scans_from_pgvector_0_8() -> None:
 
 
 def test_hybrid_candidates_are_k_plus_twice_the_limit() -> None:
-    assert hybrid_candidates(10, 60) == 80
-    assert hybrid_candidates(20, 1) == 41
-    assert hybrid_candidates(600, 60) == 1000
-    assert hybrid_candidates(1000, 60) == 1000
+    assert hybrid_candidates(10, Fusion(k=60)) == 80
+    assert hybrid_candidates(20, Fusion(k=1)) == 41
+    assert hybrid_candidates(600, Fusion(k=60)) == 1000
+    assert hybrid_candidates(1000, Fusion(k=60)) == 1000
+    # a depth asked for is taken, within [limit, ef_search's maximum]
+    assert hybrid_candidates(10, Fusion(candidates=25)) == 25
+    assert hybrid_candidates(10, Fusion(candidates=3)) == 10
+    assert hybrid_candidates(10, Fusion(method="score", candidates=5000)) == 1000
 
 
 # --- small, hand-built sets ----------------------------------------------------------------
@@ -781,7 +786,7 @@ async def test_hybrid_scores_are_exact_reciprocal_rank_fusion(
     session: DbSession, fusion: int, dim: int, k: int, order: list[str]
 ) -> None:
     hits = await SearchRepository(session).hybrid(
-        fusion, FUSION_QUESTION, e0(dim), SearchFilters(), 10, rrf_k=k
+        fusion, FUSION_QUESTION, e0(dim), SearchFilters(), 10, Fusion(k=k)
     )
 
     assert keys(hits) == order

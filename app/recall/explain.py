@@ -1,0 +1,46 @@
+"""`explain: true`: each hit says how its score was made (each list's rank, raw score and
+share, each signal's value and contribution, the reranker's verdict)."""
+
+from __future__ import annotations
+
+from app.recall.hits import SearchHit
+from app.recall.planner import Signals
+from app.recall.schemas import (
+    HitExplanation,
+    ListExplanation,
+    RerankExplanation,
+    SignalExplanation,
+)
+
+
+def explain(
+    hit: SearchHit,
+    signals: Signals,
+    rerank: RerankExplanation | None = None,
+    score: float | None = None,
+) -> HitExplanation:
+    shares = hit.shares
+    vector = fulltext = None
+    if hit.vector_rank is not None and hit.vector_similarity is not None:
+        share = shares.vector if shares else hit.score
+        vector = ListExplanation(rank=hit.vector_rank, score=hit.vector_similarity, share=share)
+    if hit.fulltext_rank is not None and hit.fulltext_score is not None:
+        share = shares.fulltext if shares else hit.score
+        fulltext = ListExplanation(rank=hit.fulltext_rank, score=hit.fulltext_score, share=share)
+    weights = {"recency": signals.recency, "importance": signals.importance, "tags": signals.tags}
+    found = shares.signals if shares else {}
+    relevance = None
+    if shares is not None and shares.relevance is not None:
+        relevance = (1 - signals.total_weight) * shares.relevance
+    return HitExplanation(
+        vector=vector,
+        fulltext=fulltext,
+        fused=shares.fused if shares else hit.score,
+        relevance=relevance,
+        signals={
+            name: SignalExplanation(value=v, weight=weights[name], contribution=weights[name] * v)
+            for name, v in found.items()
+        },
+        rerank=rerank,
+        score=hit.score if score is None else score,
+    )
