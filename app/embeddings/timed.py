@@ -24,7 +24,7 @@ class TimedEmbedder:
         query_cache: QueryEmbeddingCache | None = None,
     ) -> None:
         self.embedder = embedder
-        self.query_cache = query_cache or QueryEmbeddingCache(0)
+        self.query_cache = query_cache if query_cache is not None else QueryEmbeddingCache(0)
         self.timeout_s = timeout_s
         self.provider = provider  # the configured one, for /readyz when it did not load
         self.load_error = load_error

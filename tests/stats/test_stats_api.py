@@ -205,6 +205,14 @@ async def test_namespace_stats_count_memories_robots_size_and_versions(
             "timescaledb": timescaledb,
             "redis": redis_version,
         },
+        # no embedder in this app: no query was embedded
+        "query_embedding_cache": {
+            "entries": 0,
+            "max_entries": 10_000,
+            "hits": 0,
+            "misses": 0,
+            "hit_ratio": None,
+        },
     }
 
 
