@@ -55,6 +55,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def run(args: argparse.Namespace, sets: list[EvalSet], configs: list[Config]) -> dict:
     from bench.http import Http
     from bench.infra import BENCH_DIR, Servers, ServiceProcess, drop_database, fresh_database
+    from bench.report import versions
 
     results: dict[str, Any] = {
         "schema": 1,
@@ -75,6 +76,7 @@ async def run(args: argparse.Namespace, sets: list[EvalSet], configs: list[Confi
         await service.start(limit_s=300)
         results["service_start_s"] = time.perf_counter() - t1
         results["embedding"] = service.readyz.get("embedding")
+        results["versions"] = versions(service.readyz)
         async with Http(service.base_url, 2 * CONCURRENCY, timeout_s=120.0) as client:
             t1 = time.perf_counter()
             memories = 0
