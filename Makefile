@@ -14,7 +14,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install run test lint format openapi bench bench-quick bench-large chaos chaos-quick clean
+.PHONY: install run test lint format openapi bench bench-quick bench-large eval eval-quick chaos chaos-quick clean
 
 install: $(VENV)/.installed
 
@@ -63,6 +63,18 @@ bench-quick: install
 # Writes bench/results/<date>-<host>-large.json and latest-large.{json,md}.
 bench-large: install
 	$(PY) -m bench --large --skip-model $(BENCH_ARGS)
+
+# The recall eval (evals/): a generated multi-session conversational set and the bench's
+# labelled facts, loaded and asked through the HTTP API with the local model; recall@5/@10,
+# MRR and p50 per configuration, kind and split (a few minutes). Writes evals/results/.
+# CONFIGS=<file.json> adds configurations (see evals/README.md).
+EVAL_ARGS = $(if $(CONFIGS),--configs $(CONFIGS))
+
+eval: install
+	$(PY) -m evals $(EVAL_ARGS)
+
+eval-quick: install
+	$(PY) -m evals --quick $(EVAL_ARGS)
 
 # Fault injection (chaos/): a bounded mixed load against the real service while Redis stalls
 # and restarts, PostgreSQL restarts, and the embedding provider is down or slow. Prints a
