@@ -67,8 +67,10 @@ bench-large: install
 # The recall eval (evals/): a generated multi-session conversational set and the bench's
 # labelled facts, loaded and asked through the HTTP API with the local model; recall@5/@10,
 # MRR and p50 per configuration, kind and split (a few minutes). Writes evals/results/.
-# CONFIGS=<file.json> adds configurations (see evals/README.md).
-EVAL_ARGS = $(if $(CONFIGS),--configs $(CONFIGS))
+# The baseline (vector, fulltext, hybrid with the deployment's defaults) runs beside the
+# fusion alternatives of evals/configs/fusion.json; CONFIGS=<file.json> runs others instead.
+CONFIGS ?= evals/configs/fusion.json
+EVAL_ARGS = --configs $(CONFIGS)
 
 eval: install
 	$(PY) -m evals $(EVAL_ARGS)

@@ -117,11 +117,12 @@ class Settings(BaseSettings):
     # --- recall ---------------------------------------------------------------------------
     # Hybrid's fusion and relevance signals: the deployment's defaults, each overridable per
     # request (RecallRequest.fusion / .signals); the defaults are chosen by `make eval`.
+    # `make eval` chose z-scored score fusion weighting full text 0.7 (evals/results/latest.md).
     rrf_k: int = Field(default=60, ge=1, le=1000, description="RRF's k")
-    recall_fusion: Literal["rrf", "score"] = "rrf"
-    recall_vector_weight: float = Field(default=1.0, ge=0, le=100)
-    recall_fulltext_weight: float = Field(default=1.0, ge=0, le=100)
-    recall_normalization: Literal["minmax", "zscore"] = "minmax"
+    recall_fusion: Literal["rrf", "score"] = "score"
+    recall_vector_weight: float = Field(default=0.3, ge=0, le=100)
+    recall_fulltext_weight: float = Field(default=0.7, ge=0, le=100)
+    recall_normalization: Literal["minmax", "zscore"] = "zscore"
     recall_candidates: int | None = Field(
         default=None, ge=1, le=1000, description="Each list's depth (default k + 2·limit)"
     )

@@ -146,10 +146,27 @@ async def test_recall_reports_ranks_scores_and_loads_working_memory(ns_client) -
     )
     body = r.json()
     assert body["strategy"] == "hybrid" and body["embedding"] == "ready"
+    # the deployment's default fusion (chosen by make eval), reported with the answer
+    assert body["fusion"] == {
+        "method": "score",
+        "k": None,
+        "vector_weight": 0.3,
+        "fulltext_weight": 0.7,
+        "normalization": "zscore",
+        "candidates": 64,  # k + 2·limit
+    }
     top = body["hits"][0]
     assert top["key"] == "caroline-group" and top["author"] == "writer"
     assert top["vector_rank"] == 1 and top["fulltext_rank"] == 1
-    assert top["score"] == pytest.approx(2 / 61)
+    r = await ns_client.post(
+        "/v1/robots/reader/recall",
+        json={
+            "query": "When did Caroline go to the support group?",
+            "limit": 2,
+            "fusion": {"method": "rrf", "k": 60, "vector_weight": 1, "fulltext_weight": 1},
+        },
+    )
+    assert r.json()["hits"][0]["score"] == pytest.approx(2 / 61)
     assert body["working_memory"]["loaded"] == [h["key"] for h in body["hits"]]
     wm = (await ns_client.get("/v1/robots/reader/working-memory")).json()
     assert {i["key"] for i in wm["items"]} == {h["key"] for h in body["hits"]}

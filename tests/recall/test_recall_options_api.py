@@ -34,6 +34,22 @@ ITEMS = {
 }
 QUESTION = "Caroline support group parade"
 
+# These tests pin orders by equal-weight RRF (k = 60) over the lists above: x y b a.
+# The deployment default (score fusion) is pinned in test_recall_api.py.
+RRF = {
+    "recall_fusion": "rrf",
+    "recall_vector_weight": 1.0,
+    "recall_fulltext_weight": 1.0,
+    "recall_normalization": "minmax",
+}
+
+
+@pytest.fixture
+async def client(app_factory, ns: str):  # type: ignore[no-untyped-def]
+    async with app_factory(**RRF) as c:
+        c.headers["X-Namespace"] = ns
+        yield c
+
 
 async def seed(client: httpx.AsyncClient, robot: str = "r") -> None:
     body = {
@@ -55,7 +71,7 @@ async def recall(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
 
 async def test_explain_reports_each_lists_rank_score_and_share(client) -> None:
     await seed(client)
-    body = await recall(client, limit=10, explain=True, fusion={"k": 10, "fulltext_weight": 2})
+    body = await recall(client, limit=10, explain=True, fusion={"method": "rrf", "k": 10, "vector_weight": 1, "fulltext_weight": 2})
 
     assert body["fusion"] == {
         "method": "rrf",
@@ -221,7 +237,7 @@ async def test_the_reranker_reorders_the_fused_candidates(
 ) -> None:
     stub.reply = tei_reply(CONTENT_SCORES)
     async with app_factory(
-        rerank_url=stub.url + "/rerank", rerank_api="tei", rerank_candidates=4
+        rerank_url=stub.url + "/rerank", rerank_api="tei", rerank_candidates=4, **RRF
     ) as client:
         client.headers["X-Namespace"] = ns
         await seed(client)
@@ -250,7 +266,9 @@ async def test_a_failing_reranker_leaves_the_fused_order(
     app_factory, stub: StubServer, ns: str
 ) -> None:
     stub.reply = lambda _req: (503, {"error": "loading"})
-    async with app_factory(rerank_url=stub.url + "/v1/rerank", rerank_model="bge") as client:
+    async with app_factory(
+        rerank_url=stub.url + "/v1/rerank", rerank_model="bge", **RRF
+    ) as client:
         client.headers["X-Namespace"] = ns
         await seed(client)
         body = await recall(client, limit=3)
