@@ -33,6 +33,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy.sql.elements import TextClause
 
+from app.config import Settings
 from app.db.rows import Result
 from app.db.sql import bound
 from app.events.repository import EventRepository
@@ -40,7 +41,8 @@ from app.memories.adds import GroupCommit
 from app.memories.model import AddGroup, MemoryDraft, NewMemory
 from app.memories.repository import MemoryRepository
 from app.recall.caches import SearchCaches
-from app.recall.planner import EF_SEARCH_DEFAULT
+from app.recall.options import deployment_fusion
+from app.recall.planner import EF_SEARCH_DEFAULT, Fusion
 from app.recall.repository import SearchFilters, SearchRepository
 from app.robots.repository import RobotRepository
 from app.stats.repository import StatsRepository
@@ -160,14 +162,15 @@ class Floor:
         namespace: str,
         namespace_id: int,
         default_budget: int,
-        rrf_k: int = 60,
+        fusion: Fusion | None = None,
     ) -> None:
         self.pool = pool
         self.redis = redis
         self.ns = namespace
         self.ns_id = namespace_id
         self.default_budget = default_budget
-        self.rrf_k = rrf_k
+        # The service's default fusion, as a request naming none gets it.
+        self.fusion = fusion or deployment_fusion(Settings(_env_file=None))  # type: ignore[call-arg]
         self.capture: list[Any] | None = None
         self._robots: dict[str, tuple[float, Any]] = {}
         self._caches = SearchCaches()  # as the service keeps one per app
@@ -347,7 +350,7 @@ class Floor:
         if spec.strategy == "fulltext":
             return await search.fulltext(self.ns_id, spec.query, filters, spec.limit)
         return await search.hybrid(
-            self.ns_id, spec.query, spec.vector, filters, spec.limit, self.rrf_k
+            self.ns_id, spec.query, spec.vector, filters, spec.limit, self.fusion
         )
 
     async def context(

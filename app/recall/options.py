@@ -17,6 +17,11 @@ def _pick(given: T | None, default: T) -> T:
     return default if given is None else given
 
 
+def deployment_fusion(settings: Settings) -> Fusion:
+    """The fusion a request that names none gets."""
+    return fusion_for(RecallRequest(query="-"), settings)
+
+
 def fusion_for(req: RecallRequest, settings: Settings) -> Fusion:
     o = req.fusion or FusionOptions()
     fusion = Fusion(

