@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.embeddings.base import DimensionMismatch
 from app.embeddings import EmbeddingError, LocalEmbedder, MicroBatcher
+from app.embeddings.base import DimensionMismatch
 from tests.embeddings.fakes import CountingWrapper
 
 pytestmark = pytest.mark.slow
@@ -84,7 +84,8 @@ async def test_hub_style_name_also_loads_the_bundled_model_offline():
 
 
 async def test_dimension_other_than_the_models_is_rejected_at_creation():
-    with pytest.raises(DimensionMismatch, match="produces 384-dimensional vectors, but embedding_dim"):
+    match = "produces 384-dimensional vectors, but embedding_dim"
+    with pytest.raises(DimensionMismatch, match=match):
         await LocalEmbedder.create("all-MiniLM-L6-v2", 768)
 
 

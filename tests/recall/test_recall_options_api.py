@@ -71,7 +71,8 @@ async def recall(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
 
 async def test_explain_reports_each_lists_rank_score_and_share(client) -> None:
     await seed(client)
-    body = await recall(client, limit=10, explain=True, fusion={"method": "rrf", "k": 10, "vector_weight": 1, "fulltext_weight": 2})
+    fusion = {"method": "rrf", "k": 10, "vector_weight": 1, "fulltext_weight": 2}
+    body = await recall(client, limit=10, explain=True, fusion=fusion)
 
     assert body["fusion"] == {
         "method": "rrf",
@@ -266,9 +267,7 @@ async def test_a_failing_reranker_leaves_the_fused_order(
     app_factory, stub: StubServer, ns: str
 ) -> None:
     stub.reply = lambda _req: (503, {"error": "loading"})
-    async with app_factory(
-        rerank_url=stub.url + "/v1/rerank", rerank_model="bge", **RRF
-    ) as client:
+    async with app_factory(rerank_url=stub.url + "/v1/rerank", rerank_model="bge", **RRF) as client:
         client.headers["X-Namespace"] = ns
         await seed(client)
         body = await recall(client, limit=3)
