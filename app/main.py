@@ -12,7 +12,9 @@ from app.errors import install_error_handlers
 from app.health.router import router as health_router
 from app.lifespan import lifespan_for
 from app.memories.router import router as memories_router
+from app.metrics.router import router as metrics_router
 from app.middleware import BodyLimitMiddleware
+from app.observability.middleware import RequestObserver
 from app.openapi import install_openapi
 from app.recall.router import router as recall_router
 from app.robots.router import router as robots_router
@@ -42,6 +44,8 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
     install_error_handlers(app)
     install_openapi(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    # Outermost (added last): it sees the body limit's 413s too.
+    app.add_middleware(RequestObserver)
     for router in (
         health_router,
         robots_router,
@@ -50,6 +54,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         working_memory_router,
         stats_router,
         keys_router,
+        metrics_router,
     ):
         app.include_router(router)
     return app
