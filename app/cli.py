@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from app.config import Settings, get_settings
 from app.embedded import DataDirectoryError, embedded_services
 from app.health.service import start_draining
+from app.observability.logs import configure as configure_logging
 
 log = logging.getLogger("htm")
 
@@ -111,6 +112,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             host=host,
             port=port,
             log_level=settings.log_level,
+            # No logging config of uvicorn's own: its loggers write through the root
+            # handler in HTM_LOG_FORMAT (configure_logging). The service logs each request
+            # itself (app/observability); --access-log adds uvicorn's lines.
+            log_config=None,
             access_log=args.access_log,
             # Typed int, used as asyncio.wait_for's timeout: a float is as good.
             timeout_graceful_shutdown=settings.shutdown_timeout_s,  # type: ignore[arg-type]
@@ -240,9 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = get_settings()
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_format, settings.log_level)
     try:
         return int(args.func(settings, args))
     except DataDirectoryError as exc:  # the embedded server's data directory: say what to do

@@ -80,6 +80,7 @@ def log_request(
             "route": route,
             "status": status,
             "duration_ms": round(duration_s * 1000, 3),
+            "request_id": rid,
             "namespace": namespace,
             "robot": robot,
         },
