@@ -25,6 +25,7 @@ from app.embeddings.query_cache import QueryEmbeddingCache
 from app.embeddings.timed import TimedEmbedder
 from app.errors import ServiceUnavailable
 from app.health.service import start_draining
+from app.mcp.http import McpEndpoint
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
 from app.metrics import Metrics
@@ -200,7 +201,7 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
 
 
 def lifespan_for(
-    settings: Settings, *, background: bool = True
+    settings: Settings, *, background: bool = True, mcp: McpEndpoint | None = None
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -208,6 +209,8 @@ def lifespan_for(
             app.state.components = components
             app.state.draining = False  # a lifespan that starts serves (again)
             async with AsyncExitStack() as workers:
+                if mcp is not None:  # the MCP transport's session manager, for /mcp
+                    await workers.enter_async_context(mcp.running(components))
                 if background:
                     await workers.enter_async_context(
                         periodic(

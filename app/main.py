@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from app.auth.router import router as keys_router
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
 from app.health.router import router as health_router
 from app.lifespan import lifespan_for
+from app.mcp.http import McpEndpoint
 from app.memories.router import router as memories_router
 from app.metrics.router import router as metrics_router
 from app.middleware import BodyLimitMiddleware
@@ -33,13 +35,14 @@ the key decides the namespace. With auth off, `X-Namespace` picks it (default `d
 
 def create_app(settings: Settings | None = None, *, background: bool = True) -> FastAPI:
     settings = settings or get_settings()
+    mcp = McpEndpoint(settings)
 
     app = FastAPI(
         title="HTM memory service",
         version="1.0.0",
         summary="Two-tier memory for LLM agents: Redis working memory, PostgreSQL long-term memory",
         description=DESCRIPTION,
-        lifespan=lifespan_for(settings, background=background),
+        lifespan=lifespan_for(settings, background=background, mcp=mcp),
     )
     install_error_handlers(app)
     install_openapi(app)
@@ -57,4 +60,6 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         metrics_router,
     ):
         app.include_router(router)
+    # The MCP transport (an ASGI app of its own, every method): not a REST route.
+    app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
     return app
