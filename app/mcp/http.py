@@ -9,6 +9,7 @@ and there is no session to keep. The SDK's session manager runs once per lifespa
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -61,12 +62,30 @@ class McpEndpoint:
             security_settings=_security(self.settings),
         )
         self._components = components
-        async with manager.run():
-            self._manager = manager
-            try:
-                yield
-            finally:
-                self._manager = None
+        ready, stop = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            # The SDK's task group is entered and left in this one task: a lifespan's start
+            # and end may run in different tasks (an async test fixture's do).
+            async with manager.run():
+                self._manager = manager
+                ready.set()
+                try:
+                    await stop.wait()
+                finally:
+                    self._manager = None
+
+        task = asyncio.create_task(hold(), name="mcp session manager")
+        waiting = asyncio.create_task(ready.wait())
+        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if task.done():
+            task.result()  # it failed to start: raise why
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager, c = self._manager, self._components
