@@ -33,14 +33,20 @@ class TtlCache(Generic[K, V]):
         self.max_entries = max_entries
         self.clock = clock
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+        # Lookups answered and not (absent or expired), for /metrics' hit ratios.
+        self.hits = 0
+        self.misses = 0
 
     def get(self, key: K) -> V | None:
         hit = self._entries.get(key)
         if hit is None:
+            self.misses += 1
             return None
         if hit[0] <= self.clock():
             del self._entries[key]
+            self.misses += 1
             return None
+        self.hits += 1
         return hit[1]
 
     def __contains__(self, key: K) -> bool:

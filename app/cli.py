@@ -1,4 +1,4 @@
-"""The `htm` command: serve, migrate (and key management)."""
+"""The `htm` command: serve, migrate, mcp (stdio), keys, openapi."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from app.config import Settings, get_settings
 from app.embedded import DataDirectoryError, embedded_services
 from app.health.service import start_draining
+from app.observability.logs import configure as configure_logging
 
 log = logging.getLogger("htm")
 
@@ -111,6 +112,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             host=host,
             port=port,
             log_level=settings.log_level,
+            # No logging config of uvicorn's own: its loggers write through the root
+            # handler in HTM_LOG_FORMAT (configure_logging). The service logs each request
+            # itself (app/observability); --access-log adds uvicorn's lines.
+            log_config=None,
             access_log=args.access_log,
             # Typed int, used as asyncio.wait_for's timeout: a float is as good.
             timeout_graceful_shutdown=settings.shutdown_timeout_s,  # type: ignore[arg-type]
@@ -186,6 +191,42 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
         return asyncio.run(_keys_async(settings, args))
 
 
+async def _mcp_async(settings: Settings, args: argparse.Namespace) -> int:
+    from app.auth.caller import identify
+    from app.errors import DomainError
+    from app.lifespan import open_components
+    from app.mcp.stdio import serve_stdio
+
+    async with open_components(settings) as c:
+        try:
+            caller = await identify(
+                f"Bearer {args.key}" if args.key else "",
+                args.namespace,
+                auth_enabled=settings.auth_enabled,
+                sessionmaker=c.sessionmaker,
+                namespace_ids=c.namespace_ids,
+                key_cache=c.key_cache,
+            )
+        except DomainError as exc:
+            print(f"htm mcp: {exc.detail} (auth is on: pass --key)", file=sys.stderr)
+            return 2
+        await serve_stdio(c, caller)
+    return 0
+
+
+def _mcp(settings: Settings, args: argparse.Namespace) -> int:
+    """The MCP tools over stdio (the HTTP transport is /mcp of `htm serve`)."""
+    import asyncio
+
+    with embedded_services(
+        settings.data_dir, database_url=settings.database_url, redis_url=settings.redis_url
+    ) as (database_url, redis_url):
+        settings = settings.model_copy(
+            update={"database_url": database_url, "redis_url": redis_url}
+        )
+        return asyncio.run(_mcp_async(settings, args))
+
+
 def _openapi(settings: Settings, args: argparse.Namespace) -> int:
     """Write the OpenAPI spec the app serves to openapi.json (or, with --check, compare)."""
     from app.main import create_app
@@ -231,6 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("--namespace", default="default")
     keys.set_defaults(func=_keys)
 
+    mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for a client to start)")
+    mcp.add_argument("--namespace", default="default", help="with auth off: the namespace")
+    mcp.add_argument("--key", help="with auth on: the API key (its namespace and role)")
+    mcp.set_defaults(func=_mcp)
+
     spec = sub.add_parser("openapi", help="write (or --check) the OpenAPI spec, openapi.json")
     spec.add_argument("--check", action="store_true")
     spec.set_defaults(func=_openapi)
@@ -240,9 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = get_settings()
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_format, settings.log_level)
     try:
         return int(args.func(settings, args))
     except DataDirectoryError as exc:  # the embedded server's data directory: say what to do

@@ -153,6 +153,16 @@ class Settings(BaseSettings):
         default=100, ge=1, le=1000, description="HNSW candidate list size: recall vs speed"
     )
 
+    # --- observability: /metrics, logs, request ids ---------------------------------------
+    metrics_public: bool = Field(
+        default=False,
+        description="Serve /metrics without a key when auth is on (else an admin key of any "
+        "namespace); it carries no namespace, robot or content",
+    )
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="json: one JSON object a line; text: for people"
+    )
+
     @field_validator("database_url")
     @classmethod
     def _async_driver(cls, v: str | None) -> str | None:

@@ -10,7 +10,7 @@ class) in a worker thread, a hand-off that costs more than what these do."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
@@ -21,11 +21,12 @@ from app.auth.service import KeyCache
 from app.cache import TtlCache
 from app.clock import Clock
 from app.config import Settings
-from app.db.session import DbSession, Sessionmaker
+from app.db.session import DatabaseErrors, DbSession, Sessionmaker
 from app.db.vectors import StoredVectors
 from app.embeddings.timed import TimedEmbedder
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
+from app.metrics import Metrics
 from app.recall.caches import SearchCaches
 from app.rerank import HttpReranker
 from app.robots.service import RobotService
@@ -58,6 +59,8 @@ class Components:
     group_commit: GroupCommit
     repair_worker: RepairWorker
     reranker: HttpReranker | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    db_errors: DatabaseErrors = field(default_factory=DatabaseErrors)
 
     @property
     def working_memory(self) -> WorkingMemoryStore:
@@ -114,6 +117,7 @@ async def get_caller(
         namespace_ids=c.namespace_ids,
         key_cache=c.key_cache,
     )
+    request.state.namespace = caller.namespace  # for the request's log line
     return require_role(caller, "reader" if request.method in READ_METHODS else "writer")
 
 

@@ -20,6 +20,8 @@ from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
+from app.observability import request_id as request_ids
+
 log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
@@ -148,6 +150,7 @@ def problem(
     instance: str | None = None,
     *,
     headers: dict[str, str] | None = None,
+    request_id: str | None = None,
     **extra: Any,
 ) -> JSONResponse:
     body: dict[str, Any] = {
@@ -159,6 +162,10 @@ def problem(
     if instance:
         body["instance"] = instance
     body.update(extra)
+    if request_id is not None:
+        body["request_id"] = request_id
+        # Set here too: a 500 is rendered outside the middleware that sets it on the rest.
+        headers = {**(headers or {}), request_ids.HEADER: request_id}
     if status == 401:
         headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
@@ -208,7 +215,15 @@ def _allowed_methods(request: Request) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(request: Request, exc: DomainError) -> JSONResponse:
-        return problem(exc.status, exc.type, exc.title, exc.detail, request.url.path, **exc.extra)
+        return problem(
+            exc.status,
+            exc.type,
+            exc.title,
+            exc.detail,
+            request.url.path,
+            request_id=request_ids.of(request.scope),
+            **exc.extra,
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -221,11 +236,18 @@ def install_error_handlers(app: FastAPI) -> None:
                 "Malformed JSON",
                 "The body is not valid JSON",
                 request.url.path,
+                request_id=request_ids.of(request.scope),
                 errors=errors,
             )
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
         return problem(
-            422, "validation-error", "Validation failed", detail, request.url.path, errors=errors
+            422,
+            "validation-error",
+            "Validation failed",
+            detail,
+            request.url.path,
+            request_id=request_ids.of(request.scope),
+            errors=errors,
         )
 
     @app.exception_handler(StarletteHTTPException)
@@ -235,7 +257,13 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:  # RFC 9110: a 405 lists the allowed methods
             headers["Allow"] = _allowed_methods(request)
         return problem(
-            exc.status_code, type_, title, str(exc.detail), request.url.path, headers=headers
+            exc.status_code,
+            type_,
+            title,
+            str(exc.detail),
+            request.url.path,
+            headers=headers,
+            request_id=request_ids.of(request.scope),
         )
 
     @app.exception_handler(OSError)
@@ -267,4 +295,5 @@ def install_error_handlers(app: FastAPI) -> None:
             "Internal error",
             "The server failed to handle this request",
             request.url.path,
+            request_id=request_ids.of(request.scope),
         )

@@ -17,7 +17,7 @@ from app.cache import TtlCache
 from app.clock import Clock
 from app.config import Settings
 from app.db.engine import create_engine
-from app.db.session import Sessionmaker, create_sessionmaker
+from app.db.session import DatabaseErrors, Sessionmaker, create_sessionmaker
 from app.db.vectors import StoredVectors, stored_dimension
 from app.deps import Components
 from app.embeddings.base import DimensionMismatch
@@ -25,8 +25,11 @@ from app.embeddings.query_cache import QueryEmbeddingCache
 from app.embeddings.timed import TimedEmbedder
 from app.errors import ServiceUnavailable
 from app.health.service import start_draining
+from app.mcp.http import McpEndpoint
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
+from app.metrics import Metrics
+from app.metrics.collector import Sources, SourcesCollector
 from app.recall.caches import PgvectorVersions, SearchCaches
 from app.rerank import HttpReranker
 from app.robots.cache import RobotCache
@@ -124,10 +127,26 @@ async def check_dimension(
             )
 
 
+def watch(c: Components) -> None:
+    """/metrics reads these components' own counters at each scrape."""
+    caches: dict[str, TtlCache[Any, Any]] = {
+        "namespace_ids": c.namespace_ids,
+        **c.key_cache.caches(),
+        "robots": c.two_tier.robots.cache,
+        "vector_storage": c.vectors.cache,
+    }
+    c.metrics.watch(
+        SourcesCollector(
+            Sources(c.engine, c.db_errors, c.two_tier, c.embedder, c.group_commit, caches)
+        )
+    )
+
+
 @asynccontextmanager
 async def open_components(settings: Settings) -> AsyncIterator[Components]:
     engine = create_engine(settings)
-    sessionmaker = create_sessionmaker(engine)
+    db_errors = DatabaseErrors()
+    sessionmaker = create_sessionmaker(engine, db_errors)
     redis = create_redis(settings)
     embedder = await build_embedder(settings)
     try:
@@ -166,7 +185,10 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         group_commit=GroupCommit(sessionmaker, vectors, settings.group_commit_max_rows),
         repair_worker=RepairWorker(sessionmaker, two_tier),
         reranker=build_reranker(settings),
+        metrics=Metrics(),
+        db_errors=db_errors,
     )
+    watch(components)
     try:
         yield components
     finally:
@@ -179,7 +201,7 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
 
 
 def lifespan_for(
-    settings: Settings, *, background: bool = True
+    settings: Settings, *, background: bool = True, mcp: McpEndpoint | None = None
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -187,6 +209,8 @@ def lifespan_for(
             app.state.components = components
             app.state.draining = False  # a lifespan that starts serves (again)
             async with AsyncExitStack() as workers:
+                if mcp is not None:  # the MCP transport's session manager, for /mcp
+                    await workers.enter_async_context(mcp.running(components))
                 if background:
                     await workers.enter_async_context(
                         periodic(

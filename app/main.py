@@ -5,14 +5,18 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from app.auth.router import router as keys_router
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
 from app.health.router import router as health_router
 from app.lifespan import lifespan_for
+from app.mcp.http import McpEndpoint
 from app.memories.router import router as memories_router
+from app.metrics.router import router as metrics_router
 from app.middleware import BodyLimitMiddleware
+from app.observability.middleware import RequestObserver
 from app.openapi import install_openapi
 from app.recall.router import router as recall_router
 from app.robots.router import router as robots_router
@@ -31,17 +35,20 @@ the key decides the namespace. With auth off, `X-Namespace` picks it (default `d
 
 def create_app(settings: Settings | None = None, *, background: bool = True) -> FastAPI:
     settings = settings or get_settings()
+    mcp = McpEndpoint(settings)
 
     app = FastAPI(
         title="HTM memory service",
         version="1.0.0",
         summary="Two-tier memory for LLM agents: Redis working memory, PostgreSQL long-term memory",
         description=DESCRIPTION,
-        lifespan=lifespan_for(settings, background=background),
+        lifespan=lifespan_for(settings, background=background, mcp=mcp),
     )
     install_error_handlers(app)
     install_openapi(app)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    # Outermost (added last): it sees the body limit's 413s too.
+    app.add_middleware(RequestObserver)
     for router in (
         health_router,
         robots_router,
@@ -50,6 +57,9 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         working_memory_router,
         stats_router,
         keys_router,
+        metrics_router,
     ):
         app.include_router(router)
+    # The MCP transport (an ASGI app of its own, every method): not a REST route.
+    app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
     return app

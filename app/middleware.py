@@ -7,6 +7,7 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import PROBLEM_BASE, PROBLEM_JSON
+from app.observability import request_id
 
 
 class BodyLimitMiddleware:
@@ -66,6 +67,7 @@ class BodyLimitMiddleware:
                 "detail": f"the request body is over {self.limit} bytes",
                 "instance": scope.get("path", ""),
                 "limit": self.limit,
+                "request_id": request_id.of(scope),
             }
         ).encode()
         await send(

@@ -19,7 +19,8 @@ SPEC_PATH = PROJECT_ROOT / "openapi" / "openapi.json"
 
 PROBLEM_SCHEMA: dict[str, Any] = {
     "title": "Problem",
-    "description": "RFC 9457 problem details; validation errors add `errors`.",
+    "description": "RFC 9457 problem details; validation errors add `errors`; every problem "
+    "carries the request's `request_id`.",
     "type": "object",
     "required": ["type", "title", "status", "detail"],
     "properties": {
@@ -28,6 +29,10 @@ PROBLEM_SCHEMA: dict[str, Any] = {
         "status": {"type": "integer"},
         "detail": {"type": "string"},
         "instance": {"type": "string"},
+        "request_id": {
+            "type": "string",
+            "description": "The request's id, as in its X-Request-ID response header",
+        },
         "errors": {
             "type": "array",
             "items": {

@@ -3,6 +3,7 @@ stopping it stops what it started; a second run reuses the data."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,14 +30,21 @@ def _env(data_dir: Path, port: int) -> dict[str, str]:
 
 
 def _serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    # stderr to a file, not a pipe: the service logs a line per request (the readiness polls
+    # below too), more than a pipe nobody reads holds before the server blocks on it.
+    log = (data_dir / "serve.log").open("ab")
     return subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=_env(data_dir, port),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+                            stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> dict:
+def _logged(data_dir: Path) -> str:
+    return (data_dir / "serve.log").read_text(errors="replace")
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], data_dir: Path) -> dict:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        assert proc.poll() is None, _logged(data_dir)
         try:
             r = httpx.get(f"{url}/readyz", timeout=2)
             if r.status_code == 200:
@@ -69,7 +77,7 @@ def test_serve_starts_embedded_servers_and_stops_them(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     proc = _serve(tmp_path, port)
     try:
-        ready = _wait_ready(url, proc)
+        ready = _wait_ready(url, proc, tmp_path)
         assert ready["postgres"].startswith(f"{POSTGRES_MAJOR}.") and ready["pgvector"] == "0.8.5"
         redis_server = [p for p in _children(proc) if p.name() == "redis-server"]
         assert len(redis_server) == 1
@@ -80,11 +88,16 @@ def test_serve_starts_embedded_servers_and_stops_them(tmp_path: Path) -> None:
         _stop(proc)
     assert not redis_server[0].is_running()
     assert _gone(postmaster)
+    # HTM_LOG_FORMAT's default: the service's own lines (uvicorn's too) are JSON objects.
+    logged = [json.loads(x) for x in _logged(tmp_path).splitlines() if x.startswith("{")]
+    added = [x for x in logged if x.get("route") == "/v1/robots/{robot}/memories"]
+    assert [(x["method"], x["status"], x["robot"]) for x in added] == [("POST", 201, "a")]
+    assert any(x["logger"] == "uvicorn.error" for x in logged)
 
     # Second run: same data directory, the memory is still there.
     proc = _serve(tmp_path, port)
     try:
-        _wait_ready(url, proc)
+        _wait_ready(url, proc, tmp_path)
         r = httpx.get(f"{url}/v1/robots/a/memories/k")
         assert (r.status_code, r.json()["content"]) == (200, "kept")
     finally:

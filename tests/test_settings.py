@@ -44,6 +44,8 @@ ENV = {
     "HTM_MAX_TAGS": "8",
     "HTM_RRF_K": "30",
     "HTM_HNSW_EF_SEARCH": "64",
+    "HTM_METRICS_PUBLIC": "true",
+    "HTM_LOG_FORMAT": "text",
 }
 
 
@@ -66,6 +68,7 @@ def test_defaults_match_the_design(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (s.host, s.port) == ("127.0.0.1", 8000)
     assert s.statement_timeout_ms == 5000
     assert (s.shutdown_grace_s, s.shutdown_timeout_s) == (0.0, 10.0)
+    assert (s.metrics_public, s.log_format, s.log_level) == (False, "json", "info")
 
 
 def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,6 +108,7 @@ def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyP
     assert (s.max_metadata_bytes, s.max_metadata_depth, s.max_tags) == (512, 3, 8)
     assert s.rrf_k == 30
     assert s.hnsw_ef_search == 64
+    assert (s.metrics_public, s.log_format) == (True, "text")
 
 
 @pytest.mark.parametrize(

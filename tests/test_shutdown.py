@@ -57,6 +57,7 @@ async def served(own_database: str, redis_url: str, stub: StubServer, tmp_path: 
             "HTM_EMBEDDING_PROVIDER": "openai",
             "HTM_EMBEDDING_URL": stub.url,
             "HTM_EMBEDDING_BATCH_WAIT_MS": "0",
+            "HTM_LOG_FORMAT": "text",  # the steps below are found as text
             **env,
         }
         log = open(tmp_path / f"serve-{len(procs)}.log", "wb")  # noqa: ASYNC230

@@ -67,6 +67,10 @@ class KeyCache:
     def get(self, key_hash: bytes) -> Identity | None:
         return self._known.get(key_hash)
 
+    def caches(self) -> dict[str, TtlCache[bytes, Any]]:
+        """The two caches by name, for /metrics' hit ratios."""
+        return {"api_keys": self._known, "unknown_api_keys": self._unknown}
+
     def lookup(self) -> Lookup:
         """Call before reading a key from the database; hand the result to put()."""
         return Lookup(self.generation, self._known.clock())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -48,9 +49,19 @@ def connection_lost(exc: BaseException, driver: asyncpg.Connection | None) -> bo
     return driver is not None and driver.is_closed()
 
 
+@dataclass
+class DatabaseErrors:
+    """Database failures this app's sessions answered as 503 (for /metrics): the server
+    unreachable or gone, and statements that did not finish in time."""
+
+    unavailable: int = 0
+    timeouts: int = 0
+
+
 class DbSession:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, errors: DatabaseErrors | None = None) -> None:
         self._engine = engine
+        self.errors = errors if errors is not None else DatabaseErrors()
         self._conn: AsyncConnection | None = None
         self._driver: asyncpg.Connection | None = None
         self._tx: Transaction | None = None
@@ -89,6 +100,7 @@ class DbSession:
                 await self._discard()
             if database_failure(exc) is None:
                 raise
+            self.errors.unavailable += 1
             raise ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres") from exc
         self._driver = raw.driver_connection
 
@@ -105,11 +117,14 @@ class DbSession:
                 # with the statement, so it is dropped. Only this one: the server is up and
                 # the pool's other connections are fine.
                 await self._discard()
+                self.errors.timeouts += 1
                 raise DependencyTimeout(DB_TIMEOUT, dependency="postgres") from exc
             if connection_lost(exc, self._driver):
                 await self._lost()
+                self.errors.unavailable += 1
                 raise ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres") from exc
             if is_statement_timeout(exc):
+                self.errors.timeouts += 1
                 raise DependencyTimeout(DB_TIMEOUT, dependency="postgres") from exc
             raise
 
@@ -203,8 +218,8 @@ class DbSession:
 Sessionmaker = Callable[[], DbSession]
 
 
-def create_sessionmaker(engine: AsyncEngine) -> Sessionmaker:
+def create_sessionmaker(engine: AsyncEngine, errors: DatabaseErrors | None = None) -> Sessionmaker:
     def sessionmaker() -> DbSession:
-        return DbSession(engine)
+        return DbSession(engine, errors)
 
     return sessionmaker

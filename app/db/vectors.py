@@ -54,6 +54,11 @@ class StoredVectors:
         # on a group commit while holding those ran the pool dry).
         self._reading = asyncio.Lock()
 
+    @property
+    def cache(self) -> TtlCache[None, VectorStorage]:
+        """The one entry, for /metrics' hit ratio."""
+        return self._read
+
     async def storage(self, session: DbSession) -> VectorStorage:
         found = self.forced or self._read.get(None)
         if found is not None:

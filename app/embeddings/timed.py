@@ -28,6 +28,7 @@ class TimedEmbedder:
         self.timeout_s = timeout_s
         self.provider = provider  # the configured one, for /readyz when it did not load
         self.load_error = load_error
+        self.failures = 0  # provider calls that failed or timed out, for /metrics
 
     @property
     def available(self) -> bool:
@@ -43,7 +44,11 @@ class TimedEmbedder:
             raise EmbeddingError("no embedder is loaded", transient=True)
         try:
             return await asyncio.wait_for(self.embedder.embed(texts), self.timeout_s)
+        except EmbeddingError:
+            self.failures += 1
+            raise
         except TimeoutError:
+            self.failures += 1
             raise EmbeddingError(
                 f"embedding timed out after {self.timeout_s:g}s", transient=True
             ) from None

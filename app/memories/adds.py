@@ -36,9 +36,11 @@ class GroupCommit:
         self.max_rows = max(1, max_rows)
         self._queue: list[_Pending] = []
         self._flusher: asyncio.Task[None] | None = None
-        # Counters (tests, and metrics later): transactions committed, adds they stored.
+        # Counters (tests, and /metrics): transactions committed, adds they stored, and
+        # the memories those stored (a group refused for a taken key stores none).
         self.commits = 0
         self.adds = 0
+        self.memories = 0
 
     async def store(self, group: AddGroup) -> GroupStored:
         """Store the group (durably, committed) with whatever else is queued."""
@@ -93,6 +95,7 @@ class GroupCommit:
             results = await MemoryRepository(session).add(groups, storage)
         self.commits += 1
         self.adds += len(groups)
+        self.memories += sum(len(r.claimed) for r in results)
         return results
 
     async def aclose(self) -> None:

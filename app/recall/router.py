@@ -25,6 +25,7 @@ async def recall_service(r: ScopeDep) -> RecallService:
         c.settings,
         c.clock,
         c.reranker,
+        c.metrics,
     )
 
 

@@ -12,6 +12,7 @@ from app.db.vectors import check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
+from app.metrics import Metrics
 from app.recall.caches import SearchCaches
 from app.recall.explain import explain
 from app.recall.options import check_hybrid_only, fusion_for, fusion_read, signals_for
@@ -51,7 +52,9 @@ class RecallService:
         settings: Settings,
         clock: Clock,
         reranker: HttpReranker | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics
         self.reranker = reranker
         self.caller = caller
         self.robots = robots
@@ -172,6 +175,8 @@ class RecallService:
             wait_for_flush=False,
         )
         wm = await self._load(robot, hits) if req.load_into_working_memory and hits else None
+        if self.metrics is not None:
+            self.metrics.recalled(req.strategy)
         return RecallResult(
             strategy=req.strategy,
             query=req.query,

@@ -37,6 +37,11 @@ class RobotCache:
     def __init__(self, ttl_s: float = TTL_S, max_entries: int = 100_000) -> None:
         self._entries: TtlCache[tuple[int, str], Robot] = TtlCache(ttl_s, max_entries)
 
+    @property
+    def cache(self) -> TtlCache[tuple[int, str], Robot]:
+        """The entries, for /metrics' hit ratio."""
+        return self._entries
+
     def get(self, namespace_id: int, name: str) -> Robot | None:
         return self._entries.get((namespace_id, name))
 

@@ -54,16 +54,28 @@ class RedisBreaker:
 
     pause_s: float
     down_until: float = 0.0
+    failures: int = 0  # Redis failures seen (each trips the breaker), for /metrics
 
     @property
     def open(self) -> bool:
         return time.monotonic() < self.down_until
 
     def trip(self) -> None:
+        self.failures += 1
         self.down_until = time.monotonic() + self.pause_s
 
     def reset(self) -> None:
         self.down_until = 0.0
+
+
+@dataclass
+class TierCounts:
+    """What the write protocol did over the app's lifetime, for /metrics: memories evicted
+    from working memory (by a placement, a budget change or a rebuild's trim) and robots
+    rebuilt from the mirror (ones with something to load)."""
+
+    evictions: int = 0
+    rebuilds: int = 0
 
 
 @dataclass

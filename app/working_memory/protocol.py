@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.db.session import DbSession
@@ -47,6 +47,7 @@ from app.working_memory.model import (
     RedisUnavailable,
     RepairQueue,
     Scope,
+    TierCounts,
     from_us,
     to_us,
 )
@@ -170,15 +171,17 @@ class WriteProtocol(RobotSync):
     ) -> None:
         present = {p.memory_id for p in placed}
         departed = [i for i in (*result.evicted_ids, *result.departed_ids) if i not in present]
+        evicted = [i for i in result.evicted_ids if i not in present]
         await self.members.record_place(
             self.scope.namespace_id,
             robot.id,
             Change(result.gen, result.seq),
             placed,
             departed,
-            [i for i in result.evicted_ids if i not in present],
+            evicted,
             at,
         )
+        self.counts.evictions += len(evicted)
 
     async def apply_budget(self, robot: Robot) -> list[str]:
         """After a budget change committed: evict down to the new budget now."""
@@ -300,6 +303,7 @@ class TwoTier:
     repairs: RepairQueue
     default_budget: int
     clock: Callable[[], datetime]
+    counts: TierCounts = field(default_factory=TierCounts)
 
     def protocol(self, session: DbSession, scope: Scope) -> WriteProtocol:
         return WriteProtocol(
@@ -311,4 +315,5 @@ class TwoTier:
             scope,
             default_budget=self.default_budget,
             clock=self.clock,
+            counts=self.counts,
         )

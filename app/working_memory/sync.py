@@ -22,6 +22,7 @@ from app.working_memory.model import (
     RedisUnavailable,
     RepairQueue,
     Scope,
+    TierCounts,
     from_us,
     member_items,
 )
@@ -58,7 +59,9 @@ class RobotSync:
         *,
         default_budget: int,
         clock: Callable[[], datetime],
+        counts: TierCounts | None = None,
     ) -> None:
+        self.counts = counts if counts is not None else TierCounts()
         self.session = session
         self.store = store
         self.breaker = breaker
@@ -198,7 +201,9 @@ class RobotSync:
             evicted,
             self.clock() if evicted else None,
         )
+        self.counts.evictions += len(evicted)
         if rows:
+            self.counts.rebuilds += 1
             log.info(
                 "rebuilt working memory of %s/%s: %d items", self.namespace, robot.name, len(keep)
             )

@@ -1,0 +1,16 @@
+"""`htm mcp`: the same tools over stdin/stdout, for a client that starts the server itself.
+One caller for the process: the key given (auth on), else the namespace given."""
+
+from __future__ import annotations
+
+from mcp.server.stdio import stdio_server
+
+from app.auth.caller import Caller
+from app.deps import Components
+from app.mcp.server import build_server
+
+
+async def serve_stdio(components: Components, caller: Caller) -> None:
+    server = build_server(lambda: components, lambda ctx: caller)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())

@@ -1,0 +1,84 @@
+"""One pure ASGI middleware around every request: its id, its duration in /metrics by route
+template and status, and its log line. Pure ASGI (not BaseHTTPMiddleware): no second task,
+and the request's contextvars (the request id) reach the handlers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.observability import request_id
+from app.observability.logs import log_request
+
+UNMATCHED = "unmatched"  # no route: the raw path is never a label (unbounded, client-chosen)
+
+
+def route_template(scope: Scope, base_root_path: str) -> str:
+    """The matched route's path template, with the prefix of a mounted app (e.g. /mcp)."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if path is None:
+        return UNMATCHED
+    mounted = scope.get("root_path", "")[len(base_root_path) :]
+    return (mounted + path) or "/"
+
+
+class RequestObserver:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"x-request-id")
+        rid = request_id.accepted(given.decode("latin-1") if given else None) or request_id.new()
+        state = scope.setdefault("state", {})
+        state["request_id"] = rid
+        token = request_id.current.set(rid)
+        base_root_path = scope.get("root_path", "")
+        started = time.perf_counter()
+        status: int | None = None
+        cancelled = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                if not any(k.lower() == b"x-request-id" for k, _ in headers):
+                    headers.append((b"x-request-id", rid.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
+        finally:
+            duration = time.perf_counter() - started
+            if status is None:
+                # No response started: the client went away (499, nginx's code), or an
+                # exception that the app renders as a 500 outside this middleware.
+                status = 499 if cancelled else 500
+            route = route_template(scope, base_root_path)
+            app = scope.get("app")
+            components = getattr(getattr(app, "state", None), "components", None)
+            if components is not None:
+                components.metrics.requests.labels(scope["method"], route, str(status)).observe(
+                    duration
+                )
+            path_params = scope.get("path_params") or {}
+            log_request(
+                scope["method"],
+                route,
+                status,
+                duration,
+                rid,
+                state.get("namespace"),
+                path_params.get("robot"),
+            )
+            request_id.current.reset(token)
