@@ -120,8 +120,9 @@ class Fusion:
            (vector: 1 − cosine distance; full text: ts_rank) normalised over each list's
            candidates: minmax maps the list's lowest to 0 and highest to 1 (a list whose
            candidates all score the same gives them 1), a memory not on the list gets 0;
-           zscore is (x − mean) / population standard deviation (0 when it is 0), a memory
-           not on the list counting as the list's lowest score.
+           zscore is (x − mean) / population standard deviation, a memory not on the list
+           counting as the list's lowest score; a list with no spread (one candidate, or all
+           equal) gives its candidates 1 and the others 0, as minmax does.
     `candidates` is each list's depth (default: hybrid_candidates)."""
 
     method: FusionMethod = "rrf"

@@ -91,7 +91,11 @@ async def halfvec_url(database_factory, monkeypatch) -> str:  # type: ignore[no-
 
 @pytest.fixture
 async def client(app_factory, halfvec_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with app_factory(database_url=halfvec_url) as c:
+    # Equal-weight RRF, so the hybrid orders below follow from the ranks alone.
+    async with app_factory(
+        database_url=halfvec_url, recall_fusion="rrf", recall_vector_weight=1,
+        recall_fulltext_weight=1,
+    ) as c:  # fmt: skip
         c.headers["X-Namespace"] = f"t-{uuid.uuid4().hex[:12]}"
         yield c
 

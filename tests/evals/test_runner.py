@@ -70,7 +70,8 @@ async def test_a_config_the_api_refuses_is_reported_failed_with_the_problem(
 ) -> None:
     prefix = f"t-{uuid.uuid4().hex[:8]}-"
     evalset = _set()
-    fusion = Config("rrf-k10", {"strategy": "hybrid", "fusion": {"method": "rrf", "k": 10}})
+    # Fusion on a vector recall is refused (fusion shapes hybrid only).
+    fusion = Config("vector-rrf", {"strategy": "vector", "fusion": {"method": "rrf", "k": 10}})
     async with app_factory() as client:
         await load(client, evalset, prefix, embedded=False)
         result = await run_config(client, evalset, fusion, prefix)
