@@ -26,11 +26,13 @@ def fusion_parts(fusion: Fusion) -> tuple[str, str]:
             scaled = f"coalesce(({x} - {lo}) / nullif({hi} - {lo}, 0), 1)"
             norm = f"CASE WHEN {x} IS NULL THEN 0 ELSE {scaled} END"
         else:
-            sd = f"nullif(stddev_pop({x}) OVER (), 0)"
-            z = f"(({x} - avg({x}) OVER ()) / {sd})"
-            lowest = f"(({lo} - avg({x}) OVER ()) / {sd})"
-            # No spread (one candidate, or all equal): on the list 1, off it 0, as minmax.
-            norm = f"CASE WHEN {x} IS NULL THEN coalesce({lowest}, 0) ELSE coalesce({z}, 1) END"
+            # A memory not on the list counts as the list's lowest; a list with no spread
+            # (one candidate, or all equal) contributes 0 to every memory (make eval measured
+            # counting its memories as found instead: conversations' recall@10 0.540 → 0.526).
+            norm = (
+                f"coalesce((coalesce({x}, {lo}) - avg({x}) OVER ()) "
+                f"/ nullif(stddev_pop({x}) OVER (), 0), 0)"
+            )
         parts.append(f"CAST(:{weight} AS float8) * {norm}")
     return parts[0], parts[1]
 

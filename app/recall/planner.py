@@ -122,7 +122,7 @@ class Fusion:
            candidates all score the same gives them 1), a memory not on the list gets 0;
            zscore is (x − mean) / population standard deviation, a memory not on the list
            counting as the list's lowest score; a list with no spread (one candidate, or all
-           equal) gives its candidates 1 and the others 0, as minmax does.
+           equal) gives every memory 0: a lone full-text match is not boosted.
     `candidates` is each list's depth (default: hybrid_candidates)."""
 
     method: FusionMethod = "rrf"
