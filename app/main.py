@@ -17,6 +17,7 @@ from app.openapi import install_openapi
 from app.recall.router import router as recall_router
 from app.robots.router import router as robots_router
 from app.stats.router import router as stats_router
+from app.tags.router import router as tags_router
 from app.working_memory.router import router as working_memory_router
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         working_memory_router,
         stats_router,
         keys_router,
+        tags_router,
     ):
         app.include_router(router)
     return app

@@ -270,7 +270,7 @@ class MemoryRepository:
             where.append("m.type = :type")
             params["type"] = f.type
         if f.tags_any:
-            where.append("m.tags && CAST(:tags AS text[])")
+            where.append("tag_paths(m.tags) && CAST(:tags AS text[])")  # and descendants
             params["tags"] = f.tags_any
         if f.min_importance is not None:
             where.append("m.importance >= :imp")

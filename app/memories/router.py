@@ -93,7 +93,10 @@ async def list_memories(
         Query(description="self: memories this robot authored; all: the namespace's"),
     ] = "all",
     type: Annotated[str | None, Query(pattern=TYPE_PATTERN, description="Only this type")] = None,
-    tag: Annotated[list[Tag] | None, Query(description="Any of these tags (repeatable)")] = None,
+    tag: Annotated[
+        list[Tag] | None,
+        Query(description="Any of these tags or their descendants (repeatable)"),
+    ] = None,
     min_importance: Annotated[float | None, Query(ge=0, le=10)] = None,
     timeframe: TimeframeQuery = None,
     include_deleted: Annotated[bool, Query(description="Include soft-deleted memories")] = False,
