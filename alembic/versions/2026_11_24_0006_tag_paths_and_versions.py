@@ -12,8 +12,8 @@
 - memory.changed_by_robot_id / memory.changed_at: who wrote the current version and when
   (NULL: version 1, by its author, at created_at). Nullable without default: no rewrite.
 - memory_version: the earlier versions of a memory, one row per replaced version (its
-  fields, who wrote it and when), copied in the transaction of the replace that supersedes
-  it. Keyed to memory_key(memory_id), which a memory keeps for life (a move changes only
+  fields, its embedding's status and model but not the vector, who wrote it and when), copied
+  in the transaction of the replace that supersedes it. Keyed to memory_key(memory_id), which a memory keeps for life (a move changes only
   its created_at) and which a hard delete removes: every version goes with it. Versions
   replaced before this migration were not kept.
 
@@ -57,6 +57,9 @@ def upgrade() -> None:
             tags                 text[] NOT NULL,
             metadata             jsonb NOT NULL,
             created_at           timestamptz NOT NULL,
+            token_count          integer NOT NULL,
+            embedding_status     varchar(16) NOT NULL,
+            embedding_model      varchar(200),
             changed_by_robot_id  bigint,
             changed_at           timestamptz NOT NULL,
             PRIMARY KEY (memory_id, version)

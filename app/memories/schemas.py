@@ -107,6 +107,54 @@ class MemoryAdded(MemoryRead):
     working_memory: WorkingMemoryOutcome
 
 
+class MemoryVersionRead(BaseModel):
+    version: int
+    content: str
+    type: str
+    importance: float
+    tags: list[str]
+    metadata: dict[str, Any]
+    created_at: datetime
+    token_count: int
+    embedding_status: Literal["ready", "pending", "failed"] = Field(
+        description="The embedding's status while this version was current"
+    )
+    embedding_model: str | None
+    changed_by: str | None = Field(
+        description="The robot that wrote this version (null: it no longer exists)"
+    )
+    changed_at: datetime = Field(description="When this version was written")
+    current: bool = Field(description="This is the memory's current version")
+
+
+class MemoryVersions(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "key": "staging-db-version",
+                    "versions": [
+                        {
+                            **{k: v for k, v in _EXAMPLE.items() if k != "key"},
+                            "version": 2,
+                            "created_at": "2026-11-20T09:00:00Z",
+                            "token_count": 16,
+                            "embedding_status": "ready",
+                            "embedding_model": "all-MiniLM-L6-v2",
+                            "changed_by": "ops-bot",
+                            "changed_at": "2026-11-24T10:00:00Z",
+                            "current": True,
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
+    key: str
+    versions: list[MemoryVersionRead] = Field(description="Newest first")
+
+
 class MemoryBatchResult(BaseModel):
     memories: list[MemoryAdded]
 
