@@ -152,6 +152,7 @@ async def get_memory(
 
 @router.get("/{key}/versions", operation_id="memories-versions", summary="List a memory's versions")
 async def list_versions(
+    robot: RobotName,
     key: MemoryKeyPath,
     service: Reader,
     include_deleted: IncludeDeleted = False,
