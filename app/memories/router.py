@@ -20,6 +20,7 @@ from app.errors import PROBLEM_JSON
 from app.memories.reads import MemoryReader
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
+    ImportanceChange,
     MemoryAdded,
     MemoryBatchCreate,
     MemoryBatchResult,
@@ -193,6 +194,16 @@ async def put_memory(
     result = await service.upsert(robot, key, body)
     response.status_code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
     return result
+
+
+@router.patch(
+    "/{key}", operation_id="memories-importance", summary="Boost or reduce a memory's importance"
+)
+async def patch_importance(
+    robot: RobotName, key: MemoryKeyPath, body: ImportanceChange, service: Service
+) -> MemoryAdded:
+    """Sets `importance`, or adds `boost` to it (within 0–10), as a new version."""
+    return await service.adjust_importance(robot, key, body)
 
 
 @router.delete("/{key}", operation_id="memories-forget", summary="Forget a memory")

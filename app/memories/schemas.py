@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.common import (
     INSTANT_RANGE,
@@ -71,6 +71,26 @@ class MemoryUpsert(MemoryFields):
         extra="forbid",
         json_schema_extra={"examples": [{k: v for k, v in _EXAMPLE.items() if k != "key"}]},
     )
+
+
+class ImportanceChange(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"boost": 1.5}]}
+    )
+
+    importance: float | None = Field(default=None, ge=0, le=10, description="The new value")
+    boost: float | None = Field(
+        default=None,
+        ge=-10,
+        le=10,
+        description="Added to the current importance (negative: reduce), kept within 0–10",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ImportanceChange:
+        if (self.importance is None) == (self.boost is None):
+            raise ValueError("give exactly one of `importance` and `boost`")
+        return self
 
 
 class MemoryBatchCreate(StrictModel):

@@ -20,6 +20,7 @@ from app.memories.limits import check_batch_size, check_fields
 from app.memories.model import AddGroup, MemoryDraft, NewMemory, VectorChange
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import (
+    ImportanceChange,
     MemoryAdded,
     MemoryCreate,
     MemoryFields,
@@ -298,6 +299,27 @@ class MemoryService:
             created=False,
             working_memory=outcomes[row.key],
         )
+
+    async def adjust_importance(
+        self, robot_name: str, key: str, change: ImportanceChange
+    ) -> MemoryAdded:
+        """A new importance, or the current one moved by `boost` (kept within 0-10): a
+        replace of the locked row like a PUT of its other fields, so holders re-place it."""
+        robot = await self.robots.ensure(robot_name)
+        row = await self._get(key, lock=True)
+        importance = change.importance
+        if importance is None:
+            importance = min(10.0, max(0.0, row.importance + (change.boost or 0.0)))
+        fields = MemoryFields.model_construct(
+            content=row.content,
+            type=row.type,
+            importance=importance,
+            tags=list(row.tags),
+            metadata=row.metadata,
+            created_at=None,
+            embedding=None,
+        )
+        return await self._replace(robot, row, fields, row.token_count, None, None)
 
     # --- read ------------------------------------------------------------------------------
 

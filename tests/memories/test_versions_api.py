@@ -167,3 +167,53 @@ async def test_bad_version_requests_are_4xx_problem_json_and_write_nothing(clien
     assert await versions(client, "k") == [(2, "two", 1, "a", True), (1, "one", 1, "a", False)]
     assert (await client.get("/v1/robots/a/memories/absent")).status_code == 404
     assert await version_rows(client, ns) == 1
+
+
+async def test_patch_sets_or_boosts_importance_as_a_new_version_and_re_places_holders(
+    client,
+) -> None:
+    await client.put("/v1/robots/a/memories/k", json={"content": "alpha note", "importance": 4})
+    assert await recalled(client, "b", "alpha") == ["alpha note"]  # b holds it at 4
+
+    async def patch(body: dict) -> tuple:
+        r = await client.patch("/v1/robots/a/memories/k", json=body)
+        return (r.status_code, r.json().get("importance"), r.json().get("version"))
+
+    assert await patch({"boost": 2}) == (200, 6, 2)
+    assert await patch({"boost": 9}) == (200, 10, 3)  # kept within 0-10
+    assert await patch({"boost": -2.5}) == (200, 7.5, 4)
+    assert await patch({"importance": 0}) == (200, 0, 5)
+    assert await patch({"boost": -1}) == (200, 0, 5)  # unchanged: no new version
+    items = (await client.get("/v1/robots/a/working-memory")).json()["items"]
+    assert [(i["key"], i["importance"]) for i in items] == [("k", 0)]
+    assert await working_memory(client, "b") == {}  # withdrawn: it held importance 4
+    listed = await versions(client, "k")
+    assert [(v[0], v[2]) for v in listed] == [(5, 0), (4, 7.5), (3, 10), (2, 6), (1, 4)]
+    got = (await client.get("/v1/robots/a/memories/k")).json()
+    assert (got["content"], got["importance"], got["embedding_status"]) == (
+        "alpha note",
+        0,
+        "pending",
+    )
+
+
+async def test_bad_importance_patches_are_4xx_problem_json_and_write_nothing(client) -> None:
+    await client.put("/v1/robots/a/memories/k", json={"content": "one", "importance": 3})
+    for body, status in (
+        ({}, 422),
+        ({"importance": 2, "boost": 1}, 422),
+        ({"importance": 11}, 422),
+        ({"importance": "5"}, 422),
+        ({"boost": 10.5}, 422),
+        ({"boost": 1, "extra": 1}, 422),
+    ):
+        r = await client.patch("/v1/robots/a/memories/k", json=body)
+        assert r.status_code == status, body
+        assert r.headers["content-type"] == PROBLEM
+    r = await client.patch("/v1/robots/a/memories/absent", json={"boost": 1})
+    assert r.status_code == 404
+    await client.delete("/v1/robots/a/memories/k")
+    r = await client.patch("/v1/robots/a/memories/k", json={"boost": 1})
+    assert r.status_code == 404  # soft-deleted: restore it first
+    got = (await client.get("/v1/robots/a/memories/k", params={"include_deleted": "true"})).json()
+    assert (got["importance"], got["version"]) == (3, 1)
