@@ -6,7 +6,6 @@ from fastapi import APIRouter, Depends, Path, Query, Response, status
 
 from app.common import (
     INSTANT_RANGE,
-    INT64_MAX,
     TYPE_PATTERN,
     Instant,
     MemoryKeyPath,
@@ -60,6 +59,8 @@ async def memory_service(r: ScopeDep) -> MemoryService:
 
 
 Service = Annotated[MemoryService, Depends(memory_service)]
+
+VERSION_MAX = 2**31 - 1  # memory.version is an integer column
 
 
 async def memory_reader(r: ScopeDep) -> MemoryReader:
@@ -158,7 +159,7 @@ async def list_versions(
     service: Reader,
     include_deleted: IncludeDeleted = False,
     before: Annotated[
-        int | None, Query(ge=1, le=INT64_MAX, description="Only versions older than this one")
+        int | None, Query(ge=1, le=VERSION_MAX, description="Only versions older than this one")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> MemoryVersions:
@@ -174,7 +175,7 @@ async def list_versions(
 async def restore_version(
     robot: RobotName,
     key: MemoryKeyPath,
-    version: Annotated[int, Path(ge=1, le=INT64_MAX, description="The version to restore")],
+    version: Annotated[int, Path(ge=1, le=VERSION_MAX, description="The version to restore")],
     service: Versions,
 ) -> MemoryAdded:
     """Replaces the memory with the version's fields, as a new version (like a PUT)."""
