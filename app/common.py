@@ -35,7 +35,11 @@ from app.errors import BadRequest
 # No "/" in keys: a key is a single path segment of /v1/robots/{robot}/memories/{key}.
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
 KEY_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
-TAG_PATTERN = r"^[A-Za-z0-9._:/-]{1,64}$"
+# Hierarchical: `a:b:c`, at most 8 non-empty segments, 64 characters in all (MAX_TAG_LENGTH).
+TAG_SEGMENT = r"[A-Za-z0-9._/-]+"
+MAX_TAG_DEPTH = 8
+MAX_TAG_LENGTH = 64
+TAG_PATTERN = rf"^{TAG_SEGMENT}(:{TAG_SEGMENT}){{0,{MAX_TAG_DEPTH - 1}}}$"
 TYPE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
 
@@ -78,7 +82,7 @@ class _NoNul:
 Text = Annotated[str, _NoNul()]
 """Free text: anything but NUL."""
 
-Tag = Annotated[str, StringConstraints(pattern=TAG_PATTERN)]
+Tag = Annotated[str, StringConstraints(max_length=MAX_TAG_LENGTH, pattern=TAG_PATTERN)]
 MemoryType = Annotated[str, StringConstraints(pattern=TYPE_PATTERN)]
 
 

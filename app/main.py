@@ -21,6 +21,7 @@ from app.openapi import install_openapi
 from app.recall.router import router as recall_router
 from app.robots.router import router as robots_router
 from app.stats.router import router as stats_router
+from app.tags.router import router as tags_router
 from app.working_memory.router import router as working_memory_router
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         stats_router,
         keys_router,
         metrics_router,
+        tags_router,
     ):
         app.include_router(router)
     # The MCP transport (an ASGI app of its own, every method): not a REST route.

@@ -169,10 +169,17 @@ class MemoryRepository:
         return [by_id[i] for i in ids if i in by_id]
 
     async def replace(
-        self, row: Any, m: NewMemory, version: int, vector: VectorChange, storage: VectorStorage
+        self,
+        row: Any,
+        m: NewMemory,
+        version: int,
+        vector: VectorChange,
+        storage: VectorStorage,
+        by: int,
     ) -> Any:
         """Replace the fields of an existing, locked memory (a PUT of its key) and revive it
-        if it was soft-deleted. Returns (updated_at, embedding_status, embedding_model).
+        if it was soft-deleted; robot `by` wrote the new version. Returns (updated_at,
+        embedding_status, embedding_model).
 
         A changed created_at moves the row (the time column is part of the primary key and,
         on TimescaleDB, decides the chunk): one statement deletes it and inserts it again with
@@ -188,6 +195,7 @@ class MemoryRepository:
             "metadata": json.dumps(m.metadata),
             "tokens": m.token_count,
             "version": version,
+            "by": by,
             "keep": vector.keep,
             "embedding": None if vector.embedding is None else vector_text(vector.embedding),
             "model": vector.model,
@@ -205,10 +213,11 @@ class MemoryRepository:
                     INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content,
                                         type, importance, tags, metadata, author_robot_id,
                                         token_count, embedding, embedding_model,
-                                        embedding_status, version)
+                                        embedding_status, version, changed_by_robot_id,
+                                        changed_at)
                     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
                            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
-                           {new_vector}, :version
+                           {new_vector}, :version, :by, now()
                     FROM old
                     RETURNING {_REPLACED}"""),
                     params,
@@ -222,6 +231,7 @@ class MemoryRepository:
                     content = :content, type = :type, importance = :importance, tags = :tags,
                     metadata = CAST(:metadata AS jsonb), token_count = :tokens,
                     deleted_at = NULL, updated_at = now(), version = :version,
+                    changed_by_robot_id = :by, changed_at = now(),
                     (embedding, embedding_model, embedding_status) = ({new_vector}),
                     embedding_attempts = CASE WHEN :keep THEN embedding_attempts ELSE 0 END,
                     embedding_next_at = CASE WHEN :keep THEN embedding_next_at END,
@@ -270,7 +280,7 @@ class MemoryRepository:
             where.append("m.type = :type")
             params["type"] = f.type
         if f.tags_any:
-            where.append("m.tags && CAST(:tags AS text[])")
+            where.append("tag_paths(m.tags) && CAST(:tags AS text[])")  # and descendants
             params["tags"] = f.tags_any
         if f.min_importance is not None:
             where.append("m.importance >= :imp")

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Response, status
 
 from app.common import (
+    INSTANT_RANGE,
     TYPE_PATTERN,
+    Instant,
     MemoryKeyPath,
     Page,
     RobotName,
@@ -14,16 +16,20 @@ from app.common import (
 )
 from app.deps import ScopeDep
 from app.errors import PROBLEM_JSON
+from app.memories.reads import MemoryReader
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
+    ImportanceChange,
     MemoryAdded,
     MemoryBatchCreate,
     MemoryBatchResult,
     MemoryCreate,
     MemoryRead,
     MemoryUpsert,
+    MemoryVersions,
 )
 from app.memories.service import MemoryService
+from app.memories.versions import VersionService
 from app.routing import OrjsonRoute
 from app.timeframes.http import TimeframeQuery
 
@@ -53,6 +59,23 @@ async def memory_service(r: ScopeDep) -> MemoryService:
 
 
 Service = Annotated[MemoryService, Depends(memory_service)]
+
+VERSION_MAX = 2**31 - 1  # memory.version is an integer column
+
+
+async def memory_reader(r: ScopeDep) -> MemoryReader:
+    return MemoryReader(r.session, r.caller, r.robots, r.two_tier, r.components.clock)
+
+
+Reader = Annotated[MemoryReader, Depends(memory_reader)]
+
+
+async def version_service(r: ScopeDep, memories: Service) -> VersionService:
+    return VersionService(r.session, r.caller, memories)
+
+
+Versions = Annotated[VersionService, Depends(version_service)]
+IncludeDeleted = Annotated[bool, Query(description="Also a soft-deleted memory")]
 
 
 @router.post(
@@ -87,13 +110,16 @@ async def add_memories(
 )
 async def list_memories(
     robot: RobotName,
-    service: Service,
+    service: Reader,
     scope: Annotated[
         Literal["self", "all"],
         Query(description="self: memories this robot authored; all: the namespace's"),
     ] = "all",
     type: Annotated[str | None, Query(pattern=TYPE_PATTERN, description="Only this type")] = None,
-    tag: Annotated[list[Tag] | None, Query(description="Any of these tags (repeatable)")] = None,
+    tag: Annotated[
+        list[Tag] | None,
+        Query(description="Any of these tags or their descendants (repeatable)"),
+    ] = None,
     min_importance: Annotated[float | None, Query(ge=0, le=10)] = None,
     timeframe: TimeframeQuery = None,
     include_deleted: Annotated[bool, Query(description="Include soft-deleted memories")] = False,
@@ -111,13 +137,49 @@ async def list_memories(
 async def get_memory(
     robot: RobotName,
     key: MemoryKeyPath,
-    service: Service,
-    include_deleted: Annotated[
-        bool, Query(description="Also return a soft-deleted memory")
-    ] = False,
+    service: Reader,
+    include_deleted: IncludeDeleted = False,
+    as_of: Annotated[
+        Instant | None,
+        Query(
+            description="The version current at this instant (no access is recorded); "
+            f"from {INSTANT_RANGE}",
+            examples=["2026-11-24T10:00:00Z"],
+        ),
+    ] = None,
 ) -> MemoryRead:
     """Returns the memory and records the access in the robot's working memory."""
-    return await service.retrieve(robot, key, include_deleted)
+    return await service.retrieve(robot, key, include_deleted, as_of)
+
+
+@router.get("/{key}/versions", operation_id="memories-versions", summary="List a memory's versions")
+async def list_versions(
+    robot: RobotName,
+    key: MemoryKeyPath,
+    service: Reader,
+    include_deleted: IncludeDeleted = False,
+    before: Annotated[
+        int | None, Query(ge=1, le=VERSION_MAX, description="Only versions older than this one")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> MemoryVersions:
+    """Newest first, the current version included, each with who wrote it and when."""
+    return await service.versions(key, include_deleted, limit, before)
+
+
+@router.post(
+    "/{key}/versions/{version}/restore",
+    operation_id="memories-version-restore",
+    summary="Make an earlier version current again",
+)
+async def restore_version(
+    robot: RobotName,
+    key: MemoryKeyPath,
+    version: Annotated[int, Path(ge=1, le=VERSION_MAX, description="The version to restore")],
+    service: Versions,
+) -> MemoryAdded:
+    """Replaces the memory with the version's fields, as a new version (like a PUT)."""
+    return await service.restore(robot, key, version)
 
 
 @router.put(
@@ -133,6 +195,16 @@ async def put_memory(
     result = await service.upsert(robot, key, body)
     response.status_code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
     return result
+
+
+@router.patch(
+    "/{key}", operation_id="memories-importance", summary="Boost or reduce a memory's importance"
+)
+async def patch_importance(
+    robot: RobotName, key: MemoryKeyPath, body: ImportanceChange, service: Service
+) -> MemoryAdded:
+    """Sets `importance`, or adds `boost` to it (within 0–10), as a new version."""
+    return await service.adjust_importance(robot, key, body)
 
 
 @router.delete("/{key}", operation_id="memories-forget", summary="Forget a memory")

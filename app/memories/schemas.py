@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.common import (
     INSTANT_RANGE,
@@ -73,6 +73,26 @@ class MemoryUpsert(MemoryFields):
     )
 
 
+class ImportanceChange(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"boost": 1.5}]}
+    )
+
+    importance: float | None = Field(default=None, ge=0, le=10, description="The new value")
+    boost: float | None = Field(
+        default=None,
+        ge=-10,
+        le=10,
+        description="Added to the current importance (negative: reduce), kept within 0–10",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ImportanceChange:
+        if (self.importance is None) == (self.boost is None):
+            raise ValueError("give exactly one of `importance` and `boost`")
+        return self
+
+
 class MemoryBatchCreate(StrictModel):
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"memories": [_EXAMPLE]}]}
@@ -105,6 +125,54 @@ class MemoryRead(BaseModel):
 class MemoryAdded(MemoryRead):
     created: bool = Field(description="False when an upsert updated an existing memory")
     working_memory: WorkingMemoryOutcome
+
+
+class MemoryVersionRead(BaseModel):
+    version: int
+    content: str
+    type: str
+    importance: float
+    tags: list[str]
+    metadata: dict[str, Any]
+    created_at: datetime
+    token_count: int
+    embedding_status: Literal["ready", "pending", "failed"] = Field(
+        description="The embedding's status while this version was current"
+    )
+    embedding_model: str | None
+    changed_by: str | None = Field(
+        description="The robot that wrote this version (null: it no longer exists)"
+    )
+    changed_at: datetime = Field(description="When this version was written")
+    current: bool = Field(description="This is the memory's current version")
+
+
+class MemoryVersions(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "key": "staging-db-version",
+                    "versions": [
+                        {
+                            **{k: v for k, v in _EXAMPLE.items() if k != "key"},
+                            "version": 2,
+                            "created_at": "2026-11-20T09:00:00Z",
+                            "token_count": 16,
+                            "embedding_status": "ready",
+                            "embedding_model": "all-MiniLM-L6-v2",
+                            "changed_by": "ops-bot",
+                            "changed_at": "2026-11-24T10:00:00Z",
+                            "current": True,
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
+    key: str
+    versions: list[MemoryVersionRead] = Field(description="Newest first")
 
 
 class MemoryBatchResult(BaseModel):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import uuid
 from datetime import datetime
@@ -10,7 +9,6 @@ from typing import Any, NamedTuple
 
 from app.auth.caller import Caller
 from app.clock import Clock
-from app.common import Page, decode_cursor, encode_cursor
 from app.config import Settings, VectorStorage
 from app.db.session import DbSession
 from app.db.vectors import StoredVectors, check_storable
@@ -19,17 +17,18 @@ from app.errors import BadRequest, Conflict, NotFound
 from app.events.repository import EventRepository
 from app.memories.adds import GroupCommit
 from app.memories.limits import check_batch_size, check_fields
-from app.memories.model import AddGroup, ListFilters, MemoryDraft, NewMemory, VectorChange
+from app.memories.model import AddGroup, MemoryDraft, NewMemory, VectorChange
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import (
+    ImportanceChange,
     MemoryAdded,
     MemoryCreate,
     MemoryFields,
     MemoryRead,
     to_read,
 )
+from app.memories.version_repository import VersionRepository
 from app.robots.service import Robot, RobotService
-from app.timeframes.http import resolve_timeframe
 from app.tokens import Tokenizer
 from app.working_memory.model import Placement
 from app.working_memory.protocol import WriteProtocol
@@ -66,6 +65,7 @@ class MemoryService:
         self.settings = settings
         self.clock = clock
         self.repo = MemoryRepository(session)
+        self.history = VersionRepository(session)
         self.events = EventRepository(session, clock)
 
     async def _storage(self) -> VectorStorage:
@@ -175,9 +175,12 @@ class MemoryService:
 
     # --- upsert ----------------------------------------------------------------------------
 
-    async def upsert(self, robot_name: str, key: str, body: MemoryFields) -> MemoryAdded:
+    async def upsert(
+        self, robot_name: str, key: str, body: MemoryFields, *, create: bool = True
+    ) -> MemoryAdded:
         """Idempotent PUT: create the key (201), or replace its fields (200), reviving a soft
-        delete. Concurrent PUTs of one key all succeed; the last to commit wins everywhere."""
+        delete. Concurrent PUTs of one key all succeed; the last to commit wins everywhere.
+        With `create` false, a key that does not exist is a 404 instead."""
         check_fields(self.settings, body)
         if body.embedding is not None:
             check_storable([body.embedding], await self._storage())
@@ -194,6 +197,8 @@ class MemoryService:
         robot = await self.robots.ensure(robot_name)
         for _ in range(UPSERT_ATTEMPTS):
             row = await self.repo.get(namespace_id, key, for_update=True)
+            if row is None and not create:
+                raise NotFound(f"memory {key!r} does not exist")
             if row is None:
                 draft = MemoryDraft(
                     key=key,
@@ -260,7 +265,10 @@ class MemoryService:
             version, written = row.version, row
         else:
             version = row.version + 1
-            written = await self.repo.replace(row, m, version, change, await self._storage())
+            await self.history.keep(row.id, row.created_at)  # the version being replaced
+            written = await self.repo.replace(
+                row, m, version, change, await self._storage(), robot.id
+            )
             if m.created_at != row.created_at:
                 await self.two_tier.moved(row.id, m.created_at)
             if not same_content or m.importance != row.importance:
@@ -292,6 +300,27 @@ class MemoryService:
             working_memory=outcomes[row.key],
         )
 
+    async def adjust_importance(
+        self, robot_name: str, key: str, change: ImportanceChange
+    ) -> MemoryAdded:
+        """A new importance, or the current one moved by `boost` (kept within 0-10): a
+        replace of the locked row like a PUT of its other fields, so holders re-place it."""
+        robot = await self.robots.ensure(robot_name)
+        row = await self._get(key, lock=True)
+        importance = change.importance
+        if importance is None:
+            importance = min(10.0, max(0.0, row.importance + (change.boost or 0.0)))
+        fields = MemoryFields.model_construct(
+            content=row.content,
+            type=row.type,
+            importance=importance,
+            tags=list(row.tags),
+            metadata=row.metadata,
+            created_at=None,
+            embedding=None,
+        )
+        return await self._replace(robot, row, fields, row.token_count, None, None)
+
     # --- read ------------------------------------------------------------------------------
 
     async def _get(self, key: str, include_deleted: bool = False, *, lock: bool = False) -> Any:
@@ -299,44 +328,6 @@ class MemoryService:
         if row is None or (row.deleted_at is not None and not include_deleted):
             raise NotFound(f"memory {key!r} does not exist")
         return row
-
-    async def retrieve(self, robot_name: str, key: str, include_deleted: bool) -> MemoryRead:
-        """The memory; for a writer, the access is also recorded (a reader's GET writes
-        nothing: no robot registered, no event, no working-memory touch)."""
-        row = await self._get(key, include_deleted)
-        if self.caller.role == "reader":
-            return to_read(row)
-        robot = await self.robots.ensure(robot_name)
-        # A read: its log row (and the touch) need not wait for the WAL flush.
-        await self.events.record(
-            self.caller.namespace_id, "access", robot.id, [row.id], wait_for_flush=False
-        )
-        if row.deleted_at is None:
-            await self.two_tier.touch(robot, row.id, key)
-        return to_read(row)
-
-    async def list(
-        self,
-        robot_name: str,
-        scope: str,
-        filters: ListFilters,
-        timeframe: str | None,
-        limit: int,
-        cursor: str | None,
-    ) -> Page[MemoryRead]:
-        """One page, newest first; `cursor` is the previous page's next_cursor."""
-        tr = resolve_timeframe(timeframe, self.clock())
-        if tr is not None:
-            filters = dataclasses.replace(filters, start=tr.start, end=tr.end)
-        if scope == "self":
-            robot = await self.robots.require(robot_name)
-            filters = dataclasses.replace(filters, author_robot_id=robot.id)
-        after = decode_cursor(cursor) if cursor else None
-        rows = await self.repo.list(self.caller.namespace_id, filters, limit + 1, after)
-        items = [to_read(r) for r in rows[:limit]]
-        more = len(rows) > limit
-        next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more else None
-        return Page[MemoryRead](items=items, next_cursor=next_cursor)
 
     # --- forget / restore ------------------------------------------------------------------
 

@@ -94,11 +94,13 @@ def eligible_where(namespace_id: int, filters: SearchFilters, params: dict[str, 
     if filters.types:
         where.append("m.type = ANY(CAST(:f_types AS text[]))")
         params["f_types"] = list(filters.types)
+    # A tag matches itself and its descendants: tag_paths() (migration 0006) lists every
+    # tag's ancestors too, and its GIN index memory_tag_paths serves both operators.
     if filters.tags_any:
-        where.append("m.tags && CAST(:f_tags_any AS text[])")
+        where.append("tag_paths(m.tags) && CAST(:f_tags_any AS text[])")
         params["f_tags_any"] = list(filters.tags_any)
     if filters.tags_all:
-        where.append("m.tags @> CAST(:f_tags_all AS text[])")
+        where.append("tag_paths(m.tags) @> CAST(:f_tags_all AS text[])")
         params["f_tags_all"] = list(filters.tags_all)
     if filters.min_importance is not None:
         where.append("m.importance >= :f_min_importance")

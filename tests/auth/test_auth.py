@@ -137,6 +137,8 @@ BODIES = {
     "recall-search": {"query": "which secret does the namespace keep?"},
     "robots-put": {"working_memory_budget": 1000},
     "keys-create": {"name": "a-key", "role": "reader"},
+    "memories-importance": {"boost": 1},
+    "tags-rename": {"from": "secret", "to": "public"},
 }
 
 
@@ -144,6 +146,9 @@ MUST_BE_404 = {
     "memories-get",
     "memories-forget",
     "memories-restore",
+    "memories-versions",
+    "memories-version-restore",
+    "memories-importance",
     "robots-get",
     "context-get",
     "stats-robot",
@@ -173,7 +178,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         await auth_client.post(
             "/v1/robots/bob/memories",
             headers=hb,
-            json={"content": "secret of namespace b", "key": "bk"},
+            json={"content": "secret of namespace b", "key": "bk", "tags": ["secret:b"]},
         )
     ).status_code == 201
     b_key_id = (await auth_client.get("/v1/keys", headers=hb)).json()[0]["id"]
@@ -185,6 +190,8 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         robots = (await auth_client.get("/v1/robots", headers=hb)).json()
         return (
             mem["content"],
+            mem["tags"],
+            mem["version"],
             mem["deleted_at"],
             [i["key"] for i in wm["items"]],
             [(k["id"], k["revoked_at"]) for k in keys_b],
@@ -193,14 +200,14 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 19
+    assert len(ops) == 24
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.
     ops.sort(key=lambda op: op[2] not in MUST_BE_404)
     for method, path, op_id in ops:
         url = path.replace("{robot}", "bob").replace("{key}", "bk")
-        url = url.replace("{key_id}", str(b_key_id))
+        url = url.replace("{key_id}", str(b_key_id)).replace("{version}", "1")
         r = await auth_client.request(method, url, headers=ha, json=BODIES.get(op_id))
         body = r.text
         assert "secret of namespace b" not in body, (op_id, body)

@@ -1,5 +1,6 @@
 """A Python client generated from the committed spec (openapi-python-client) runs
-add → recall → context → stats → forget against a live server."""
+add → recall → context → stats → replace → versions → tags → restore → forget against a
+live server."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ def test_generated_python_client_round_trip(client_server, tmp_path: Path) -> No
         recall = importlib.import_module("htm_client.api.recall.recall_search")
         context = importlib.import_module("htm_client.api.working_memory.context_get")
         stats = importlib.import_module("htm_client.api.stats.stats_robot")
+        put = importlib.import_module("htm_client.api.memories.memories_put")
+        versions = importlib.import_module("htm_client.api.memories.memories_versions")
+        restore = importlib.import_module("htm_client.api.memories.memories_version_restore")
+        tags = importlib.import_module("htm_client.api.tags.tags_tree")
         models = importlib.import_module("htm_client.models")
         strategy = importlib.import_module("htm_client.models.context_get_strategy")
         recall_strategy = importlib.import_module("htm_client.models.recall_request_strategy")
@@ -83,6 +88,27 @@ def test_generated_python_client_round_trip(client_server, tmp_path: Path) -> No
         st = stats.sync("py-agent", client=client)
         assert st.long_term.memories == 1
         assert st.working_memory.items == 1
+
+        replaced = put.sync_detailed(
+            "py-agent",
+            "py-fact",
+            client=client,
+            body=models.MemoryUpsert(
+                content="The Python client still talks to HTM.", tags=["clients:python"]
+            ),
+        )
+        assert (replaced.status_code, replaced.parsed.version) == (200, 2)
+        history = versions.sync("py-agent", "py-fact", client=client)
+        assert [(v.version, v.current, v.changed_by) for v in history.versions] == [
+            (2, True, "py-agent"),
+            (1, False, "py-agent"),
+        ]
+        tree = tags.sync(client=client)
+        assert [(t.path, t.total, [c.path for c in t.children]) for t in tree.tags] == [
+            ("clients", 1, ["clients:python"])
+        ]
+        back = restore.sync("py-agent", "py-fact", 1, client=client)
+        assert (back.version, back.content) == (3, "The Python client talks to HTM.")
 
         gone = forget.sync_detailed("py-agent", "py-fact", client=client)
         assert gone.status_code == 200

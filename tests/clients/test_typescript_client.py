@@ -1,6 +1,7 @@
 """A TypeScript client (openapi-typescript types + openapi-fetch, from the npm registry),
 generated from the committed spec and type-checked with tsc --strict, runs
-add → recall → context → stats → forget with node against a live server."""
+add → recall → context → stats → replace → versions → tags → restore → forget with node
+against a live server."""
 
 from __future__ import annotations
 

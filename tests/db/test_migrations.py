@@ -16,6 +16,7 @@ TABLES = {
     "robot_memory_count",  # statistics' counters (migration 0004)
     "namespace_memory_count",
     "robot_activity_day",
+    "memory_version",  # earlier versions of replaced memories (migration 0006)
     "alembic_version",
 }
 MEMORY_INDEXES = {
@@ -25,7 +26,7 @@ MEMORY_INDEXES = {
     "memory_embedding_hnsw",
     "memory_content_tsv",
     "memory_pending_embedding",
-    "memory_tags",  # GIN: tag filters
+    "memory_tag_paths",  # GIN on tag_paths(tags): hierarchical tag filters (0006)
     "memory_metadata",  # GIN (jsonb_path_ops): metadata containment filters
 }
 
@@ -99,3 +100,25 @@ async def test_vector_dimension_comes_from_settings(database_factory, monkeypatc
         get_settings.cache_clear()
     _, _, _, dim = await _schema(url)
     assert dim == "vector(1536)"
+
+
+async def test_tag_paths_lists_every_tag_and_its_ancestors_once(database_url) -> None:
+    engine = create_async_engine(database_url)
+    async with engine.connect() as conn:
+
+        async def paths(tags: list[str]) -> list[str]:
+            got = (
+                await conn.execute(text("SELECT tag_paths(CAST(:t AS text[]))"), {"t": tags})
+            ).scalar_one()
+            return sorted(got)
+
+        assert await paths(["db:pg:tuning"]) == ["db", "db:pg", "db:pg:tuning"]
+        assert await paths(["db:pg", "db:mysql", "ops"]) == [
+            "db",
+            "db:mysql",
+            "db:pg",
+            "ops",
+        ]
+        assert await paths(["dbs", "db"]) == ["db", "dbs"]
+        assert await paths([]) == []
+    await engine.dispose()

@@ -231,6 +231,20 @@ async def test_counters_equal_counting_through_a_mixed_workload(client, ns: str)
     model.memories["a3"][1:] = ["fact", False, "pending"]  # a replace keeps the author
     await check()
 
+    # A version restored (a replace like a PUT: the old type back, embedded again), then a
+    # tag subtree renamed into an existing tag (tags are part of a row's bytes).
+    r = await client.post("/v1/robots/a/memories/a0/versions/1/restore")
+    assert (r.status_code, r.json()["type"]) == (200, "fact"), r.text
+    model.memories["a0"][1:] = ["fact", False, "pending"]
+    for key in ("a0", "b9"):
+        r = await client.put(f"/v1/robots/a/memories/{key}", json={
+            "content": model_content(model, key), "type": model.memories[key][1],
+            "tags": ["topic:sea:walrus", "archive"]})  # fmt: skip
+        assert r.status_code == 200, r.text
+    r = await client.post("/v1/tags/rename", json={"from": "topic", "to": "archive:topics"})
+    assert r.json()["memories"] == 2, r.text
+    await check()
+
     # Forgets: soft, a restore, hard (of a soft-deleted one and of a live one).
     for robot, key in (("a", "a2"), ("b", "b7"), ("c", "c32"), ("c", "c33")):
         assert (await client.delete(f"/v1/robots/{robot}/memories/{key}")).status_code == 200

@@ -1,4 +1,4 @@
-// add → recall → context → stats → forget through a client generated from openapi/openapi.json
+// add → recall → context → stats → replace → versions → tags → restore → forget through a client generated from openapi/openapi.json
 // (openapi-typescript types + openapi-fetch). Type-checked with tsc --strict, so a spec change
 // that breaks clients breaks the build; run with node against a live server.
 import createClient from "openapi-fetch";
@@ -45,6 +45,28 @@ check(context.data?.text === "The TypeScript client talks to HTM.", "context tex
 const stats = await client.GET("/v1/robots/{robot}/stats", { params: robot });
 check(stats.response.status === 200, `stats status ${stats.response.status}`);
 check(stats.data?.long_term.memories === 1, "stats count one memory");
+
+const key = { path: { robot: "ts-agent", key: "ts-fact" } };
+const replaced = await client.PUT("/v1/robots/{robot}/memories/{key}", {
+  params: key,
+  body: { content: "The TypeScript client still talks to HTM.", tags: ["clients:ts"] },
+});
+check(replaced.response.status === 200 && replaced.data?.version === 2, "replace is version 2");
+const history = await client.GET("/v1/robots/{robot}/memories/{key}/versions", { params: key });
+check(
+  JSON.stringify(history.data?.versions.map((v) => [v.version, v.current])) === "[[2,true],[1,false]]",
+  "versions newest first",
+);
+const tree = await client.GET("/v1/tags", {});
+check(
+  tree.data?.tags[0]?.path === "clients" && tree.data?.tags[0]?.children[0]?.path === "clients:ts",
+  "tag tree",
+);
+const restored = await client.POST("/v1/robots/{robot}/memories/{key}/versions/{version}/restore", {
+  params: { path: { robot: "ts-agent", key: "ts-fact", version: 1 } },
+});
+check(restored.data?.version === 3, "restore is version 3");
+check(restored.data?.content === "The TypeScript client talks to HTM.", "restored content");
 
 const forgotten = await client.DELETE("/v1/robots/{robot}/memories/{key}", {
   params: { path: { robot: "ts-agent", key: "ts-fact" } },

@@ -1,0 +1,131 @@
+"""Reading memories: retrieve (now or as of an instant), list, and a memory's versions."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from app.auth.caller import Caller
+from app.clock import Clock
+from app.common import Page, decode_cursor, encode_cursor
+from app.db.session import DbSession
+from app.errors import NotFound
+from app.events.repository import EventRepository
+from app.memories.model import ListFilters
+from app.memories.repository import MemoryRepository
+from app.memories.schemas import MemoryRead, MemoryVersionRead, MemoryVersions, to_read
+from app.memories.version_repository import VersionRepository
+from app.robots.service import RobotService
+from app.timeframes.http import resolve_timeframe
+from app.working_memory.protocol import WriteProtocol
+
+
+class MemoryReader:
+    def __init__(
+        self,
+        session: DbSession,
+        caller: Caller,
+        robots: RobotService,
+        two_tier: WriteProtocol,
+        clock: Clock,
+    ) -> None:
+        self.caller = caller
+        self.robots = robots
+        self.two_tier = two_tier
+        self.clock = clock
+        self.repo = MemoryRepository(session)
+        self.history = VersionRepository(session)
+        self.events = EventRepository(session, clock)
+
+    async def _get(self, key: str, include_deleted: bool) -> Any:
+        row = await self.repo.get(self.caller.namespace_id, key)
+        if row is None or (row.deleted_at is not None and not include_deleted):
+            raise NotFound(f"memory {key!r} does not exist")
+        return row
+
+    async def retrieve(
+        self, robot_name: str, key: str, include_deleted: bool, as_of: datetime | None = None
+    ) -> MemoryRead:
+        """The memory; for a writer, the access is also recorded (a reader's GET writes
+        nothing: no robot registered, no event, no working-memory touch). With `as_of`, the
+        version current at that instant, and no access recorded: working memory only ever
+        holds the current version."""
+        row = await self._get(key, include_deleted)
+        if as_of is not None:
+            version = await self.history.at(row.id, row.created_at, as_of)
+            if version is None:
+                raise NotFound(f"memory {key!r} had no version yet at {as_of.isoformat()}")
+            if version.current:
+                return to_read(row)
+            return to_read(row).model_copy(
+                update={**_version_fields(version), "updated_at": version.changed_at}
+            )
+        if self.caller.role == "reader":
+            return to_read(row)
+        robot = await self.robots.ensure(robot_name)
+        # A read: its log row (and the touch) need not wait for the WAL flush.
+        await self.events.record(
+            self.caller.namespace_id, "access", robot.id, [row.id], wait_for_flush=False
+        )
+        if row.deleted_at is None:
+            await self.two_tier.touch(robot, row.id, key)
+        return to_read(row)
+
+    async def list(
+        self,
+        robot_name: str,
+        scope: str,
+        filters: ListFilters,
+        timeframe: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page[MemoryRead]:
+        """One page, newest first; `cursor` is the previous page's next_cursor."""
+        tr = resolve_timeframe(timeframe, self.clock())
+        if tr is not None:
+            filters = dataclasses.replace(filters, start=tr.start, end=tr.end)
+        if scope == "self":
+            robot = await self.robots.require(robot_name)
+            filters = dataclasses.replace(filters, author_robot_id=robot.id)
+        after = decode_cursor(cursor) if cursor else None
+        rows = await self.repo.list(self.caller.namespace_id, filters, limit + 1, after)
+        items = [to_read(r) for r in rows[:limit]]
+        more = len(rows) > limit
+        next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more else None
+        return Page[MemoryRead](items=items, next_cursor=next_cursor)
+
+    async def versions(
+        self, key: str, include_deleted: bool, limit: int, before: int | None
+    ) -> MemoryVersions:
+        """Newest first, the current version included; `before`: only older versions."""
+        row = await self._get(key, include_deleted)
+        rows = await self.history.history(row.id, row.created_at, limit, before)
+        return MemoryVersions(
+            key=row.key,
+            versions=[
+                MemoryVersionRead(
+                    **_version_fields(v),
+                    changed_by=v.changed_by,
+                    changed_at=v.changed_at,
+                    current=v.current,
+                )
+                for v in rows
+            ],
+        )
+
+
+def _version_fields(v: Any) -> dict[str, Any]:
+    """A version's own fields, as MemoryRead names them."""
+    return {
+        "version": v.version,
+        "content": v.content,
+        "type": v.type,
+        "importance": v.importance,
+        "tags": list(v.tags),
+        "metadata": v.metadata,
+        "created_at": v.created_at,
+        "token_count": v.token_count,
+        "embedding_status": v.embedding_status,
+        "embedding_model": v.embedding_model,
+    }
