@@ -13,8 +13,9 @@
   (NULL: version 1, by its author, at created_at). Nullable without default: no rewrite.
 - memory_version: the earlier versions of a memory, one row per replaced version (its
   fields, its embedding's status and model but not the vector, who wrote it and when), copied
-  in the transaction of the replace that supersedes it. Keyed to memory_key(memory_id), which a memory keeps for life (a move changes only
-  its created_at) and which a hard delete removes: every version goes with it. Versions
+  in the transaction of the replace that supersedes it. Keyed to memory_key(memory_id),
+  which a memory keeps for life (a move changes only its created_at) and which a hard
+  delete removes: every version goes with it. Versions
   replaced before this migration were not kept.
 
 Revision ID: 0006
