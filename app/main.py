@@ -20,6 +20,7 @@ from app.observability.middleware import RequestObserver
 from app.openapi import install_openapi
 from app.recall.router import router as recall_router
 from app.robots.router import router as robots_router
+from app.sessions.router import router as sessions_router
 from app.stats.router import router as stats_router
 from app.working_memory.router import router as working_memory_router
 
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         memories_router,
         recall_router,
         working_memory_router,
+        sessions_router,
         stats_router,
         keys_router,
         metrics_router,

@@ -16,6 +16,8 @@ TABLES = {
     "robot_memory_count",  # statistics' counters (migration 0004)
     "namespace_memory_count",
     "robot_activity_day",
+    "session",  # sessions (migration 0007)
+    "session_message",
     "alembic_version",
 }
 MEMORY_INDEXES = {
