@@ -18,6 +18,7 @@ from app.metrics.router import router as metrics_router
 from app.middleware import BodyLimitMiddleware
 from app.observability.middleware import RequestObserver
 from app.openapi import install_openapi
+from app.prompt.router import router as prompt_router
 from app.recall.router import router as recall_router
 from app.robots.router import router as robots_router
 from app.sessions.router import router as sessions_router
@@ -57,6 +58,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         recall_router,
         working_memory_router,
         sessions_router,
+        prompt_router,
         stats_router,
         keys_router,
         metrics_router,

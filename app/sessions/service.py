@@ -149,25 +149,10 @@ class SessionService:
         """The last `n` messages, or as many as fit `max_tokens` (both: whichever stops
         first; neither: the last 50), oldest first. A writer's read refreshes the session's
         expiry and counts as an access of each message returned; a reader's changes nothing."""
-        robot = await self.robots.require(robot_name)
-        counts = self.caller.role != "reader"
-        row = await self.repo.touch(robot.id, name, self.clock(), refresh=counts)
-        if row is None:
-            raise NotFound(f"session {name!r} of robot {robot_name!r} does not exist or ended")
-        limit_n = n or (DEFAULT_WINDOW if max_tokens is None else NO_LIMIT)
-        limit_tokens = max_tokens or NO_LIMIT
-        key = self._key(robot_name, row.id)
-        held = await self._redis(lambda: self.hot.read(key, self._ttl_ms(row.ttl_s)))
-        taken = None if held is None else self._cut(held, row.last_seq, limit_n, limit_tokens)
-        if taken is not None:
-            seqs = [m.seq for m in taken]
-            accesses = await self.repo.count_accesses(row.id, seqs, count=counts)
-            messages = [_read(m, accesses[m.seq]) for m in taken]
-        else:
-            rows = await self.repo.window(row.id, limit_n, limit_tokens, count=counts)
-            messages = [_row_read(r) for r in rows]
-            if held is not None and not self._complete(held, row.last_seq):
-                await self._rebuild(key, row)
+        writer = self.caller.role != "reader"
+        row, messages, degraded = await self._window(
+            robot_name, name, n, max_tokens, refresh=writer, count=writer
+        )
         return SessionWindow(
             robot=robot_name,
             session=name,
@@ -175,8 +160,56 @@ class SessionService:
             tokens=sum(m.tokens for m in messages),
             total_messages=row.last_seq,
             expires_at=row.expires_at,
-            degraded=held is None,
+            degraded=degraded,
         )
+
+    async def latest(
+        self, robot_name: str, name: str, max_tokens: int
+    ) -> tuple[int | None, list[MessageRead], bool]:
+        """For a prompt: (the session's id, the last messages whose contents fit max_tokens,
+        degraded), refreshing its expiry but counting no access (`count_accesses` does, for
+        the messages the prompt takes); no messages when the session does not exist."""
+        try:
+            row, messages, degraded = await self._window(
+                robot_name, name, None, max_tokens, refresh=True, count=False
+            )
+        except NotFound:
+            return None, [], False
+        return row.id, messages, degraded
+
+    async def count_accesses(self, session_id: int, seqs: list[int]) -> None:
+        if seqs:
+            await self.repo.count_accesses(session_id, seqs, count=True)
+
+    async def _window(
+        self,
+        robot_name: str,
+        name: str,
+        n: int | None,
+        max_tokens: int | None,
+        *,
+        refresh: bool,
+        count: bool,
+    ) -> tuple[Any, list[MessageRead], bool]:
+        robot = await self.robots.require(robot_name)
+        row = await self.repo.touch(robot.id, name, self.clock(), refresh=refresh)
+        if row is None:
+            raise NotFound(f"session {name!r} of robot {robot_name!r} does not exist or ended")
+        limit_n = n or (DEFAULT_WINDOW if max_tokens is None else NO_LIMIT)
+        limit_tokens = NO_LIMIT if max_tokens is None else max_tokens
+        key = self._key(robot_name, row.id)
+        held = await self._redis(lambda: self.hot.read(key, self._ttl_ms(row.ttl_s)))
+        taken = None if held is None else self._cut(held, row.last_seq, limit_n, limit_tokens)
+        if taken is not None:
+            seqs = [m.seq for m in taken]
+            accesses = await self.repo.count_accesses(row.id, seqs, count=count)
+            messages = [_read(m, accesses[m.seq]) for m in taken]
+        else:
+            rows = await self.repo.window(row.id, limit_n, limit_tokens, count=count)
+            messages = [_row_read(r) for r in rows]
+            if held is not None and not self._complete(held, row.last_seq):
+                await self._rebuild(key, row)
+        return row, messages, held is None
 
     def _first_held(self, last_seq: int) -> int:
         return max(1, last_seq - self.settings.session_hot_messages + 1)
