@@ -62,6 +62,30 @@ class PromptService:
                 needed=base,
                 budget=limit,
             )
+        # Recall first: its own checks (limit, timeframe, options) refuse bad options
+        # before anything is registered or read.
+        hits: list[budget.Item] = []
+        if req.recall is not None:
+            r = req.recall
+            try:
+                result = await self.recall_service.recall(
+                    robot_name,
+                    RecallRequest(
+                        query=req.input[: self.settings.max_query_chars],
+                        strategy=r.strategy,
+                        limit=r.limit,
+                        timeframe=r.timeframe,
+                        scope=r.scope,
+                        filters=r.filters,
+                        load_into_working_memory=False,
+                    ),
+                )
+            except Unprocessable as exc:  # name the fields as this request has them
+                for e in exc.extra.get("errors", []):
+                    e["field"] = f"recall.{e['field']}"
+                raise
+            hits = [budget.Item("recall", h.content, h.token_count, key=h.key) for h in result.hits]
+
         robot = await self.robots.ensure(robot_name)
 
         session_id: int | None = None
@@ -84,23 +108,6 @@ class PromptService:
             budget.Item("working_memory", by_key[o["key"]].content, o["tokens"], key=o["key"])
             for o in ordered
         ]
-
-        hits = []
-        if req.recall is not None:
-            r = req.recall
-            result = await self.recall_service.recall(
-                robot_name,
-                RecallRequest(
-                    query=req.input[: self.settings.max_query_chars],
-                    strategy=r.strategy,
-                    limit=r.limit,
-                    timeframe=r.timeframe,
-                    scope=r.scope,
-                    filters=r.filters,
-                    load_into_working_memory=False,
-                ),
-            )
-            hits = [budget.Item("recall", h.content, h.token_count, key=h.key) for h in result.hits]
 
         q = req.quotas
         done = budget.assemble(

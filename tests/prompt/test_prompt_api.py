@@ -202,6 +202,9 @@ async def test_the_counting_rule_on_the_input_alone(client: httpx.AsyncClient) -
         ({"input": "hi", "context_window": 100, "quotas": {"memes": 1}}, "body.quotas.memes"),
         ({"input": "hi", "context_window": 100, "reserve": {"output": -1}},
          "body.reserve.output"),
+        ({"input": "hi", "context_window": 100, "recall": {"limit": 101}}, "recall.limit"),
+        ({"input": "hi", "context_window": 100, "recall": {"timeframe": "next full moon"}},
+         "recall.timeframe"),
     ],
 )  # fmt: skip
 async def test_bad_input_or_an_input_that_cannot_fit_is_422_and_writes_nothing(
