@@ -69,6 +69,27 @@ class Settings(BaseSettings):
         "with their Postgres mirror by an outage",
     )
 
+    # --- sessions (app/sessions/) ---------------------------------------------------------
+    session_ttl_s: int = Field(
+        default=3600,
+        ge=1,
+        le=31_536_000,
+        description="A session ends this long after its last access (per robot: PUT "
+        "/v1/robots/{robot} session_ttl_s)",
+    )
+    session_promote_accesses: int = Field(
+        default=3,
+        ge=1,
+        description="When a session ends, messages read at least this often (or marked "
+        "remember) are promoted into long-term memory",
+    )
+    session_hot_messages: int = Field(
+        default=200, ge=1, le=100_000, description="Last messages per session kept in Redis"
+    )
+    session_expiry_interval_s: float = Field(
+        default=5.0, gt=0, description="How often the expiry worker consolidates ended sessions"
+    )
+
     # --- embeddings -----------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = "local"
     embedding_model: str = "all-MiniLM-L6-v2"

@@ -30,6 +30,8 @@ from app.metrics import Metrics
 from app.recall.caches import SearchCaches
 from app.rerank import HttpReranker
 from app.robots.service import RobotService
+from app.sessions.consolidation import SessionExpiryWorker
+from app.sessions.hot import SessionHotStore
 from app.tokens import Tokenizer
 from app.working_memory.model import Scope
 from app.working_memory.protocol import TwoTier, WriteProtocol
@@ -58,6 +60,8 @@ class Components:
     embedding_worker: EmbeddingWorker
     group_commit: GroupCommit
     repair_worker: RepairWorker
+    session_hot: SessionHotStore
+    session_worker: SessionExpiryWorker
     reranker: HttpReranker | None = None
     metrics: Metrics = field(default_factory=Metrics)
     db_errors: DatabaseErrors = field(default_factory=DatabaseErrors)

@@ -33,6 +33,8 @@ from app.metrics.collector import Sources, SourcesCollector
 from app.recall.caches import PgvectorVersions, SearchCaches
 from app.rerank import HttpReranker
 from app.robots.cache import RobotCache
+from app.sessions.consolidation import MemoryParts, SessionExpiryWorker
+from app.sessions.hot import SessionHotStore
 from app.tokens import Tokenizer
 from app.workers import periodic
 from app.working_memory.model import RedisBreaker, RepairQueue
@@ -166,12 +168,15 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         default_budget=settings.working_memory_budget,
         clock=clock,
     )
+    tokenizer = Tokenizer.load(settings.tiktoken_encoding)
+    group_commit = GroupCommit(sessionmaker, vectors, settings.group_commit_max_rows)
+    session_hot = SessionHotStore(redis)
     components = Components(
         settings=settings,
         engine=engine,
         sessionmaker=sessionmaker,
         redis=redis,
-        tokenizer=Tokenizer.load(settings.tiktoken_encoding),
+        tokenizer=tokenizer,
         embedder=embedder,
         clock=clock,
         two_tier=two_tier,
@@ -182,8 +187,14 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         embedding_worker=EmbeddingWorker(
             sessionmaker, embedder, settings.embedding_batch_size, vectors
         ),
-        group_commit=GroupCommit(sessionmaker, vectors, settings.group_commit_max_rows),
+        group_commit=group_commit,
         repair_worker=RepairWorker(sessionmaker, two_tier),
+        session_hot=session_hot,
+        session_worker=SessionExpiryWorker(
+            sessionmaker,
+            MemoryParts(two_tier, embedder, tokenizer, settings, clock, group_commit, vectors),
+            session_hot,
+        ),
         reranker=build_reranker(settings),
         metrics=Metrics(),
         db_errors=db_errors,
@@ -217,6 +228,14 @@ def lifespan_for(
                             "working-memory repair",
                             components.repair_worker.run_once,
                             settings.working_memory_repair_interval_s,
+                            delay_first=True,
+                        )
+                    )
+                    await workers.enter_async_context(
+                        periodic(
+                            "session expiry",
+                            components.session_worker.run_once,
+                            settings.session_expiry_interval_s,
                             delay_first=True,
                         )
                     )

@@ -18,8 +18,10 @@ from app.metrics.router import router as metrics_router
 from app.middleware import BodyLimitMiddleware
 from app.observability.middleware import RequestObserver
 from app.openapi import install_openapi
+from app.prompt.router import router as prompt_router
 from app.recall.router import router as recall_router
 from app.robots.router import router as robots_router
+from app.sessions.router import router as sessions_router
 from app.stats.router import router as stats_router
 from app.tags.router import router as tags_router
 from app.working_memory.router import router as working_memory_router
@@ -56,6 +58,8 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         memories_router,
         recall_router,
         working_memory_router,
+        sessions_router,
+        prompt_router,
         stats_router,
         keys_router,
         metrics_router,

@@ -5,7 +5,9 @@ from typing import Any
 from app.db.session import DbSession
 from app.db.sql import sql
 
-_COLUMNS = "id, name, working_memory_budget, working_memory_stale, created_at, last_seen_at"
+_COLUMNS = (
+    "id, name, working_memory_budget, working_memory_stale, session_ttl_s, created_at, last_seen_at"
+)
 
 
 class RobotRepository:
@@ -59,16 +61,19 @@ class RobotRepository:
             )
         )
 
-    async def upsert_budget(self, namespace_id: int, name: str, budget: int | None) -> Any:
+    async def upsert_budget(
+        self, namespace_id: int, name: str, budget: int | None, session_ttl_s: int | None
+    ) -> Any:
         return (
             await self.session.execute(
                 sql(f"""
-                INSERT INTO robot (namespace_id, name, working_memory_budget)
-                VALUES (:ns, :name, :budget)
+                INSERT INTO robot (namespace_id, name, working_memory_budget, session_ttl_s)
+                VALUES (:ns, :name, :budget, :ttl)
                 ON CONFLICT (namespace_id, name) DO UPDATE
                     SET working_memory_budget = excluded.working_memory_budget,
+                        session_ttl_s = excluded.session_ttl_s,
                         last_seen_at = now()
                 RETURNING {_COLUMNS}"""),
-                {"ns": namespace_id, "name": name, "budget": budget},
+                {"ns": namespace_id, "name": name, "budget": budget, "ttl": session_ttl_s},
             )
         ).one()

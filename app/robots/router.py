@@ -34,5 +34,5 @@ async def get_robot(robot: RobotName, service: Service) -> RobotRead:
 
 @router.put("/{robot}", operation_id="robots-put", summary="Register or update a robot")
 async def put_robot(robot: RobotName, body: RobotUpdate, service: Service) -> RobotRead:
-    """Registers the robot if new; sets its working-memory budget (null = default)."""
+    """Registers the robot if new; sets its budget and session TTL (null = the default)."""
     return await service.put(robot, body)

@@ -10,7 +10,8 @@ from app.common import StrictModel, integral
 
 class RobotUpdate(StrictModel):
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"working_memory_budget": 64000}]}
+        extra="forbid",
+        json_schema_extra={"examples": [{"working_memory_budget": 64000, "session_ttl_s": 1800}]},
     )
 
     working_memory_budget: (
@@ -20,11 +21,20 @@ class RobotUpdate(StrictModel):
         description="Token budget of this robot's working memory; null = the deployment default",
         examples=[64000],
     )
+    session_ttl_s: Annotated[int, Field(ge=1, le=31_536_000), BeforeValidator(integral)] | None = (
+        Field(
+            default=None,
+            description="Seconds a session of this robot lives after its last access, for sessions "
+            "started from now on; null = the deployment default (HTM_SESSION_TTL_S)",
+            examples=[1800],
+        )
+    )
 
 
 class RobotRead(BaseModel):
     name: str
     working_memory_budget: int = Field(description="Effective budget in tokens")
     working_memory_budget_is_default: bool
+    session_ttl_s: int | None = Field(description="null: the deployment default")
     created_at: datetime
     last_seen_at: datetime

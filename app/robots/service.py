@@ -35,6 +35,7 @@ class RobotService:
             name=row.name,
             working_memory_budget=row.working_memory_budget or self.default_budget,
             working_memory_budget_is_default=row.working_memory_budget is None,
+            session_ttl_s=row.session_ttl_s,
             created_at=row.created_at,
             last_seen_at=row.last_seen_at,
         )
@@ -74,7 +75,9 @@ class RobotService:
         return self._read(row)
 
     async def put(self, name: str, body: RobotUpdate) -> RobotRead:
-        row = await self.repo.upsert_budget(self.namespace_id, name, body.working_memory_budget)
+        row = await self.repo.upsert_budget(
+            self.namespace_id, name, body.working_memory_budget, body.session_ttl_s
+        )
         await self.two_tier.commit_durable()
         # Cached only once committed: a robot this request created may not exist otherwise.
         robot = self._remember(row)

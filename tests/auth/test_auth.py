@@ -139,6 +139,8 @@ BODIES = {
     "keys-create": {"name": "a-key", "role": "reader"},
     "memories-importance": {"boost": 1},
     "tags-rename": {"from": "secret", "to": "public"},
+    "sessions-append": {"messages": [{"role": "user", "content": "a's own message"}]},
+    "prompt-assemble": {"input": "which secret?", "session": "s1", "context_window": 4000},
 }
 
 
@@ -155,6 +157,8 @@ MUST_BE_404 = {
     "working-memory-get",
     "working-memory-clear",
     "keys-revoke",
+    "sessions-window",
+    "sessions-end",
 }
 
 
@@ -182,13 +186,22 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         )
     ).status_code == 201
     b_key_id = (await auth_client.get("/v1/keys", headers=hb)).json()[0]["id"]
+    assert (
+        await auth_client.post(
+            "/v1/robots/bob/sessions/s1/messages",
+            headers=hb,
+            json={"messages": [{"role": "user", "content": "secret of namespace b"}]},
+        )
+    ).status_code == 201
 
     async def b_state() -> tuple:
         mem = (await auth_client.get("/v1/robots/bob/memories/bk", headers=hb)).json()
         wm = (await auth_client.get("/v1/robots/bob/working-memory", headers=hb)).json()
         keys_b = (await auth_client.get("/v1/keys", headers=hb)).json()
         robots = (await auth_client.get("/v1/robots", headers=hb)).json()
+        session = (await auth_client.get("/v1/robots/bob/sessions/s1/messages", headers=hb)).json()
         return (
+            [m["content"] for m in session["messages"]],
             mem["content"],
             mem["tags"],
             mem["version"],
@@ -200,7 +213,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 24
+    assert len(ops) == 28
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.
@@ -208,6 +221,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
     for method, path, op_id in ops:
         url = path.replace("{robot}", "bob").replace("{key}", "bk")
         url = url.replace("{key_id}", str(b_key_id)).replace("{version}", "1")
+        url = url.replace("{session}", "s1")
         r = await auth_client.request(method, url, headers=ha, json=BODIES.get(op_id))
         body = r.text
         assert "secret of namespace b" not in body, (op_id, body)

@@ -17,6 +17,8 @@ TABLES = {
     "namespace_memory_count",
     "robot_activity_day",
     "memory_version",  # earlier versions of replaced memories (migration 0006)
+    "session",  # sessions (migration 0007)
+    "session_message",
     "alembic_version",
 }
 MEMORY_INDEXES = {

@@ -1,0 +1,178 @@
+"""Prompt assembly within a token budget: the counting rule and the allocation. Pure, no I/O.
+
+Counting rule (OpenAI's cookbook, "How to count tokens with tiktoken", for cl100k_base /
+o200k_base chat models): every message costs 3 tokens of framing plus the tiktoken counts of
+its role and its content, and the reply is primed with 3 more:
+
+    tokens = 3 + Σ (3 + count(role) + count(content))
+
+Allocation, in this order, each item taken only if it fits what is left of the budget and of
+its section's quota:
+
+1. the input (the last user message) and the caller's system text: always; if they alone do
+   not fit, the request is refused (422);
+2. the session's messages, newest first; the first that does not fit ends the section (a
+   conversation keeps no gaps): it and every older one are dropped;
+3. working memory, in its context strategy's order; one that does not fit is dropped and the
+   next, smaller ones may still be taken;
+4. recall hits, in rank order, the same way; a hit whose key is in working memory (taken or
+   not) is dropped as a duplicate: its content is offered once, by working memory.
+
+Working memory and recall hits go into the one system message, after the caller's system
+text, each section under a header, all parts joined by a blank line. An item's cost while
+allocating is its token count plus one for the separator (plus its header, and the system
+message's framing, for the first one taken); BPE may merge across a separator, so the
+assembled messages are counted again exactly and, while over the budget, the last item taken
+(recall's, then working memory's, then the oldest session message) is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+TOKENS_PER_MESSAGE = 3
+REPLY_PRIMER = 3
+SEPARATOR = "\n\n"
+WORKING_MEMORY_HEADER = "Working memory:"
+RECALL_HEADER = "Relevant memories:"
+
+Source = Literal["input", "session", "working_memory", "recall"]
+Reason = Literal["budget", "duplicate", "section_quota"]
+Count = Callable[[str], int]
+
+
+@dataclass
+class Item:
+    """A candidate: its text, and its own token count (`tokens`, the content's)."""
+
+    source: Source
+    content: str
+    tokens: int
+    key: str | None = None
+    seq: int | None = None
+    role: str = "user"
+    included: bool = False
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True)
+class Quotas:
+    session: int | None = None
+    working_memory: int | None = None
+    recall: int | None = None
+
+
+class InputTooLarge(Exception):
+    def __init__(self, needed: int, budget: int) -> None:
+        super().__init__(f"needs {needed} tokens, the budget is {budget}")
+        self.needed = needed
+        self.budget = budget
+
+
+@dataclass
+class Assembly:
+    messages: list[dict[str, str]]
+    tokens: int
+    manifest: list[Item] = field(default_factory=list)
+
+
+def message_tokens(count: Count, role: str, content: str) -> int:
+    return TOKENS_PER_MESSAGE + count(role) + count(content)
+
+
+def chat_tokens(count: Count, messages: list[dict[str, str]]) -> int:
+    """The counting rule over chat messages ({role, content})."""
+    return REPLY_PRIMER + sum(message_tokens(count, m["role"], m["content"]) for m in messages)
+
+
+def _messages(system: str | None, input_text: str, items: list[Item]) -> list[dict[str, str]]:
+    wm = [i.content for i in items if i.included and i.source == "working_memory"]
+    hits = [i.content for i in items if i.included and i.source == "recall"]
+    parts = [system] if system else []
+    if wm:
+        parts += [WORKING_MEMORY_HEADER, *wm]
+    if hits:
+        parts += [RECALL_HEADER, *hits]
+    messages = [{"role": "system", "content": SEPARATOR.join(parts)}] if parts else []
+    session = [i for i in items if i.included and i.source == "session"]
+    messages += [{"role": i.role, "content": i.content} for i in reversed(session)]
+    messages.append({"role": "user", "content": input_text})
+    return messages
+
+
+def assemble(
+    count: Count,
+    budget: int,
+    input_text: str,
+    system: str | None,
+    session: list[Item],
+    working_memory: list[Item],
+    recall: list[Item],
+    quotas: Quotas,
+) -> Assembly:
+    """session: newest first; working_memory and recall: in their own order."""
+    user = Item("input", input_text, count(input_text), included=True)
+    used = REPLY_PRIMER + message_tokens(count, "user", input_text)
+    has_system = bool(system)
+    if system:
+        used += message_tokens(count, "system", system)
+    if used > budget:
+        raise InputTooLarge(used, budget)
+
+    spent = {"session": 0, "working_memory": 0, "recall": 0}
+
+    def quota_left(source: Source) -> int | None:
+        q = getattr(quotas, source)
+        return None if q is None else q - spent[source]
+
+    cut: Reason | None = None
+    for item in session:
+        cost = message_tokens(count, item.role, item.content)
+        left = quota_left("session")
+        if cut is None and left is not None and item.tokens > left:
+            cut = "section_quota"
+        elif cut is None and used + cost > budget:
+            cut = "budget"
+        if cut is not None:
+            item.reason = cut
+            continue
+        item.included, used = True, used + cost
+        spent["session"] += item.tokens
+
+    wm_keys = {i.key for i in working_memory}
+    for source, header, items in (
+        ("working_memory", WORKING_MEMORY_HEADER, working_memory),
+        ("recall", RECALL_HEADER, recall),
+    ):
+        started = False
+        for item in items:
+            if source == "recall" and item.key in wm_keys:
+                item.reason = "duplicate"
+                continue
+            cost = item.tokens + 1
+            if not started:
+                cost += count(header) + 1
+            if not has_system:
+                cost += message_tokens(count, "system", "")
+            left = quota_left(source)  # type: ignore[arg-type]
+            if left is not None and item.tokens > left:
+                item.reason = "section_quota"
+            elif used + cost > budget:
+                item.reason = "budget"
+            else:
+                item.included, used, started, has_system = True, used + cost, True, True
+                spent[source] += item.tokens
+
+    manifest = [user, *session, *working_memory, *recall]
+    # Taken last first: recall's, working memory's, then the oldest session message.
+    order = [*reversed(recall), *reversed(working_memory), *reversed(session)]
+    messages = _messages(system, input_text, manifest)
+    tokens = chat_tokens(count, messages)
+    while tokens > budget:
+        last = next(i for i in order if i.included)
+        last.included, last.reason = False, "budget"
+        messages = _messages(system, input_text, manifest)
+        tokens = chat_tokens(count, messages)
+    return Assembly(messages, tokens, manifest)

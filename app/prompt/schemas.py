@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from app.common import Integer, StrictModel, Text, integral
+from app.recall.schemas import RecallFilters, Strategy
+from app.sessions.schemas import Role
+from app.working_memory.store import Strategy as ContextStrategy
+
+_EXAMPLE: dict[str, Any] = {
+    "input": "When does my flight to Lisbon leave?",
+    "session": "chat-1",
+    "context_window": 8192,
+    "reserve": {"system": 0, "tools": 500, "output": 1000},
+    "system": "You are a concise travel assistant.",
+    "recall": {"limit": 5, "strategy": "hybrid"},
+    "quotas": {"recall": 1000},
+}
+
+Tokens = Annotated[int, Field(ge=0, le=10_000_000), BeforeValidator(integral)]
+Quota = Annotated[int, Field(ge=0, le=10_000_000), BeforeValidator(integral)] | None
+
+
+class Reserve(StrictModel):
+    system: Tokens = Field(default=0, description="Tokens kept for a system prompt you add")
+    tools: Tokens = Field(default=0, description="Tokens kept for tool definitions")
+    output: Tokens = Field(default=0, description="Tokens kept for the model's reply")
+
+
+class PromptRecall(StrictModel):
+    strategy: Strategy = "hybrid"
+    limit: Integer = Field(default=5, ge=1, le=1000, description="At most max_recall_limit")
+    timeframe: Text | None = Field(default=None, max_length=200, description="As in recall")
+    scope: Literal["self", "all"] = "all"
+    filters: RecallFilters = Field(default_factory=RecallFilters)
+
+
+class Quotas(StrictModel):
+    session: Quota = Field(default=None, description="At most this many content tokens")
+    working_memory: Quota = Field(default=None, description="At most this many content tokens")
+    recall: Quota = Field(default=None, description="At most this many content tokens")
+
+
+class PromptRequest(StrictModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_EXAMPLE]})
+
+    input: Text = Field(min_length=1, description="The user's current message (always included)")
+    session: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._-]{1,64}$",
+        description="A session of the robot: its latest messages that fit (none if absent)",
+    )
+    context_window: Integer = Field(ge=1, le=10_000_000, description="The model's tokens")
+    reserve: Reserve = Field(default_factory=Reserve)
+    system: Text | None = Field(
+        default=None, description="Your system text, first in the system message"
+    )
+    recall: PromptRecall | None = Field(
+        default_factory=PromptRecall,
+        description="Long-term memories recalled for the input (null: none); not loaded into "
+        "working memory",
+    )
+    strategy: ContextStrategy = Field(
+        default="balanced", description="Working memory's order (as context's strategy)"
+    )
+    quotas: Quotas = Field(default_factory=Quotas, description="Per-section token caps")
+
+
+class ChatMessage(BaseModel):
+    role: Role
+    content: str
+
+
+class ManifestEntry(BaseModel):
+    source: Literal["input", "session", "working_memory", "recall"]
+    key: str | None = Field(description="The memory's key (working_memory, recall)")
+    seq: int | None = Field(description="The message's seq (session)")
+    tokens: int = Field(description="The content's token count")
+    included: bool
+    reason: Literal["budget", "duplicate", "section_quota"] | None = Field(
+        description="Why it was left out (null when included)"
+    )
+
+
+class PromptResult(BaseModel):
+    messages: list[ChatMessage] = Field(
+        description="system (your text + working memory + recalled), the session, the input"
+    )
+    tokens: int = Field(
+        description="3 + Σ (3 + tokens(role) + tokens(content)): OpenAI's chat counting rule"
+    )
+    budget: int = Field(description="context_window minus the reserves; tokens never exceed it")
+    manifest: list[ManifestEntry] = Field(
+        description="Every candidate in allocation order: the input, the session newest first, "
+        "working memory, recall"
+    )
+    degraded: bool = Field(description="Working memory or the session read from PostgreSQL")
