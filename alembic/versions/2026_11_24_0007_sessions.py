@@ -13,7 +13,7 @@ pass takes over one a crash left unfinished.
 number of reads that returned each one (`access_count`).
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-11-24
 """
 
