@@ -11,6 +11,8 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from app.routing import OrjsonRoute
+
 STATIC = Path(__file__).parent / "static"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -20,7 +22,7 @@ TYPES = {"app.js": "text/javascript", "style.css": "text/css"}
 # The tag tree's route is another package's; the page shows it only where it exists.
 TAGS_ROUTE = "/v1/tags"
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=OrjsonRoute)
 
 
 @cache
