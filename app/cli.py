@@ -1,4 +1,5 @@
-"""The `htm` command: serve, migrate, mcp (stdio), keys, openapi."""
+"""The `htm` command: serve, migrate, mcp (stdio), keys, openapi, export, import, load,
+reembed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 
 import uvicorn
@@ -17,6 +19,7 @@ from app.config import Settings, get_settings
 from app.embedded import DataDirectoryError, embedded_services
 from app.health.service import start_draining
 from app.observability.logs import configure as configure_logging
+from app.transfer.commands import Run, add_commands
 
 log = logging.getLogger("htm")
 
@@ -227,6 +230,32 @@ def _mcp(settings: Settings, args: argparse.Namespace) -> int:
         return asyncio.run(_mcp_async(settings, args))
 
 
+def _with_components(run: Run) -> Callable[[Settings, argparse.Namespace], int]:
+    """A command that runs on the app's components (no HTTP server), like `htm mcp`."""
+
+    def command(settings: Settings, args: argparse.Namespace) -> int:
+        import asyncio
+
+        from app.lifespan import open_components
+
+        async def main(settings: Settings) -> int:
+            async with open_components(settings) as c:
+                return await run(c, args)
+
+        with embedded_services(
+            settings.data_dir, database_url=settings.database_url, redis_url=settings.redis_url
+        ) as (database_url, redis_url):
+            return asyncio.run(
+                main(
+                    settings.model_copy(
+                        update={"database_url": database_url, "redis_url": redis_url}
+                    )
+                )
+            )
+
+    return command
+
+
 def _openapi(settings: Settings, args: argparse.Namespace) -> int:
     """Write the OpenAPI spec the app serves to openapi.json (or, with --check, compare)."""
     from app.main import create_app
@@ -276,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--namespace", default="default", help="with auth off: the namespace")
     mcp.add_argument("--key", help="with auth on: the API key (its namespace and role)")
     mcp.set_defaults(func=_mcp)
+
+    add_commands(sub, _with_components)
 
     spec = sub.add_parser("openapi", help="write (or --check) the OpenAPI spec, openapi.json")
     spec.add_argument("--check", action="store_true")

@@ -9,6 +9,7 @@ from starlette.routing import Route
 
 from app.auth.router import router as keys_router
 from app.config import Settings, get_settings
+from app.dashboard.router import router as dashboard_router
 from app.errors import install_error_handlers
 from app.health.router import router as health_router
 from app.lifespan import lifespan_for
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         keys_router,
         metrics_router,
         tags_router,
+        dashboard_router,
     ):
         app.include_router(router)
     # The MCP transport (an ASGI app of its own, every method): not a REST route.

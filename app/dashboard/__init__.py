@@ -1,0 +1,1 @@
+"""`/ui`: a small read-only dashboard, a static page over the REST API."""

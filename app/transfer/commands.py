@@ -1,0 +1,130 @@
+"""The arguments and the runs of `htm export / import / load / reembed`. app/cli.py opens
+the components (app/lifespan.py) and hands them to a run; progress goes to stderr, data to
+stdout or the files named, a summary line at the end."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from app.deps import Components
+from app.errors import DomainError
+from app.transfer.importer import BadFile
+from app.transfer.progress import progress
+
+Run = Callable[[Components, argparse.Namespace], Awaitable[int]]
+
+
+def _fail(args: argparse.Namespace, why: str, code: int = 1) -> int:
+    print(f"htm {args.command}: {why}", file=sys.stderr)
+    return code
+
+
+def _output(path: str | None) -> Any:
+    return nullcontext(sys.stdout.buffer) if path in (None, "-") else open(path, "wb")
+
+
+async def _export(c: Components, args: argparse.Namespace) -> int:
+    from app.transfer.export import export
+
+    try:
+        out = _output(args.out)
+        with progress(args.quiet) as bar, out as f:
+            n = await export(c, f, args.namespace, args.robot, args.embeddings, bar)
+    except DomainError as exc:
+        return _fail(args, exc.detail)
+    except OSError as exc:
+        return _fail(args, str(exc))
+    where = "" if args.out in (None, "-") else f" to {args.out}"
+    print(f"exported {n} memories of namespace {args.namespace}{where}", file=sys.stderr)
+    return 0
+
+
+async def _import(c: Components, args: argparse.Namespace) -> int:
+    from app.transfer.importer import import_file
+
+    try:
+        with progress(args.quiet) as bar:
+            ns, n = await import_file(c, Path(args.file), args.namespace, bar)
+    except BadFile as exc:
+        return _fail(args, f"{exc} (nothing imported)", 2)
+    except (DomainError, OSError) as exc:
+        return _fail(args, getattr(exc, "detail", None) or str(exc))
+    print(
+        f"imported into namespace {ns}: {n.added} added, {n.updated} updated, "
+        f"{n.forgotten} forgotten, {n.unchanged} unchanged"
+    )
+    return 0
+
+
+async def _load(c: Components, args: argparse.Namespace) -> int:
+    from app.files.load import load
+
+    try:
+        with progress(args.quiet) as bar:
+            n = await load(c, Path(args.path), args.namespace, args.robot, bar)
+    except (DomainError, OSError, ValueError) as exc:
+        return _fail(args, getattr(exc, "detail", None) or str(exc))
+    print(
+        f"loaded {args.path} into namespace {args.namespace}: {n.added} added, "
+        f"{n.updated} updated, {n.forgotten} forgotten, {n.unchanged} unchanged"
+    )
+    return 0
+
+
+async def _reembed(c: Components, args: argparse.Namespace) -> int:
+    from app.transfer.reembed import Stalled, reembed
+
+    if not c.embedder.available:
+        why = c.embedder.load_error or "HTM_EMBEDDING_PROVIDER is none"
+        return _fail(args, f"no embedding model to re-embed with: {why}", 2)
+    try:
+        with progress(args.quiet) as bar:
+            done = await reembed(c, args.namespace, args.batch, bar)
+    except Stalled as exc:
+        return _fail(args, str(exc))
+    except DomainError as exc:
+        return _fail(args, exc.detail)
+    print(
+        f"re-embedded {done.embedded} memories of namespace {args.namespace} with "
+        f"{c.embedder.model}; {done.failed} failed"
+    )
+    return 0
+
+
+def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
+    """The four subcommands; `run(f)` makes the parser's func: components opened, f run."""
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("export", help="write a namespace's memories as JSON Lines")
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--robot", help="only the memories this robot authored")
+    p.add_argument("--embeddings", action="store_true", help="include vectors and their model")
+    p.add_argument("--out", help="the file to write (default: stdout)")
+    common(p)
+    p.set_defaults(func=run(_export))
+
+    p = sub.add_parser("import", help="import a file of `htm export` (idempotent by key)")
+    p.add_argument("file")
+    p.add_argument("--namespace", help="default: the namespace the file was exported from")
+    common(p)
+    p.set_defaults(func=run(_import))
+
+    p = sub.add_parser("load", help="sync markdown and text files into memories by heading")
+    p.add_argument("path", help="a file, or a folder (its .md, .markdown and .txt files)")
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--robot", default="files", help="the robot the memories are added by")
+    common(p)
+    p.set_defaults(func=run(_load))
+
+    p = sub.add_parser("reembed", help="embed a namespace again with the configured model")
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--batch", type=int, default=256, help="memories taken out at a time")
+    common(p)
+    p.set_defaults(func=run(_reembed))

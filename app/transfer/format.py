@@ -1,0 +1,46 @@
+"""The export file: JSON Lines, a header line, then one memory per line."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.common import KEY_PATTERN, NAME_PATTERN
+
+FORMAT_VERSION = 1
+
+
+class Header(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    format: Literal["htm-export"]
+    version: int = Field(ge=1)
+    namespace: str = Field(pattern=NAME_PATTERN)
+    robot: str | None = None
+    model: str | None = Field(description="The exporting deployment's embedding model")
+    dimension: int | None = Field(description="The exporting database's vector dimension")
+    embeddings: bool = False
+    exported_at: datetime
+
+
+class Record(BaseModel):
+    """One memory. Shapes only: the deployment's limits are the service's to check."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    key: str = Field(pattern=KEY_PATTERN)
+    content: str
+    type: str = "fact"
+    importance: float = 1.0
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    author: str = Field(pattern=NAME_PATTERN)
+    created_at: datetime
+    updated_at: datetime | None = None
+    version: int | None = None
+    deleted_at: datetime | None = None
+    embedding_status: str | None = None
+    embedding_model: str | None = None
+    embedding: list[float] | None = None

@@ -1,0 +1,156 @@
+"""`htm import`: a file written by `htm export`, into a namespace, through the services.
+
+Two passes over the file, each a line at a time: the first checks every line (nothing is
+written when one is bad), the second applies them in batches (app/transfer/sync.py), so a
+key already in the file's state is skipped: importing a file again changes nothing, and an
+import that stopped half way is resumed by running it again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from rich.progress import Progress
+
+from app.config import Settings
+from app.db.vectors import stored_dimension
+from app.deps import Components
+from app.errors import DomainError
+from app.memories.limits import check_fields
+from app.memories.schemas import MemoryCreate
+from app.transfer.format import FORMAT_VERSION, Header, Record
+from app.transfer.scope import operator
+from app.transfer.sync import Counts, Wanted, apply
+
+BATCH = 100
+
+
+class BadFile(Exception):
+    """A line of the file that cannot be imported, and why."""
+
+    def __init__(self, path: Path, line: int, why: str) -> None:
+        super().__init__(f"{path}:{line}: {why}")
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    with path.open("rb") as f:
+        for n, raw in enumerate(f, start=1):
+            if raw.strip():
+                try:
+                    yield n, orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    raise BadFile(path, n, f"not JSON: {exc}") from None
+
+
+def read_header(path: Path) -> Header:
+    for n, value in _records(path):
+        try:
+            header = Header.model_validate(value)
+        except ValidationError as exc:
+            raise BadFile(path, n, f"not an htm export header: {_why(exc)}") from None
+        if header.version > FORMAT_VERSION:
+            raise BadFile(path, n, f"format version {header.version} is newer than this htm")
+        return header
+    raise BadFile(path, 1, "empty file")
+
+
+def _why(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}" for e in exc.errors()[:3]
+    )
+
+
+def _memories(path: Path) -> Iterator[tuple[int, Record]]:
+    records = _records(path)
+    next(records)  # the header
+    for n, value in records:
+        try:
+            yield n, Record.model_validate(value)
+        except ValidationError as exc:
+            raise BadFile(path, n, _why(exc)) from None
+
+
+def check(path: Path, settings: Settings) -> int:
+    """Every memory line as the API would check it; returns how many there are."""
+    read_header(path)
+    count = 0
+    for n, r in _memories(path):
+        try:
+            check_fields(settings, MemoryCreate(**_fields(r)))
+        except ValidationError as exc:
+            raise BadFile(path, n, _why(exc)) from None
+        except DomainError as exc:
+            raise BadFile(path, n, exc.detail) from None
+        count += 1
+    return count
+
+
+def _fields(r: Record) -> dict[str, Any]:
+    return {
+        "key": r.key,
+        "content": r.content,
+        "type": r.type,
+        "importance": r.importance,
+        "tags": r.tags,
+        "metadata": r.metadata,
+        "created_at": r.created_at,
+    }
+
+
+def reusable(r: Record, model: str | None, dimension: int | None) -> bool:
+    """A vector is kept when this deployment would have made the same one (same model, same
+    dimension), or when a client gave it (the API stores those as given); else the memory is
+    embedded again here."""
+    if r.embedding is None or len(r.embedding) != dimension:
+        return False
+    return r.embedding_model == "client" or (model is not None and r.embedding_model == model)
+
+
+async def import_file(
+    c: Components,
+    path: Path,
+    namespace: str | None,
+    progress: Progress | None = None,
+) -> tuple[str, Counts]:
+    """Checks the file, then imports it; returns the namespace and what changed."""
+    header = read_header(path)
+    total = check(path, c.settings)
+    namespace = namespace or header.namespace
+    caller = await operator(c, namespace)
+    async with c.sessionmaker() as session:
+        dimension = await stored_dimension(session)
+    model = c.embedder.model
+    task = progress.add_task(f"import {namespace}", total=total) if progress else None
+    counts = Counts()
+    batch: dict[str, Wanted] = {}
+
+    async def flush() -> None:
+        nonlocal counts
+        if batch:
+            counts += await apply(c, caller, list(batch.values()))
+            if progress is not None and task is not None:
+                progress.advance(task, len(batch))
+            batch.clear()
+
+    for _, r in _memories(path):
+        if r.key in batch or len(batch) >= BATCH:  # a repeated key applies after the first
+            await flush()
+        keep = reusable(r, model, dimension)
+        batch[r.key] = Wanted(
+            key=r.key,
+            author=r.author,
+            content=r.content,
+            type=r.type,
+            importance=r.importance,
+            tags=r.tags,
+            metadata=r.metadata,
+            created_at=r.created_at,
+            deleted=r.deleted_at is not None,
+            embedding=r.embedding if keep else None,
+            embedding_model=r.embedding_model if keep else None,
+        )
+    await flush()
+    return namespace, counts

@@ -1,0 +1,157 @@
+"""The SQL of export, import, load and re-embed: pages of a namespace in key order of time,
+the current state of given keys, and the re-embedding queue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from app.db.session import DbSession
+from app.db.sql import sql
+
+_PAGE = """
+    SELECT m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
+           r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
+           m.embedding_status, m.embedding_model, {vector} AS embedding
+    FROM memory m JOIN robot r ON r.id = m.author_robot_id
+    WHERE {where}
+    ORDER BY m.created_at, m.id
+    LIMIT :limit"""
+
+# Rows a model other than the deployment's embedded ('client' vectors are the caller's: the
+# service cannot make them again, so they are left as they are).
+_STALE = """
+    m.namespace_id = :ns AND m.deleted_at IS NULL AND m.embedding_status = 'ready'
+    AND m.embedding_model IS DISTINCT FROM :model AND m.embedding_model <> 'client'"""
+
+
+class TransferRepository:
+    def __init__(self, session: DbSession) -> None:
+        self.session = session
+
+    async def snapshot(self) -> None:
+        """The rest of this transaction reads one snapshot (an export's pages agree)."""
+        await self.session.execute(sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+
+    async def namespace_id(self, name: str) -> int | None:
+        return (
+            await self.session.execute(
+                sql("SELECT id FROM namespace WHERE name = :name"), {"name": name}
+            )
+        ).scalar()
+
+    async def robot_id(self, namespace_id: int, name: str) -> int | None:
+        return (
+            await self.session.execute(
+                sql("SELECT id FROM robot WHERE namespace_id = :ns AND name = :name"),
+                {"ns": namespace_id, "name": name},
+            )
+        ).scalar()
+
+    async def count(self, namespace_id: int, robot_id: int | None) -> int:
+        where = "namespace_id = :ns" + (" AND author_robot_id = :robot" if robot_id else "")
+        return int(
+            (
+                await self.session.execute(
+                    sql(f"SELECT count(*) FROM memory WHERE {where}"),
+                    {"ns": namespace_id, "robot": robot_id} if robot_id else {"ns": namespace_id},
+                )
+            ).scalar_one()
+        )
+
+    async def page(
+        self,
+        namespace_id: int,
+        robot_id: int | None,
+        after: tuple[datetime, int] | None,
+        limit: int,
+        vectors: bool,
+    ) -> list[Any]:
+        """Oldest first, deleted ones too; keyset pagination on (created_at, id)."""
+        where = ["m.namespace_id = :ns"]
+        params: dict[str, Any] = {"ns": namespace_id, "limit": limit}
+        if robot_id is not None:
+            where.append("m.author_robot_id = :robot")
+            params["robot"] = robot_id
+        if after is not None:
+            where.append("(m.created_at, m.id) > (:after_c, :after_id)")
+            params["after_c"], params["after_id"] = after
+        statement = _PAGE.format(
+            vector="CAST(m.embedding AS text)" if vectors else "NULL",
+            where=" AND ".join(where),
+        )
+        return list((await self.session.execute(sql(statement), params)).all())
+
+    async def current(self, namespace_id: int, keys: Sequence[str]) -> dict[str, Any]:
+        """The stored fields of those keys that exist (deleted ones too), by key."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT m.key, m.content, m.type, m.importance, m.tags, m.metadata,
+                   m.created_at, m.deleted_at
+            FROM memory_key k
+            JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+            WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))"""),
+            {"ns": namespace_id, "keys": list(keys)},
+        )
+        return {r.key: r for r in rows}
+
+    async def name_models(self, namespace_id: int, models: dict[str, str]) -> None:
+        """Record the model that made vectors an import brought along (the service stores a
+        given vector as the client's)."""
+        await self.session.execute(
+            sql("""
+            UPDATE memory m SET embedding_model = t.model
+            FROM unnest(CAST(:keys AS text[]), CAST(:models AS text[])) AS t(key, model),
+                 memory_key k
+            WHERE k.namespace_id = :ns AND k.key = t.key
+              AND m.id = k.memory_id AND m.created_at = k.memory_created_at
+              AND m.embedding_model = 'client'"""),
+            {"ns": namespace_id, "keys": list(models), "models": list(models.values())},
+        )
+
+    async def loaded(self, namespace_id: int, path: str) -> list[str]:
+        """Keys of the live memories `htm load` made from files at or under `path`."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT key FROM memory
+            WHERE namespace_id = :ns AND deleted_at IS NULL
+              AND metadata->>'source' = 'htm load'
+              AND (metadata->>'path' = :path OR starts_with(metadata->>'path', :under))"""),
+            {"ns": namespace_id, "path": path, "under": path.rstrip("/") + "/"},
+        )
+        return [r.key for r in rows]
+
+    # --- re-embedding ----------------------------------------------------------------------
+
+    async def count_reembed(self, namespace_id: int, model: str) -> tuple[int, int, int]:
+        """(rows of another model, rows pending, rows failed) in the namespace."""
+        row = (
+            await self.session.execute(
+                sql(f"""
+                SELECT count(*) FILTER (WHERE {_STALE}) AS stale,
+                       count(*) FILTER (WHERE m.embedding_status = 'pending'
+                                          AND m.deleted_at IS NULL) AS pending,
+                       count(*) FILTER (WHERE m.embedding_status = 'failed'
+                                          AND m.deleted_at IS NULL) AS failed
+                FROM memory m WHERE m.namespace_id = :ns"""),
+                {"ns": namespace_id, "model": model},
+            )
+        ).one()
+        return int(row.stale), int(row.pending), int(row.failed)
+
+    async def mark_pending(self, namespace_id: int, model: str, limit: int) -> int:
+        """Up to `limit` rows of another model become pending, first in the embedding worker's
+        queue. Their old vector stays in the column, unused (vector search reads only ready
+        rows) until the worker writes the new one."""
+        rows = await self.session.execute(
+            sql(f"""
+            UPDATE memory m SET embedding_status = 'pending', embedding_next_at = NULL,
+                   embedding_attempts = 0, embedding_error = NULL
+            FROM (SELECT id, created_at FROM memory m WHERE {_STALE}
+                  ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED) AS c
+            WHERE m.id = c.id AND m.created_at = c.created_at
+            RETURNING m.id"""),
+            {"ns": namespace_id, "model": model, "limit": limit},
+        )
+        return len(rows.all())

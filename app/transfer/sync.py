@@ -1,0 +1,139 @@
+"""Bring keys of a namespace to a wanted state through MemoryService, as PUT and DELETE
+would, writing nothing for a key already in that state: what makes `htm import` idempotent
+and resumable and `htm load` a file sync."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.auth.caller import Caller
+from app.deps import Components
+from app.errors import Conflict
+from app.memories.router import memory_service
+from app.memories.schemas import MemoryCreate, MemoryUpsert
+from app.transfer.repository import TransferRepository
+from app.transfer.scope import request
+
+
+@dataclass
+class Wanted:
+    key: str
+    author: str
+    content: str
+    type: str
+    importance: float
+    tags: list[str]
+    metadata: dict[str, Any]
+    created_at: datetime | None = None  # None: now when added, unchanged when updated
+    deleted: bool = False
+    embedding: list[float] | None = None  # a vector to reuse, made by `embedding_model`
+    embedding_model: str | None = None
+
+
+@dataclass
+class Counts:
+    added: int = 0
+    updated: int = 0
+    forgotten: int = 0
+    unchanged: int = 0
+
+    def __iadd__(self, other: Counts) -> Counts:
+        self.added += other.added
+        self.updated += other.updated
+        self.forgotten += other.forgotten
+        self.unchanged += other.unchanged
+        return self
+
+
+def same_fields(w: Wanted, row: Any) -> bool:
+    return (row.content, row.type, row.importance, list(row.tags), row.metadata) == (
+        w.content,
+        w.type,
+        w.importance,
+        w.tags,
+        w.metadata,
+    ) and (w.created_at is None or w.created_at == row.created_at)
+
+
+def same(w: Wanted, row: Any) -> bool:
+    return (row.deleted_at is not None) == w.deleted and same_fields(w, row)
+
+
+def _fields(w: Wanted, *, vector: bool) -> dict[str, Any]:
+    return {
+        "content": w.content,
+        "type": w.type,
+        "importance": w.importance,
+        "tags": w.tags,
+        "metadata": w.metadata,
+        "created_at": w.created_at,
+        "embedding": w.embedding if vector else None,
+    }
+
+
+async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
+    """One batch (its keys distinct). New keys are added together per author (one group
+    commit); changed ones are PUT one by one; a wanted delete is a soft forget."""
+    counts = Counts()
+    async with request(c, caller) as r:
+        current = await TransferRepository(r.session).current(
+            caller.namespace_id, [w.key for w in wanted]
+        )
+    new: dict[str, list[Wanted]] = defaultdict(list)
+    changed: list[Wanted] = []
+    for w in wanted:
+        row = current.get(w.key)
+        if row is None:
+            new[w.author].append(w)
+        elif same(w, row):
+            counts.unchanged += 1
+        else:
+            changed.append(w)
+    named: dict[str, str] = {}
+    for author, group in new.items():
+        try:
+            async with request(c, caller) as r:
+                service = await memory_service(r)
+                bodies = [MemoryCreate(key=w.key, **_fields(w, vector=True)) for w in group]
+                await service.add_many(author, bodies)
+            counts.added += len(group)
+        except Conflict:  # a key was added meanwhile (another import): PUT them instead
+            changed += group
+            continue
+        named.update({w.key: w.embedding_model for w in group if w.embedding_model and _named(w)})
+        for w in group:
+            if w.deleted:
+                await forget(c, caller, w.author, w.key)
+                counts.forgotten += 1
+    for w in changed:
+        row = current.get(w.key)
+        if row is None or not (w.deleted and row.deleted_at is None and same_fields(w, row)):
+            # The stored vector stays when the content does (a PUT keeps it).
+            vector = row is None or row.content != w.content
+            async with request(c, caller) as r:
+                service = await memory_service(r)
+                await service.upsert(w.author, w.key, MemoryUpsert(**_fields(w, vector=vector)))
+            if vector and _named(w):
+                named[w.key] = w.embedding_model  # type: ignore[assignment]
+            counts.updated += 1
+        if w.deleted:
+            await forget(c, caller, w.author, w.key)
+            counts.forgotten += 1
+    if named:
+        async with request(c, caller) as r:
+            await TransferRepository(r.session).name_models(caller.namespace_id, named)
+    return counts
+
+
+def _named(w: Wanted) -> bool:
+    return w.embedding is not None and w.embedding_model not in (None, "client")
+
+
+async def forget(c: Components, caller: Caller, robot: str, key: str) -> None:
+    """A soft delete (restorable), as DELETE /v1/robots/{robot}/memories/{key}."""
+    async with request(c, caller) as r:
+        service = await memory_service(r)
+        await service.forget(robot, key, hard=False, confirm=None)

@@ -1,0 +1,186 @@
+"""`/ui`: the page itself (no data, a strict Content Security Policy, the tag tree's slot),
+and the dashboard in a real headless browser (Debian's chromium driven by Playwright) over a
+live server with auth on: robots with their working memory, activity per day, a recall with
+each hit's explanation, memory content shown as text. The screenshot lands in the test's tmp
+dir and in docs/dashboard.png (the README shows it)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import uuid
+import zlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.config import PROJECT_ROOT
+from app.dashboard.router import CSP
+from app.db.migrate import upgrade
+from tests.auth.test_auth import bearer, make_key
+from tests.stubs import Recorded, StubServer
+
+XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"> deploy notes'
+
+
+async def test_the_page_holds_no_data_and_allows_only_its_own_scripts(app_factory) -> None:  # type: ignore[no-untyped-def]
+    async with app_factory(auth_enabled=True) as client:
+        page = await client.get("/ui")
+        assert page.status_code == 200
+        assert page.headers["content-type"] == "text/html; charset=utf-8"
+        assert page.headers["content-security-policy"] == CSP
+        assert "script-src 'self';" in CSP and "unsafe-inline" not in CSP
+        assert '<body data-tags-route="">' in page.text  # no GET /v1/tags here: the slot
+        assert (
+            (await client.get("/ui/app.js")).headers["content-type"].startswith("text/javascript")
+        )
+        assert (await client.get("/ui/../app/config.py")).status_code == 404
+        assert (await client.get("/ui/secrets.txt")).status_code == 404
+        # The data is the API's, behind its auth.
+        assert (await client.get("/v1/stats")).status_code == 401
+
+
+async def test_the_tag_tree_is_asked_for_only_where_the_route_exists(app_factory) -> None:  # type: ignore[no-untyped-def]
+    async with app_factory() as client:
+
+        async def tags() -> list[dict[str, Any]]:
+            return [{"tag": "infra", "count": 2, "children": []}]
+
+        client.app.router.add_api_route("/v1/tags", tags)  # type: ignore[attr-defined]
+        assert '<body data-tags-route="/v1/tags">' in (await client.get("/ui")).text
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def words_embedding(req: Recorded) -> tuple[int, dict[str, Any]]:
+    """An OpenAI-compatible provider whose vectors are bags of words: texts sharing words
+    are near, so hybrid's vector list means something."""
+    data = []
+    for i, text in enumerate(req.body["input"]):
+        v = [0.0] * 384
+        for word in re.findall(r"[a-z]+", text.lower()):
+            v[zlib.crc32(word.encode()) % 384] += 1.0
+        data.append({"index": i, "embedding": v if any(v) else [1.0] * 384})
+    return 200, {"data": data}
+
+
+async def seed(live: str, key: str) -> None:
+    memories = {
+        "planner": [
+            ("deploy-friday", "We deploy to staging every Friday after the backup.", ["ops"]),
+            ("deploy-db", "The deploy waits for the database migration to finish.", ["ops", "db"]),
+            ("lunch", "Lunch is at noon on weekdays.", []),
+        ],
+        "coder": [("xss", XSS, ["security"])],
+    }
+    async with httpx.AsyncClient(base_url=live, headers=bearer(key)) as api:
+        r = await api.put("/v1/robots/planner", json={"working_memory_budget": 60})
+        assert r.status_code in (200, 201), r.text
+        for robot, items in memories.items():
+            for k, content, tags in items:
+                r = await api.post(
+                    f"/v1/robots/{robot}/memories",
+                    json={"key": k, "content": content, "tags": tags},
+                )
+                assert r.status_code == 201, r.text
+
+
+async def test_the_dashboard_in_a_browser_shows_robots_activity_and_explained_recall(
+    app_factory, live_server_factory, database_factory, stub: StubServer, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    path = chromium()
+    if path is None:
+        pytest.skip("no chromium here: `apt-get install -y chromium` (.ci/run installs it)")
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install -e '.[dev]')")
+
+    # A database of its own: the live server's embedding worker serves every namespace.
+    url = await database_factory()
+    await asyncio.to_thread(upgrade, url)
+    stub.reply = words_embedding
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    async with app_factory(database_url=url, auth_enabled=True) as admin:
+        key = await make_key(admin, ns, "writer")
+    live = live_server_factory(
+        database_url=url,
+        auth_enabled=True,
+        embedding_provider="openai",
+        embedding_model="words",
+        embedding_url=stub.url,
+    )
+    await seed(live, key)
+    async with httpx.AsyncClient(base_url=live, headers=bearer(key)) as api:
+        asked = {"query": "deploy", "strategy": "hybrid", "limit": 10, "explain": True,
+                 "load_into_working_memory": False}  # fmt: skip
+        expected = (await api.post("/v1/robots/planner/recall", json=asked)).json()["hits"]
+        usage = {
+            r["robot"]: r["working_memory"] for r in (await api.get("/v1/stats")).json()["robots"]
+        }
+    assert {h["key"] for h in expected} == {"xss", "deploy-db", "deploy-friday", "lunch"}
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=path)
+        page = await browser.new_page(viewport={"width": 1200, "height": 900})
+        await page.goto(f"{live}/ui#key={key}")
+        await page.wait_for_selector("body[data-loaded=true]")
+
+        # The key left the address bar for this tab's sessionStorage.
+        assert "#key" not in page.url and key not in page.url
+        assert await page.evaluate("sessionStorage.getItem('htm-key')") == key
+        assert await page.inner_text("#error") == ""
+        assert await page.inner_text("#namespace") == f"· {ns}"
+        rows = await page.eval_on_selector_all(
+            "#robots tbody tr",
+            "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))",
+        )
+        assert [(r[0], r[3], r[4]) for r in rows] == [("coder", "1", "1"), ("planner", "3", "3")]
+        assert [(r[1], r[2]) for r in rows] == [
+            (f"{u['utilization']:.1f} %", f"{u['tokens']} / {u['max_tokens']}")
+            for u in (usage["coder"], usage["planner"])
+        ]
+        assert (usage["planner"]["max_tokens"], usage["coder"]["max_tokens"]) == (60, 128000)
+        assert usage["planner"]["utilization"] > 10
+        bars = await page.eval_on_selector_all(
+            "#activity rect.bar", "bs => bs.map(b => [b.dataset.series, +b.dataset.value])"
+        )
+        assert len(bars) == 14 * 3
+        assert sum(v for s, v in bars if s == "adds") == 4
+        # The recall above counts once per memory it returned.
+        assert sum(v for s, v in bars if s == "recalls") == len(expected)
+
+        await page.select_option("#recall-robot", "planner")
+        await page.fill("#query", "deploy")
+        await page.click("#recall-form button")
+        await page.wait_for_selector("#hits li.hit")
+        keys = await page.eval_on_selector_all("#hits li.hit", "hs => hs.map(h => h.dataset.key)")
+        assert keys == [h["key"] for h in expected]
+        first, hit = expected[0]["explain"], page.locator("#hits li.hit").first
+        for name in ("vector", "fulltext"):
+            cells = await hit.locator(f'tr[data-list="{name}"] td').all_inner_texts()
+            assert cells == [
+                str(first[name]["rank"]),
+                f"{first[name]['score']:.3f}",
+                f"{first[name]['share']:.4f}",
+            ]
+        facts = await hit.locator(".facts li").all_inner_texts()
+        assert facts[0] == f"fused {first['fused']:.4f}"
+        assert facts[-1] == f"score {first['score']:.4f}"
+        assert await hit.locator("[data-signal]").count() == len(first["signals"])
+        # The <script> memory is text: shown verbatim, never run, no element made of it.
+        shown = await page.inner_text('#hits li[data-key="xss"] .content')
+        assert shown == XSS
+        assert await page.evaluate("window.__xss") is None
+        assert await page.locator("#hits script, #hits img").count() == 0
+
+        shot = tmp_path / "dashboard.png"
+        await page.screenshot(path=str(shot), full_page=True)
+        await browser.close()
+    assert shot.stat().st_size > 10_000
+    shutil.copyfile(shot, PROJECT_ROOT / "docs" / "dashboard.png")
