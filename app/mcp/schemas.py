@@ -9,7 +9,9 @@ from pydantic import Field
 
 from app.common import KEY_PATTERN, NAME_PATTERN, StrictModel, Text
 from app.memories.schemas import MemoryCreate
+from app.prompt.schemas import PromptRequest
 from app.recall.schemas import RecallRequest
+from app.sessions.schemas import MessagesAppend
 from app.working_memory.store import Strategy
 
 Robot = Annotated[str, Field(pattern=NAME_PATTERN, description="Robot name, chosen by the client")]
@@ -60,4 +62,57 @@ class StatsInput(StrictModel):
     days: int = Field(default=30, ge=1, le=366, description="Days of activity (a robot's stats)")
 
 
-ToolName = Literal["remember", "recall", "context", "forget", "stats"]
+class TagsInput(StrictModel):
+    """GET /v1/tags."""
+
+    robot: Robot | None = Field(default=None, description="Only memories this robot authored")
+    timeframe: Text | None = Field(
+        default=None, max_length=200, description="ISO-8601 or a phrase: 'last week', ..."
+    )
+
+
+class VersionsInput(StrictModel):
+    """GET /v1/robots/{robot}/memories/{key}/versions."""
+
+    robot: Robot
+    key: Key
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+Session = Annotated[str, Field(pattern=NAME_PATTERN, description="Session id, chosen by you")]
+
+
+class SessionAppendInput(MessagesAppend):
+    """POST /v1/robots/{robot}/sessions/{session}/messages."""
+
+    robot: Robot
+    session: Session
+
+
+class SessionWindowInput(StrictModel):
+    """GET /v1/robots/{robot}/sessions/{session}/messages."""
+
+    robot: Robot
+    session: Session
+    n: int | None = Field(default=None, ge=1, le=1000, description="The last n (default 50)")
+    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+
+
+class PromptInput(PromptRequest):
+    """POST /v1/robots/{robot}/prompt."""
+
+    robot: Robot
+
+
+ToolName = Literal[
+    "remember",
+    "recall",
+    "context",
+    "forget",
+    "stats",
+    "list_tags",
+    "memory_versions",
+    "session_append",
+    "session_window",
+    "prompt",
+]

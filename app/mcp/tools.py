@@ -14,15 +14,25 @@ from app.deps import RequestScope
 from app.mcp.schemas import (
     ContextInput,
     ForgetInput,
+    PromptInput,
     RecallInput,
     RememberInput,
+    SessionAppendInput,
+    SessionWindowInput,
     StatsInput,
+    TagsInput,
+    VersionsInput,
 )
-from app.memories.router import memory_service
+from app.memories.router import memory_reader, memory_service
 from app.memories.schemas import MemoryCreate
+from app.prompt.router import prompt_service
+from app.prompt.schemas import PromptRequest
 from app.recall.router import recall_service
 from app.recall.schemas import RecallRequest
+from app.sessions.router import session_service
+from app.sessions.schemas import MessagesAppend
 from app.stats.router import stats_service
+from app.tags.router import tag_service
 from app.working_memory.router import working_memory_service
 
 Run = Callable[[RequestScope, Any], Awaitable[Any]]
@@ -40,7 +50,7 @@ class Tool:
 
 def _without_robot(model: type[M], given: BaseModel) -> M:
     """The REST request model inside a tool input (validated already, as that model)."""
-    fields = given.model_fields_set - {"robot"}
+    fields = given.model_fields_set & set(model.model_fields)  # without robot, session
     values = {name: getattr(given, name) for name in model.model_fields}
     return model.model_construct(fields, **values)
 
@@ -70,6 +80,30 @@ async def _stats(r: RequestScope, i: StatsInput) -> Any:
     if i.robot is None:
         return await service.namespace()
     return await service.robot(i.robot, i.days)
+
+
+async def _list_tags(r: RequestScope, i: TagsInput) -> Any:
+    return await (await tag_service(r)).tree(i.robot, i.timeframe)
+
+
+async def _versions(r: RequestScope, i: VersionsInput) -> Any:
+    reader = await memory_reader(r)
+    return await reader.versions(i.key, False, i.limit, None)
+
+
+async def _session_append(r: RequestScope, i: SessionAppendInput) -> Any:
+    service = await session_service(r)
+    return await service.append(i.robot, i.session, _without_robot(MessagesAppend, i))
+
+
+async def _session_window(r: RequestScope, i: SessionWindowInput) -> Any:
+    service = await session_service(r)
+    return await service.window(i.robot, i.session, i.n, i.max_tokens)
+
+
+async def _prompt(r: RequestScope, i: PromptInput) -> Any:
+    service = await prompt_service(r)
+    return await service.prompt(i.robot, _without_robot(PromptRequest, i))
 
 
 TOOLS: dict[str, Tool] = {
@@ -112,6 +146,43 @@ TOOLS: dict[str, Tool] = {
             StatsInput,
             "reader",
             _stats,
+        ),
+        Tool(
+            "list_tags",
+            "The namespace's tags as a tree of ':' segments with memory counts (optionally "
+            "one robot's, within a timeframe).",
+            TagsInput,
+            "reader",
+            _list_tags,
+        ),
+        Tool(
+            "memory_versions",
+            "A memory's versions, newest first, each with who wrote it and when.",
+            VersionsInput,
+            "reader",
+            _versions,
+        ),
+        Tool(
+            "session_append",
+            "Append messages to a conversation session (durable; the session starts if needed).",
+            SessionAppendInput,
+            "writer",
+            _session_append,
+        ),
+        Tool(
+            "session_window",
+            "A session's last messages, oldest first (the last n, or as many as fit max_tokens).",
+            SessionWindowInput,
+            "writer",
+            _session_window,
+        ),
+        Tool(
+            "prompt",
+            "Chat messages for a model: working memory, recalled memories, the session and the "
+            "input, within the context window minus reserves, with a manifest.",
+            PromptInput,
+            "writer",
+            _prompt,
         ),
     )
 }

@@ -11,9 +11,20 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from app.mcp.schemas import RecallInput, RememberInput
+from app.mcp.schemas import PromptInput, RecallInput, RememberInput, SessionAppendInput
 
-TOOLS = ["remember", "recall", "context", "forget", "stats"]
+TOOLS = [
+    "remember",
+    "recall",
+    "context",
+    "forget",
+    "stats",
+    "list_tags",
+    "memory_versions",
+    "session_append",
+    "session_window",
+    "prompt",
+]
 
 
 @asynccontextmanager
@@ -40,6 +51,55 @@ async def test_lists_the_tools_with_schemas_of_the_rest_request_models(base) -> 
     assert by_name["remember"] == RememberInput.model_json_schema()
     assert by_name["recall"] == RecallInput.model_json_schema()
     assert set(by_name["recall"]["properties"]) >= {"query", "strategy", "filters", "timeframe"}
+    assert by_name["prompt"] == PromptInput.model_json_schema()
+    assert by_name["session_append"] == SessionAppendInput.model_json_schema()
+
+
+async def test_the_lifecycle_tools_answer_what_the_rest_api_would(base) -> None:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    async with mcp_session(base, **{"X-Namespace": ns}) as s:
+        for key, tags in (("pg", ["db:postgres"]), ("redis", ["db:redis", "cache"])):
+            r = await s.call_tool("remember", {"robot": "ann", "key": key, "content": key,
+                                               "tags": tags})  # fmt: skip
+            assert not r.is_error, r.content
+        tags = (await s.call_tool("list_tags", {})).structured_content
+        async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+            assert tags == (await http.get("/v1/tags")).json()
+            await http.put("/v1/robots/ann/memories/pg", json={"content": "pg 18"})
+        versions = (
+            await s.call_tool("memory_versions", {"robot": "ann", "key": "pg"})
+        ).structured_content
+        assert [(v["version"], v["content"]) for v in versions["versions"]] == [
+            (2, "pg 18"),
+            (1, "pg"),
+        ]
+
+        appended = await s.call_tool(
+            "session_append",
+            {"robot": "ann", "session": "chat-1",
+             "messages": [{"role": "user", "content": "hello"},
+                          {"role": "assistant", "content": "hi, Ann"}]},
+        )  # fmt: skip
+        assert not appended.is_error, appended.content
+        window = (
+            await s.call_tool("session_window", {"robot": "ann", "session": "chat-1", "n": 1})
+        ).structured_content
+        assert [m["content"] for m in window["messages"]] == ["hi, Ann"]
+
+        prompt = await s.call_tool(
+            "prompt",
+            {"robot": "ann", "input": "which database?", "session": "chat-1",
+             "context_window": 4000, "recall": None},
+        )  # fmt: skip
+        assert not prompt.is_error, prompt.content
+        messages = prompt.structured_content["messages"]
+        assert [m["role"] for m in messages][-3:] == ["user", "assistant", "user"]
+        assert messages[-1]["content"] == "which database?"
+        bad = await s.call_tool(
+            "session_append",
+            {"robot": "ann", "session": "chat-1", "messages": [{"role": "x", "content": "y"}]},
+        )
+        assert bad.is_error and bad.structured_content["status"] == 422
 
 
 async def test_each_tool_answers_what_the_rest_api_would(base) -> None:
