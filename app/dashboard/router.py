@@ -43,7 +43,9 @@ def _headers(media_type: str) -> dict[str, str]:
 @router.get("/ui")
 async def page(request: Request) -> Response:
     """The dashboard's page."""
-    tags = any(getattr(r, "path", None) == TAGS_ROUTE for r in request.app.routes)
+    # The spec lists every route, including those of included routers (app.routes may hold
+    # the routers themselves).
+    tags = TAGS_ROUTE in request.app.openapi().get("paths", {})
     body = _file("index.html").replace("{{tags_route}}", TAGS_ROUTE if tags else "")
     return Response(body, headers=_headers("text/html"))
 

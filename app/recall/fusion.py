@@ -9,6 +9,8 @@ from typing import Any
 
 from app.recall.planner import Fusion, Signals
 
+SPREAD_EPSILON = 1e-9
+
 
 def fusion_parts(fusion: Fusion) -> tuple[str, str]:
     """Each list's share of the fused score, as SQL over `joined` (j): its rank, its raw
@@ -26,13 +28,15 @@ def fusion_parts(fusion: Fusion) -> tuple[str, str]:
             scaled = f"coalesce(({x} - {lo}) / nullif({hi} - {lo}, 0), 1)"
             norm = f"CASE WHEN {x} IS NULL THEN 0 ELSE {scaled} END"
         else:
+            # Below SPREAD_EPSILON a list has no spread: a deviation of rounding noise among
+            # nearly equal scores must not blow up into z-scores of ±1.
+            spread = f"stddev_pop({x}) OVER ()"
+            sd = f"CASE WHEN {spread} > {SPREAD_EPSILON} THEN {spread} END"
+            z = f"(coalesce({x}, {lo}) - avg({x}) OVER ()) / {sd}"
             # A memory not on the list counts as the list's lowest; a list with no spread
-            # (one candidate, or all equal) contributes 0 to every memory (make eval measured
-            # counting its memories as found instead: conversations' recall@10 0.540 → 0.526).
-            norm = (
-                f"coalesce((coalesce({x}, {lo}) - avg({x}) OVER ()) "
-                f"/ nullif(stddev_pop({x}) OVER (), 0), 0)"
-            )
+            # (one candidate, or all equal) contributes 0 to every memory. make eval measured
+            # counting its memories as found (1) instead: conversations' recall@10 0.540 → 0.526.
+            norm = f"coalesce({z}, 0)"
         parts.append(f"CAST(:{weight} AS float8) * {norm}")
     return parts[0], parts[1]
 

@@ -33,7 +33,7 @@ async def test_the_page_holds_no_data_and_allows_only_its_own_scripts(app_factor
         assert page.headers["content-type"] == "text/html; charset=utf-8"
         assert page.headers["content-security-policy"] == CSP
         assert "script-src 'self';" in CSP and "unsafe-inline" not in CSP
-        assert '<body data-tags-route="">' in page.text  # no GET /v1/tags here: the slot
+        assert '<body data-tags-route="/v1/tags">' in page.text  # the service has the tree
         assert (
             (await client.get("/ui/app.js")).headers["content-type"].startswith("text/javascript")
         )
@@ -43,14 +43,16 @@ async def test_the_page_holds_no_data_and_allows_only_its_own_scripts(app_factor
         assert (await client.get("/v1/stats")).status_code == 401
 
 
-async def test_the_tag_tree_is_asked_for_only_where_the_route_exists(app_factory) -> None:  # type: ignore[no-untyped-def]
-    async with app_factory() as client:
+async def test_the_tag_tree_is_asked_for_only_where_the_route_exists() -> None:
+    from fastapi import FastAPI
 
-        async def tags() -> list[dict[str, Any]]:
-            return [{"tag": "infra", "count": 2, "children": []}]
+    from app.dashboard.router import router
 
-        client.app.router.add_api_route("/v1/tags", tags)  # type: ignore[attr-defined]
-        assert '<body data-tags-route="/v1/tags">' in (await client.get("/ui")).text
+    bare = FastAPI()
+    bare.include_router(router)
+    transport = httpx.ASGITransport(app=bare)
+    async with httpx.AsyncClient(transport=transport, base_url="http://htm") as client:
+        assert '<body data-tags-route="">' in (await client.get("/ui")).text
 
 
 def chromium() -> str | None:
@@ -147,6 +149,9 @@ async def test_the_dashboard_in_a_browser_shows_robots_activity_and_explained_re
         ]
         assert (usage["planner"]["max_tokens"], usage["coder"]["max_tokens"]) == (60, 128000)
         assert usage["planner"]["utilization"] > 10
+        # The tag tree: each tag with the memories tagged exactly with it.
+        tree = await page.eval_on_selector_all("#tags li", "ls => ls.map(l => l.innerText)")
+        assert tree == ["db (1)", "ops (2)", "security (1)"]
         bars = await page.eval_on_selector_all(
             "#activity rect.bar", "bs => bs.map(b => [b.dataset.series, +b.dataset.value])"
         )

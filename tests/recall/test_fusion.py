@@ -124,6 +124,27 @@ async def test_zscore_of_a_list_with_no_spread_contributes_nothing(
     assert [h.fulltext_rank for h in hits] == [None, None, None, 1, None]
 
 
+async def test_zscore_of_equal_scores_is_a_list_with_no_spread(
+    session: DbSession, seed: Seed, dim: int
+) -> None:
+    """Three memories matching "deploy" once each have equal ts_ranks: full text says
+    nothing about their order, and (by the rule make eval chose) nothing against "Lunch"."""
+    ns = await seed.namespace()
+    bot = await seed.robot(ns, "bot")
+    for i, text in enumerate(["We deploy on Fridays", "The deploy waits", "deploy notes", "Lunch"]):
+        await seed.memory(ns, bot, f"m{i}", text, created_at=at(i),
+                          embedding=seed.toward(0.9 - 0.1 * i, i + 1))  # fmt: skip
+    hits = await SearchRepository(session).hybrid(
+        ns, "deploy", e0(dim), SearchFilters(), 10,
+        Fusion(method="score", normalization="zscore", vector_weight=0.3, fulltext_weight=0.7),
+    )  # fmt: skip
+    assert len({h.fulltext_score for h in hits if h.fulltext_score is not None}) == 1
+    assert {h.key: h.shares.fulltext for h in hits if h.shares} == {
+        "m0": 0.0, "m1": 0.0, "m2": 0.0, "m3": 0.0
+    }  # fmt: skip
+    assert keys(hits) == ["m0", "m1", "m2", "m3"]  # the vector order
+
+
 async def test_candidates_cut_each_list(session: DbSession, fusion: int, dim: int) -> None:
     """Three candidates per list: vector a, x, b; text e, x, y. b's and y's second list
     ranks (4th, 5th) no longer count, so a and e (1/61) beat them (2/63 before)."""
