@@ -374,6 +374,19 @@ async def ann_agreement(ctx: ScaleContext, k: int = 10) -> dict[str, Any]:
 
 # --- the operations --------------------------------------------------------------------------
 
+PROMPT_SESSION, PROMPT_SESSION_MESSAGES = "bench", 50
+
+
+async def seed_prompt_session(ctx: ScaleContext) -> None:
+    """The 50-message session the prompt operation reads (alternating user and assistant)."""
+    messages = [
+        {"role": "user" if j % 2 == 0 else "assistant",
+         "content": f"Message {j} of the conversation about the staging database and deploys."}
+        for j in range(PROMPT_SESSION_MESSAGES)
+    ]  # fmt: skip
+    path = f"/v1/robots/{CONTEXT_ROBOT}/sessions/{PROMPT_SESSION}/messages"
+    _check(await ctx.client.post(path, json={"messages": messages}), 201)
+
 
 def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[Op]]:
     """(read operations, write operations), each with its service call and floors."""
@@ -489,6 +502,22 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
     reads.append(Op("stats_robot", stats_robot, stats_robot_floor, explain=True))
     reads.append(Op("stats_namespace", stats_ns, stats_ns_floor, explain=True))
 
+    # Prompt assembly for the robot with 1,000 working-memory items and a 50-message session
+    # (seeded by seed_prompt_session before the reads): the session window, working memory's
+    # context, a hybrid recall of 10 (full text alone without an embedder) and the exact
+    # token fitting, in one call. No floor: it is the composition of the ops above.
+    async def prompt(w: int, i: int) -> None:
+        body = {
+            "input": qs.texts[i % len(qs.texts)],
+            "session": PROMPT_SESSION,
+            "context_window": 16_000,
+            "reserve": {"system": 500, "tools": 500, "output": 1000},
+            "recall": {"strategy": "hybrid", "limit": 10},
+        }
+        _check(await c.post(f"/v1/robots/{CONTEXT_ROBOT}/prompt", json=body), 200)
+
+    reads.append(Op("prompt", prompt, note="window + context + recall + fitting; no floor"))
+
     # --- writes: every request inserts vectors never inserted before (see fresh_vectors) ---
     pool = dataset.scale_memories(ctx.seed, 1000, offset=11)
     pool_tokens = tokenizer.count_many(pool.contents)
@@ -542,8 +571,14 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
     async def add_core(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
         await floor.core_insert(writer_id, prepared[0])
 
+    async def session_append(w: int, i: int) -> None:
+        body = {"messages": [{"role": "user", "content": pool.contents[i % len(pool.contents)]}]}
+        path = f"/v1/robots/writer-{w}/sessions/bench-{w}/messages"
+        _check(await c.post(path, json=body), 201)
+
     writes = [
         recall_op("hybrid", "all", load=True),
+        Op("session_append", session_append, note="one message, durable first; no floor"),
         Op("add", add, add_floor, add_core, prepare=one, checkpoint=True),
         Op("add_batch100", add_batch, add_floor, add_core, prepare=hundred, checkpoint=True),
     ]
@@ -721,6 +756,7 @@ async def run_scale(
                 f"N={n}: agreement@10 {result['ann']['service']:.3f} at the service's ef_search; "
                 f"plan {result['ann']['plan_ann']}"
             )
+            await seed_prompt_session(ctx)
             reads, writes = build_ops(ctx, tokenizer)
             result["ops"] = {}
             result["plans"] = {}
