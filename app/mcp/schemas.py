@@ -3,7 +3,7 @@ added to a request model is a tool argument too, with the same rules."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field
 
@@ -102,17 +102,3 @@ class PromptInput(PromptRequest):
     """POST /v1/robots/{robot}/prompt."""
 
     robot: Robot
-
-
-ToolName = Literal[
-    "remember",
-    "recall",
-    "context",
-    "forget",
-    "stats",
-    "list_tags",
-    "memory_versions",
-    "session_append",
-    "session_window",
-    "prompt",
-]
