@@ -135,6 +135,14 @@ class Settings(BaseSettings):
     max_metadata_depth: int = Field(default=5, ge=1)
     max_tags: int = Field(default=32, ge=0)
 
+    # --- eviction summaries (per robot: PUT /v1/robots/{robot} summarize_evictions) -------
+    summary_target_tokens: int = Field(
+        default=200, ge=20, le=100_000, description="A summary of evicted memories, at most"
+    )
+    summary_interval_s: float = Field(
+        default=5.0, gt=0, description="How often evictions are summarised"
+    )
+
     # --- recall ---------------------------------------------------------------------------
     # Hybrid's fusion and relevance signals: the deployment's defaults, each overridable per
     # request (RecallRequest.fusion / .signals); the defaults are chosen by `make eval`.

@@ -32,6 +32,7 @@ from app.rerank import HttpReranker
 from app.robots.service import RobotService
 from app.sessions.consolidation import SessionExpiryWorker
 from app.sessions.hot import SessionHotStore
+from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
 from app.working_memory.model import Scope
 from app.working_memory.protocol import TwoTier, WriteProtocol
@@ -62,6 +63,7 @@ class Components:
     repair_worker: RepairWorker
     session_hot: SessionHotStore
     session_worker: SessionExpiryWorker
+    summary_worker: EvictionSummaryWorker
     reranker: HttpReranker | None = None
     metrics: Metrics = field(default_factory=Metrics)
     db_errors: DatabaseErrors = field(default_factory=DatabaseErrors)

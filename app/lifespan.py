@@ -35,6 +35,7 @@ from app.rerank import HttpReranker
 from app.robots.cache import RobotCache
 from app.sessions.consolidation import MemoryParts, SessionExpiryWorker
 from app.sessions.hot import SessionHotStore
+from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
 from app.workers import periodic
 from app.working_memory.model import RedisBreaker, RepairQueue
@@ -171,6 +172,9 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
     tokenizer = Tokenizer.load(settings.tiktoken_encoding)
     group_commit = GroupCommit(sessionmaker, vectors, settings.group_commit_max_rows)
     session_hot = SessionHotStore(redis)
+    memory_parts = MemoryParts(
+        two_tier, embedder, tokenizer, settings, clock, group_commit, vectors
+    )
     components = Components(
         settings=settings,
         engine=engine,
@@ -190,10 +194,9 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         group_commit=group_commit,
         repair_worker=RepairWorker(sessionmaker, two_tier),
         session_hot=session_hot,
-        session_worker=SessionExpiryWorker(
-            sessionmaker,
-            MemoryParts(two_tier, embedder, tokenizer, settings, clock, group_commit, vectors),
-            session_hot,
+        session_worker=SessionExpiryWorker(sessionmaker, memory_parts, session_hot),
+        summary_worker=EvictionSummaryWorker(
+            sessionmaker, memory_parts, settings.summary_target_tokens
         ),
         reranker=build_reranker(settings),
         metrics=Metrics(),
@@ -236,6 +239,14 @@ def lifespan_for(
                             "session expiry",
                             components.session_worker.run_once,
                             settings.session_expiry_interval_s,
+                            delay_first=True,
+                        )
+                    )
+                    await workers.enter_async_context(
+                        periodic(
+                            "eviction summaries",
+                            components.summary_worker.run_once,
+                            settings.summary_interval_s,
                             delay_first=True,
                         )
                     )

@@ -32,6 +32,7 @@ from app.robots.service import Robot, RobotService
 from app.tokens import Tokenizer
 from app.working_memory.model import Placement
 from app.working_memory.protocol import WriteProtocol
+from app.working_memory.schemas import WorkingMemoryOutcome
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,9 @@ class MemoryService:
 
     # --- add -------------------------------------------------------------------------------
 
-    async def add_many(self, robot_name: str, bodies: list[MemoryCreate]) -> list[MemoryAdded]:
+    async def add_many(
+        self, robot_name: str, bodies: list[MemoryCreate], *, place: bool = True
+    ) -> list[MemoryAdded]:
         """All or nothing: every memory is stored, or none is."""
         check_batch_size(self.settings, len(bodies))
         for i, body in enumerate(bodies):
@@ -115,7 +118,7 @@ class MemoryService:
                 "use PUT /v1/robots/{robot}/memories/{key} to update",
                 keys=taken,
             )
-        return await self._acknowledge_new(robot, new)
+        return await self._acknowledge_new(robot, new, place)
 
     async def _store(
         self, robot: Robot, drafts: list[MemoryDraft], *, group_commit: bool = False
@@ -142,17 +145,22 @@ class MemoryService:
         ]
         return stored, []
 
-    async def _acknowledge_new(self, robot: Robot, new: list[_Stored]) -> list[MemoryAdded]:
-        """Durable first (invariant 1), then working memory; the response shows what was just
-        written, so nothing is read back (and nothing can fail after the commit)."""
+    async def _acknowledge_new(
+        self, robot: Robot, new: list[_Stored], place: bool = True
+    ) -> list[MemoryAdded]:
+        """Durable first (invariant 1), then working memory (unless `place` is off); the
+        response shows what was just written, so nothing is read back (and nothing can fail
+        after the commit)."""
         await self.two_tier.commit_durable()
-        outcomes = await self.two_tier.place(
-            robot,
-            [
-                Placement(m.id, m.created_at, 1, m.key, m.content, m.token_count, m.importance)
-                for m, _ in new
-            ],
-        )
+        placements = [
+            Placement(m.id, m.created_at, 1, m.key, m.content, m.token_count, m.importance)
+            for m, _ in new
+        ]
+        if place:
+            outcomes = await self.two_tier.place(robot, placements)
+        else:
+            unplaced = WorkingMemoryOutcome(admitted=False, reason="not_placed")
+            outcomes = {p.key: unplaced for p in placements}
         return [
             MemoryAdded(
                 **_shown(m),

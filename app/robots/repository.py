@@ -6,7 +6,8 @@ from app.db.session import DbSession
 from app.db.sql import sql
 
 _COLUMNS = (
-    "id, name, working_memory_budget, working_memory_stale, session_ttl_s, created_at, last_seen_at"
+    "id, name, working_memory_budget, working_memory_stale, session_ttl_s, summarize_evictions, "
+    "created_at, last_seen_at"
 )
 
 
@@ -62,18 +63,38 @@ class RobotRepository:
         )
 
     async def upsert_budget(
-        self, namespace_id: int, name: str, budget: int | None, session_ttl_s: int | None
+        self,
+        namespace_id: int,
+        name: str,
+        budget: int | None,
+        session_ttl_s: int | None,
+        summarize: bool = False,
     ) -> Any:
+        """Turning summaries on starts them from now: the watermark moves to the robot's last
+        eviction so far (app/summaries)."""
         return (
             await self.session.execute(
                 sql(f"""
-                INSERT INTO robot (namespace_id, name, working_memory_budget, session_ttl_s)
-                VALUES (:ns, :name, :budget, :ttl)
+                INSERT INTO robot (namespace_id, name, working_memory_budget, session_ttl_s,
+                                   summarize_evictions)
+                VALUES (:ns, :name, :budget, :ttl, :summarize)
                 ON CONFLICT (namespace_id, name) DO UPDATE
                     SET working_memory_budget = excluded.working_memory_budget,
                         session_ttl_s = excluded.session_ttl_s,
+                        summarized_through = CASE
+                            WHEN excluded.summarize_evictions AND NOT robot.summarize_evictions
+                            THEN coalesce((SELECT max(e.id) FROM memory_event e
+                                           WHERE e.robot_id = robot.id AND e.kind = 'evict'), 0)
+                            ELSE robot.summarized_through END,
+                        summarize_evictions = excluded.summarize_evictions,
                         last_seen_at = now()
                 RETURNING {_COLUMNS}"""),
-                {"ns": namespace_id, "name": name, "budget": budget, "ttl": session_ttl_s},
+                {
+                    "ns": namespace_id,
+                    "name": name,
+                    "budget": budget,
+                    "ttl": session_ttl_s,
+                    "summarize": summarize,
+                },
             )
         ).one()

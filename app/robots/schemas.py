@@ -29,6 +29,11 @@ class RobotUpdate(StrictModel):
             examples=[1800],
         )
     )
+    summarize_evictions: bool = Field(
+        default=False,
+        description="When working memory evicts, write a summary memory (type `summary`) of "
+        "what it dropped, asynchronously, and place it in working memory if it fits",
+    )
 
 
 class RobotRead(BaseModel):
@@ -36,5 +41,6 @@ class RobotRead(BaseModel):
     working_memory_budget: int = Field(description="Effective budget in tokens")
     working_memory_budget_is_default: bool
     session_ttl_s: int | None = Field(description="null: the deployment default")
+    summarize_evictions: bool
     created_at: datetime
     last_seen_at: datetime

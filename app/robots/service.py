@@ -36,6 +36,7 @@ class RobotService:
             working_memory_budget=row.working_memory_budget or self.default_budget,
             working_memory_budget_is_default=row.working_memory_budget is None,
             session_ttl_s=row.session_ttl_s,
+            summarize_evictions=row.summarize_evictions,
             created_at=row.created_at,
             last_seen_at=row.last_seen_at,
         )
@@ -76,7 +77,11 @@ class RobotService:
 
     async def put(self, name: str, body: RobotUpdate) -> RobotRead:
         row = await self.repo.upsert_budget(
-            self.namespace_id, name, body.working_memory_budget, body.session_ttl_s
+            self.namespace_id,
+            name,
+            body.working_memory_budget,
+            body.session_ttl_s,
+            body.summarize_evictions,
         )
         await self.two_tier.commit_durable()
         # Cached only once committed: a robot this request created may not exist otherwise.

@@ -10,12 +10,15 @@ from app.working_memory.store import Strategy
 
 class WorkingMemoryOutcome(BaseModel):
     admitted: bool = Field(description="Whether the memory is now in the robot's working memory")
-    reason: Literal["admitted", "too_large", "evicted", "superseded", "unavailable"] = Field(
+    reason: Literal[
+        "admitted", "too_large", "evicted", "superseded", "unavailable", "not_placed"
+    ] = Field(
         default="admitted",
         description="too_large: over the robot's whole budget; evicted: pushed out by a later "
         "memory of the same batch; superseded: replaced or forgotten by another request before "
         "it could be placed; unavailable: working memory could not be updated now (Redis is "
-        "down, say): the memory is stored, and working memory is repaired when it answers",
+        "down, say): the memory is stored, and working memory is repaired when it answers; "
+        "not_placed: stored without placing (an eviction summary that did not fit)",
     )
     evicted: list[str] = Field(default_factory=list, description="Keys evicted to make room")
 

@@ -1,0 +1,1 @@
+"""Summaries of what working memory evicts: extractive, written by a background worker."""

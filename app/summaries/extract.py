@@ -1,0 +1,61 @@
+"""The extractive summary of evicted memories, a pure function (tests/summaries).
+
+Each evicted memory is split into sentences; sentences are taken by their memory's
+importance (highest first), then the memory's eviction order, then their order in it, while
+the summary's token count stays within `target_tokens`; the chosen sentences are then written
+in eviction order, each memory's sentences in their own order, so the summary reads like the
+memories it replaces. A sentence that does not fit is skipped and shorter ones may follow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+HEADER = "Summary of {n} memories dropped from working memory: "
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+
+
+@dataclass(frozen=True)
+class Evicted:
+    key: str
+    content: str
+    importance: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    content: str
+    sources: list[str]  # the keys of the memories it summarises, in eviction order
+    importance: float  # the highest of theirs: the trace outlives what it replaces
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
+
+
+def summarize(
+    evicted: Sequence[Evicted], target_tokens: int, count: Callable[[str], int]
+) -> Summary | None:
+    """None when nothing was evicted or not even one sentence fits."""
+    if not evicted:
+        return None
+    header = HEADER.format(n=len(evicted))
+    candidates = [
+        (-m.importance, i, j, s)
+        for i, m in enumerate(evicted)
+        for j, s in enumerate(sentences(m.content))
+    ]
+    chosen: list[tuple[int, int, str]] = []
+    for _, i, j, s in sorted(candidates):
+        trial = sorted([*chosen, (i, j, s)])
+        if count(header + " ".join(t[2] for t in trial)) <= target_tokens:
+            chosen = trial
+    if not chosen:
+        return None
+    return Summary(
+        content=header + " ".join(s for _, _, s in chosen),
+        sources=[m.key for m in evicted],
+        importance=max(m.importance for m in evicted),
+    )
