@@ -32,6 +32,7 @@ from app.rerank import HttpReranker
 from app.robots.service import RobotService
 from app.sessions.consolidation import SessionExpiryWorker
 from app.sessions.hot import SessionHotStore
+from app.stats.service import ServerFacts
 from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
 from app.working_memory.model import Scope
@@ -64,6 +65,7 @@ class Components:
     session_hot: SessionHotStore
     session_worker: SessionExpiryWorker
     summary_worker: EvictionSummaryWorker
+    server_facts: ServerFacts
     reranker: HttpReranker | None = None
     metrics: Metrics = field(default_factory=Metrics)
     db_errors: DatabaseErrors = field(default_factory=DatabaseErrors)

@@ -35,6 +35,7 @@ from app.rerank import HttpReranker
 from app.robots.cache import RobotCache
 from app.sessions.consolidation import MemoryParts, SessionExpiryWorker
 from app.sessions.hot import SessionHotStore
+from app.stats.service import ServerFacts
 from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
 from app.workers import periodic
@@ -199,6 +200,7 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
             sessionmaker, memory_parts, settings.summary_target_tokens
         ),
         reranker=build_reranker(settings),
+        server_facts=ServerFacts(),
         metrics=Metrics(),
         db_errors=db_errors,
     )

@@ -18,7 +18,13 @@ async def stats_service(r: ScopeDep) -> StatsService:
     working_memory = WorkingMemoryService(r.two_tier)
     c = r.components
     return StatsService(
-        r.session, r.caller, r.robots, working_memory, c.clock, c.embedder.query_cache
+        r.session,
+        r.caller,
+        r.robots,
+        working_memory,
+        c.clock,
+        c.embedder.query_cache,
+        c.server_facts,
     )
 
 

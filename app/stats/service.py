@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, timedelta
+from typing import Any
 
 from app.auth.caller import Caller
+from app.cache import TtlCache
 from app.clock import Clock
 from app.db.session import DbSession
 from app.embeddings.query_cache import QueryEmbeddingCache
@@ -24,6 +27,22 @@ from app.stats.schemas import (
 from app.working_memory.service import WorkingMemoryService
 
 
+class ServerFacts:
+    """The servers' versions and the hypertables: they change with an upgrade or a migration,
+    not from one request to the next, so stats re-read them once a minute (per app)."""
+
+    def __init__(self, ttl_s: float = 60.0) -> None:
+        self.cache: TtlCache[str, Any] = TtlCache(ttl_s, 4)
+
+    async def get(self, name: str, read: Callable[[], Awaitable[Any]]) -> Any:
+        found = self.cache.get(name)
+        if found is None:
+            found = await read()
+            if found is not None:  # an unreachable Redis is asked again next time
+                self.cache.put(name, found)
+        return found
+
+
 class StatsService:
     def __init__(
         self,
@@ -33,7 +52,9 @@ class StatsService:
         working_memory: WorkingMemoryService,
         clock: Clock,
         query_cache: QueryEmbeddingCache,
+        facts: ServerFacts | None = None,
     ) -> None:
+        self.facts = facts or ServerFacts()
         self.query_cache = query_cache
         self.caller = caller
         self.robots = robots
@@ -58,7 +79,7 @@ class StatsService:
     async def robot(self, name: str, days: int) -> RobotStats:
         robot = await self.robots.require(name)
         lt = await self.repo.long_term(self.caller.namespace_id, robot.id)
-        timescale = "memory_event" in await self.repo.hypertables()
+        timescale = "memory_event" in await self.facts.get("hypertables", self.repo.hypertables)
         now = self.clock().astimezone(UTC)
         today = now.replace(hour=0, minute=0, second=0, microsecond=0)
         rows = await self.repo.activity(
@@ -87,11 +108,8 @@ class StatsService:
         for row in await self.robot_rows.list(self.caller.namespace_id):
             robot = robot_from_row(row, self.robots.default_budget)
             robots.append(RobotUsage(robot=robot.name, working_memory=await self._usage(robot)))
-        pg = await self.versions.postgres()
-        try:
-            redis_version: str | None = await self.working_memory.store.ping()
-        except Exception:
-            redis_version = None
+        pg = await self.facts.get("postgres", self.versions.postgres)
+        redis_version = await self.facts.get("redis", self._redis_version)
         return NamespaceStats(
             namespace=self.caller.namespace,
             memories=counts["memories"],
@@ -100,10 +118,16 @@ class StatsService:
             failed_embeddings=counts["failed_embeddings"],
             robots=robots,
             memory_bytes=counts["memory_bytes"],
-            hypertables=await self.repo.hypertables(),
+            hypertables=await self.facts.get("hypertables", self.repo.hypertables),
             versions=Versions(redis=redis_version, **pg),
             query_embedding_cache=self._query_cache(),
         )
+
+    async def _redis_version(self) -> str | None:
+        try:
+            return await self.working_memory.store.ping()
+        except Exception:
+            return None
 
     def _query_cache(self) -> CacheStats:
         c = self.query_cache
