@@ -16,7 +16,7 @@ Redis alone costs none, and starts a transaction whenever a statement runs outsi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +84,7 @@ class DbSession:
             await tx.start()
             return tx
 
-        self._tx = await self._guarded(start())
+        self._tx = await self._guarded(start)
         return driver
 
     async def _connect(self) -> None:
@@ -104,13 +104,15 @@ class DbSession:
             raise ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres") from exc
         self._driver = raw.driver_connection
 
-    async def _guarded(self, call: Any) -> Any:
+    async def _guarded(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """Await a driver call. A lost connection is dropped from the pool and reported as
         the database being unavailable (503). A statement the server cancelled at
         statement_timeout is a 503 too; its transaction is aborted, and the caller's rollback
         leaves the connection as good as new. Anything else propagates as it is."""
         try:
-            return await call
+            # Called inside the try: asyncpg checks a closed connection when the method is
+            # called, before there is anything to await (Transaction.commit).
+            return await call()
         except BaseException as exc:
             if isinstance(exc, TimeoutError):
                 # asyncpg's client-side command_timeout: the connection may still be busy
@@ -144,14 +146,14 @@ class DbSession:
         assert driver is not None
         sql, args, many = bound(clause, params)
         if many:
-            await self._guarded(driver.executemany(sql, args))
+            await self._guarded(lambda: driver.executemany(sql, args))
             return Result([])
-        return Result(await self._guarded(driver.fetch(sql, *args, record_class=Row)))
+        return Result(await self._guarded(lambda: driver.fetch(sql, *args, record_class=Row)))
 
     async def commit(self) -> None:
         tx, self._tx = self._tx, None
         if tx is not None:
-            await self._guarded(tx.commit())
+            await self._guarded(tx.commit)
         callbacks, self._on_commit = self._on_commit, []
         for callback in callbacks:
             callback()

@@ -47,3 +47,27 @@ async def test_a_connection_the_server_ended_is_503_writes_nothing_and_the_pool_
         (await client.get(f"/v1/robots/a/memories/{k}")).status_code for k in ("k1", "k2", "k3")
     ]
     assert statuses == [200, 404, 200]
+
+
+async def test_a_commit_on_a_connection_the_server_closed_is_503_not_500(
+    client, database_url: str
+) -> None:
+    """asyncpg notices the closed socket before the COMMIT is sent and raises its own
+    InterfaceError ("the underlying connection is closed"), not a SQLSTATE: still a 503."""
+    import asyncio
+
+    from app.errors import ServiceUnavailable
+
+    res = client.app.state.components
+    admin = create_engine(Settings(database_url=database_url))
+    try:
+        async with res.sessionmaker() as s:
+            pid = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+            async with admin.connect() as conn:
+                await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            await asyncio.sleep(0.3)  # the driver reads the server's goodbye and closes
+            with pytest.raises(ServiceUnavailable) as caught:
+                await s.commit()
+            assert caught.value.extra.get("dependency") == "postgres"
+    finally:
+        await admin.dispose()

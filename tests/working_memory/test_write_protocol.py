@@ -299,14 +299,14 @@ async def test_postgres_failing_after_the_commit_still_acknowledges_the_add(clie
     assert await disagreements(client, ["a"]) == {}
 
 
-async def test_redis_failing_marks_the_robot_for_a_rebuild(
-    client, app_factory, redis_server_factory
-):
+async def test_redis_failing_marks_the_robot_for_a_rebuild(ns, app_factory, redis_server_factory):
+    # No other app is alive here: its repair worker (every second, every namespace) would
+    # rebuild the marked robot into its own Redis before this test's repair pass.
     server = redis_server_factory.start()
     async with app_factory(
         redis_url=server.url, redis_retry_after_s=0, working_memory_repair_interval_s=3600
     ) as c:
-        c.headers["X-Namespace"] = namespace_of(client)
+        c.headers["X-Namespace"] = ns
         await put(c, "a", "k1", "kept")
         rid = await robot_id(c, "a")
         server.stop()
