@@ -19,6 +19,7 @@ TABLES = {
     "memory_version",  # earlier versions of replaced memories (migration 0006)
     "session",  # sessions (migration 0007)
     "session_message",
+    "memory_alias",  # keys merged by htm dedupe resolve to the survivor (migration 0011)
     "alembic_version",
 }
 MEMORY_INDEXES = {
@@ -30,6 +31,7 @@ MEMORY_INDEXES = {
     "memory_pending_embedding",
     "memory_tag_paths",  # GIN on tag_paths(tags): hierarchical tag filters (0006)
     "memory_metadata",  # GIN (jsonb_path_ops): metadata containment filters
+    "memory_content_md5",  # exact duplicates of live memories (0011)
 }
 
 
