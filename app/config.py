@@ -135,6 +135,26 @@ class Settings(BaseSettings):
     max_metadata_depth: int = Field(default=5, ge=1)
     max_tags: int = Field(default=32, ge=0)
 
+    # --- the memory lifecycle (issue 18) ---------------------------------------------------
+    dedupe: Literal["off", "exact", "semantic"] = Field(
+        default="off",
+        description="Adds' default near-duplicate rule (per add: `dedupe`): exact content, or "
+        "also cosine similarity at least HTM_DEDUPE_THRESHOLD, same namespace and type",
+    )
+    dedupe_threshold: float = Field(
+        default=0.92, gt=0, le=1, description="Cosine similarity that makes a near-duplicate"
+    )
+    importance_scorer: Literal["off", "heuristic"] = Field(
+        default="off",
+        description="Score adds that carry no importance from their content "
+        "(app/memories/importance.py); off: the default importance, 1",
+    )
+    access_flush_interval_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="Retrieves and recall hits are counted in memory and written this often",
+    )
+
     # --- eviction summaries (per robot: PUT /v1/robots/{robot} summarize_evictions) -------
     summary_target_tokens: int = Field(
         default=200, ge=20, le=100_000, description="A summary of evicted memories, at most"

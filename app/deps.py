@@ -24,6 +24,7 @@ from app.config import Settings
 from app.db.session import DatabaseErrors, DbSession, Sessionmaker
 from app.db.vectors import StoredVectors
 from app.embeddings.timed import TimedEmbedder
+from app.memories.access import AccessTracker
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
 from app.metrics import Metrics
@@ -61,6 +62,7 @@ class Components:
     search_caches: SearchCaches
     embedding_worker: EmbeddingWorker
     group_commit: GroupCommit
+    access: AccessTracker
     repair_worker: RepairWorker
     session_hot: SessionHotStore
     session_worker: SessionExpiryWorker

@@ -26,6 +26,7 @@ from app.embeddings.timed import TimedEmbedder
 from app.errors import ServiceUnavailable
 from app.health.service import start_draining
 from app.mcp.http import McpEndpoint
+from app.memories.access import AccessTracker
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
 from app.metrics import Metrics
@@ -173,8 +174,9 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
     tokenizer = Tokenizer.load(settings.tiktoken_encoding)
     group_commit = GroupCommit(sessionmaker, vectors, settings.group_commit_max_rows)
     session_hot = SessionHotStore(redis)
+    search_caches = SearchCaches(pgvector=PgvectorVersions(), vectors=vectors)
     memory_parts = MemoryParts(
-        two_tier, embedder, tokenizer, settings, clock, group_commit, vectors
+        two_tier, embedder, tokenizer, settings, clock, group_commit, vectors, search_caches
     )
     components = Components(
         settings=settings,
@@ -188,11 +190,12 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         key_cache=KeyCache(),
         namespace_ids=TtlCache(NAMESPACE_IDS_TTL_S, NAMESPACE_IDS_MAX),
         vectors=vectors,
-        search_caches=SearchCaches(pgvector=PgvectorVersions(), vectors=vectors),
+        search_caches=search_caches,
         embedding_worker=EmbeddingWorker(
             sessionmaker, embedder, settings.embedding_batch_size, vectors
         ),
         group_commit=group_commit,
+        access=AccessTracker(sessionmaker),
         repair_worker=RepairWorker(sessionmaker, two_tier),
         session_hot=session_hot,
         session_worker=SessionExpiryWorker(sessionmaker, memory_parts, session_hot),
@@ -209,6 +212,10 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         yield components
     finally:
         await components.group_commit.aclose()
+        try:  # the last interval's access counts
+            await components.access.flush()
+        except Exception as exc:
+            log.warning("access counts not written at shutdown: %s", exc)
         if components.reranker is not None:
             await components.reranker.aclose()
         await embedder.aclose()
@@ -241,6 +248,14 @@ def lifespan_for(
                             "session expiry",
                             components.session_worker.run_once,
                             settings.session_expiry_interval_s,
+                            delay_first=True,
+                        )
+                    )
+                    await workers.enter_async_context(
+                        periodic(
+                            "access counts",
+                            components.access.flush,
+                            settings.access_flush_interval_s,
                             delay_first=True,
                         )
                     )

@@ -12,6 +12,8 @@ from app.common import Page, decode_cursor, encode_cursor
 from app.db.session import DbSession
 from app.errors import NotFound
 from app.events.repository import EventRepository
+from app.memories.access import AccessTracker
+from app.memories.dedupe import DuplicateRepository
 from app.memories.model import ListFilters
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryRead, MemoryVersionRead, MemoryVersions, to_read
@@ -29,7 +31,10 @@ class MemoryReader:
         robots: RobotService,
         two_tier: WriteProtocol,
         clock: Clock,
+        access: AccessTracker,
     ) -> None:
+        self.access = access
+        self.session = session
         self.caller = caller
         self.robots = robots
         self.two_tier = two_tier
@@ -39,7 +44,13 @@ class MemoryReader:
         self.events = EventRepository(session, clock)
 
     async def _get(self, key: str, include_deleted: bool) -> Any:
+        """The memory of `key`; a key merged into another memory (`htm dedupe`) resolves to
+        that memory, unless the merged one itself is asked for (`include_deleted`)."""
         row = await self.repo.get(self.caller.namespace_id, key)
+        if row is not None and row.deleted_at is not None and not include_deleted:
+            survivor = await DuplicateRepository(self.session).survivor(row.id)
+            if survivor is not None:
+                return survivor
         if row is None or (row.deleted_at is not None and not include_deleted):
             raise NotFound(f"memory {key!r} does not exist")
         return row
@@ -69,7 +80,8 @@ class MemoryReader:
             self.caller.namespace_id, "access", robot.id, [row.id], wait_for_flush=False
         )
         if row.deleted_at is None:
-            await self.two_tier.touch(robot, row.id, key)
+            await self.two_tier.touch(robot, row.id, row.key)
+            self.access.record([row.id], self.clock())
         return to_read(row)
 
     async def list(

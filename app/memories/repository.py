@@ -19,10 +19,10 @@ from app.memories.model import (
 )
 
 # Selected with the author's name so a memory is read in one round trip.
-_READ = """
+READ = """
     m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata, r.name AS author,
     m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
-    m.created_at, m.updated_at, m.deleted_at, m.version"""
+    m.created_at, m.updated_at, m.deleted_at, m.version, m.access_count, m.last_accessed_at"""
 
 
 # One round trip stores the memories of one or more adds (group commit: app/memories/adds.py).
@@ -145,7 +145,7 @@ class MemoryRepository:
         return (
             await self.session.execute(
                 sql(f"""
-                SELECT {_READ}
+                SELECT {READ}
                 FROM memory_key k
                 JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
                 JOIN robot r ON r.id = m.author_robot_id
@@ -159,7 +159,7 @@ class MemoryRepository:
         rows = (
             await self.session.execute(
                 sql(f"""
-                SELECT {_READ}
+                SELECT {READ}
                 FROM memory m JOIN robot r ON r.id = m.author_robot_id
                 WHERE m.id = ANY(:ids)"""),
                 {"ids": ids},
@@ -214,10 +214,10 @@ class MemoryRepository:
                                         type, importance, tags, metadata, author_robot_id,
                                         token_count, embedding, embedding_model,
                                         embedding_status, version, changed_by_robot_id,
-                                        changed_at)
+                                        changed_at, access_count, last_accessed_at)
                     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
                            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
-                           {new_vector}, :version, :by, now()
+                           {new_vector}, :version, :by, now(), access_count, last_accessed_at
                     FROM old
                     RETURNING {_REPLACED}"""),
                     params,
@@ -298,7 +298,7 @@ class MemoryRepository:
             (
                 await self.session.execute(
                     sql(f"""
-                    SELECT {_READ}
+                    SELECT {READ}
                     FROM memory m JOIN robot r ON r.id = m.author_robot_id
                     WHERE {" AND ".join(where)}
                     ORDER BY m.created_at DESC, m.id DESC

@@ -55,6 +55,7 @@ async def memory_service(r: ScopeDep) -> MemoryService:
         c.clock,
         c.group_commit,
         c.vectors,
+        c.search_caches,
     )
 
 
@@ -64,7 +65,8 @@ VERSION_MAX = 2**31 - 1  # memory.version is an integer column
 
 
 async def memory_reader(r: ScopeDep) -> MemoryReader:
-    return MemoryReader(r.session, r.caller, r.robots, r.two_tier, r.components.clock)
+    c = r.components
+    return MemoryReader(r.session, r.caller, r.robots, r.two_tier, c.clock, c.access)
 
 
 Reader = Annotated[MemoryReader, Depends(memory_reader)]
@@ -83,10 +85,23 @@ IncludeDeleted = Annotated[bool, Query(description="Also a soft-deleted memory")
     status_code=status.HTTP_201_CREATED,
     operation_id="memories-add",
     summary="Add a memory",
+    responses={
+        200: {
+            "description": "A duplicate (`dedupe`): nothing new was stored; the memory it "
+            "duplicates, reinforced, named in `duplicate_of`",
+            "model": MemoryAdded,
+        }
+    },
 )
-async def add_memory(robot: RobotName, body: MemoryCreate, service: Service) -> MemoryAdded:
-    """Stores the memory durably, then places it in the robot's working memory."""
-    return await service.add(robot, body)
+async def add_memory(
+    robot: RobotName, body: MemoryCreate, service: Service, response: Response
+) -> MemoryAdded:
+    """Stores the memory durably, then places it in the robot's working memory. With
+    `dedupe`, a duplicate of a live memory stores nothing and reinforces that memory."""
+    added = await service.add(robot, body)
+    if added.duplicate_of is not None:
+        response.status_code = status.HTTP_200_OK
+    return added
 
 
 @router.post(

@@ -64,6 +64,21 @@ class MemoryCreate(MemoryFields):
         description="Unique in the namespace; generated when absent. Letters, digits and "
         "`._:@-`, no `/` (a key is one segment of the memory's URL)",
     )
+    dedupe: Literal["off", "exact", "semantic"] | None = Field(
+        default=None,
+        description="Near-duplicates (default: the deployment's HTM_DEDUPE). exact: a live "
+        "memory of the same type with the same content; semantic: also one whose cosine "
+        "similarity reaches `dedupe_threshold` (only exact while the embedding is pending). "
+        "A duplicate is not stored: the existing memory is reinforced and named in "
+        "`duplicate_of` (200), and a `key` given here is not claimed",
+    )
+    dedupe_threshold: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Cosine similarity for `dedupe: semantic` (default: HTM_DEDUPE_THRESHOLD, "
+        "0.92)",
+    )
 
 
 class MemoryUpsert(MemoryFields):
@@ -120,10 +135,23 @@ class MemoryRead(BaseModel):
     updated_at: datetime
     deleted_at: datetime | None
     version: int = Field(description="1 when added; every change through PUT adds one")
+    access_count: int = Field(
+        default=0,
+        description="Retrieves, recall hits and duplicate adds counted so far (written about "
+        "once a second, so a just-made access may not show yet)",
+    )
+    last_accessed_at: datetime | None = Field(default=None, description="The latest of them")
 
 
 class MemoryAdded(MemoryRead):
-    created: bool = Field(description="False when an upsert updated an existing memory")
+    created: bool = Field(
+        description="False when an upsert updated an existing memory, or the add was a duplicate"
+    )
+    duplicate_of: str | None = Field(
+        default=None,
+        description="The add duplicated this memory (`dedupe`): nothing new was stored, and "
+        "these are its fields after reinforcement",
+    )
     working_memory: WorkingMemoryOutcome
 
 
@@ -196,6 +224,8 @@ def to_read(row: Any) -> MemoryRead:
         updated_at=row.updated_at,
         deleted_at=row.deleted_at,
         version=row.version,
+        access_count=row.access_count,
+        last_accessed_at=row.last_accessed_at,
     )
 
 

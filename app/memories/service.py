@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from app.auth.caller import Caller
 from app.clock import Clock
@@ -15,9 +14,11 @@ from app.db.vectors import StoredVectors, check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import BadRequest, Conflict, NotFound
 from app.events.repository import EventRepository
+from app.memories import importance as importance_scorer
 from app.memories.adds import GroupCommit
+from app.memories.dedupe import DedupeRule, DuplicateRepository, lock_keys, rule_for, same, union
 from app.memories.limits import check_batch_size, check_fields
-from app.memories.model import AddGroup, MemoryDraft, NewMemory, VectorChange
+from app.memories.model import MemoryDraft
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import (
     ImportanceChange,
@@ -27,12 +28,12 @@ from app.memories.schemas import (
     MemoryRead,
     to_read,
 )
-from app.memories.version_repository import VersionRepository
+from app.memories.writes import MemoryWrites, Rewrite, placement_of
+from app.recall.planner import SearchFilters
+from app.recall.repository import SearchCaches, SearchRepository
 from app.robots.service import Robot, RobotService
 from app.tokens import Tokenizer
-from app.working_memory.model import Placement
 from app.working_memory.protocol import WriteProtocol
-from app.working_memory.schemas import WorkingMemoryOutcome
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,10 @@ class MemoryService:
         clock: Clock,
         adds: GroupCommit,
         vectors: StoredVectors,
+        search_caches: SearchCaches,
     ) -> None:
         self.adds = adds
+        self.search_caches = search_caches
         self.vectors = vectors
         self.session = session
         self.caller = caller
@@ -66,8 +69,8 @@ class MemoryService:
         self.settings = settings
         self.clock = clock
         self.repo = MemoryRepository(session)
-        self.history = VersionRepository(session)
         self.events = EventRepository(session, clock)
+        self.writes = MemoryWrites(session, caller, two_tier, clock, adds, vectors)
 
     async def _storage(self) -> VectorStorage:
         return await self.vectors.storage(self.session)
@@ -77,7 +80,8 @@ class MemoryService:
     async def add_many(
         self, robot_name: str, bodies: list[MemoryCreate], *, place: bool = True
     ) -> list[MemoryAdded]:
-        """All or nothing: every memory is stored, or none is."""
+        """All or nothing: every memory is stored (or, as a duplicate, reinforces the memory
+        it duplicates), or none is."""
         check_batch_size(self.settings, len(bodies))
         for i, body in enumerate(bodies):
             check_fields(self.settings, body, i if len(bodies) > 1 else None)
@@ -87,6 +91,7 @@ class MemoryService:
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:
             raise Conflict(f"keys repeated within the batch: {', '.join(dupes)}", keys=dupes)
+        rules = [rule_for(b.dedupe, b.dedupe_threshold, self.settings) for b in bodies]
 
         todo = [i for i, b in enumerate(bodies) if b.embedding is None]
         vectors, model = await self.embedder.embed_or_defer([bodies[i].content for i in todo])
@@ -102,7 +107,7 @@ class MemoryService:
                 created_at=b.created_at,
                 content=b.content,
                 type=b.type,
-                importance=b.importance,
+                importance=self._importance(b),
                 tags=b.tags,
                 metadata=b.metadata,
                 token_count=tokens[i],
@@ -111,72 +116,125 @@ class MemoryService:
             )
             for i, b in enumerate(bodies)
         ]
-        new, taken = await self._store(robot, drafts, group_commit=True)
+        if any(r.mode != "off" for r in rules):
+            return await self._add_deduplicated(robot, drafts, rules, place)
+        new, taken = await self.writes.store(robot, drafts, group_commit=True)
         if taken:
-            raise Conflict(
-                f"key already exists in this namespace: {', '.join(taken)}; "
-                "use PUT /v1/robots/{robot}/memories/{key} to update",
-                keys=taken,
-            )
-        return await self._acknowledge_new(robot, new, place)
+            raise _taken(taken)
+        return await self.writes.acknowledge_new(robot, new, place)
 
-    async def _store(
-        self, robot: Robot, drafts: list[MemoryDraft], *, group_commit: bool = False
-    ) -> tuple[list[_Stored], list[str]]:
-        """Claim the drafts' keys and store them: with `group_commit`, committed together
-        with concurrent adds (app/memories/adds.py); otherwise in the open transaction.
-        Returns what was stored, or (when any key is taken) nothing and the taken keys."""
-        group = AddGroup(self.caller.namespace_id, robot.id, drafts, self.clock())
-        if group_commit:
-            # The group commits in its own transaction: a robot this request registered
-            # must be visible there, and no connection is held while waiting for it (the
-            # group's transaction needs one from the same pool).
-            await self.session.commit()
-            await self.session.release()
-            result = await self.adds.store(group)
-        else:
-            [result] = await self.repo.add([group], await self._storage())
-        claimed, now = result.claimed, result.now
-        if result.taken or now is None:
-            return [], sorted(result.taken)
-        stored = [
-            _Stored(NewMemory.from_draft(d, *claimed[d.key], author_robot_id=robot.id), now)
-            for d in drafts
-        ]
-        return stored, []
+    def _importance(self, body: MemoryCreate) -> float:
+        """The body's importance; when it has none and the deployment scores adds, the
+        heuristic scorer's (app/memories/importance.py)."""
+        if "importance" in body.model_fields_set or self.settings.importance_scorer == "off":
+            return body.importance
+        return importance_scorer.score(body.content, body.type, body.metadata)
 
-    async def _acknowledge_new(
-        self, robot: Robot, new: list[_Stored], place: bool = True
+    async def _add_deduplicated(
+        self, robot: Robot, drafts: list[MemoryDraft], rules: list[DedupeRule], place: bool
     ) -> list[MemoryAdded]:
-        """Durable first (invariant 1), then working memory (unless `place` is off); the
-        response shows what was just written, so nothing is read back (and nothing can fail
-        after the commit)."""
-        await self.two_tier.commit_durable()
-        placements = [
-            Placement(m.id, m.created_at, 1, m.key, m.content, m.token_count, m.importance)
-            for m, _ in new
-        ]
-        if place:
-            outcomes = await self.two_tier.place(robot, placements)
-        else:
-            unplaced = WorkingMemoryOutcome(admitted=False, reason="not_placed")
-            outcomes = {p.key: unplaced for p in placements}
-        return [
-            MemoryAdded(
-                **_shown(m),
-                id=m.id,
-                author=robot.name,
-                embedding_status="ready" if m.embedding is not None else "pending",
-                embedding_model=m.embedding_model,
-                created_at=m.created_at,
-                updated_at=now,  # the insert's now(): same transaction as the claim
-                deleted_at=None,
-                version=1,
-                created=True,
-                working_memory=outcomes[m.key],
+        """An add with a dedupe rule (app/memories/dedupe.py), in the request's transaction
+        under the rule's advisory locks: each draft duplicating a stored memory reinforces
+        it, each duplicating an earlier draft of the batch joins that draft, the rest are
+        stored; one durable commit, then working memory."""
+        ns = self.caller.namespace_id
+        finder = DuplicateRepository(self.session)
+        locks = [lock_keys(ns, d.type, d.content, r) for d, r in zip(drafts, rules, strict=True)]
+        await finder.lock(set().union(*locks))
+        of_stored: dict[str, list[int]] = {}  # a stored memory's key: the drafts duplicating it
+        of_draft: dict[int, int] = {}  # a draft: the earlier draft of the batch it duplicates
+        fresh: list[int] = []
+        for i, (d, rule) in enumerate(zip(drafts, rules, strict=True)):
+            found = await self._stored_duplicate(finder, d, rule)
+            if found is not None:
+                of_stored.setdefault(found, []).append(i)
+                continue
+            j = next(
+                (
+                    j
+                    for j in fresh
+                    if drafts[j].type == d.type
+                    and same(rule, d.content, d.embedding, drafts[j].content, drafts[j].embedding)
+                ),
+                None,
             )
-            for m, now in new
-        ]
+            if j is None:
+                fresh.append(i)
+                continue
+            of_draft[i] = j
+            drafts[j].importance = max(drafts[j].importance, d.importance)
+            drafts[j].tags = union(drafts[j].tags, d.tags)
+
+        new, taken = await self.writes.store(robot, [drafts[i] for i in fresh])
+        if taken:
+            raise _taken(taken)
+        rewrites: list[tuple[Rewrite, Any]] = []
+        for key, sources in of_stored.items():
+            row = await self.repo.get(ns, key, for_update=True)
+            if row is None or row.deleted_at is not None:
+                raise Conflict(
+                    f"memory {key!r}, which this add duplicates, was deleted meanwhile; retry",
+                    keys=[key],
+                )
+            fields = fields_of(
+                row,
+                importance=max([row.importance] + [drafts[i].importance for i in sources]),
+                tags=union(list(row.tags), [t for i in sources for t in drafts[i].tags]),
+            )
+            rewrite = await self.writes.rewrite(
+                robot, row, fields, row.token_count, None, None, {"duplicate": True}
+            )
+            access = await finder.accessed(row.id, row.created_at, len(sources), self.clock())
+            rewrites.append((rewrite, access))
+        await self.two_tier.commit_durable()
+
+        outcomes = await self.writes.place(
+            robot,
+            [placement_of(m) for m, _ in new] + [rw.placement for rw, _ in rewrites],
+            place,
+            [rw for rw, _ in rewrites],
+        )
+        added = {m.key: self.writes.added(robot, m, now, outcomes[m.key]) for m, now in new}
+        for rw, access in rewrites:
+            added[rw.row.key] = self.writes.rewritten(rw, outcomes[rw.row.key]).model_copy(
+                update={
+                    "access_count": access.access_count,
+                    "last_accessed_at": access.last_accessed_at,
+                }
+            )
+        by_draft = {i: key for key, sources in of_stored.items() for i in sources}
+        answers: list[MemoryAdded] = []
+        for i, d in enumerate(drafts):
+            if i in by_draft:
+                key = by_draft[i]
+            elif i in of_draft:
+                key = drafts[of_draft[i]].key
+            else:
+                answers.append(added[d.key])
+                continue
+            answers.append(added[key].model_copy(update={"created": False, "duplicate_of": key}))
+        return answers
+
+    async def _stored_duplicate(
+        self, finder: DuplicateRepository, d: MemoryDraft, rule: DedupeRule
+    ) -> str | None:
+        """The key of the live memory `d` duplicates under `rule`, if any."""
+        if rule.mode == "off":
+            return None
+        exact = await finder.exact(self.caller.namespace_id, d.type, d.content)
+        if exact is not None:
+            return str(exact.key)
+        if rule.mode != "semantic" or d.embedding is None:
+            return None
+        search = SearchRepository.with_caches(
+            self.session, self.settings.hnsw_ef_search, self.search_caches
+        )
+        nearest = await search.vector(
+            self.caller.namespace_id, d.embedding, SearchFilters(types=[d.type]), 1
+        )
+        if nearest and (nearest[0].vector_similarity or 0.0) >= rule.threshold:
+            return nearest[0].key
+        return None
 
     async def add(self, robot_name: str, body: MemoryCreate) -> MemoryAdded:
         return (await self.add_many(robot_name, [body]))[0]
@@ -220,9 +278,9 @@ class MemoryService:
                     embedding=vector,
                     embedding_model=model if vector is not None else None,
                 )
-                new, taken = await self._store(robot, [draft])
+                new, taken = await self.writes.store(robot, [draft])
                 if not taken:
-                    return (await self._acknowledge_new(robot, new))[0]
+                    return (await self.writes.acknowledge_new(robot, new))[0]
                 continue  # created concurrently (that commit is visible now): replace it
             return await self._replace(robot, row, body, tokens, vector, model)
         raise Conflict(
@@ -240,73 +298,10 @@ class MemoryService:
     ) -> MemoryAdded:
         """The locked row gets the body's fields. Holders of its old content are marked in
         the same transaction and withdrawn after the commit; the writer gets the new one."""
-        same_content = row.content == body.content
-        if body.embedding is not None:
-            change = VectorChange(keep=False, embedding=body.embedding, model="client")
-        elif same_content:
-            change = VectorChange(keep=True)
-        else:  # vector was embedded for body.content (or is None: pending for the worker)
-            change = VectorChange(keep=False, embedding=vector, model=model)
-        m = NewMemory(
-            id=row.id,
-            created_at=body.created_at or row.created_at,
-            key=row.key,
-            content=body.content,
-            type=body.type,
-            importance=body.importance,
-            tags=body.tags,
-            metadata=body.metadata,
-            author_robot_id=row.author_robot_id,
-            token_count=tokens,
-            embedding=None,
-            embedding_model=None,
-        )
-        unchanged = (
-            row.deleted_at is None
-            and same_content
-            and change.keep
-            and (m.created_at, m.type, m.importance, m.tags, m.metadata)
-            == (row.created_at, row.type, row.importance, list(row.tags), row.metadata)
-        )
-        holders = []
-        if unchanged:  # a repeated PUT: nothing to write
-            version, written = row.version, row
-        else:
-            version = row.version + 1
-            await self.history.keep(row.id, row.created_at)  # the version being replaced
-            written = await self.repo.replace(
-                row, m, version, change, await self._storage(), robot.id
-            )
-            if m.created_at != row.created_at:
-                await self.two_tier.moved(row.id, m.created_at)
-            if not same_content or m.importance != row.importance:
-                holders = await self.two_tier.mark_holders(row.id)
-            await self.events.record(
-                self.caller.namespace_id, "add", robot.id, [row.id], {"upsert": True}
-            )
+        rewrite = await self.writes.rewrite(robot, row, body, tokens, vector, model)
         await self.two_tier.commit_durable()
-
-        # The writer's own copy is replaced by its placement below, not withdrawn.
-        await self.two_tier.withdraw(
-            [h for h in holders if h.robot_id != robot.id], row.id, row.key
-        )
-        outcomes = await self.two_tier.place(
-            robot,
-            [Placement(row.id, m.created_at, version, row.key, m.content, tokens, m.importance)],
-        )
-        return MemoryAdded(
-            **_shown(m),
-            id=row.id,
-            author=row.author,
-            embedding_status=written.embedding_status,
-            embedding_model=written.embedding_model,
-            created_at=m.created_at,
-            updated_at=written.updated_at,
-            deleted_at=None,
-            version=version,
-            created=False,
-            working_memory=outcomes[row.key],
-        )
+        outcomes = await self.writes.place(robot, [rewrite.placement], rewrites=[rewrite])
+        return self.writes.rewritten(rewrite, outcomes[row.key])
 
     async def adjust_importance(
         self, robot_name: str, key: str, change: ImportanceChange
@@ -318,15 +313,7 @@ class MemoryService:
         importance = change.importance
         if importance is None:
             importance = min(10.0, max(0.0, row.importance + (change.boost or 0.0)))
-        fields = MemoryFields.model_construct(
-            content=row.content,
-            type=row.type,
-            importance=importance,
-            tags=list(row.tags),
-            metadata=row.metadata,
-            created_at=None,
-            embedding=None,
-        )
+        fields = fields_of(row, importance=importance, tags=list(row.tags))
         return await self._replace(robot, row, fields, row.token_count, None, None)
 
     # --- read ------------------------------------------------------------------------------
@@ -380,16 +367,23 @@ class MemoryService:
         )
 
 
-_SHOWN = ("key", "content", "type", "importance", "tags", "metadata", "token_count")
+def _taken(keys: list[str]) -> Conflict:
+    return Conflict(
+        f"key already exists in this namespace: {', '.join(keys)}; "
+        "use PUT /v1/robots/{robot}/memories/{key} to update",
+        keys=keys,
+    )
 
 
-def _shown(m: NewMemory) -> dict[str, Any]:
-    """The fields a response repeats as they were written."""
-    return {f: getattr(m, f) for f in _SHOWN}
-
-
-class _Stored(NamedTuple):
-    """A memory stored in the open transaction, and that transaction's now()."""
-
-    memory: NewMemory
-    now: datetime
+def fields_of(row: Any, *, importance: float, tags: list[str]) -> MemoryFields:
+    """A stored memory's fields with a new importance and tags (content, vector and time
+    kept): what PATCH and a duplicate's reinforcement write."""
+    return MemoryFields.model_construct(
+        content=row.content,
+        type=row.type,
+        importance=importance,
+        tags=tags,
+        metadata=row.metadata,
+        created_at=None,
+        embedding=None,
+    )

@@ -26,6 +26,7 @@ async def recall_service(r: ScopeDep) -> RecallService:
         c.clock,
         c.reranker,
         c.metrics,
+        c.access,
     )
 
 

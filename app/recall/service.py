@@ -12,6 +12,7 @@ from app.db.vectors import check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
+from app.memories.access import AccessTracker
 from app.metrics import Metrics
 from app.recall.caches import SearchCaches
 from app.recall.explain import explain
@@ -53,7 +54,9 @@ class RecallService:
         clock: Clock,
         reranker: HttpReranker | None = None,
         metrics: Metrics | None = None,
+        access: AccessTracker | None = None,
     ) -> None:
+        self.access = access
         self.metrics = metrics
         self.reranker = reranker
         self.caller = caller
@@ -174,6 +177,8 @@ class RecallService:
             {"strategy": req.strategy},
             wait_for_flush=False,
         )
+        if self.access is not None:  # counted off the request's path (app/memories/access.py)
+            self.access.record([h.id for h in hits], self.clock())
         wm = await self._load(robot, hits) if req.load_into_working_memory and hits else None
         if self.metrics is not None:
             self.metrics.recalled(req.strategy)

@@ -28,6 +28,7 @@ from app.errors import Conflict, DomainError, ServiceUnavailable
 from app.memories.adds import GroupCommit
 from app.memories.schemas import MemoryCreate
 from app.memories.service import MemoryService
+from app.recall.repository import SearchCaches
 from app.robots.service import RobotService
 from app.sessions.hot import SessionHotStore, session_key
 from app.sessions.repository import SessionRepository
@@ -127,6 +128,7 @@ class MemoryParts:
     clock: Clock
     group_commit: GroupCommit
     vectors: StoredVectors
+    search_caches: SearchCaches
 
     def service(self, session: DbSession, caller: Caller) -> MemoryService:
         protocol = self.two_tier.protocol(session, Scope(caller.namespace_id, caller.namespace))
@@ -148,6 +150,7 @@ class MemoryParts:
             self.clock,
             self.group_commit,
             self.vectors,
+            self.search_caches,
         )
 
 

@@ -96,8 +96,38 @@ async def _reembed(c: Components, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _dedupe(c: Components, args: argparse.Namespace) -> int:
+    from app.memories.merge import Merger
+    from app.memories.router import memory_service
+    from app.transfer.scope import operator, request
+
+    threshold = c.settings.dedupe_threshold if args.threshold is None else args.threshold
+    if not 0 < threshold <= 1:
+        return _fail(args, f"--threshold must be in (0, 1], not {threshold}", 2)
+    try:
+        caller = await operator(c, args.namespace)
+        async with request(c, caller) as r:
+            merger = Merger(await memory_service(r))
+            clusters = await merger.clusters(args.mode, threshold, args.type)
+        for cluster in clusters:
+            print(f"{cluster.survivor} <- {', '.join(cluster.merged)} ({cluster.type})")
+        duplicates = sum(len(cl.merged) for cl in clusters)
+        if args.apply:
+            for cluster in clusters:
+                async with request(c, caller) as r:
+                    await Merger(await memory_service(r)).merge(args.robot, cluster)
+    except DomainError as exc:
+        return _fail(args, exc.detail)
+    done = "merged" if args.apply else "found (dry run: nothing changed; --apply merges them)"
+    print(
+        f"{len(clusters)} clusters, {duplicates} duplicates in namespace {args.namespace} {done}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
-    """The four subcommands; `run(f)` makes the parser's func: components opened, f run."""
+    """The subcommands; `run(f)` makes the parser's func: components opened, f run."""
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -128,3 +158,14 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     p.add_argument("--batch", type=int, default=256, help="memories taken out at a time")
     common(p)
     p.set_defaults(func=run(_reembed))
+
+    p = sub.add_parser("dedupe", help="find near-duplicate memories and (--apply) merge them")
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--mode", choices=["exact", "semantic"], default="semantic")
+    p.add_argument(
+        "--threshold", type=float, help="cosine similarity (default: HTM_DEDUPE_THRESHOLD)"
+    )
+    p.add_argument("--type", help="only memories of this type")
+    p.add_argument("--apply", action="store_true", help="merge (default: report only)")
+    p.add_argument("--robot", default="htm-dedupe", help="the robot the merges are made by")
+    p.set_defaults(func=run(_dedupe))

@@ -54,6 +54,7 @@ def test_generated_python_client_round_trip(client_server, tmp_path: Path) -> No
         models = importlib.import_module("htm_client.models")
         strategy = importlib.import_module("htm_client.models.context_get_strategy")
         recall_strategy = importlib.import_module("htm_client.models.recall_request_strategy")
+        dedupe = importlib.import_module("htm_client.models.memory_create_dedupe_type_0")
 
         client = client_mod.AuthenticatedClient(base_url=url, token=key)
         added = add.sync_detailed(
@@ -66,6 +67,16 @@ def test_generated_python_client_round_trip(client_server, tmp_path: Path) -> No
         assert added.status_code == 201
         assert added.parsed.key == "py-fact"
         assert added.parsed.working_memory.admitted is True
+        again = add.sync_detailed(
+            "py-agent",
+            client=client,
+            body=models.MemoryCreate(
+                content="The Python client talks to HTM.",
+                dedupe=dedupe.MemoryCreateDedupeType0.EXACT,
+            ),
+        )
+        assert (again.status_code, again.parsed.duplicate_of) == (200, "py-fact")
+        assert again.parsed.access_count == 1
 
         found = recall.sync(
             "py-agent",

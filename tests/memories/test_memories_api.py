@@ -293,6 +293,10 @@ async def test_a_robot_first_seen_in_a_rejected_request_works_afterwards(client)
     assert [rb["name"] for rb in (await client.get("/v1/robots")).json()] == ["first", "newcomer"]
 
 
+# The fields an add answers beyond what a read returns.
+ADDED_ONLY = {"created", "working_memory", "duplicate_of"}
+
+
 async def test_the_add_response_is_what_a_read_returns(client) -> None:
     body = {
         "content": "As stored.",
@@ -305,7 +309,7 @@ async def test_the_add_response_is_what_a_read_returns(client) -> None:
     }
     added = (await client.post("/v1/robots/a/memories", json=body)).json()
     read = (await client.get("/v1/robots/a/memories/same")).json()
-    assert {k: v for k, v in added.items() if k not in {"created", "working_memory"}} == read
+    assert {k: v for k, v in added.items() if k not in ADDED_ONLY} == read
     batch = (
         await client.post(
             "/v1/robots/a/memories/batch", json={"memories": [{"content": "b1"}, {"content": "b2"}]}
@@ -313,7 +317,7 @@ async def test_the_add_response_is_what_a_read_returns(client) -> None:
     ).json()
     for m in batch["memories"]:
         got = (await client.get(f"/v1/robots/a/memories/{m['key']}")).json()
-        assert {k: v for k, v in m.items() if k not in {"created", "working_memory"}} == got
+        assert {k: v for k, v in m.items() if k not in ADDED_ONLY} == got
 
 
 async def test_a_mixed_batch_stores_every_field_of_every_memory(client, ns) -> None:
@@ -348,9 +352,7 @@ async def test_a_mixed_batch_stores_every_field_of_every_memory(client, ns) -> N
         assert read["type"] == m.get("type", "fact")
         assert read["embedding_status"] == ("ready" if "embedding" in m else "pending")
         assert read["embedding_model"] == ("client" if "embedding" in m else None)
-        assert {
-            k: v for k, v in got[m["key"]].items() if k not in {"created", "working_memory"}
-        } == read
+        assert {k: v for k, v in got[m["key"]].items() if k not in ADDED_ONLY} == read
     assert got["f1"]["created_at"] == "2026-03-01T12:00:00Z"
     res = client.app.state.components
     async with res.sessionmaker() as s:

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from app.db.migrate import upgrade
 from app.deps import Components
 from app.working_memory.store import WMItem, robot_keys
 from tests.working_memory.tiers import (
@@ -299,12 +300,20 @@ async def test_postgres_failing_after_the_commit_still_acknowledges_the_add(clie
     assert await disagreements(client, ["a"]) == {}
 
 
-async def test_redis_failing_marks_the_robot_for_a_rebuild(ns, app_factory, redis_server_factory):
-    # No other app is alive here: its repair worker (every second, every namespace) would
-    # rebuild the marked robot into its own Redis before this test's repair pass.
+async def test_redis_failing_marks_the_robot_for_a_rebuild(
+    ns, app_factory, redis_server_factory, database_factory
+):
+    # Its own database: the repair pass below must see this robot alone (in the shared one,
+    # robots earlier tests left stale come first, and another app's repair worker could
+    # rebuild this one into its own Redis before this test's pass).
+    url = await database_factory()
+    await asyncio.to_thread(upgrade, url)
     server = redis_server_factory.start()
     async with app_factory(
-        redis_url=server.url, redis_retry_after_s=0, working_memory_repair_interval_s=3600
+        database_url=url,
+        redis_url=server.url,
+        redis_retry_after_s=0,
+        working_memory_repair_interval_s=3600,
     ) as c:
         c.headers["X-Namespace"] = ns
         await put(c, "a", "k1", "kept")

@@ -29,6 +29,13 @@ check(added.response.status === 201, `add status ${added.response.status}`);
 check(added.data?.key === "ts-fact", "add returns the key");
 check(added.data?.working_memory.admitted === true, "add is admitted to working memory");
 
+const duplicate = await client.POST("/v1/robots/{robot}/memories", {
+  params: robot,
+  body: { content: "The TypeScript client talks to HTM.", dedupe: "exact" },
+});
+check(duplicate.response.status === 200, `duplicate add status ${duplicate.response.status}`);
+check(duplicate.data?.duplicate_of === "ts-fact", "a duplicate names the memory it duplicates");
+
 const recalled = await client.POST("/v1/robots/{robot}/recall", {
   params: robot,
   body: { query: "Which client talks to HTM?", strategy: "fulltext", limit: 5 },

@@ -1,0 +1,182 @@
+"""`htm dedupe`: the near-duplicate clusters of a namespace, reported, and merged safely.
+
+Finding: memories of one type with the same content are linked (both modes); in `semantic`
+mode, so is each embedded memory and each of its nearest neighbours of its type whose cosine
+similarity reaches the threshold. A cluster is a connected group of links. Its survivor is the
+member with the highest importance, then the most accesses, then the oldest.
+
+Merging one cluster takes two steps, each committed before the next, so no failure can lose
+a member's information:
+1. the survivor is reinforced (importance the max, tags the union, access counts the sum),
+   as a new version by the merging robot;
+2. each other member gets an alias to the survivor and is soft-deleted through the forget
+   path (its holders let it go). Its key then resolves to the survivor
+   (GET /v1/robots/{robot}/memories/{key}), and aliases to it move to the survivor.
+A run cut off between the steps leaves the others live, and the next run merges them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.db.sql import sql
+from app.memories.dedupe import union
+from app.memories.service import MemoryService, fields_of
+from app.recall.planner import SearchFilters
+from app.recall.repository import SearchRepository
+
+PAGE = 500
+NEIGHBOURS = 10
+
+
+@dataclass(frozen=True)
+class Cluster:
+    type: str
+    survivor: str
+    merged: list[str]  # the other members' keys, in the survivor order
+
+
+class Merger:
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+        self.session = service.session
+        self.ns = service.caller.namespace_id
+
+    async def clusters(
+        self, mode: str, threshold: float, type_: str | None = None
+    ) -> list[Cluster]:
+        parent: dict[int, int] = {}
+
+        def find(x: int) -> int:
+            while parent.setdefault(x, x) != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        def link(a: int, b: int) -> None:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+
+        for ids in await self._exact_groups(type_):
+            for other in ids[1:]:
+                link(ids[0], other)
+        if mode == "semantic":
+            search = SearchRepository.with_caches(
+                self.session, self.service.settings.hnsw_ef_search, self.service.search_caches
+            )
+            after = 0
+            while page := await self._embedded(after, type_):
+                for row in page:
+                    vector = [float(x) for x in row.embedding.strip("[]").split(",")]
+                    near = await search.vector(
+                        self.ns, vector, SearchFilters(types=[row.type]), NEIGHBOURS
+                    )
+                    for hit in near:
+                        if hit.id != row.id and (hit.vector_similarity or 0.0) >= threshold:
+                            link(row.id, hit.id)
+                after = page[-1].id
+        groups: dict[int, list[int]] = {}
+        for member in list(parent):
+            groups.setdefault(find(member), []).append(member)
+        members = [ids for ids in groups.values() if len(ids) > 1]
+        rows = await self._members([i for ids in members for i in ids])
+        found = []
+        for ids in members:
+            ranked = sorted(
+                (rows[i] for i in ids),
+                key=lambda r: (-r.importance, -r.access_count, r.created_at, r.id),
+            )
+            found.append(Cluster(ranked[0].type, ranked[0].key, [r.key for r in ranked[1:]]))
+        return sorted(found, key=lambda c: rows_key(rows, c.survivor))
+
+    async def _exact_groups(self, type_: str | None) -> list[list[int]]:
+        rows = await self.session.execute(
+            sql("""
+            SELECT array_agg(id ORDER BY id) AS ids FROM memory
+            WHERE namespace_id = :ns AND deleted_at IS NULL
+              AND (CAST(:type AS text) IS NULL OR type = :type)
+            GROUP BY type, md5(content), content HAVING count(*) > 1"""),
+            {"ns": self.ns, "type": type_},
+        )
+        return [list(r.ids) for r in rows]
+
+    async def _embedded(self, after: int, type_: str | None) -> list[Any]:
+        return list(
+            (
+                await self.session.execute(
+                    sql("""
+                    SELECT id, type, CAST(embedding AS text) AS embedding FROM memory
+                    WHERE namespace_id = :ns AND deleted_at IS NULL AND embedding IS NOT NULL
+                      AND (CAST(:type AS text) IS NULL OR type = :type) AND id > :after
+                    ORDER BY id LIMIT :page"""),
+                    {"ns": self.ns, "type": type_, "after": after, "page": PAGE},
+                )
+            ).all()
+        )
+
+    async def _members(self, ids: list[int]) -> dict[int, Any]:
+        rows = await self.session.execute(
+            sql("""
+            SELECT id, key, type, importance, access_count, created_at FROM memory
+            WHERE id = ANY(CAST(:ids AS bigint[])) AND deleted_at IS NULL"""),
+            {"ids": ids},
+        )
+        return {r.id: r for r in rows}
+
+    async def merge(self, robot_name: str, cluster: Cluster) -> None:
+        """Step 1 (committed), then step 2 for each other member (each committed)."""
+        s = self.service
+        robot = await s.robots.ensure(robot_name)
+        survivor = await s.repo.get(self.ns, cluster.survivor, for_update=True)
+        others = [await s.repo.get(self.ns, k) for k in cluster.merged]
+        live = [o for o in others if o is not None and o.deleted_at is None]
+        if survivor is None or survivor.deleted_at is not None or not live:
+            await self.session.rollback()
+            return
+        fields = fields_of(
+            survivor,
+            importance=max([survivor.importance] + [o.importance for o in live]),
+            tags=union(list(survivor.tags), [t for o in live for t in o.tags]),
+        )
+        rewrite = await s.writes.rewrite(
+            robot,
+            survivor,
+            fields,
+            survivor.token_count,
+            None,
+            None,
+            {"merged": [o.key for o in live]},
+        )
+        await self.session.execute(
+            sql("""
+            UPDATE memory SET access_count = access_count + :n,
+                              last_accessed_at = greatest(last_accessed_at, :at)
+            WHERE id = :id AND created_at = :c"""),
+            {
+                "id": survivor.id,
+                "c": survivor.created_at,
+                "n": sum(o.access_count for o in live),
+                "at": max((o.last_accessed_at for o in live if o.last_accessed_at), default=None),
+            },
+        )
+        await s.two_tier.commit_durable()
+        await s.writes.place(robot, [], place=False, rewrites=[rewrite])
+        for other in live:
+            await self.session.execute(
+                sql("""
+                INSERT INTO memory_alias (memory_id, survivor_id) VALUES (:id, :survivor)
+                ON CONFLICT (memory_id) DO UPDATE SET survivor_id = :survivor,
+                                                      merged_at = now()"""),
+                {"id": other.id, "survivor": survivor.id},
+            )
+            await self.session.execute(
+                sql("UPDATE memory_alias SET survivor_id = :survivor WHERE survivor_id = :id"),
+                {"id": other.id, "survivor": survivor.id},
+            )
+            await s.forget(robot_name, other.key, False, None)  # commits
+
+
+def rows_key(rows: dict[int, Any], key: str) -> int:
+    return next(r.id for r in rows.values() if r.key == key)

@@ -1,0 +1,239 @@
+"""How a change to long-term memory is written: new memories stored (in the request's
+transaction, or group-committed with concurrent adds), an existing one rewritten (its previous
+version kept, holders marked), then acknowledged: durable first, then working memory.
+MemoryService (service.py) decides what to write; this is the one way it is written."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from app.auth.caller import Caller
+from app.clock import Clock
+from app.config import VectorStorage
+from app.db.session import DbSession
+from app.db.vectors import StoredVectors
+from app.events.repository import EventRepository
+from app.memories.adds import GroupCommit
+from app.memories.model import AddGroup, MemoryDraft, NewMemory, VectorChange
+from app.memories.repository import MemoryRepository
+from app.memories.schemas import MemoryAdded, MemoryFields
+from app.memories.version_repository import VersionRepository
+from app.robots.service import Robot
+from app.working_memory.model import Holder, Placement
+from app.working_memory.protocol import WriteProtocol
+from app.working_memory.schemas import WorkingMemoryOutcome
+
+
+class MemoryWrites:
+    def __init__(
+        self,
+        session: DbSession,
+        caller: Caller,
+        two_tier: WriteProtocol,
+        clock: Clock,
+        adds: GroupCommit,
+        vectors: StoredVectors,
+    ) -> None:
+        self.session = session
+        self.caller = caller
+        self.two_tier = two_tier
+        self.clock = clock
+        self.adds = adds
+        self.vectors = vectors
+        self.repo = MemoryRepository(session)
+        self.history = VersionRepository(session)
+        self.events = EventRepository(session, clock)
+
+    async def _storage(self) -> VectorStorage:
+        return await self.vectors.storage(self.session)
+
+    async def store(
+        self, robot: Robot, drafts: list[MemoryDraft], *, group_commit: bool = False
+    ) -> tuple[list[Stored], list[str]]:
+        """Claim the drafts' keys and store them: with `group_commit`, committed together
+        with concurrent adds (app/memories/adds.py); otherwise in the open transaction.
+        Returns what was stored, or (when any key is taken) nothing and the taken keys."""
+        group = AddGroup(self.caller.namespace_id, robot.id, drafts, self.clock())
+        if group_commit:
+            # The group commits in its own transaction: a robot this request registered
+            # must be visible there, and no connection is held while waiting for it (the
+            # group's transaction needs one from the same pool).
+            await self.session.commit()
+            await self.session.release()
+            result = await self.adds.store(group)
+        else:
+            [result] = await self.repo.add([group], await self._storage())
+        claimed, now = result.claimed, result.now
+        if result.taken or now is None:
+            return [], sorted(result.taken)
+        stored = [
+            Stored(NewMemory.from_draft(d, *claimed[d.key], author_robot_id=robot.id), now)
+            for d in drafts
+        ]
+        return stored, []
+
+    async def acknowledge_new(
+        self, robot: Robot, new: list[Stored], place: bool = True
+    ) -> list[MemoryAdded]:
+        """Durable first (invariant 1), then working memory (unless `place` is off); the
+        response shows what was just written, so nothing is read back (and nothing can fail
+        after the commit)."""
+        await self.two_tier.commit_durable()
+        outcomes = await self.place(robot, [placement_of(m) for m, _ in new], place)
+        return [self.added(robot, m, now, outcomes[m.key]) for m, now in new]
+
+    async def place(
+        self,
+        robot: Robot,
+        placements: list[Placement],
+        place: bool = True,
+        rewrites: list[Rewrite] | None = None,
+    ) -> dict[str, WorkingMemoryOutcome]:
+        """After the durable commit: the rewritten memories' old copies leave the other
+        robots holding them, then the placements enter the robot's working memory (with
+        `place` off, none does)."""
+        for rw in rewrites or []:
+            # The writer's own copy is replaced by its placement, not withdrawn.
+            await self.two_tier.withdraw(
+                [h for h in rw.holders if h.robot_id != robot.id], rw.row.id, rw.row.key
+            )
+        if place:
+            return await self.two_tier.place(robot, placements)
+        unplaced = WorkingMemoryOutcome(admitted=False, reason="not_placed")
+        return {p.key: unplaced for p in placements}
+
+    def added(
+        self, robot: Robot, m: NewMemory, now: datetime, outcome: WorkingMemoryOutcome
+    ) -> MemoryAdded:
+        return MemoryAdded(
+            **shown(m),
+            id=m.id,
+            author=robot.name,
+            embedding_status="ready" if m.embedding is not None else "pending",
+            embedding_model=m.embedding_model,
+            created_at=m.created_at,
+            updated_at=now,  # the insert's now(): same transaction as the claim
+            deleted_at=None,
+            version=1,
+            created=True,
+            working_memory=outcome,
+        )
+
+    async def rewrite(
+        self,
+        robot: Robot,
+        row: Any,
+        body: MemoryFields,
+        tokens: int,
+        vector: list[float] | None,
+        model: str | None,
+        detail: dict[str, Any] | None = None,
+    ) -> Rewrite:
+        """A replace's part in the open transaction: the previous version kept, the row
+        rewritten (nothing when no field changes), its holders marked. `detail`: the `add`
+        event's."""
+        same_content = row.content == body.content
+        if body.embedding is not None:
+            change = VectorChange(keep=False, embedding=body.embedding, model="client")
+        elif same_content:
+            change = VectorChange(keep=True)
+        else:  # vector was embedded for body.content (or is None: pending for the worker)
+            change = VectorChange(keep=False, embedding=vector, model=model)
+        m = NewMemory(
+            id=row.id,
+            created_at=body.created_at or row.created_at,
+            key=row.key,
+            content=body.content,
+            type=body.type,
+            importance=body.importance,
+            tags=body.tags,
+            metadata=body.metadata,
+            author_robot_id=row.author_robot_id,
+            token_count=tokens,
+            embedding=None,
+            embedding_model=None,
+        )
+        unchanged = (
+            row.deleted_at is None
+            and same_content
+            and change.keep
+            and (m.created_at, m.type, m.importance, m.tags, m.metadata)
+            == (row.created_at, row.type, row.importance, list(row.tags), row.metadata)
+        )
+        holders = []
+        if unchanged:  # a repeated PUT: nothing to write
+            version, written = row.version, row
+        else:
+            version = row.version + 1
+            await self.history.keep(row.id, row.created_at)  # the version being replaced
+            written = await self.repo.replace(
+                row, m, version, change, await self._storage(), robot.id
+            )
+            if m.created_at != row.created_at:
+                await self.two_tier.moved(row.id, m.created_at)
+            if not same_content or m.importance != row.importance:
+                holders = await self.two_tier.mark_holders(row.id)
+            await self.events.record(
+                self.caller.namespace_id, "add", robot.id, [row.id], detail or {"upsert": True}
+            )
+        return Rewrite(row, m, version, written, holders)
+
+    def rewritten(self, rw: Rewrite, outcome: WorkingMemoryOutcome) -> MemoryAdded:
+        return MemoryAdded(
+            **shown(rw.memory),
+            id=rw.row.id,
+            author=rw.row.author,
+            embedding_status=rw.written.embedding_status,
+            embedding_model=rw.written.embedding_model,
+            created_at=rw.memory.created_at,
+            updated_at=rw.written.updated_at,
+            deleted_at=None,
+            version=rw.version,
+            access_count=rw.row.access_count,
+            last_accessed_at=rw.row.last_accessed_at,
+            created=False,
+            working_memory=outcome,
+        )
+
+
+_SHOWN = ("key", "content", "type", "importance", "tags", "metadata", "token_count")
+
+
+def shown(m: NewMemory) -> dict[str, Any]:
+    """The fields a response repeats as they were written."""
+    return {f: getattr(m, f) for f in _SHOWN}
+
+
+def placement_of(m: NewMemory) -> Placement:
+    return Placement(m.id, m.created_at, 1, m.key, m.content, m.token_count, m.importance)
+
+
+class Rewrite(NamedTuple):
+    """A replace written in the open transaction, for after its commit."""
+
+    row: Any  # the row as it was, locked
+    memory: NewMemory  # its new fields
+    version: int
+    written: Any  # (updated_at, embedding_status, embedding_model)
+    holders: list[Holder]
+
+    @property
+    def placement(self) -> Placement:
+        m = self.memory
+        return Placement(
+            self.row.id,
+            m.created_at,
+            self.version,
+            self.row.key,
+            m.content,
+            m.token_count,
+            m.importance,
+        )
+
+
+class Stored(NamedTuple):
+    """A memory stored in the open transaction, and that transaction's now()."""
+
+    memory: NewMemory
+    now: datetime

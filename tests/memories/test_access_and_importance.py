@@ -1,0 +1,129 @@
+"""Importance that learns: access counts gathered off the request's path and written in one
+statement, kept through an outage; the heuristic scorer for adds without an importance."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.db.engine import create_engine
+from app.db.session import create_sessionmaker
+from app.errors import ServiceUnavailable
+from app.memories.access import AccessTracker
+from app.memories.importance import score, signals
+from tests.conftest import make_settings
+
+T0 = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+
+
+async def counts(client) -> dict[str, tuple[int, datetime | None]]:
+    items = (await client.get("/v1/robots/a/memories", params={"limit": 100})).json()["items"]
+    return {
+        m["key"]: (
+            m["access_count"],
+            datetime.fromisoformat(m["last_accessed_at"]) if m["last_accessed_at"] else None,
+        )
+        for m in items
+    }
+
+
+@pytest.fixture
+async def client(app_factory, ns):
+    """An app whose access worker never runs: the tests flush."""
+    async with app_factory(access_flush_interval_s=3600) as c:
+        c.headers["X-Namespace"] = ns
+        yield c
+
+
+async def test_retrieves_and_recall_hits_are_counted_when_flushed(client) -> None:
+    c = client.app.state.components
+    now = [T0]
+    c.clock.set(lambda: now[0])
+    for key, content in (("k1", "apples and pears"), ("k2", "apples"), ("k3", "plums")):
+        await client.post("/v1/robots/a/memories", json={"key": key, "content": content})
+    await client.get("/v1/robots/a/memories/k1")
+    now[0] = T0 + timedelta(minutes=1)
+    await client.get("/v1/robots/b/memories/k1")
+    r = await client.post("/v1/robots/a/recall", json={"query": "apples", "strategy": "fulltext"})
+    assert [h["key"] for h in r.json()["hits"]] == ["k2", "k1"]
+    # Nothing is written on the request's path.
+    assert await counts(client) == {"k1": (0, None), "k2": (0, None), "k3": (0, None)}
+    assert await c.access.flush() == 4
+    assert await counts(client) == {
+        "k1": (3, T0 + timedelta(minutes=1)),
+        "k2": (1, T0 + timedelta(minutes=1)),
+        "k3": (0, None),
+    }
+    assert await c.access.flush() == 0  # nothing new
+    # an earlier instant never moves last_accessed_at back
+    now[0] = T0
+    await client.get("/v1/robots/a/memories/k2")
+    await c.access.flush()
+    assert (await counts(client))["k2"] == (2, T0 + timedelta(minutes=1))
+
+
+async def test_a_flush_that_fails_keeps_its_counts_for_the_next(client, database_url) -> None:
+    c = client.app.state.components
+    await client.post("/v1/robots/a/memories", json={"key": "k1", "content": "x"})
+    row_id = (await client.get("/v1/robots/a/memories/k1")).json()["id"]
+    c.access.record([row_id], T0)  # the GET above counted once too: 2 pending
+
+    dead = create_engine(
+        make_settings("postgresql+asyncpg://htm@127.0.0.1:1/none", "redis://127.0.0.1:1")
+    )
+    tracker = AccessTracker(create_sessionmaker(dead))
+    tracker.record([row_id, row_id], T0)
+    with pytest.raises(ServiceUnavailable):
+        await tracker.flush()
+    assert tracker.pending == 2
+    tracker.record([row_id], T0 + timedelta(seconds=5))
+    tracker.sessionmaker = c.sessionmaker  # the database is back
+    assert await tracker.flush() == 3
+    await dead.dispose()
+    assert await c.access.flush() == 2
+    got = await counts(client)
+    assert got["k1"][0] == 5
+
+
+@pytest.mark.parametrize(
+    ("content", "type_", "metadata", "found", "expected"),
+    [
+        ("The sky is blue.", "fact", {}, [], 1.0),
+        ("My name is Ada.", "fact", {}, ["identity"], 5.0),
+        ("Hi, call me   Ada", "fact", {}, ["identity"], 5.0),
+        ("I PREFER tea; I prefer it hot", "fact", {}, ["preference"], 4.0),
+        ("I liked it", "fact", {}, [], 1.0),  # whole words only
+        ("recall me later", "fact", {}, [], 1.0),
+        ("Remember that we decided to use Postgres", "fact", {}, ["explicit", "decision"], 8.0),
+        ("Decision: ship on Friday", "fact", {}, ["decision"], 4.0),
+        ("exit code 0", "tool_result", {}, ["tool_result"], 2.0),
+        ("exit code 0", "fact", {"tool": "bash"}, ["tool_result"], 2.0),
+        (
+            "My name is Ada, remember that I hate mornings and we'll use vim",
+            "tool_result",
+            {},
+            ["identity", "explicit", "preference", "decision", "tool_result"],
+            10.0,
+        ),
+    ],
+)
+def test_heuristic_signals_and_scores(content, type_, metadata, found, expected) -> None:
+    assert signals(content, type_, metadata) == found
+    assert score(content, type_, metadata) == expected
+
+
+async def test_the_scorer_applies_only_to_adds_without_an_importance(app_factory, ns) -> None:
+    async with app_factory(importance_scorer="heuristic") as client:
+        client.headers["X-Namespace"] = ns
+        bodies = [
+            {"key": "k1", "content": "My name is Ada"},
+            {"key": "k2", "content": "My name is Ada", "importance": 2},
+            {"key": "k3", "content": "the weather"},
+        ]
+        r = await client.post("/v1/robots/a/memories/batch", json={"memories": bodies})
+        assert [m["importance"] for m in r.json()["memories"]] == [5.0, 2.0, 1.0]
+    async with app_factory() as client:  # off by default
+        client.headers["X-Namespace"] = ns
+        r = await client.post("/v1/robots/a/memories", json={"content": "I prefer tea"})
+        assert r.json()["importance"] == 1.0
