@@ -11,6 +11,7 @@ from app.auth.router import router as keys_router
 from app.config import Settings, get_settings
 from app.dashboard.router import router as dashboard_router
 from app.errors import install_error_handlers
+from app.groups.router import router as groups_router
 from app.health.router import router as health_router
 from app.lifespan import lifespan_for
 from app.mcp.http import McpEndpoint
@@ -56,6 +57,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
     for router in (
         health_router,
         robots_router,
+        groups_router,
         memories_router,
         recall_router,
         working_memory_router,

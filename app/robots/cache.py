@@ -24,12 +24,39 @@ class Robot:
     budget: int
     # Redis missed a removal while it was unreachable; rebuild before trusting it.
     stale: bool = False
+    # The group whose working memory this robot shares (app/groups), if any.
+    group: Robot | None = None
+
+    @property
+    def working_memory(self) -> Robot:
+        """Whose working memory this robot reads and writes: its group's, or its own."""
+        return self.group or self
+
+
+# A group's working memory belongs to a robot row of this name: no robot's name has a `:`.
+GROUP_PREFIX = "group:"
+
+
+def group_row_name(group: str) -> str:
+    return GROUP_PREFIX + group
+
+
+def group_name(row_name: str) -> str:
+    return row_name.removeprefix(GROUP_PREFIX)
 
 
 def robot_from_row(row: Any, default_budget: int) -> Robot:
-    """A robot table row (id, name, working_memory_budget, working_memory_stale) as a Robot."""
+    """A robot table row (id, name, working_memory_budget, working_memory_stale, and its
+    group's as g_id, g_name, g_budget, g_stale when it has one) as a Robot."""
+    group = None
+    if getattr(row, "g_id", None) is not None:
+        group = Robot(row.g_id, row.g_name, row.g_budget or default_budget, row.g_stale)
     return Robot(
-        row.id, row.name, row.working_memory_budget or default_budget, row.working_memory_stale
+        row.id,
+        row.name,
+        row.working_memory_budget or default_budget,
+        row.working_memory_stale,
+        group,
     )
 
 

@@ -9,6 +9,12 @@ _COLUMNS = (
     "id, name, working_memory_budget, working_memory_stale, session_ttl_s, summarize_evictions, "
     "created_at, last_seen_at"
 )
+# A robot with its group's working-memory columns (app/groups), which robot_from_row reads.
+_WITH_GROUP = f"""
+    SELECT {", ".join("r." + c.strip() for c in _COLUMNS.split(","))},
+           g.id AS g_id, g.name AS g_name, g.working_memory_budget AS g_budget,
+           g.working_memory_stale AS g_stale
+    FROM robot r LEFT JOIN robot g ON g.id = r.group_id"""
 
 
 class RobotRepository:
@@ -49,7 +55,7 @@ class RobotRepository:
     async def get(self, namespace_id: int, name: str) -> Any | None:
         return (
             await self.session.execute(
-                sql(f"SELECT {_COLUMNS} FROM robot WHERE namespace_id = :ns AND name = :name"),
+                sql(f"{_WITH_GROUP} WHERE r.namespace_id = :ns AND r.name = :name"),
                 {"ns": namespace_id, "name": name},
             )
         ).one_or_none()
@@ -57,7 +63,7 @@ class RobotRepository:
     async def list(self, namespace_id: int) -> list[Any]:
         return list(
             await self.session.execute(
-                sql(f"SELECT {_COLUMNS} FROM robot WHERE namespace_id = :ns ORDER BY name"),
+                sql(f"{_WITH_GROUP} WHERE r.namespace_id = :ns AND NOT r.is_group ORDER BY r.name"),
                 {"ns": namespace_id},
             )
         )

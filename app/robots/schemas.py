@@ -44,3 +44,7 @@ class RobotRead(BaseModel):
     summarize_evictions: bool
     created_at: datetime
     last_seen_at: datetime
+    group: str | None = Field(
+        default=None,
+        description="The group whose working memory this robot shares (PUT /v1/groups/{group})",
+    )

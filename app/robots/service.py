@@ -4,7 +4,7 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.errors import NotFound
-from app.robots.cache import Robot, RobotCache, robot_from_row
+from app.robots.cache import Robot, RobotCache, group_name, robot_from_row
 from app.robots.repository import RobotRepository
 from app.robots.schemas import RobotRead, RobotUpdate
 from app.working_memory.protocol import WriteProtocol
@@ -39,6 +39,7 @@ class RobotService:
             summarize_evictions=row.summarize_evictions,
             created_at=row.created_at,
             last_seen_at=row.last_seen_at,
+            group=group_name(row.g_name) if getattr(row, "g_name", None) else None,
         )
 
     def _remember(self, row: Any) -> Robot:
@@ -84,6 +85,7 @@ class RobotService:
             body.summarize_evictions,
         )
         await self.two_tier.commit_durable()
+        row = await self.repo.get(self.namespace_id, name)  # with its group's columns
         # Cached only once committed: a robot this request created may not exist otherwise.
         robot = self._remember(row)
         # A smaller budget takes effect at once: the working memory is trimmed by policy.

@@ -94,6 +94,7 @@ class WriteProtocol(RobotSync):
     ) -> dict[str, WorkingMemoryOutcome]:
         """Put memories in the robot's working memory, evicting by policy, and record it.
         A memory replaced or forgotten since it was read is skipped (`superseded`)."""
+        robot = robot.working_memory  # a group member places in the group's
         if not placements:
             return {}
         if self.breaker.open:
@@ -185,6 +186,7 @@ class WriteProtocol(RobotSync):
 
     async def apply_budget(self, robot: Robot) -> list[str]:
         """After a budget change committed: evict down to the new budget now."""
+        robot = robot.working_memory
         if self.breaker.open:
             return await self._mark_stale_alone(robot)
         try:
@@ -238,6 +240,7 @@ class WriteProtocol(RobotSync):
     async def clear(self, robot: Robot) -> int:
         """Empty the robot's working memory. Durable: a client is told it is done. With Redis
         unreachable the mirror is emptied and the robot marked stale (rebuilt empty later)."""
+        robot = robot.working_memory
         state = await self._lock(robot, relaxed=False)
         if self.breaker.open:
             await self._mark_stale(robot)
@@ -264,6 +267,7 @@ class WriteProtocol(RobotSync):
     async def touch(self, robot: Robot, memory_id: int, key: str) -> None:
         """An access by a retrieve. Not a change of the working set: no lock, no seq; both
         tiers only ever move a last access forward."""
+        robot = robot.working_memory
         now_ms = to_us(self.clock()) // 1000
         at = from_us(now_ms * 1000)  # Postgres gets the instant Redis keeps (ms)
         found: int | None = None

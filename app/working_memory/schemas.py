@@ -35,8 +35,11 @@ class WorkingMemoryEntry(BaseModel):
 
 class WorkingMemoryRead(BaseModel):
     robot: str
+    group: str | None = Field(
+        default=None, description="The robot's group: this working memory is the group's, shared"
+    )
     tokens: int
-    max_tokens: int = Field(description="The robot's budget")
+    max_tokens: int = Field(description="The robot's budget (its group's, in a group)")
     utilization: float = Field(description="tokens / max_tokens × 100")
     items: list[WorkingMemoryEntry] = Field(description="In eviction order: next victim first")
     degraded: bool = Field(description="True when served from Postgres because Redis is down")

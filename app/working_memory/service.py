@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from app.robots.cache import Robot
+from app.robots.cache import Robot, group_name
 from app.robots.service import RobotService
 from app.working_memory.context import SEPARATOR, ContextResult, Strategy, assemble
 from app.working_memory.model import UNAVAILABLE, RedisUnavailable, from_us, member_items, to_us
@@ -54,6 +54,7 @@ class WorkingMemoryService:
 
     async def snapshot(self, robot: Robot) -> tuple[list[WMItem], int, bool]:
         """Items in eviction order, token total, and whether this came from Postgres (degraded)."""
+        robot = robot.working_memory  # a group member reads the group's
         try:
             items, tokens = await self._read(
                 robot, lambda: self.store.snapshot(self.namespace, robot.name)
@@ -72,6 +73,7 @@ class WorkingMemoryService:
     ) -> tuple[ContextResult, bool]:
         """The strategy's context and whether it came from Postgres (degraded). Redis orders
         and cuts (the context script); assemble() does the same over Postgres membership."""
+        robot = robot.working_memory
         now_ms = to_us(self.protocol.clock()) // 1000
         try:
             contents, items, tokens = await self._read(
@@ -88,6 +90,7 @@ class WorkingMemoryService:
     async def usage(self, robot: Robot) -> tuple[int, int] | None:
         """(tokens, items) from Redis, rebuilding a lost working memory first; None while
         Redis is unreachable (the caller then reads Postgres membership: degraded)."""
+        robot = robot.working_memory
 
         async def op() -> tuple[int, int]:
             usage = await self.store.usage(self.namespace, robot.name)
@@ -109,11 +112,13 @@ class WorkingMemoryService:
     async def read(self, robot_name: str) -> WorkingMemoryRead:
         rb = await self._robot(robot_name)
         items, tokens, degraded = await self.snapshot(rb)
+        budget = rb.working_memory.budget
         return WorkingMemoryRead(
             robot=rb.name,
+            group=group_name(rb.group.name) if rb.group else None,
             tokens=tokens,
-            max_tokens=rb.budget,
-            utilization=utilization(tokens, rb.budget),
+            max_tokens=budget,
+            utilization=utilization(tokens, budget),
             items=[
                 WorkingMemoryEntry(
                     key=i.key,
@@ -139,7 +144,7 @@ class WorkingMemoryService:
         """The context response's body (ContextRead's shape), built with the schema's types
         by the store and assemble(), so the router returns it without validating it again."""
         rb = await self._robot(robot_name)
-        limit = max_tokens or rb.budget
+        limit = max_tokens or rb.working_memory.budget
         result, degraded = await self.context(rb, strategy, limit)
         return {
             "robot": rb.name,

@@ -45,6 +45,8 @@ from redis.asyncio.cluster import RedisCluster
 
 SCRIPTS_DIR = Path(__file__).parent / "scripts"
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# A robot, or a group's working memory (app/groups: `group:<name>`).
+ROBOT_RE = re.compile(r"(?:group:)?[A-Za-z0-9._-]{1,64}")
 # Integers go through Lua doubles: exact only below 2**53.
 MAX_INT = 2**53 - 1
 MAX_IMPORTANCE = 10.0
@@ -172,9 +174,9 @@ class RobotKeys(NamedTuple):
 
 def robot_keys(ns: str, robot: str) -> RobotKeys:
     """The robot's keys; all share the hash tag ``{ns/robot}``."""
-    for name, value in (("namespace", ns), ("robot", robot)):
-        if not isinstance(value, str) or not NAME_RE.fullmatch(value):
-            raise ValueError(f"invalid {name} {value!r}: must match {NAME_RE.pattern}")
+    for name, value, pattern in (("namespace", ns, NAME_RE), ("robot", robot, ROBOT_RE)):
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise ValueError(f"invalid {name} {value!r}: must match {pattern.pattern}")
     prefix = f"{KEY_PREFIX}:{{{ns}/{robot}}}:"
     return RobotKeys(*(prefix + part for part in RobotKeys._fields))
 
