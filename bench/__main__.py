@@ -45,6 +45,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=["vector", "halfvec"],
         help="HTM_VECTOR_STORAGE for the bench databases' migration (default: the setting's)",
     )
+    p.add_argument(
+        "--ops", help="comma-separated operations to measure (default: all), e.g. add,recall"
+    )
     p.add_argument("--out", type=Path, default=report.RESULTS_DIR)
     return p.parse_args(argv)
 
@@ -66,7 +69,14 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
     quiet = QuietBudget()
     for n in profile.sizes:
         results["scale"][str(n)] = await run_scale(
-            servers, profile, n, args.seed, args.keep_databases, quiet, say
+            servers,
+            profile,
+            n,
+            args.seed,
+            args.keep_databases,
+            quiet,
+            say,
+            set(args.ops.split(",")) if args.ops else None,
         )
     results["quiet_wait_s"] = quiet.spent_s
     if not args.skip_model:

@@ -561,6 +561,16 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         path = f"/v1/robots/writer-{w}/memories"
         _check(await c.post(path, content=prepared[1], headers=JSON), 201)
 
+    def one_deduplicated(w: int, i: int) -> tuple[list[AddItem], bytes]:
+        items, body = fresh(1, batch=False)
+        return items, body[:-1] + b',"dedupe":"semantic"}'
+
+    async def add_dedupe(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
+        # A fresh vector can still be within 0.92 of a stored one: then it is a duplicate (200).
+        path = f"/v1/robots/writer-{w}/memories"
+        r = await c.post(path, content=prepared[1], headers=JSON)
+        _check(r, 200 if r.status_code == 200 else 201)
+
     async def add_batch(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
         path = f"/v1/robots/writer-{w}/memories/batch"
         _check(await c.post(path, content=prepared[1], headers=JSON), 201)
@@ -580,6 +590,15 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         recall_op("hybrid", "all", load=True),
         Op("session_append", session_append, note="one message, durable first; no floor"),
         Op("add", add, add_floor, add_core, prepare=one, checkpoint=True),
+        Op(
+            "add_dedupe_semantic",
+            add_dedupe,
+            add_floor,
+            add_core,
+            prepare=one_deduplicated,
+            checkpoint=True,
+            note="dedupe: semantic (advisory locks, nearest of the type; no group commit)",
+        ),
         Op("add_batch100", add_batch, add_floor, add_core, prepare=hundred, checkpoint=True),
     ]
     return reads, writes
@@ -684,6 +703,7 @@ async def run_scale(
     keep: bool,
     quiet: QuietBudget,
     say: Callable[[str], None],
+    only: set[str] | None = None,
 ) -> dict[str, Any]:
     db = f"htm_bench_{n}"
     say(f"N={n}: fresh database {db}, migrate")
@@ -761,6 +781,8 @@ async def run_scale(
             result["ops"] = {}
             result["plans"] = {}
             for op in reads + writes:
+                if only is not None and op.name not in only:
+                    continue
                 r = await measure(ctx, op)
                 result["ops"][op.name] = r
                 say(_progress(n, op.name, r))

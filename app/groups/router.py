@@ -38,6 +38,7 @@ async def list_groups(service: Service) -> list[GroupRead]:
 
 @router.get("/{group}", operation_id="groups-get", summary="Get a robot group")
 async def get_group(group: GroupName, service: Service) -> GroupRead:
+    """The group's members and its working memory's budget."""
     return await service.get(group)
 
 

@@ -3,11 +3,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.responses import StreamingResponse
 
 from app.common import RobotName
 from app.deps import ScopeDep
 from app.routing import OrjsonRoute
+from app.working_memory.events import ChangeStream
 from app.working_memory.schemas import ContextRead, WorkingMemoryCleared, WorkingMemoryRead
 from app.working_memory.service import WorkingMemoryService
 from app.working_memory.store import Strategy
@@ -26,6 +28,52 @@ Service = Annotated[WorkingMemoryService, Depends(working_memory_service)]
 async def get_working_memory(robot: RobotName, service: Service) -> WorkingMemoryRead:
     """The robot's working set in eviction order (next victim first), with its token use."""
     return await service.read(robot)
+
+
+@router.get(
+    "/working-memory/events",
+    operation_id="working-memory-events",
+    summary="Follow working-memory changes (server-sent events)",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "text/event-stream: `snapshot` first (unless resuming), then "
+            "`added`, `evicted`, `removed`, `cleared`, each with its stream id",
+            "content": {
+                "text/event-stream": {
+                    "schema": {
+                        "type": "object",
+                        "description": "Each event's `data`: a JSON object (see the summary)",
+                    }
+                }
+            },
+        }
+    },
+)
+async def follow_working_memory(
+    robot: RobotName,
+    service: Service,
+    r: ScopeDep,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            alias="Last-Event-ID",
+            description="Resume after this event (a browser's EventSource sends it itself)",
+        ),
+    ] = None,
+) -> StreamingResponse:
+    """The robot's working-memory changes as they happen (its group's, in a group): what a
+    standby agent follows to take over at once. See app/working_memory/events.py."""
+    block_ms = max(1, int(r.components.settings.redis_timeout_s * 500))
+    events = await ChangeStream(service, block_ms).open(robot, last_event_id)
+    # Nothing below needs PostgreSQL: the request's connection goes back to the pool now.
+    await r.session.commit()
+    await r.session.release()
+    return StreamingResponse(
+        events,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 @router.delete(

@@ -10,6 +10,8 @@ one hash per item field, each memory_key -> value, and two sorted sets that orde
   by member, i.e. oldest first: the eviction order (``eviction_order``).
 - ``access`` ZSET score = last access epoch ms, member = memory_key
 - ``meta``   HASH {tokens, budget, seq, gen}
+- ``events`` STREAM the change stream: one entry per change (added, evicted, removed,
+  cleared), written by the script that made it (``events_after``; app/working_memory/events.py)
 
 So a script reads the fields it needs by key (context reads tokens and importance for the
 items it orders, and content only for those it takes), never by parsing a stored document.
@@ -170,6 +172,7 @@ class RobotKeys(NamedTuple):
     evict: str
     access: str
     meta: str
+    events: str
 
 
 def robot_keys(ns: str, robot: str) -> RobotKeys:
@@ -327,8 +330,31 @@ class WorkingMemoryStore:
 
     async def snapshot(self, ns: str, robot: str) -> tuple[list[WMItem], int]:
         """All items in eviction order (next victim first) and the token total, read atomically."""
-        tokens, keys, *fields = await self._run("snapshot", ns, robot, [])
-        return _items_from_fields(keys, fields), int(tokens)
+        items, tokens, _ = await self.snapshot_at(ns, robot)
+        return items, tokens
+
+    async def snapshot_at(self, ns: str, robot: str) -> tuple[list[WMItem], int, str]:
+        """snapshot(), and the id of the change stream's last entry at that moment ("0-0":
+        none): following the stream after it, a client misses no change and sees none twice."""
+        tokens, keys, *fields, last_id = await self._run("snapshot", ns, robot, [])
+        return _items_from_fields(keys, fields), int(tokens), str(last_id)
+
+    async def events_after(
+        self, ns: str, robot: str, after: str, block_ms: int, count: int = 100
+    ) -> list[tuple[str, dict[str, str]]]:
+        """The change stream's entries after `after` (an entry id), waiting up to `block_ms`
+        for one; [] when none came."""
+        key = robot_keys(ns, robot).events
+        reply: Any = await self._redis.xread({key: after}, count=count, block=block_ms)
+        if not reply:
+            return []
+        entries = reply[key][0] if isinstance(reply, dict) else reply[0][1]  # RESP3 : RESP2
+        return [(str(i), dict(fields)) for i, fields in entries]
+
+    async def has_event(self, ns: str, robot: str, event_id: str) -> bool:
+        """Whether the change stream still holds this entry (it keeps about the last 10,000)."""
+        key = robot_keys(ns, robot).events
+        return bool(await self._redis.xrange(key, event_id, event_id, count=1))
 
     async def context(
         self, ns: str, robot: str, strategy: Strategy, max_tokens: int, now_ms: int

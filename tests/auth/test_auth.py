@@ -141,6 +141,7 @@ BODIES = {
     "tags-rename": {"from": "secret", "to": "public"},
     "sessions-append": {"messages": [{"role": "user", "content": "a's own message"}]},
     "prompt-assemble": {"input": "which secret?", "session": "s1", "context_window": 4000},
+    "groups-put": {"members": ["bob"]},
 }
 
 
@@ -159,6 +160,9 @@ MUST_BE_404 = {
     "keys-revoke",
     "sessions-window",
     "sessions-end",
+    "groups-get",
+    "groups-delete",
+    "working-memory-events",  # before A has a bob: a 404, not a stream that never ends
 }
 
 
@@ -193,6 +197,8 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
             json={"messages": [{"role": "user", "content": "secret of namespace b"}]},
         )
     ).status_code == 201
+    r = await auth_client.put("/v1/groups/team", headers=hb, json={"members": ["carol"]})
+    assert r.status_code == 200
 
     async def b_state() -> tuple:
         mem = (await auth_client.get("/v1/robots/bob/memories/bk", headers=hb)).json()
@@ -200,7 +206,9 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         keys_b = (await auth_client.get("/v1/keys", headers=hb)).json()
         robots = (await auth_client.get("/v1/robots", headers=hb)).json()
         session = (await auth_client.get("/v1/robots/bob/sessions/s1/messages", headers=hb)).json()
+        groups = (await auth_client.get("/v1/groups", headers=hb)).json()
         return (
+            [(g["name"], g["members"]) for g in groups],
             [m["content"] for m in session["messages"]],
             mem["content"],
             mem["tags"],
@@ -213,7 +221,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 28
+    assert len(ops) == 33
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.
@@ -221,7 +229,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
     for method, path, op_id in ops:
         url = path.replace("{robot}", "bob").replace("{key}", "bk")
         url = url.replace("{key_id}", str(b_key_id)).replace("{version}", "1")
-        url = url.replace("{session}", "s1")
+        url = url.replace("{session}", "s1").replace("{group}", "team")
         r = await auth_client.request(method, url, headers=ha, json=BODIES.get(op_id))
         body = r.text
         assert "secret of namespace b" not in body, (op_id, body)

@@ -5,4 +5,6 @@ end
 local n = redis.call('HLEN', K_MEMORY_ID)
 redis.call('DEL', K_EVICT, K_ACCESS, unpack(ITEM_HASHES))
 redis.call('HSET', K_META, 'tokens', '0')
-return { 'OK', gen(), bump_seq(), n }
+local seq = bump_seq()
+emit(seq, 'cleared', 'reason', 'cleared')
+return { 'OK', gen(), seq, n }

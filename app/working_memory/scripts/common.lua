@@ -12,6 +12,8 @@
 --   evict        ZSET  the eviction order (evict_member below)
 --   access       ZSET  score = last access epoch ms, member = memory_key
 --   meta         HASH  tokens (the total), budget (of the last place/load), seq, gen
+--   events       STREAM the change stream (emit_* below): what GET …/working-memory/events
+--                serves, each entry written by the script that made the change
 --
 -- Every script runs atomically, so the fields, the token total and both sorted sets change
 -- together and no other client ever observes (or races with) a half-applied change. Redis
@@ -19,7 +21,10 @@
 -- argument before calling: nothing below can fail on well-formed input.
 local K_CONTENT, K_TOKENS, K_IMPORTANCE, K_ADDED_AT, K_MEMORY_ID, K_FROM_RECALL =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local K_EVICT, K_ACCESS, K_META = KEYS[7], KEYS[8], KEYS[9]
+local K_EVICT, K_ACCESS, K_META, K_EVENTS = KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+-- The keys holding the working set (not the change stream): what a rebuild wipes.
+local STATE_KEYS = { KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
+  KEYS[9] }
 local ITEM_HASHES = { K_CONTENT, K_TOKENS, K_IMPORTANCE, K_ADDED_AT, K_MEMORY_ID, K_FROM_RECALL }
 
 -- The eviction order, [importance ASC, added_at ASC], defined here and nowhere else in Lua:
@@ -118,6 +123,41 @@ local function gen()
   return tonumber(redis.call('HGET', K_META, 'gen'))
 end
 
+-- The change stream: one entry per change of one key (added, evicted, removed) or of all
+-- (cleared), carrying the change's seq; entry ids are the stream's own (ms-n), increasing,
+-- which clients resume from (Last-Event-ID). About the last EVENTS_KEPT entries are kept.
+-- A place's entries are its final outcome, removals first: a client applying them in order
+-- holds the same set as Redis after the script.
+local EVENTS_KEPT = 10000
+local function emit(seq, kind, ...)
+  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_KEPT, '*', 'kind', kind,
+    'seq', string.format('%d', seq), ...)
+end
+
+-- Keys place_items rejected (larger than the budget) while they were held: they left.
+local rejected_held = {}
+
+local function emit_placed(seq, admitted, evicted)
+  for _, key in ipairs(evicted) do
+    emit(seq, 'evicted', 'key', key)
+  end
+  for _, key in ipairs(rejected_held) do
+    emit(seq, 'removed', 'key', key)
+  end
+  for _, key in ipairs(admitted) do
+    emit(seq, 'added', 'key', key, 'memory_id', redis.call('HGET', K_MEMORY_ID, key),
+      'tokens', redis.call('HGET', K_TOKENS, key),
+      'importance', redis.call('HGET', K_IMPORTANCE, key),
+      'content', redis.call('HGET', K_CONTENT, key))
+  end
+end
+
+-- The id of the stream's last entry ("0-0": none yet).
+local function last_event_id()
+  local last = redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)[1]
+  return last and last[1] or '0-0'
+end
+
 -- Places ARGV items into the working memory, evicting in the eviction order until each
 -- fits. ARGV[1] = budget, ARGV[2] = item count, then 8 fields per item:
 -- key, content, tokens, importance, added_at_us, last_access_ms, from_recall ("1"/"0"), id.
@@ -187,6 +227,9 @@ local function place_items(total)
     if it.tokens > budget then
       if old and old.id == it.id then
         table.insert(other_ids, it.id)
+      end
+      if old then
+        table.insert(rejected_held, key)
       end
       note(key, 'rejected')
     else

@@ -11,8 +11,11 @@ if old_seq then
   seq = math.max(seq, tonumber(old_seq) + 1)
 end
 seq = int_text(seq)
-redis.call('DEL', unpack(KEYS))
+redis.call('DEL', unpack(STATE_KEYS)) -- the change stream stays: it says what happened
 redis.call('HSET', K_META, 'tokens', '0', 'seq', seq, 'gen', seq)
 local total, admitted, rejected, evicted, evicted_ids, other_ids, times = place_items(0)
+-- A rebuild replaces the whole set: a client mirroring it starts again from these entries.
+emit(tonumber(seq), 'cleared', 'reason', 'rebuilt')
+emit_placed(tonumber(seq), admitted, evicted)
 return { 'OK', tonumber(seq), tonumber(seq), total, admitted, rejected, evicted, evicted_ids,
          other_ids, times }

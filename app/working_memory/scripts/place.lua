@@ -4,4 +4,6 @@ if not initialized() then
 end
 local current = tonumber(redis.call('HGET', K_META, 'tokens'))
 local total, admitted, rejected, evicted, evicted_ids, other_ids, times = place_items(current)
-return { 'OK', gen(), bump_seq(), total, admitted, rejected, evicted, evicted_ids, other_ids, times }
+local seq = bump_seq()
+emit_placed(seq, admitted, evicted)
+return { 'OK', gen(), seq, total, admitted, rejected, evicted, evicted_ids, other_ids, times }

@@ -16,4 +16,8 @@ for i = 1, #ARGV, 2 do
   end
 end
 redis.call('HSET', K_META, 'tokens', int_text(total))
-return { 'OK', gen(), bump_seq(), keys, ids }
+local seq = bump_seq()
+for _, key in ipairs(keys) do
+  emit(seq, 'removed', 'key', key)
+end
+return { 'OK', gen(), seq, keys, ids }

@@ -1,6 +1,7 @@
 -- snapshot: every item in eviction order with all its fields, and the token total, read in
 -- one atomic step. Reply: OK, tokens, keys, then per field one array in the keys' order:
--- content, tokens, importance, added_at, last access, from_recall, memory id.
+-- content, tokens, importance, added_at, last access, from_recall, memory id; then the id of
+-- the change stream's last entry (a client following the stream resumes after it).
 if not initialized() then
   return { 'NOINIT' }
 end
@@ -18,4 +19,4 @@ for i, key in ipairs(keys) do
 end
 return { 'OK', redis.call('HGET', K_META, 'tokens'), keys, hmget(K_CONTENT, keys),
   hmget(K_TOKENS, keys), hmget(K_IMPORTANCE, keys), hmget(K_ADDED_AT, keys), access,
-  hmget(K_FROM_RECALL, keys), hmget(K_MEMORY_ID, keys) }
+  hmget(K_FROM_RECALL, keys), hmget(K_MEMORY_ID, keys), last_event_id() }
