@@ -155,6 +155,27 @@ class Settings(BaseSettings):
         description="Retrieves and recall hits are counted in memory and written this often",
     )
 
+    # --- the optional LLM (app/llm): enrichment and eviction summaries ----------------------
+    llm_provider: Literal["none", "openai", "ollama"] = Field(
+        default="none",
+        description="A chat model for tag proposals, propositions and eviction summaries; "
+        "none: nothing is called",
+    )
+    llm_url: str | None = Field(
+        default=None, description="Base URL of the OpenAI-compatible or Ollama server"
+    )
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: SecretStr | None = None
+    llm_timeout_s: float = Field(default=30.0, gt=0)
+    enrich_interval_s: float = Field(
+        default=2.0, gt=0, description="How often the enrichment worker looks for new memories"
+    )
+    enrich_propositions_min_tokens: int = Field(
+        default=200,
+        ge=1,
+        description="Memories at least this long also get propositions (child memories)",
+    )
+
     # --- eviction summaries (per robot: PUT /v1/robots/{robot} summarize_evictions) -------
     summary_target_tokens: int = Field(
         default=200, ge=20, le=100_000, description="A summary of evicted memories, at most"

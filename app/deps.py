@@ -24,6 +24,8 @@ from app.config import Settings
 from app.db.session import DatabaseErrors, DbSession, Sessionmaker
 from app.db.vectors import StoredVectors
 from app.embeddings.timed import TimedEmbedder
+from app.enrichment.worker import EnrichmentWorker
+from app.llm.base import ChatModel
 from app.memories.access import AccessTracker
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
@@ -69,6 +71,8 @@ class Components:
     summary_worker: EvictionSummaryWorker
     server_facts: ServerFacts
     reranker: HttpReranker | None = None
+    llm: ChatModel | None = None  # HTM_LLM_PROVIDER (app/llm); None: nothing is called
+    enrichment_worker: EnrichmentWorker | None = None
     metrics: Metrics = field(default_factory=Metrics)
     db_errors: DatabaseErrors = field(default_factory=DatabaseErrors)
 

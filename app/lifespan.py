@@ -23,8 +23,10 @@ from app.deps import Components
 from app.embeddings.base import DimensionMismatch
 from app.embeddings.query_cache import QueryEmbeddingCache
 from app.embeddings.timed import TimedEmbedder
+from app.enrichment.worker import EnrichmentWorker
 from app.errors import ServiceUnavailable
 from app.health.service import start_draining
+from app.llm.factory import build_llm
 from app.mcp.http import McpEndpoint
 from app.memories.access import AccessTracker
 from app.memories.adds import GroupCommit
@@ -172,12 +174,15 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         clock=clock,
     )
     tokenizer = Tokenizer.load(settings.tiktoken_encoding)
-    group_commit = GroupCommit(sessionmaker, vectors, settings.group_commit_max_rows)
+    group_commit = GroupCommit(
+        sessionmaker, vectors, settings.group_commit_max_rows, settings.llm_provider != "none"
+    )
     session_hot = SessionHotStore(redis)
     search_caches = SearchCaches(pgvector=PgvectorVersions(), vectors=vectors)
     memory_parts = MemoryParts(
         two_tier, embedder, tokenizer, settings, clock, group_commit, vectors, search_caches
     )
+    llm = build_llm(settings)
     components = Components(
         settings=settings,
         engine=engine,
@@ -200,7 +205,13 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         session_hot=session_hot,
         session_worker=SessionExpiryWorker(sessionmaker, memory_parts, session_hot),
         summary_worker=EvictionSummaryWorker(
-            sessionmaker, memory_parts, settings.summary_target_tokens
+            sessionmaker, memory_parts, settings.summary_target_tokens, llm
+        ),
+        llm=llm,
+        enrichment_worker=None
+        if llm is None
+        else EnrichmentWorker(
+            sessionmaker, llm, memory_parts, settings.enrich_propositions_min_tokens
         ),
         reranker=build_reranker(settings),
         server_facts=ServerFacts(),
@@ -218,6 +229,8 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
             log.warning("access counts not written at shutdown: %s", exc)
         if components.reranker is not None:
             await components.reranker.aclose()
+        if components.llm is not None:
+            await components.llm.aclose()
         await embedder.aclose()
         await redis.aclose()
         await engine.dispose()
@@ -267,6 +280,15 @@ def lifespan_for(
                             delay_first=True,
                         )
                     )
+                    if components.enrichment_worker is not None:  # an LLM is configured
+                        await workers.enter_async_context(
+                            periodic(
+                                "llm enrichment",
+                                components.enrichment_worker.run_once,
+                                settings.enrich_interval_s,
+                                delay_first=True,
+                            )
+                        )
                     if components.embedder.available:
                         await workers.enter_async_context(
                             periodic(

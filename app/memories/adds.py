@@ -29,9 +29,14 @@ _Pending = tuple[AddGroup, "asyncio.Future[GroupStored]"]
 
 class GroupCommit:
     def __init__(
-        self, sessionmaker: Sessionmaker, vectors: StoredVectors, max_rows: int = 1000
+        self,
+        sessionmaker: Sessionmaker,
+        vectors: StoredVectors,
+        max_rows: int = 1000,
+        enrich: bool = False,
     ) -> None:
         self.sessionmaker = sessionmaker
+        self.enrich = enrich  # an LLM is configured: new memories queue for enrichment
         self.vectors = vectors
         self.max_rows = max(1, max_rows)
         self._queue: list[_Pending] = []
@@ -92,7 +97,7 @@ class GroupCommit:
     async def _commit(self, groups: list[AddGroup]) -> list[GroupStored]:
         async with self.sessionmaker() as session, session.begin():
             storage = await self.vectors.storage(session)
-            results = await MemoryRepository(session).add(groups, storage)
+            results = await MemoryRepository(session).add(groups, storage, self.enrich)
         self.commits += 1
         self.adds += len(groups)
         self.memories += sum(len(r.claimed) for r in results)

@@ -60,11 +60,13 @@ _ADD_TEMPLATE = """
     ), stored AS (
         INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,
                             importance, tags, metadata, author_robot_id, token_count,
-                            embedding, embedding_model, embedding_status)
+                            embedding, embedding_model, embedding_status, enrichment_status)
         SELECT i.id, i.created, now(), i.ns, i.k, i.content, i.type,
                i.importance, ARRAY(SELECT jsonb_array_elements_text(CAST(i.tags AS jsonb))),
                CAST(i.metadata AS jsonb), i.robot, i.tokens, CAST(i.embedding AS {storage}),
-               i.model, CASE WHEN i.embedding IS NULL THEN 'pending' ELSE 'ready' END
+               i.model, CASE WHEN i.embedding IS NULL THEN 'pending' ELSE 'ready' END,
+               CASE WHEN CAST(:enrich AS boolean) AND i.type NOT IN ('proposition', 'summary')
+                    THEN 'pending' END
         FROM input i WHERE i.g IN (SELECT g FROM complete)
         ORDER BY i.ord
     )
@@ -95,10 +97,12 @@ class MemoryRepository:
     def __init__(self, session: DbSession) -> None:
         self.session = session
 
-    async def add(self, groups: Sequence[AddGroup], storage: VectorStorage) -> list[GroupStored]:
+    async def add(
+        self, groups: Sequence[AddGroup], storage: VectorStorage, enrich: bool = False
+    ) -> list[GroupStored]:
         """Store each group's drafts (one add each) in one statement; a group with a key
         already taken stores nothing. In the order of `groups`. `storage`: the embedding
-        column's type (app/db/vectors.py)."""
+        column's type (app/db/vectors.py); `enrich`: queue them for app/enrichment."""
         rows = [(gi, g, d) for gi, g in enumerate(groups) for d in g.drafts]
         found = (
             await self.session.execute(
@@ -121,6 +125,7 @@ class MemoryRepository:
                         for _, _, d in rows
                     ],
                     "models": [d.embedding_model for _, _, d in rows],
+                    "enrich": enrich,
                 },
             )
         ).all()

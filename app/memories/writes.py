@@ -63,7 +63,7 @@ class MemoryWrites:
             await self.session.release()
             result = await self.adds.store(group)
         else:
-            [result] = await self.repo.add([group], await self._storage())
+            [result] = await self.repo.add([group], await self._storage(), self.adds.enrich)
         claimed, now = result.claimed, result.now
         if result.taken or now is None:
             return [], sorted(result.taken)

@@ -31,6 +31,43 @@ class Summary:
     importance: float  # the highest of theirs: the trace outlives what it replaces
 
 
+def llm_prompt(evicted: Sequence[Evicted], target_tokens: int) -> list[dict[str, str]]:
+    """What the LLM is asked (HTM_LLM_PROVIDER): the evicted memories, most important first."""
+    listed = "\n".join(
+        f"- ({m.importance:g}) {m.content}" for m in sorted(evicted, key=lambda m: -m.importance)
+    )
+    return [
+        {
+            "role": "system",
+            "content": "An AI agent's working memory dropped the memories below (importance in "
+            "parentheses). Write one summary of them that keeps what the agent will most likely "
+            f"need, most important first, in at most {target_tokens} tokens. Answer with the "
+            "summary only.",
+        },
+        {"role": "user", "content": listed},
+    ]
+
+
+def fitted(
+    evicted: Sequence[Evicted], text: str, target_tokens: int, count: Callable[[str], int]
+) -> Summary | None:
+    """The LLM's summary under the header, cut to whole sentences within the target (None when
+    not even one fits)."""
+    header = HEADER.format(n=len(evicted))
+    kept: list[str] = []
+    for s in sentences(text):
+        if count(header + " ".join([*kept, s])) > target_tokens:
+            break
+        kept.append(s)
+    if not kept:
+        return None
+    return Summary(
+        content=header + " ".join(kept),
+        sources=[m.key for m in evicted],
+        importance=max(m.importance for m in evicted),
+    )
+
+
 def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
 

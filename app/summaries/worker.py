@@ -15,9 +15,10 @@ from typing import Any
 from app.auth.caller import Caller
 from app.db.session import Sessionmaker
 from app.errors import Conflict
+from app.llm.base import ChatModel, LlmError
 from app.memories.schemas import MemoryCreate
 from app.sessions.consolidation import MemoryParts
-from app.summaries.extract import Evicted, Summary, summarize
+from app.summaries.extract import Evicted, Summary, fitted, llm_prompt, summarize
 from app.summaries.repository import SummaryRepository
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,14 @@ SOURCES_IN_METADATA = 50
 
 
 class EvictionSummaryWorker:
-    def __init__(self, sessionmaker: Sessionmaker, parts: MemoryParts, target_tokens: int) -> None:
+    def __init__(
+        self,
+        sessionmaker: Sessionmaker,
+        parts: MemoryParts,
+        target_tokens: int,
+        llm: ChatModel | None = None,
+    ) -> None:
+        self.llm = llm  # when set, summaries are the LLM's; else extractive
         self.sessionmaker = sessionmaker
         self.parts = parts
         self.target_tokens = target_tokens
@@ -43,6 +51,10 @@ class EvictionSummaryWorker:
         for row in due:
             try:
                 written += await self._robot(row)
+            except LlmError as exc:  # the watermark stays: the same evictions next pass
+                log.warning(
+                    "summarising robot %s's evictions waits for the LLM: %s", row.robot, exc
+                )
             except Exception:
                 log.exception("summarising robot %s's evictions failed; retried later", row.robot)
         return written
@@ -63,7 +75,11 @@ class EvictionSummaryWorker:
             if e.key is not None and e.deleted_at is None and e.type != "summary"
         ]
         count = self.parts.tokenizer.count
-        summary = summarize(evicted, self.target_tokens, count)
+        if self.llm is not None and evicted:
+            reply = await self.llm.complete(llm_prompt(evicted, self.target_tokens))
+            summary = fitted(evicted, reply, self.target_tokens, count)
+        else:
+            summary = summarize(evicted, self.target_tokens, count)
         written = 0
         if summary is not None:
             written = await self._add(row, summary, through)

@@ -32,6 +32,7 @@ MEMORY_INDEXES = {
     "memory_tag_paths",  # GIN on tag_paths(tags): hierarchical tag filters (0006)
     "memory_metadata",  # GIN (jsonb_path_ops): metadata containment filters
     "memory_content_md5",  # exact duplicates of live memories (0011)
+    "memory_pending_enrichment",  # the LLM enrichment worker's queue (0013)
 }
 
 

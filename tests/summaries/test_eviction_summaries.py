@@ -127,3 +127,36 @@ async def test_summarize_evictions_must_be_a_boolean(client) -> None:
     r = await client.put("/v1/robots/c", json={"summarize_evictions": "sometimes"})
     assert (r.status_code, r.headers["content-type"]) == (422, "application/problem+json")
     assert (await client.get("/v1/robots/c")).status_code == 404
+
+
+async def test_with_an_llm_the_summary_is_the_model_s_and_an_outage_loses_nothing(
+    app_factory, ns, stub
+) -> None:
+    reply = "Staging runs PostgreSQL 18, upgraded in May. Lunch is at noon. " + "More. " * 40
+    stub.reply = lambda _r: (503, {"error": "down"})
+    async with app_factory(
+        summary_interval_s=3600,
+        summary_target_tokens=40,
+        llm_provider="openai",
+        llm_url=stub.url,
+        enrich_interval_s=3600,
+    ) as c:
+        c.headers["X-Namespace"] = ns
+        await evict_lunch_and_db(c)
+        assert await run_worker(c) == 0  # the LLM is down: nothing written, nothing lost
+        assert await summaries(c, "a") == []
+        stub.reply = lambda _r: (
+            200,
+            {"choices": [{"message": {"role": "assistant", "content": reply}}]},
+        )
+        assert await run_worker(c) == 1
+        [s] = await summaries(c, "a")
+    # Cut at whole sentences to the target (40 tokens with the header).
+    assert s["content"] == HEADER.format(n=2) + (
+        "Staging runs PostgreSQL 18, upgraded in May. Lunch is at noon. " + " ".join(["More."] * 7)
+    )
+    assert s["metadata"]["summary_of"] == ["lunch", "db"]
+    asked = stub.requests[-1].body["messages"]
+    assert asked[1]["content"] == (
+        "- (6) Staging runs PostgreSQL 18. It was upgraded in May.\n- (1) Lunch is at noon."
+    )
