@@ -9,10 +9,12 @@ and with K concurrent clients (c=K: throughput), for the service and for its flo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -562,8 +564,12 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         _check(await c.post(path, content=prepared[1], headers=JSON), 201)
 
     def one_deduplicated(w: int, i: int) -> tuple[list[AddItem], bytes]:
-        items, body = fresh(1, batch=False)
-        return items, body[:-1] + b',"dedupe":"semantic"}'
+        # Contents repeat in the pool: a unique suffix makes each add new, as most are, so
+        # this measures the duplicate check (exact, then the nearest of the type) and a store.
+        items, _ = fresh(1, batch=False)
+        it = dataclasses.replace(items[0], content=f"{items[0].content} [{uuid.uuid4().hex[:8]}]")
+        vector = json.dumps(it.vector)
+        return [it], (add_json(it, vector)[:-1] + ',"dedupe":"semantic"}').encode()
 
     async def add_dedupe(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
         # A fresh vector can still be within 0.92 of a stored one: then it is a duplicate (200).

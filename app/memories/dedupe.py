@@ -107,6 +107,7 @@ class DuplicateRepository:
             await self.session.execute(
                 sql("""
                 SELECT m.key FROM memory m
+                JOIN memory_key k ON k.memory_id = m.id
                 WHERE m.namespace_id = :ns AND m.type = :type AND m.deleted_at IS NULL
                   AND md5(m.content) = md5(CAST(:content AS text)) AND m.content = :content
                 ORDER BY m.created_at, m.id LIMIT 1"""),

@@ -126,6 +126,20 @@ def test_generated_python_client_round_trip(client_server, tmp_path: Path) -> No
         missing = get.sync_detailed("py-agent", "py-fact", client=client)
         assert missing.status_code == 404
         assert missing.parsed.status == 404
+
+        groups_put = importlib.import_module("htm_client.api.groups.groups_put")
+        groups_get = importlib.import_module("htm_client.api.groups.groups_get")
+        made = groups_put.sync(
+            "py-desk",
+            client=client,
+            body=models.GroupUpdate(members=["py-standby", "py-active"], working_memory_budget=500),
+        )
+        assert (made.name, made.members, made.working_memory_budget) == (
+            "py-desk",
+            ["py-active", "py-standby"],
+            500,
+        )
+        assert groups_get.sync("py-desk", client=client).members == ["py-active", "py-standby"]
     finally:
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m.startswith("htm_client")]:

@@ -60,3 +60,26 @@ async def test_scripts_run_unchanged_on_redis_cluster(redis_cluster):
         assert restored.admitted == ["c", "b"]
         assert await store.snapshot(NS, robot) == (items, tokens)
         assert await store.usage(NS, robot) == (tokens, 2)
+
+
+async def test_the_change_stream_and_group_keys_on_redis_cluster(redis_cluster):
+    """A group's working memory (`group:<name>`) and its change stream share one slot."""
+    store = WorkingMemoryStore(redis_cluster)
+    for owner in ("group:desk", "robot-7"):
+        keys = robot_keys(NS, owner)
+        assert len({redis_cluster.keyslot(k) for k in keys}) == 1
+        await store.load(NS, owner, [item("a", 5, added=1)], 10)
+        await store.place(NS, owner, [item("b", 6, 2.0, added=2)], 10)  # evicts a
+        await store.remove(NS, owner, [("b", 0)])
+        entries = await store.events_after(NS, owner, "0-0", block_ms=10, count=100)
+        assert [(f["kind"], f.get("key")) for _, f in entries] == [
+            ("cleared", None),
+            ("added", "a"),
+            ("evicted", "a"),
+            ("added", "b"),
+            ("removed", "b"),
+        ]
+        _, _, last_id = await store.snapshot_at(NS, owner)
+        assert last_id == entries[-1][0]
+        assert await store.has_event(NS, owner, last_id)
+        assert await store.events_after(NS, owner, last_id, block_ms=10) == []

@@ -85,4 +85,11 @@ const gone = await client.GET("/v1/robots/{robot}/memories/{key}", {
 check(gone.response.status === 404, "forgotten memory is 404");
 check(gone.error?.status === 404 && typeof gone.error?.detail === "string", "problem+json body");
 
+const group = await client.PUT("/v1/groups/{group}", {
+  params: { path: { group: "ts-desk" } },
+  body: { members: ["ts-standby", "ts-active"] },
+});
+check(group.response.status === 200, `group status ${group.response.status}`);
+check(JSON.stringify(group.data?.members) === '["ts-active","ts-standby"]', "group members by name");
+
 console.log(JSON.stringify({ ok: true, hits: recalled.data?.hits.length, tokens: context.data?.tokens }));
