@@ -11,7 +11,7 @@ change's `seq`. A group member's stream is its group's.
 A client connecting without `Last-Event-ID` first gets a `snapshot` event (every item, read
 atomically with the stream's position); with a `Last-Event-ID` the stream still holds, it
 gets exactly the events after it; with one the stream no longer holds (it keeps about the
-last 10,000), a `snapshot` again. So a client applying events in order never misses a change
+last 1,000), a `snapshot` again. So a client applying events in order never misses a change
 and never applies one twice. A comment line keeps idle connections open.
 """
 

@@ -352,7 +352,7 @@ class WorkingMemoryStore:
         return [(str(i), dict(fields)) for i, fields in entries]
 
     async def has_event(self, ns: str, robot: str, event_id: str) -> bool:
-        """Whether the change stream still holds this entry (it keeps about the last 10,000)."""
+        """Whether the change stream still holds this entry (it keeps about the last 1,000)."""
         key = robot_keys(ns, robot).events
         return bool(await self._redis.xrange(key, event_id, event_id, count=1))
 

@@ -125,10 +125,11 @@ end
 
 -- The change stream: one entry per change of one key (added, evicted, removed) or of all
 -- (cleared), carrying the change's seq; entry ids are the stream's own (ms-n), increasing,
--- which clients resume from (Last-Event-ID). About the last EVENTS_KEPT entries are kept.
+-- which clients resume from (Last-Event-ID). About the last EVENTS_KEPT entries are kept
+-- (docs/SCALING.md: an `added` entry carries the content).
 -- A place's entries are its final outcome, removals first: a client applying them in order
 -- holds the same set as Redis after the script.
-local EVENTS_KEPT = 10000
+local EVENTS_KEPT = 1000
 local function emit(seq, kind, ...)
   redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_KEPT, '*', 'kind', kind,
     'seq', string.format('%d', seq), ...)
