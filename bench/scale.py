@@ -215,6 +215,9 @@ def _memory_json(key: str, m: dataset.ScaleMemories, i: int) -> str:
     )
 
 
+LOAD_RETRIES = 5
+
+
 async def load_memories(
     ctx: ScaleContext, max_seconds: float, tokenizer: Tokenizer | None = None
 ) -> dict[str, Any]:
@@ -266,9 +269,16 @@ async def load_memories(
             robot, idx = queue.pop()
             body = '{"memories":[' + ",".join(_memory_json(ctx.keys[i], mem, i) for i in idx)
             body += "]}"
-            r = await ctx.client.post(
-                f"/v1/robots/{robot}/memories/batch", content=body.encode(), headers=JSON
-            )
+            for attempt in range(LOAD_RETRIES + 1):
+                r = await ctx.client.post(
+                    f"/v1/robots/{robot}/memories/batch", content=body.encode(), headers=JSON
+                )
+                # A 503 wrote nothing (e.g. a 500-memory INSERT past HTM_STATEMENT_TIMEOUT_MS
+                # near 1,000,000 memories on 2 cores): a client retries it, and so does this.
+                if r.status_code != 503 or attempt == LOAD_RETRIES:
+                    break
+                out["retried_503"] = out.get("retried_503", 0) + 1
+                await asyncio.sleep(1.0 + attempt)
             _check(r, 201)
             done += len(idx)
             if k and done >= k and "first_k" not in out:
