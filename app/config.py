@@ -129,6 +129,13 @@ class Settings(BaseSettings):
         description="Concurrent adds share one transaction of at most this many memories "
         "(a single add larger than this still commits whole)",
     )
+    group_commit_flushes: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Group-commit transactions in flight at once (each on its own connection; "
+        "adds arriving while all are busy queue for the next)",
+    )
     max_query_chars: int = Field(default=2000, ge=1)
     max_recall_limit: int = Field(default=100, ge=1, le=1000)
     max_metadata_bytes: int = Field(default=16 * 1024, ge=2)

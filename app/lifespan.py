@@ -175,7 +175,11 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
     )
     tokenizer = Tokenizer.load(settings.tiktoken_encoding)
     group_commit = GroupCommit(
-        sessionmaker, vectors, settings.group_commit_max_rows, settings.llm_provider != "none"
+        sessionmaker,
+        vectors,
+        settings.group_commit_max_rows,
+        settings.llm_provider != "none",
+        settings.group_commit_flushes,
     )
     session_hot = SessionHotStore(redis)
     search_caches = SearchCaches(pgvector=PgvectorVersions(), vectors=vectors)

@@ -197,3 +197,33 @@ async def test_more_concurrent_adds_than_pooled_connections_all_commit(app_facto
         assert [r.status_code for r in responses] == [201] * 12
         listed = (await c.get("/v1/robots/r0/memories", params={"limit": 50})).json()["items"]
         assert sorted(m["key"] for m in listed) == sorted(f"p{i}" for i in range(12))
+
+
+@pytest.mark.parametrize("flushes", [1, 2])
+async def test_a_second_flush_commits_while_the_first_waits_only_when_two_may_run(
+    client, ns, flushes: int
+) -> None:
+    """With two flushers (the default) an add does not queue behind a flush that is waiting
+    in PostgreSQL (for a lock here; for the HNSW insert of a 500-memory batch in a bulk
+    load); with one, it does."""
+    ns_id, robot = await _robot(client, ns, "a")
+    commit = GroupCommit(client.app.state.components.sessionmaker, StoredVectors(), flushes=flushes)
+    async with client.app.state.components.sessionmaker() as blocker, blocker.begin():
+        # An uncommitted claim of "k": the flush that claims it waits for this transaction.
+        await blocker.execute(
+            text(
+                "INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)"
+                " VALUES (:ns, 'k', -1, now())"
+            ),
+            {"ns": ns_id},
+        )
+        first = asyncio.create_task(commit.store(AddGroup(ns_id, robot, [draft("k")], None)))
+        await asyncio.sleep(0.3)
+        second = asyncio.create_task(commit.store(AddGroup(ns_id, robot, [draft("b")], None)))
+        done, _ = await asyncio.wait({second}, timeout=3)
+        assert (second in done, first.done()) == (flushes == 2, False)
+        await blocker.rollback()
+    assert sorted((await first).claimed) == ["k"]
+    assert sorted((await second).claimed) == ["b"]
+    assert commit.commits == 2
+    assert await _stored_keys(client, ns_id) == {"k", "b"}
