@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from typing import Any
 
 from app.auth.caller import Caller
@@ -87,8 +88,8 @@ class MemoryService:
             check_fields(self.settings, body, i if len(bodies) > 1 else None)
         if any(b.embedding is not None for b in bodies):  # no connection otherwise
             check_storable([b.embedding for b in bodies], await self._storage())
-        keys = [b.key for b in bodies if b.key]
-        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        keys = Counter(b.key for b in bodies if b.key)
+        dupes = sorted(k for k, n in keys.items() if n > 1)
         if dupes:
             raise Conflict(f"keys repeated within the batch: {', '.join(dupes)}", keys=dupes)
         rules = [rule_for(b.dedupe, b.dedupe_threshold, self.settings) for b in bodies]
