@@ -113,8 +113,11 @@ async def add_memory(
 async def add_memories(
     robot: RobotName, body: MemoryBatchCreate, service: Service
 ) -> MemoryBatchResult:
-    """Stores every memory in one transaction, or none of them."""
-    return MemoryBatchResult(memories=await service.add_many(robot, body.memories))
+    """Stores every memory in one transaction, or none of them; then places them in the
+    author's working memory, unless `working_memory` is false."""
+    return MemoryBatchResult(
+        memories=await service.add_many(robot, body.memories, place=body.working_memory)
+    )
 
 
 @router.get(

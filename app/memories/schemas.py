@@ -114,6 +114,13 @@ class MemoryBatchCreate(StrictModel):
     )
 
     memories: list[MemoryCreate] = Field(min_length=1)
+    working_memory: bool = Field(
+        default=True,
+        description="false: store in long-term memory only, without placing the memories in "
+        "the author's working memory (backfills and imports: a year of history would "
+        "otherwise evict what the robot is focused on now, and pay for it); each memory's "
+        "`working_memory.reason` is then `not_placed`",
+    )
 
 
 class MemoryRead(BaseModel):

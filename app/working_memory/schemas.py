@@ -18,7 +18,8 @@ class WorkingMemoryOutcome(BaseModel):
         "memory of the same batch; superseded: replaced or forgotten by another request before "
         "it could be placed; unavailable: working memory could not be updated now (Redis is "
         "down, say): the memory is stored, and working memory is repaired when it answers; "
-        "not_placed: stored without placing (an eviction summary that did not fit)",
+        "not_placed: stored without placing (a batch sent with `working_memory: false`, or "
+        "an eviction summary that did not fit)",
     )
     evicted: list[str] = Field(default_factory=list, description="Keys evicted to make room")
 

@@ -108,6 +108,37 @@ async def test_batch_is_all_or_nothing(client, ns) -> None:
     assert await count_rows(client, ns) == 6
 
 
+async def test_a_store_only_batch_leaves_working_memory_as_it_was(client, ns) -> None:
+    """`working_memory: false` (backfills, imports): stored and counted long-term, placed
+    nowhere, nothing evicted; the robot's working memory keeps exactly what it held."""
+    r = await client.post("/v1/robots/a/memories", json={"content": "focus now", "key": "now"})
+    assert r.json()["working_memory"]["admitted"] is True
+    r = await client.post(
+        "/v1/robots/a/memories/batch",
+        json={
+            "memories": [{"content": f"old {i}", "key": f"old{i}"} for i in range(3)],
+            "working_memory": False,
+        },
+    )
+    assert r.status_code == 201
+    assert [(m["key"], m["working_memory"]) for m in r.json()["memories"]] == [
+        (f"old{i}", {"admitted": False, "reason": "not_placed", "evicted": []}) for i in range(3)
+    ]
+    wm = (await client.get("/v1/robots/a/working-memory")).json()
+    assert [i["key"] for i in wm["items"]] == ["now"]
+    listed = (await client.get("/v1/robots/a/memories", params={"limit": 10})).json()["items"]
+    assert sorted(m["key"] for m in listed) == ["now", "old0", "old1", "old2"]
+    stats = (await client.get("/v1/robots/a/stats")).json()
+    assert (stats["long_term"]["memories"], stats["working_memory"]["items"]) == (4, 1)
+
+    r = await client.post(
+        "/v1/robots/a/memories/batch",
+        json={"memories": [{"content": "x", "key": "x"}], "working_memory": "no"},
+    )
+    assert r.status_code == 422 and r.headers["content-type"] == PROBLEM
+    assert await count_rows(client, ns) == 4
+
+
 async def test_batch_with_a_repeated_key_is_409(client, ns) -> None:
     r = await client.post(
         "/v1/robots/a/memories/batch",
