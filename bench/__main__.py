@@ -48,6 +48,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--ops", help="comma-separated operations to measure (default: all), e.g. add,recall"
     )
+    p.add_argument(
+        "--service",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting of the service under test, e.g. group_commit_flushes=1 (repeatable; "
+        "the service sees no HTM_ variable of this shell)",
+    )
     p.add_argument("--out", type=Path, default=report.RESULTS_DIR)
     return p.parse_args(argv)
 
@@ -101,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         profile = dataclasses.replace(profile, concurrency=args.concurrency)
     if args.copy_floor is not None:
         profile = dataclasses.replace(profile, copy_floor=args.copy_floor)
+    if args.service:
+        given = dict(kv.split("=", 1) for kv in args.service)
+        profile = dataclasses.replace(profile, service={**profile.service, **given})
     previous = json.loads(args.compare.read_text()) if args.compare else None
     os.environ.update(offline_env())
     if args.vector_storage:

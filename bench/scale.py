@@ -87,6 +87,7 @@ class Profile:
     session: int = SESSION  # consecutive memories one robot writes (the load's batch size)
     loaders: int = 2  # load requests in flight
     copy_floor: int = 0  # K: raw COPY of the first K memories beside the load (0: off)
+    service: dict[str, str] = field(default_factory=dict)  # settings of the service under test
 
 
 PROFILES = {
@@ -143,6 +144,10 @@ PROFILES = {
         session=BATCH,
         loaders=2,
         copy_floor=50_000,
+        # Near 1,000,000 memories on 2 cores one 500-memory INSERT can run past the default
+        # 5 s (the 2026-11-24 run stopped there): a deployment loading batches that large
+        # at that size raises it too (README, "Benchmark").
+        service={"statement_timeout_ms": "30000"},
     ),
 }
 
@@ -770,7 +775,10 @@ async def run_scale(
     redis = aioredis.from_url(servers.redis_url, decode_responses=True)
     await redis.flushdb()
     service = ServiceProcess(
-        url, servers.redis_url, BENCH_DIR / "logs" / f"service-{n}.log", embedding_provider="none"
+        url,
+        servers.redis_url,
+        BENCH_DIR / "logs" / f"service-{n}.log",
+        **{"embedding_provider": "none", **profile.service},
     )
     pool = None
     floor: Floor | None = None
