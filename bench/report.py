@@ -128,7 +128,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             10.0,
             "ms",
         ),
-        ("add with client vector, p50 (c=1)", _p50(ops, "add"), "<=", 5.0, "ms"),
+        # Issue 16's group-commit target (the 5 ms of an earlier issue was under the
+        # floor's own INSERT: bench/README.md).
+        ("add with client vector, p50 (c=1)", _p50(ops, "add"), "<=", 8.0, "ms"),
         (
             f"add with client vector, throughput (c={results['settings']['concurrency']})",
             ops.get("add", {}).get("service_k", {}).get("throughput"),
@@ -143,6 +145,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             5.0,
             "ms",
         ),
+        ("stats of a robot, p50", _p50(ops, "stats_robot"), "<=", 5.0, "ms"),
+        ("stats of the namespace, p50", _p50(ops, "stats_namespace"), "<=", 5.0, "ms"),
         (
             "service / floor p50, recall (worst of 10)",
             _worst([_ratio(ops, k) for k in recall_ops]),
