@@ -3,9 +3,10 @@
 Migration 0004's row triggers ran four statements for every memory a batch inserts (its
 stored size read back, the robot's and the namespace's counter upserts, and the robot's
 activity upsert for its `add` event): about a tenth of a 500-memory batch's INSERT in
-PostgreSQL (bench/README.md, "Figures behind the code"). Here the INSERT side of each count becomes one statement-level trigger with a
-transition table, which adds up the statement's rows by counter key (one upsert per robot and
-type, per namespace, per robot and day) and reads the stored sizes back in one join. UPDATE
+PostgreSQL (bench/README.md, "Figures behind the code"). Here the INSERT side of each count
+becomes one statement-level trigger with a transition table, which adds up the statement's
+rows by counter key (one upsert per robot and type, per namespace, per robot and day) and
+reads the stored sizes back in one join. UPDATE
 and DELETE keep 0004's row triggers (they change one row, or a few, at a time), and so do
 the counts' rules: what a statement-level insert adds is what the row triggers added for its
 rows, number for number (tests/stats/test_stats_counts.py checks both against counting the
