@@ -49,13 +49,6 @@ from app.stats.repository import StatsRepository
 from app.working_memory.repository import MembershipRepository, Placed
 from app.working_memory.store import Change, register_scripts, robot_keys
 
-# app/health/service.py postgres_versions(), which runs on an engine connection of its own.
-_VERSIONS_SQL = """
-    SELECT current_setting('server_version') AS postgres,
-           (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgvector,
-           (SELECT extversion FROM pg_extension WHERE extname = 'timescaledb') AS timescaledb"""
-
-
 try:  # the service caches robots per process (app/robots/cache.py); so does the floor
     from app.robots.cache import TTL_S as ROBOT_TTL_S
 except ImportError:  # pragma: no cover - a service without the cache
@@ -408,16 +401,21 @@ class Floor:
             await StatsRepository(s).membership_usage(robot.id)  # type: ignore[arg-type]
 
     async def namespace_stats(self) -> None:
-        """StatsService.namespace (the versions query on the same connection here)."""
+        """StatsService.namespace. The servers' versions and the hypertables are left out:
+        the service reads them once a minute (stats.service.ServerFacts), not per request."""
         async with self.pool.acquire() as conn, conn.transaction():
             s = self._session(conn)
             repo = StatsRepository(s)  # type: ignore[arg-type]
             await repo.namespace(self.ns_id)
-            for row in await RobotRepository(s).list(self.ns_id):
-                await self._usage(s, row)
-            await conn.fetchrow(_VERSIONS_SQL)
-            await self.redis.info("server")
-            await repo.hypertables()
+            rows = await RobotRepository(s).list(self.ns_id)
+            # Every robot's usage script in one pipeline, as WorkingMemoryStore.usage_many.
+            pipe = self.redis.pipeline(transaction=False)
+            for row in rows:
+                keys = robot_keys(self.ns, row.name)
+                await self.scripts["usage"](keys=keys, args=[], client=pipe)
+            for row, reply in zip(rows, await pipe.execute(), strict=True):
+                if reply[0] == "NOINIT":
+                    await repo.membership_usage(row.id)
 
     # --- core: the one essential statement or script --------------------------------------
 

@@ -65,7 +65,11 @@ class StatsService:
         self.versions = VersionRepository(session)
 
     async def _usage(self, robot: Robot) -> WorkingMemoryUsage:
-        usage = await self.working_memory.usage(robot)
+        return await self._usage_from(robot, await self.working_memory.usage(robot))
+
+    async def _usage_from(self, robot: Robot, usage: tuple[int, int] | None) -> WorkingMemoryUsage:
+        """The robot's working-memory usage as read from Redis, or (None: Redis unreachable)
+        from Postgres membership, marked degraded."""
         degraded = usage is None
         tokens, items = usage if usage is not None else await self.repo.membership_usage(robot.id)
         return WorkingMemoryUsage(
@@ -104,10 +108,16 @@ class StatsService:
 
     async def namespace(self) -> NamespaceStats:
         counts = await self.repo.namespace(self.caller.namespace_id)
-        robots = []
-        for row in await self.robot_rows.list(self.caller.namespace_id):
-            robot = robot_from_row(row, self.robots.default_budget)
-            robots.append(RobotUsage(robot=robot.name, working_memory=await self._usage(robot)))
+        listed = [
+            robot_from_row(row, self.robots.default_budget)
+            for row in await self.robot_rows.list(self.caller.namespace_id)
+        ]
+        # One Redis round trip for every robot's usage, not one per robot.
+        usages = await self.working_memory.usage_many(listed)
+        robots = [
+            RobotUsage(robot=robot.name, working_memory=await self._usage_from(robot, usage))
+            for robot, usage in zip(listed, usages, strict=True)
+        ]
         pg = await self.facts.get("postgres", self.versions.postgres)
         redis_version = await self.facts.get("redis", self._redis_version)
         return NamespaceStats(

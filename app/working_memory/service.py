@@ -103,6 +103,26 @@ class WorkingMemoryService:
         except RedisUnavailable:
             return None
 
+    async def usage_many(self, robots: list[Robot]) -> list[tuple[int, int] | None]:
+        """usage() of each robot, read in one Redis round trip; a robot marked stale or
+        missing from Redis takes usage()'s path (rebuilt first). None for each robot while
+        Redis is unreachable."""
+        holders = [r.working_memory for r in robots]
+        if self.protocol.breaker.open:
+            return [None] * len(robots)
+        fresh = [h for h in holders if not h.stale]
+        try:
+            found = await self.store.usage_many(self.namespace, [h.name for h in fresh])
+        except UNAVAILABLE as exc:
+            self.protocol.breaker.trip()
+            log.warning("redis unavailable: %s", exc)
+            return [None] * len(robots)
+        self.protocol.breaker.reset()
+        read = dict(zip((h.name for h in fresh), found, strict=True))
+        return [
+            read[h.name] if read.get(h.name) is not None else await self.usage(h) for h in holders
+        ]
+
     # --- the API's answers ----------------------------------------------------------------
 
     async def _robot(self, name: str) -> Robot:

@@ -34,6 +34,7 @@ recorded one. A touch only moves a last access forward and changes neither.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from collections.abc import Iterable
@@ -382,6 +383,24 @@ class WorkingMemoryStore:
         """(tokens, items), or None if the robot's working memory is not initialized."""
         state = await self.state(ns, robot)
         return None if state is None else (state[0], state[1])
+
+    async def usage_many(self, ns: str, robots: list[str]) -> list[tuple[int, int] | None]:
+        """usage() of many robots in one round trip (a pipeline). A robot whose working memory
+        is not initialized, or whose script failed on its own, is None: the caller asks again
+        one by one. redis-py refuses EVALSHA in a cluster pipeline, so on a cluster the
+        robots are asked concurrently instead."""
+        if not robots:
+            return []
+        if isinstance(self._redis, RedisCluster):
+            return await asyncio.gather(*(self.usage(ns, robot) for robot in robots))
+        pipe = self._redis.pipeline(transaction=False)
+        for robot in robots:
+            await self._scripts["usage"](keys=robot_keys(ns, robot), args=[], client=pipe)
+        replies = await pipe.execute(raise_on_error=False)
+        return [
+            (int(r[1]), int(r[2])) if isinstance(r, list) and r and r[0] == "OK" else None
+            for r in replies
+        ]
 
     async def state(self, ns: str, robot: str) -> tuple[int, int, Change] | None:
         """(tokens, items, (gen, seq)), or None if the robot's working memory is not

@@ -134,9 +134,18 @@ async def test_stats_rebuild_a_lost_working_memory_instead_of_reporting_degraded
     client, two_days, ns, redis_url
 ) -> None:
     before = (await get_ok(client, "/v1/robots/a/stats"))["working_memory"]
+    robots_before = (await get_ok(client, "/v1/stats"))["robots"]
+    assert [(u["robot"], u["working_memory"]["items"]) for u in robots_before] == [
+        ("a", 3),
+        ("b", 1),
+    ]
     async with aioredis.from_url(redis_url) as r:
         assert await r.delete(*robot_keys(ns, "a")) >= 1
-    # Redis is up but lost the robot's data: stats rebuild it, they are not degraded.
+    # Redis is up but lost the robot's data: the namespace's stats (read for all robots in
+    # one round trip) rebuild it, and so do the robot's; neither is degraded.
+    assert (await get_ok(client, "/v1/stats"))["robots"] == robots_before
+    async with aioredis.from_url(redis_url) as r:
+        assert await r.delete(*robot_keys(ns, "a")) >= 1
     assert (await get_ok(client, "/v1/robots/a/stats"))["working_memory"] == before
     wm = await get_ok(client, "/v1/robots/a/working-memory")
     assert sorted(i["key"] for i in wm["items"]) == ["a1", "a3", "b1"]

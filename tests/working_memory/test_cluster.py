@@ -83,3 +83,15 @@ async def test_the_change_stream_and_group_keys_on_redis_cluster(redis_cluster):
         assert last_id == entries[-1][0]
         assert await store.has_event(NS, owner, last_id)
         assert await store.events_after(NS, owner, last_id, block_ms=10) == []
+
+
+async def test_usage_of_robots_on_every_node_in_one_call_on_redis_cluster(redis_cluster):
+    store = WorkingMemoryStore(redis_cluster)
+    robots = list(robots_on_distinct_nodes(redis_cluster).values())
+    for n, robot in enumerate(robots, start=1):
+        await store.load(NS, robot, [item(f"k{i}", 3) for i in range(n)], 100)
+    expected = [(3 * n, n) for n in range(1, len(robots) + 1)]
+    assert await store.usage_many(NS, robots) == expected
+    # A node that forgot the script is sent it again; a robot never loaded is None.
+    await redis_cluster.script_flush()
+    assert await store.usage_many(NS, [*robots, "robot-never"]) == [*expected, None]

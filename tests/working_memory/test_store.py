@@ -187,6 +187,22 @@ async def test_scripts_survive_script_flush(store, robot, redis):
     assert (await store.place(NS, robot, [item("a")], 100)).admitted == ["a"]
 
 
+async def test_usage_many_reads_every_robot_in_one_call_and_none_where_not_initialized(
+    store, robot, redis
+):
+    other, missing = robot + "-2", robot + "-never"
+    await store.load(NS, robot, [item("a", 7), item("b", 5)], 100)
+    await store.load(NS, other, [item("c", 11)], 100)
+    await redis.script_flush()  # the pipeline loads the script again itself
+    assert await store.usage_many(NS, [robot, missing, other, robot]) == [
+        (12, 2),
+        None,
+        (11, 1),
+        (12, 2),
+    ]
+    assert await store.usage_many(NS, []) == []
+
+
 async def test_ping_reports_server_version(store):
     assert (await store.ping()).split(".")[0].isdigit()
 
