@@ -41,6 +41,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--skip-model", action="store_true", help="no local-model run (quality, adds)")
     p.add_argument("--keep-databases", action="store_true", help="keep the bench databases")
     p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure a database kept by --keep-databases (migrated, not reloaded); implies it",
+    )
+    p.add_argument(
         "--vector-storage",
         choices=["vector", "halfvec"],
         help="HTM_VECTOR_STORAGE for the bench databases' migration (default: the setting's)",
@@ -70,6 +75,7 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
             **dataclasses.asdict(profile),
             "seed": args.seed,
             "vector_storage": get_settings().vector_storage,
+            "reused_databases": args.reuse,
         },
         "scale": {},
     }
@@ -81,10 +87,11 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
             profile,
             n,
             args.seed,
-            args.keep_databases,
+            args.keep_databases or args.reuse,
             quiet,
             say,
             set(args.ops.split(",")) if args.ops else None,
+            reuse=args.reuse,
         )
     results["quiet_wait_s"] = quiet.spent_s
     if not args.skip_model:

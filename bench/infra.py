@@ -140,6 +140,32 @@ async def fresh_database(servers: Servers, name: str) -> str:
     return url
 
 
+async def kept_database(servers: Servers, name: str, n: int) -> str | None:
+    """`name` migrated to head when it exists and holds at least `n` memories (a database
+    kept by --keep-databases), else None; returns its SQLAlchemy URL."""
+    from app.db.migrate import upgrade
+
+    conn = await asyncpg.connect(**asyncpg_kwargs(servers.server_url), timeout=30)
+    try:
+        exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+    finally:
+        await conn.close()
+    if not exists:
+        return None
+    url = servers.database_url(name)
+    conn = await asyncpg.connect(**asyncpg_kwargs(url), timeout=30)
+    try:
+        held = await conn.fetchval("SELECT count(*) FROM memory")
+    except asyncpg.UndefinedTableError:
+        held = 0
+    finally:
+        await conn.close()
+    if held < n:
+        return None
+    await asyncio.to_thread(upgrade, url)
+    return url
+
+
 async def drop_database(servers: Servers, name: str) -> None:
     await admin(servers.server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

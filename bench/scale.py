@@ -41,6 +41,7 @@ from bench.infra import (
     drop_database,
     floor_pool,
     fresh_database,
+    kept_database,
     wait_for_quiet,
 )
 
@@ -768,10 +769,15 @@ async def run_scale(
     quiet: QuietBudget,
     say: Callable[[str], None],
     only: set[str] | None = None,
+    reuse: bool = False,
 ) -> dict[str, Any]:
     db = f"htm_bench_{n}"
-    say(f"N={n}: fresh database {db}, migrate")
-    url = await fresh_database(servers, db)
+    url = await kept_database(servers, db, n) if reuse else None
+    if url is None:
+        say(f"N={n}: fresh database {db}, migrate")
+        url = await fresh_database(servers, db)
+    else:
+        say(f"N={n}: reusing the kept database {db} (migrated, not reloaded)")
     redis = aioredis.from_url(servers.redis_url, decode_responses=True)
     await redis.flushdb()
     service = ServiceProcess(
@@ -798,12 +804,18 @@ async def run_scale(
             ctx.floor_pool = pool
             if profile.copy_floor:
                 say(f"N={n}: raw COPY floor of the first {min(n, profile.copy_floor)} memories")
-            say(f"N={n}: loading through POST /memories/batch")
-            result["load"] = ld = await load_memories(ctx, max(600.0, n / 20), tokenizer)
-            say(
-                f"N={n}: loaded in {ld['load_s']:.1f}s "
-                f"({ld['memories_per_s']:.0f} memories/s); VACUUM ANALYZE"
-            )
+            if reuse:
+                # A kept database holds the load and whatever earlier runs' writes added;
+                # Redis was flushed, so working memories are rebuilt from their mirrors.
+                ctx.keys = [f"k{i:07d}" for i in range(n)]
+                result["load"] = ld = {"reused": True}
+            else:
+                say(f"N={n}: loading through POST /memories/batch")
+                result["load"] = ld = await load_memories(ctx, max(600.0, n / 20), tokenizer)
+                say(
+                    f"N={n}: loaded in {ld['load_s']:.1f}s "
+                    f"({ld['memories_per_s']:.0f} memories/s); VACUUM ANALYZE"
+                )
             if "copy_floor" in ld:
                 cf = ld["copy_floor"]
                 say(
