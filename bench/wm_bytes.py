@@ -18,7 +18,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from app.working_memory.store import WMItem, WorkingMemoryStore, robot_keys
+from app.working_memory.items import WMItem
+from app.working_memory.store import WorkingMemoryStore, robot_keys
 
 NS = "wmbytes"
 

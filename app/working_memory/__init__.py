@@ -1,12 +1,8 @@
 """Working memory (hot tier): the Redis store and pure-Python context assembly."""
 
 from app.working_memory.context import ContextItem, ContextResult, Strategy, assemble
-from app.working_memory.store import (
-    PlaceResult,
-    WMItem,
-    WorkingMemoryNotInitialized,
-    WorkingMemoryStore,
-)
+from app.working_memory.items import WMItem
+from app.working_memory.store import PlaceResult, WorkingMemoryNotInitialized, WorkingMemoryStore
 
 __all__ = [
     "ContextItem",

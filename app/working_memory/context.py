@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from app.working_memory.store import STRATEGIES, ContextItem, Strategy, WMItem
+from app.working_memory.items import WMItem
+from app.working_memory.store import STRATEGIES, ContextItem, Strategy
 
 SEPARATOR = "\n\n"
 US_PER_HOUR = 3_600_000_000

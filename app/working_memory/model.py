@@ -12,7 +12,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from app.working_memory.store import WMItem
+from app.working_memory.items import WMItem
 
 # Errors that mean "Redis is not there right now" rather than a bug.
 UNAVAILABLE = (RedisError, OSError, TimeoutError)

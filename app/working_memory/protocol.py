@@ -39,6 +39,7 @@ from datetime import datetime
 
 from app.db.session import DbSession
 from app.robots.cache import Robot, RobotCache
+from app.working_memory.items import WMItem
 from app.working_memory.model import (
     UNAVAILABLE,
     Holder,
@@ -57,7 +58,6 @@ from app.working_memory.store import (
     Change,
     PlaceResult,
     RemoveResult,
-    WMItem,
     WorkingMemoryNotInitialized,
     WorkingMemoryStore,
 )

@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 from app.robots.cache import Robot, group_name
 from app.robots.service import RobotService
 from app.working_memory.context import SEPARATOR, ContextResult, Strategy, assemble
+from app.working_memory.items import WMItem, eviction_order
 from app.working_memory.model import UNAVAILABLE, RedisUnavailable, from_us, member_items, to_us
 from app.working_memory.protocol import WriteProtocol
 from app.working_memory.schemas import WorkingMemoryCleared, WorkingMemoryEntry, WorkingMemoryRead
-from app.working_memory.store import WMItem, WorkingMemoryNotInitialized, eviction_order
+from app.working_memory.store import WorkingMemoryNotInitialized
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -35,9 +35,7 @@ recorded one. A touch only moves a last access forward and changes neither.
 from __future__ import annotations
 
 import asyncio
-import math
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypedDict
@@ -46,13 +44,18 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
+from app.working_memory.items import (
+    MAX_INT,
+    WMItem,
+    check_int,
+    items_from_fields,
+    place_args,
+)
+
 SCRIPTS_DIR = Path(__file__).parent / "scripts"
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # A robot, or a group's working memory (app/groups: `group:<name>`).
 ROBOT_RE = re.compile(r"(?:group:)?[A-Za-z0-9._-]{1,64}")
-# Integers go through Lua doubles: exact only below 2**53.
-MAX_INT = 2**53 - 1
-MAX_IMPORTANCE = 10.0
 
 Strategy = Literal["recent", "important", "balanced"]
 STRATEGIES: tuple[Strategy, ...] = ("recent", "important", "balanced")
@@ -70,27 +73,6 @@ SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
     },
     **{f"context_{s}": ("common", "context_common", f"context_{s}") for s in STRATEGIES},
 }
-
-
-class WMItem(NamedTuple):
-    """One working-memory item. A NamedTuple: a snapshot builds a thousand of these, and
-    tuples are several times cheaper to make than frozen dataclasses."""
-
-    key: str
-    content: str
-    tokens: int
-    importance: float
-    added_at_us: int
-    last_access_ms: int
-    from_recall: bool = False
-    memory_id: int = 0
-
-
-def eviction_order(items: Iterable[WMItem]) -> list[WMItem]:
-    """The items in eviction order, next victim first: importance ascending, then the oldest
-    added_at, then the key (by code point, i.e. the UTF-8 bytes Redis compares). The evict set
-    keeps the same order in Redis (scripts/common.lua, evict_member)."""
-    return sorted(items, key=lambda i: (i.importance, i.added_at_us, i.key))
 
 
 class ContextItem(TypedDict):
@@ -197,56 +179,6 @@ def register_scripts(redis: aioredis.Redis | RedisCluster) -> dict[str, Any]:
     return {name: redis.register_script(script_source(name)) for name in SCRIPT_PARTS}
 
 
-def _check_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
-        raise ValueError(f"{name} must be an integer in [0, 2**53): {value!r}")
-    return value
-
-
-def _item_args(item: WMItem) -> list[str]:
-    if not isinstance(item.key, str) or not item.key:
-        raise ValueError(f"memory key must be a non-empty string: {item.key!r}")
-    if not isinstance(item.content, str):
-        raise ValueError(f"content of {item.key!r} must be a string")
-    importance = item.importance
-    if (
-        isinstance(importance, bool)
-        or not isinstance(importance, int | float)
-        or not math.isfinite(importance)
-        or not 0 <= importance <= MAX_IMPORTANCE
-    ):
-        raise ValueError(f"importance of {item.key!r} must be in [0, 10]: {importance!r}")
-    return [
-        item.key,
-        item.content,
-        str(_check_int("tokens", item.tokens)),
-        repr(float(importance)),  # repr round-trips; Lua's tonumber (strtod) reads it exactly
-        str(_check_int("added_at_us", item.added_at_us)),
-        str(_check_int("last_access_ms", item.last_access_ms)),
-        "1" if item.from_recall else "0",
-        str(_check_int("memory_id", item.memory_id)),
-    ]
-
-
-def _place_args(items: list[WMItem], budget: int) -> list[str]:
-    args = [str(_check_int("budget", budget)), str(len(items))]
-    for item in items:
-        args.extend(_item_args(item))
-    return args
-
-
-def _items_from_fields(keys: list[str], fields: list[list[str | None]]) -> list[WMItem]:
-    """Snapshot reply arrays (one per field, in the keys' order) as items."""
-    if any(None in values for values in fields):
-        raise RuntimeError("working memory inconsistent: an item in evict order lacks a field")
-    return [
-        WMItem(
-            key, content, int(tokens), float(imp), int(added), int(access), recall == "1", int(i)
-        )
-        for key, content, tokens, imp, added, access, recall, i in zip(keys, *fields, strict=True)
-    ]
-
-
 class WorkingMemoryStore:
     """Per-robot working memory in Redis or Redis Cluster. Needs a decode_responses=True client.
 
@@ -291,7 +223,7 @@ class WorkingMemoryStore:
         is replaced outright. An item with tokens > budget is rejected and removed if it was
         present. Items are admitted even when more important ones must be evicted.
         """
-        reply = await self._run("place", ns, robot, _place_args(items, budget))
+        reply = await self._run("place", ns, robot, place_args(items, budget))
         return self._place_result(reply)
 
     async def touch(self, ns: str, robot: str, key: str, access_ms: int) -> int | None:
@@ -300,7 +232,7 @@ class WorkingMemoryStore:
         if not isinstance(key, str) or not key:
             raise ValueError(f"memory key must be a non-empty string: {key!r}")
         found, memory_id = await self._run(
-            "touch", ns, robot, [key, str(_check_int("access_ms", access_ms))]
+            "touch", ns, robot, [key, str(check_int("access_ms", access_ms))]
         )
         return int(memory_id) if int(found) else None
 
@@ -311,7 +243,7 @@ class WorkingMemoryStore:
         for key, memory_id in entries:
             if not isinstance(key, str) or not key:
                 raise ValueError(f"memory key must be a non-empty string: {key!r}")
-            args += [key, str(_check_int("memory_id", memory_id))]
+            args += [key, str(check_int("memory_id", memory_id))]
         gen, seq, keys, ids = await self._run("remove", ns, robot, args)
         return RemoveResult(list(keys), [int(i) for i in ids], Change(int(gen), int(seq)))
 
@@ -326,7 +258,7 @@ class WorkingMemoryStore:
         The new seq (also the generation id) is above every seq this robot had before, even
         when Redis lost the old one: it is seeded from the Redis clock in microseconds.
         """
-        reply = await self._run("load", ns, robot, _place_args(items, budget))
+        reply = await self._run("load", ns, robot, place_args(items, budget))
         return self._place_result(reply)
 
     async def snapshot(self, ns: str, robot: str) -> tuple[list[WMItem], int]:
@@ -338,7 +270,7 @@ class WorkingMemoryStore:
         """snapshot(), and the id of the change stream's last entry at that moment ("0-0":
         none): following the stream after it, a client misses no change and sees none twice."""
         tokens, keys, *fields, last_id = await self._run("snapshot", ns, robot, [])
-        return _items_from_fields(keys, fields), int(tokens), str(last_id)
+        return items_from_fields(keys, fields), int(tokens), str(last_id)
 
     async def events_after(
         self, ns: str, robot: str, after: str, block_ms: int, count: int = 100
@@ -367,9 +299,9 @@ class WorkingMemoryStore:
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}: expected one of {STRATEGIES}")
         # The script ages items in microseconds: now_ms * 1000 must stay an exact double.
-        if _check_int("now_ms", now_ms) > MAX_INT // 1000:
+        if check_int("now_ms", now_ms) > MAX_INT // 1000:
             raise ValueError(f"now_ms must be below 2**53 / 1000: {now_ms!r}")
-        args = [str(_check_int("max_tokens", max_tokens)), str(now_ms)]
+        args = [str(check_int("max_tokens", max_tokens)), str(now_ms)]
         reply = await self._run(f"context_{strategy}", ns, robot, args)
         tokens, keys, contents, *numbers = reply
         toks, imps, scores = map(orjson.loads, numbers)

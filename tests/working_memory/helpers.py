@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from app.working_memory.store import WMItem, robot_keys
+from app.working_memory.items import WMItem
+from app.working_memory.store import robot_keys
 
 NS = "wmtest"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.working_memory.store import WMItem
+from app.working_memory.items import WMItem
 
 
 class NotInitialized(Exception):

@@ -9,7 +9,8 @@ import threading
 
 import redis.asyncio as aioredis
 
-from app.working_memory.store import WMItem, WorkingMemoryStore
+from app.working_memory.items import WMItem
+from app.working_memory.store import WorkingMemoryStore
 from tests.working_memory.helpers import NS, meta
 from tests.working_memory.reference import ReferenceModel
 

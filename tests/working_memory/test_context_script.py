@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.working_memory.context import STRATEGIES, assemble
-from app.working_memory.store import WMItem, WorkingMemoryNotInitialized
+from app.working_memory.items import WMItem
+from app.working_memory.store import WorkingMemoryNotInitialized
 from tests.working_memory.helpers import NS, item
 
 NOW_MS = 1_700_000_000_000

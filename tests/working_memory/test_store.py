@@ -6,12 +6,8 @@ import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
-from app.working_memory.store import (
-    WMItem,
-    WorkingMemoryNotInitialized,
-    WorkingMemoryStore,
-    robot_keys,
-)
+from app.working_memory.items import WMItem
+from app.working_memory.store import WorkingMemoryNotInitialized, WorkingMemoryStore, robot_keys
 from tests.working_memory.helpers import NS, access_order, item, meta
 
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.working_memory.store import WMItem, WorkingMemoryNotInitialized
+from app.working_memory.items import WMItem
+from app.working_memory.store import WorkingMemoryNotInitialized
 from tests.working_memory.helpers import NS, access_order, meta
 from tests.working_memory.reference import NotInitialized, ReferenceModel
 

@@ -18,7 +18,8 @@ from sqlalchemy.exc import DBAPIError
 
 from app.db.migrate import upgrade
 from app.deps import Components
-from app.working_memory.store import WMItem, robot_keys
+from app.working_memory.items import WMItem
+from app.working_memory.store import robot_keys
 from tests.working_memory.tiers import (
     disagreements,
     keys_held,
