@@ -4,6 +4,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.migrate import downgrade, upgrade
+from tests.vectors import STORAGE, column_type
 
 TABLES = {
     "namespace",
@@ -78,8 +79,9 @@ async def test_upgrade_downgrade_upgrade_round_trip(database_factory) -> None:
     assert tables == TABLES
     assert indexes == MEMORY_INDEXES
     assert hnsw is not None
-    assert "USING hnsw (embedding vector_cosine_ops) WITH (m='16', ef_construction='64')" in hnsw
-    assert dim == "vector(384)"
+    ops = f"{STORAGE}_cosine_ops"
+    assert f"USING hnsw (embedding {ops}) WITH (m='16', ef_construction='64')" in hnsw
+    assert dim == column_type(384)
 
     await asyncio.to_thread(downgrade, url, "base")
     tables, indexes, _, _ = await _schema(url)
@@ -104,7 +106,7 @@ async def test_vector_dimension_comes_from_settings(database_factory, monkeypatc
         monkeypatch.delenv("HTM_EMBEDDING_DIMENSION")
         get_settings.cache_clear()
     _, _, _, dim = await _schema(url)
-    assert dim == "vector(1536)"
+    assert dim == column_type(1536)
 
 
 async def test_tag_paths_lists_every_tag_and_its_ancestors_once(database_url) -> None:

@@ -19,6 +19,7 @@ from app.recall.planner import Fusion, SearchFilters, Signals
 from app.recall.repository import SearchHit, SearchRepository
 from tests.recall.test_search import (  # noqa: F401  (fixtures)
     FUSION_QUESTION,
+    FUSION_SIMS,
     RANKS,
     Seed,
     at,
@@ -29,9 +30,12 @@ from tests.recall.test_search import (  # noqa: F401  (fixtures)
     seed,
     session,
     shared_engine,
+    toward_as_stored,
 )
 
-SIMS = {"a": 0.9, "x": 0.8, "b": 0.7, "z": 0.6, "y": 0.5}
+# Each vector hit's similarity to the question, as the database computes it (halfvec: the
+# vectors rounded to float16).
+SIMS = {k: toward_as_stored(s) for k, s in FUSION_SIMS.items()}
 
 
 async def hybrid(session: DbSession, ns: int, dim: int, **kw) -> list[SearchHit]:  # type: ignore[no-untyped-def]
@@ -87,8 +91,9 @@ async def test_score_fusion_minmax_is_a_convex_combination_of_normalised_scores(
     )
 
     nv, nt = minmax(SIMS), minmax(text_scores(hits))
-    # vector: a 1, x .75, b .5, z .25, y 0; weights 3:1 scale to .75 and .25
-    assert nv == pytest.approx({"a": 1.0, "x": 0.75, "b": 0.5, "z": 0.25, "y": 0.0}, abs=1e-6)
+    # vector: a 1, x .75, b .5, z .25, y 0 (halfvec's rounding moves them by < 1e-3);
+    # weights 3:1 scale to .75 and .25
+    assert nv == pytest.approx({"a": 1.0, "x": 0.75, "b": 0.5, "z": 0.25, "y": 0.0}, abs=1e-3)
     expected = {k: 0.75 * nv.get(k, 0.0) + 0.25 * nt.get(k, 0.0) for k in RANKS}
     assert keys(hits) == ordered(expected, CREATED)
     assert {h.key: h.score for h in hits} == pytest.approx(expected, abs=1e-6)

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.stubs import Recorded, StubServer
+from tests.vectors import similarity
 
 DIM = 384
 
@@ -24,6 +25,12 @@ def toward(similarity: float, axis: int) -> list[float]:
 
 
 E0 = toward(1.0, 1)
+
+
+def as_stored_similarity(s: float) -> float:
+    """The similarity of toward(s, i) to E0 as the database computes it (tests/vectors.py)."""
+    return similarity(toward(s, 2), E0)
+
 
 # key: (content, similarity to e0, created_at)
 ITEMS = {
@@ -86,7 +93,7 @@ async def test_explain_reports_each_lists_rank_score_and_share(client) -> None:
     x = hits["x"]["explain"]
     # x: vector rank 2, text rank 1 (3 of its words); a: vector 1 only
     assert (x["vector"]["rank"], x["fulltext"]["rank"]) == (2, 1)
-    assert x["vector"]["score"] == pytest.approx(0.8, abs=1e-6)
+    assert x["vector"]["score"] == pytest.approx(as_stored_similarity(0.8), abs=1e-6)
     assert x["fulltext"]["score"] == hits["x"]["fulltext_score"]
     assert x["vector"]["share"] == pytest.approx(1 / 12, rel=1e-12)
     assert x["fulltext"]["share"] == pytest.approx(2 / 11, rel=1e-12)
@@ -124,9 +131,12 @@ async def test_score_fusion_per_request(client) -> None:
     await seed(client)
     fusion = {"method": "score", "vector_weight": 1, "fulltext_weight": 0}
     body = await recall(client, fusion=fusion)
-    # vector alone, min-max over a .9 … y .5: a 1, x .75, b .5, y 0
+    # vector alone, min-max over a .9 … y .5: a 1, x .75, b .5, y 0 (as stored: halfvec's
+    # rounding moves the similarities by < 1e-3)
     assert [h["key"] for h in body["hits"]] == ["a", "x", "b", "y"]
-    assert [h["score"] for h in body["hits"]] == pytest.approx([1.0, 0.75, 0.5, 0.0], abs=1e-6)
+    sims = [as_stored_similarity(ITEMS[k][1]) for k in "axby"]
+    expected = [(s - sims[-1]) / (sims[0] - sims[-1]) for s in sims]
+    assert [h["score"] for h in body["hits"]] == pytest.approx(expected, abs=1e-6)
     assert body["fusion"]["normalization"] == "minmax"
 
 

@@ -37,6 +37,7 @@ from app.recall.planner import (
 from app.recall.repository import SearchHit, SearchRepository
 from app.recall.statements import eligible_where, text_ctes, text_params
 from app.recall.statements import nearest as nearest_sql
+from tests.vectors import as_stored, similarity
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 BIG = 20_000
@@ -67,9 +68,10 @@ def unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
 
 
 def nearest(q: np.ndarray, vectors: np.ndarray, ids: np.ndarray, k: int) -> tuple[list, list]:
-    """Exact cosine ranking in float64: (ids, similarities) of the k nearest."""
-    m = vectors.astype(np.float64)
-    sims = (m @ q.astype(np.float64)) / (np.linalg.norm(m, axis=1) * np.linalg.norm(q))
+    """Exact cosine ranking in float64 of the vectors as stored: (ids, similarities) of the k
+    nearest."""
+    m, q = as_stored(vectors), as_stored(q)
+    sims = (m @ q) / (np.linalg.norm(m, axis=1) * np.linalg.norm(q))
     order = np.argsort(-sims, kind="stable")[:k]
     # The expected order must not hinge on float32 rounding inside pgvector.
     assert np.min(-np.diff(sims[np.argsort(-sims)][: k + 1])) > 1e-5
@@ -461,7 +463,8 @@ class Seed:
         ).scalar_one()
 
     def toward(self, similarity: float, axis: int) -> list[float]:
-        """A unit vector whose cosine similarity to e0 is exactly `similarity`."""
+        """A unit vector whose cosine similarity to e0 is `similarity` (exactly as stored
+        in float32; `toward_as_stored` gives it under halfvec)."""
         v = [0.0] * self.dim
         v[0] = similarity
         v[axis] = float(np.sqrt(1 - similarity**2))
@@ -758,6 +761,15 @@ def e0(dim: int) -> list[float]:
     return [1.0] + [0.0] * (dim - 1)
 
 
+def toward_as_stored(s: float) -> float:
+    """The similarity to e0 of Seed.toward(s, axis) as the database stores the two vectors:
+    s itself for `vector`, within ~1e-3 of it for `halfvec`."""
+    return similarity([s, float(np.sqrt(1 - s**2))], [1.0, 0.0])
+
+
+# key: similarity to e0 (Seed.toward) in the fusion set, in vector rank order
+FUSION_SIMS = {"a": 0.9, "x": 0.8, "b": 0.7, "z": 0.6, "y": 0.5}
+
 RANKS = {  # key: (vector rank, text rank)
     "a": (1, None),
     "x": (2, 2),
@@ -794,7 +806,7 @@ async def test_hybrid_scores_are_exact_reciprocal_rank_fusion(
     assert {h.key: (h.vector_rank, h.fulltext_rank) for h in hits} == RANKS
     sims = {h.key: h.vector_similarity for h in hits}
     assert sims == pytest.approx(
-        {"a": 0.9, "x": 0.8, "b": 0.7, "z": 0.6, "y": 0.5, "e": None}, abs=1e-6
+        {**{k: toward_as_stored(s) for k, s in FUSION_SIMS.items()}, "e": None}, abs=1e-6
     )
     # vector-only (a, z) and full-text-only (e) hits both take part
     assert {h.key for h in hits if h.fulltext_rank is None} == {"a", "z"}
@@ -838,7 +850,8 @@ async def test_vector_skips_pending_deleted_and_other_namespaces(
 ) -> None:
     hits = await SearchRepository(session).vector(fusion, e0(dim), SearchFilters(), 10)
     assert keys(hits) == ["a", "x", "b", "z", "y"]
-    assert [h.score for h in hits] == pytest.approx([0.9, 0.8, 0.7, 0.6, 0.5], abs=1e-6)
+    expected = [toward_as_stored(s) for s in FUSION_SIMS.values()]
+    assert [h.score for h in hits] == pytest.approx(expected, abs=1e-6)
 
 
 async def test_search_works_with_the_binary_vector_codec(database_url: str, dim: int) -> None:
@@ -909,7 +922,7 @@ async def test_hits_carry_the_memory_as_stored(
     assert hit.metadata == {"project": "x", "lang": {"name": "py"}}
     assert (hit.created_at, hit.token_count) == (datetime(2026, 1, 10, tzinfo=UTC), 5)
     assert (hit.vector_rank, hit.fulltext_rank, hit.fulltext_score) == (1, None, None)
-    assert hit.vector_similarity == pytest.approx(0.7, abs=1e-6)
+    assert hit.vector_similarity == pytest.approx(toward_as_stored(0.7), abs=1e-6)
 
 
 FILTER_CASES = [

@@ -191,10 +191,11 @@ async def test_counters_equal_counting_through_a_mixed_workload(client, ns: str)
     await add(client, model, "a", body("long", next(n), content="walrus harbour " * 400))
     # A short text beside a real (incompressible) vector: the row is too long for the page
     # and TOAST compresses the text in place, which an AFTER INSERT trigger's NEW does not
-    # show (pg_column_size(NEW.content) is the uncompressed size there).
+    # show (pg_column_size(NEW.content) is the uncompressed size there). 1,400 characters:
+    # the row passes TOAST's ~2 kB threshold with a halfvec embedding (776 bytes) too.
     rng = random.Random(16)
     noisy = [rng.uniform(-1, 1) for _ in range(384)]
-    await add(client, model, "c", body("mid", next(n), content="copper " * 80, embedding=noisy))
+    await add(client, model, "c", body("mid", next(n), content="copper " * 200, embedding=noisy))
     await add(client, model, "b", body("noise", next(n), content=os.urandom(3000).hex()))
     await check()
 

@@ -20,6 +20,7 @@ from sqlalchemy import text
 from app.transfer.reembed import Stalled, _counts, reembed
 from tests.stubs import Recorded, StubServer
 from tests.transfer.conftest import Htm
+from tests.vectors import as_stored
 
 DIM = 384
 
@@ -112,7 +113,7 @@ async def test_reembed_embeds_every_memory_of_the_old_model_a_batch_at_a_time(
         sizes = [len(r.body["input"]) for r in stub.requests]
         assert max(sizes) == 2 and sum(sizes) == 5
         got = await stored(client, "n3")
-        assert got == pytest.approx(vector("model-b", NOTES["n3"]), rel=1e-6)
+        assert got == pytest.approx(list(as_stored(vector("model-b", NOTES["n3"]))), rel=1e-6)
         assert await reembed(c, ns, batch=2) == type(done)(embedded=0, failed=0)  # nothing left
 
 
