@@ -13,6 +13,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 EmbeddingProvider = Literal["local", "ollama", "openai", "none"]
 VectorStorage = Literal["vector", "halfvec"]
+VectorStorageSetting = Literal["auto", "vector", "halfvec"]
 
 
 class Settings(BaseSettings):
@@ -94,11 +95,12 @@ class Settings(BaseSettings):
     embedding_provider: EmbeddingProvider = "local"
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_dimension: int = Field(default=384, ge=1, le=16000)
-    vector_storage: VectorStorage = Field(
-        default="vector",
-        description="How migrations store and index embeddings: `vector` (float32) or "
-        "`halfvec` (float16, half the size; pgvector >= 0.7). Read at migration time; the "
-        "service detects what the database holds",
+    vector_storage: VectorStorageSetting = Field(
+        default="auto",
+        description="How migrations store and index embeddings: `vector` (float32), "
+        "`halfvec` (float16, half the size; pgvector >= 0.7), or `auto`: halfvec for a new "
+        "database on pgvector >= 0.7, and an existing one keeps what it has. Read at "
+        "migration time; the service detects what the database holds",
     )
     embedding_url: str | None = Field(
         default=None, description="Base URL of the Ollama or OpenAI-compatible server"

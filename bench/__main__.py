@@ -47,7 +47,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--vector-storage",
-        choices=["vector", "halfvec"],
+        choices=["auto", "vector", "halfvec"],
         help="HTM_VECTOR_STORAGE for the bench databases' migration (default: the setting's)",
     )
     p.add_argument(

@@ -269,7 +269,7 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             f"## N = {int(n_str):,} memories",
             "",
-            f"Embeddings stored as `{results['settings'].get('vector_storage', 'vector')}`. "
+            f"Embeddings stored as `{db.get('vector_storage', 'vector')}`. "
             f"Loaded through the batch endpoint at {_f(ld.get('memories_per_s'))} memories/s. "
             f"Table {_mb(db, 'memory')}, HNSW index {_mb(db, 'memory_embedding_hnsw')}, "
             f"GIN index {_mb(db, 'memory_content_tsv')}; shared_buffers "

@@ -358,7 +358,15 @@ async def db_facts(pool: Any) -> dict[str, Any]:
             name: await conn.fetchval(f"SHOW {name}")
             for name in ("shared_buffers", "work_mem", "effective_cache_size", "max_connections")
         }
-    return {"bytes": {r["relname"]: r["bytes"] for r in sizes}, "settings": settings}
+        storage = await conn.fetchval(
+            """SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+               WHERE a.attrelid = 'memory'::regclass AND a.attname = 'embedding'"""
+        )
+    return {
+        "bytes": {r["relname"]: r["bytes"] for r in sizes},
+        "settings": settings,
+        "vector_storage": storage,
+    }
 
 
 # --- ANN vs exact ----------------------------------------------------------------------------

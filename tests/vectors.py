@@ -1,5 +1,6 @@
 """Vectors as the database keeps them, so that expected similarities are exact under either
-storage (HTM_VECTOR_STORAGE, read when the suite's databases are migrated): `vector` keeps
+storage (HTM_VECTOR_STORAGE, read when the suite's databases are migrated; `make test` runs
+on the default, halfvec, and HTM_VECTOR_STORAGE=vector make test on float32): `vector` keeps
 float32, `halfvec` rounds each float32 to the nearest float16 (ties to even), as pgvector's
 text input does (strtof, then half). Similarities are then computed in float64 over those
 values, which is what pgvector's own float arithmetic approximates to ~1e-7."""
@@ -12,7 +13,9 @@ import numpy as np
 
 from app.config import get_settings
 
-STORAGE = get_settings().vector_storage
+# The suite migrates fresh databases: `auto` makes them halfvec (pgvector >= 0.7, as on the
+# embedded server and the compose image).
+STORAGE = "vector" if get_settings().vector_storage == "vector" else "halfvec"
 HALF = STORAGE == "halfvec"
 # pg_column_size of one stored 384-dimension embedding: a 4-byte varlena header, then
 # dim and unused (2 bytes each), then the elements.

@@ -1,8 +1,11 @@
 """Embeddings stored and indexed as HTM_VECTOR_STORAGE says: `vector` (float32, what 0001
 created) or `halfvec` (float16: half the bytes per vector and a smaller HNSW index;
-pgvector >= 0.7). Read at migration time, like HTM_EMBEDDING_DIMENSION; the service reads
-the column's type from the catalog (app/db/vectors.py), so a database keeps the storage it
-was migrated with whatever the service's environment says later.
+pgvector >= 0.7). `auto` (the default) is halfvec for a table with no rows yet on a
+pgvector that has it, and otherwise leaves the column as it is, so upgrading a database
+full of memories never rewrites it unasked. Read at migration time, like
+HTM_EMBEDDING_DIMENSION; the service reads the column's type from the catalog
+(app/db/vectors.py), so a database keeps the storage it was migrated with whatever the
+service's environment says later.
 
 To change an existing database's storage, downgrade to 0004 (back to `vector`) and upgrade
 with the other setting. Either way the table is rewritten and the HNSW index rebuilt under
@@ -35,7 +38,20 @@ _COLUMN = """
     WHERE a.attrelid = 'memory'::regclass AND a.attname = 'embedding'"""
 
 
-def _store_as(storage: str) -> None:
+def _resolve(setting: str) -> str | None:
+    """The storage `setting` asks for; for `auto`, halfvec on an empty table where pgvector
+    has it, else None (leave the column as it is)."""
+    if setting != "auto":
+        return setting
+    bind = op.get_bind()
+    has_rows = bind.execute(text("SELECT EXISTS (SELECT 1 FROM memory)")).scalar()
+    has_halfvec = bind.execute(text("SELECT to_regtype('halfvec') IS NOT NULL")).scalar()
+    return "halfvec" if has_halfvec and not has_rows else None
+
+
+def _store_as(storage: str | None) -> None:
+    if storage is None:
+        return
     if storage not in ("vector", "halfvec"):
         raise SystemExit(f"HTM_VECTOR_STORAGE must be vector or halfvec, not {storage!r}")
     bind = op.get_bind()
@@ -72,7 +88,7 @@ def _store_as(storage: str) -> None:
 
 
 def upgrade() -> None:
-    _store_as(get_settings().vector_storage)
+    _store_as(_resolve(get_settings().vector_storage))
 
 
 def downgrade() -> None:

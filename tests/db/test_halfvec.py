@@ -240,3 +240,49 @@ async def test_migrating_between_vector_and_halfvec_keeps_the_data(
         url, "SELECT memory_count_rebuild()", "SELECT sum(bytes) FROM namespace_memory_count"
     )
     assert counted == recounted
+
+
+async def test_auto_storage_is_halfvec_when_new_and_leaves_a_filled_table_as_it_is(
+    database_factory, app_factory, monkeypatch
+) -> None:
+    # A new database: halfvec (the embedded server's pgvector 0.8.5 has it).
+    url = await database_factory()
+    await asyncio.to_thread(migrate, url, "auto", monkeypatch)
+    assert (await column_and_index(url))[0] == f"halfvec({DIM})"
+
+    # A database of the days before 0005 with memories in it: upgraded with `auto`, its
+    # column stays vector (no table rewrite unasked), and it serves as before.
+    url = await database_factory()
+    await asyncio.to_thread(migrate, url, "vector", monkeypatch, "0004")
+    ns = f"t-{uuid.uuid4().hex[:12]}"
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("INSERT INTO namespace (name) VALUES (:ns)"), {"ns": ns})
+            await conn.execute(
+                text("""
+                INSERT INTO robot (namespace_id, name) SELECT id, 'r' FROM namespace
+                WHERE name = :ns"""),
+                {"ns": ns},
+            )
+            # Nearer to QUERY than every memory of the set (its e1 is the smallest).
+            await conn.execute(
+                text("""
+                INSERT INTO memory (namespace_id, key, content, author_robot_id, token_count,
+                                    embedding, embedding_status)
+                SELECT n.id, 'old', 'from before 0005', r.id, 4, CAST(:v AS vector), 'ready'
+                FROM namespace n JOIN robot r ON r.namespace_id = n.id WHERE n.name = :ns"""),
+                {"ns": ns, "v": vector_text(vec(1.0, 0.05))},
+            )
+    finally:
+        await engine.dispose()
+    await asyncio.to_thread(migrate, url, "auto", monkeypatch)
+    assert await column_and_index(url) == (
+        f"vector({DIM})",
+        "CREATE INDEX memory_embedding_hnsw ON public.memory USING hnsw (embedding "
+        "vector_cosine_ops) WITH (m='16', ef_construction='64')",
+    )
+    async with app_factory(database_url=url) as c:
+        c.headers["X-Namespace"] = ns
+        await add_set(c)
+        assert await recall(c, "vector") == ["old", "a", "b", "c", "d"]
