@@ -55,6 +55,20 @@ class LexemeStats:
         self._read.put(None, (frequencies,))
 
 
+class TableRows:
+    """memory's row count as ANALYZE last estimated it (its chunks' on a hypertable), re-read
+    at most once per TTL: the size of the HNSW index a filter's selectivity is taken of."""
+
+    def __init__(self, ttl_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._read: TtlCache[None, float] = TtlCache(ttl_s, 1, clock)
+
+    def current(self) -> float | None:
+        return self._read.get(None)
+
+    def remember(self, rows: float) -> None:
+        self._read.put(None, rows)
+
+
 class PgvectorVersions:
     """The installed pgvector version, re-read every few minutes (an ALTER EXTENSION UPDATE
     takes effect without a restart). `forced` pins it: a deployment (or a test) can run the
@@ -77,3 +91,4 @@ class SearchCaches:
     lexeme_stats: LexemeStats = field(default_factory=LexemeStats)
     pgvector: PgvectorVersions = field(default_factory=PgvectorVersions)
     vectors: StoredVectors = field(default_factory=StoredVectors)
+    table_rows: TableRows = field(default_factory=TableRows)

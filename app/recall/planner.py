@@ -24,6 +24,14 @@ ITERATIVE_SCAN_SINCE = (0, 8, 0)
 # At most this many eligible rows, exact search is both correct and cheap, so the index is
 # skipped. Above it the index runs, with the exact query as the fallback.
 EXACT_SEARCH_MAX_ROWS = 2_000
+# In a table of at least ESTIMATE_MIN_ROWS, the eligible rows are first estimated by the
+# planner (EXPLAIN); only an estimate up to COUNT_BELOW_ESTIMATE is checked by a count, and
+# above it the estimate alone chooses between exact search and the index (exact_is_cheaper).
+ESTIMATE_MIN_ROWS = 10_000
+COUNT_BELOW_ESTIMATE = 4 * EXACT_SEARCH_MAX_ROWS
+# What one tuple an HNSW scan visits costs (its neighbours' distances, the index pages it
+# reads), in rows read and compared by exact search (bench/README.md has the figures).
+INDEX_TUPLE_COST = 5.0
 # Full text uses a query's first this-many distinct content words. Questions have far fewer;
 # a pasted paragraph would otherwise cost a count per word and a ts_rank over all of them.
 MAX_QUERY_LEXEMES = 32
@@ -211,6 +219,41 @@ def exact_search_suffices(eligible_n: int, max_rows: int = EXACT_SEARCH_MAX_ROWS
     """Whether a (capped) count of the embedded memories passing the filters is small enough
     for exact search: correct by construction and cheaper than the index at that size."""
     return eligible_n <= max_rows
+
+
+def index_scan_tuples(
+    eligible: float,
+    table_rows: float,
+    wanted: int,
+    version: PgvectorVersion,
+    ef_search: int = EF_SEARCH_DEFAULT,
+) -> float | None:
+    """The tuples an HNSW scan is expected to visit to yield `wanted` of `eligible` rows in
+    an index over `table_rows`, when where a row lies does not depend on whether it passes
+    the filters; None when it is expected to come back short (the exact fallback then runs
+    after it). An iterative scan (pgvector >= 0.8) walks on until it has found `wanted`,
+    about wanted / selectivity tuples, and gives up past max_scan_tuples; an older one
+    post-filters one walk of ef_search candidates."""
+    selectivity = min(1.0, max(eligible, 1.0) / max(table_rows, 1.0))
+    ef = min(max(ef_search, wanted), EF_SEARCH_MAX)
+    if version >= ITERATIVE_SCAN_SINCE:
+        visited = max(ef, wanted / selectivity)
+        return None if visited > MAX_SCAN_TUPLES else visited
+    return float(ef) if selectivity * ef >= wanted else None
+
+
+def exact_is_cheaper(
+    eligible: float,
+    table_rows: float,
+    wanted: int,
+    version: PgvectorVersion,
+    ef_search: int = EF_SEARCH_DEFAULT,
+) -> bool:
+    """Whether exact search over an estimated `eligible` rows is expected to cost less than
+    the index scan for `wanted` of them (index_scan_tuples × INDEX_TUPLE_COST). Either way
+    the answer is right: this only chooses the cheaper way to it."""
+    visited = index_scan_tuples(eligible, table_rows, wanted, version, ef_search)
+    return visited is None or eligible < INDEX_TUPLE_COST * visited
 
 
 def split_lexemes(terms: list[str], matches: dict[int, float], budget: int) -> TextPlan:

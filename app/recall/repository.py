@@ -11,7 +11,14 @@ from app.db.session import DbSession
 from app.db.sql import sql, vector_text
 from app.db.vectors import StoredVectors
 from app.recall import statements as q
-from app.recall.caches import LargeNamespaces, LexemeStats, PgvectorVersions, SearchCaches
+from app.recall.caches import (
+    LargeNamespaces,
+    LexemeStats,
+    PgvectorVersions,
+    SearchCaches,
+    TableRows,
+)
+from app.recall.eligibility import Eligibility, Route
 from app.recall.fusion import SIGNAL_NAMES, fusion_params, signal_params
 from app.recall.hits import SearchHit, hit, hybrid_hit, vector_hit
 from app.recall.planner import (
@@ -28,7 +35,6 @@ from app.recall.planner import (
     SearchFilters,
     Signals,
     TextPlan,
-    exact_search_suffices,
     hnsw_settings,
     hybrid_candidates,
     lexeme_frequencies,
@@ -50,6 +56,7 @@ class SearchRepository:
         lexeme_stats: LexemeStats | None = None,
         pgvector: PgvectorVersions | None = None,
         vectors: StoredVectors | None = None,
+        table_rows: TableRows | None = None,
     ) -> None:
         self.session = session
         self.ef_search = ef_search
@@ -61,13 +68,24 @@ class SearchRepository:
         self.exact_max_rows = EXACT_SEARCH_MAX_ROWS
         self.candidate_budget = FULLTEXT_CANDIDATE_BUDGET
         self.fill_window = FULLTEXT_FILL_WINDOW
+        self.eligibility = Eligibility(
+            session, self.large, table_rows or TableRows(), self.exact_max_rows
+        )
 
     @classmethod
     def with_caches(
         cls, session: DbSession, ef_search: int, caches: SearchCaches
     ) -> SearchRepository:
         c = caches
-        return cls(session, ef_search, c.large_namespaces, c.lexeme_stats, c.pgvector, c.vectors)
+        return cls(
+            session,
+            ef_search,
+            c.large_namespaces,
+            c.lexeme_stats,
+            c.pgvector,
+            c.vectors,
+            c.table_rows,
+        )
 
     async def _run(self, statement: str, params: dict[str, Any]) -> list[Any]:
         return (await self.session.execute(sql(statement), params)).all()
@@ -95,36 +113,6 @@ class SearchRepository:
         self.lexeme_stats.remember(found)
         return found
 
-    def _known_too_large_for_exact(self, namespace_id: int, filters: SearchFilters) -> bool:
-        """An unfiltered search in a namespace recently counted as too large for exact search."""
-        return filters.unfiltered and namespace_id in self.large
-
-    def _exact_suffices(self, namespace_id: int, filters: SearchFilters, eligible_n: int) -> bool:
-        """Whether a capped eligibility count means exact search; remembers a large namespace."""
-        if exact_search_suffices(eligible_n, self.exact_max_rows):
-            return True
-        if filters.unfiltered:
-            self.large.add(namespace_id)
-        return False
-
-    async def _count_says_exact(self, namespace_id: int, filters: SearchFilters) -> bool:
-        """Count the eligible embedded memories (up to the cap) to decide exact vs index.
-
-        Post-filtered HNSW can also come back with a full page that is not the nearest one:
-        on TimescaleDB each chunk's index yields its own ef_search candidates, so a one-week
-        filter over two chunks fills the page from a few hundred rows approximately. When the
-        filtered set is this small, exact search is cheap, so it is used outright. The count
-        stops at the cap, so it costs little when the set is large.
-        """
-        if self._known_too_large_for_exact(namespace_id, filters):
-            return False
-        params: dict[str, Any] = {"cap": self.exact_max_rows + 1}
-        eligible = q.eligible_where(namespace_id, filters, params)
-        n = (
-            await self.session.execute(sql(f"SELECT {q.ready_count(eligible)}"), params)
-        ).scalar_one()
-        return self._exact_suffices(namespace_id, filters, n)
-
     # --- vector --------------------------------------------------------------------------
 
     async def vector(
@@ -139,20 +127,28 @@ class SearchRepository:
         at hnsw.max_scan_tuples. So whenever the index path returns fewer than `limit` rows,
         the exact query runs: it is planned on the btree filters, and its cost is that of the
         filtered set, which is small exactly when post-filtering starved the index scan.
+        Which way runs first is eligibility.py's choice.
         """
         if limit <= 0:
             return []
-        if not self._known_too_large_for_exact(namespace_id, filters):
+        route = await self._route(namespace_id, filters, limit)
+        if route.count:
             hits, eligible_n = await self._exact_search_counting(
                 namespace_id, embedding, filters, limit
             )
-            if self._exact_suffices(namespace_id, filters, eligible_n):
+            if self.eligibility.small(namespace_id, filters, eligible_n):
                 return hits
+        if route.exact:
+            return await self._vector_hits(namespace_id, embedding, filters, limit, exact=True)
         settings = await self._hnsw_settings(limit)
         hits = await self._vector_hits(namespace_id, embedding, filters, limit, settings=settings)
         if len(hits) < limit:
             hits = await self._vector_hits(namespace_id, embedding, filters, limit, exact=True)
         return hits
+
+    async def _route(self, namespace_id: int, filters: SearchFilters, wanted: int) -> Route:
+        version = await self.pgvector_version()
+        return await self.eligibility.route(namespace_id, filters, wanted, version, self.ef_search)
 
     async def _exact_search_counting(
         self, namespace_id: int, embedding: list[float], filters: SearchFilters, limit: int
@@ -340,22 +336,21 @@ class SearchRepository:
         # The HNSW settings ride along with the lexeme look-up: one round trip fewer.
         settings = None if embedding is None else await self._hnsw_settings(n)
         # So does the count that decides between exact and index search, when it is needed.
-        count_vectors = embedding is not None and not self._known_too_large_for_exact(
-            namespace_id, filters
-        )
+        route = None if embedding is None else await self._route(namespace_id, filters, n)
         plan = await self._text_plan(
-            namespace_id, query, filters, n, settings, count_vectors=count_vectors
+            namespace_id, query, filters, n, settings, count_vectors=bool(route and route.count)
         )
         run = Fused(limit, n, fusion, signals, now or datetime.now(UTC))
-        if embedding is None:
+        if embedding is None or route is None:  # (route is None exactly when embedding is)
             if plan is None:
                 return []
             hits, _ = await self._hybrid_once(namespace_id, None, plan, filters, run, exact=True)
             return hits
-        if plan is not None and plan.vector_eligible is not None:
-            exact = self._exact_suffices(namespace_id, filters, plan.vector_eligible)
-        else:
-            exact = await self._count_says_exact(namespace_id, filters)
+        exact = route.exact
+        if route.count and plan is not None and plan.vector_eligible is not None:
+            exact = exact or self.eligibility.small(namespace_id, filters, plan.vector_eligible)
+        elif route.count:
+            exact = exact or await self.eligibility.count_is_small(namespace_id, filters)
         hits, vector_found = await self._hybrid_once(
             namespace_id, embedding, plan, filters, run, exact=exact
         )

@@ -80,6 +80,21 @@ LEXEME_STATS = """
     WHERE c.oid = 'memory'::regclass"""
 
 
+# memory's rows as ANALYZE estimated them (-1: never analyzed); on TimescaleDB the rows live
+# in the chunks (inheritance children).
+TABLE_ROWS = """
+    SELECT greatest(c.reltuples, coalesce(
+               (SELECT sum(k.reltuples) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid
+                WHERE i.inhparent = c.oid AND k.reltuples > 0), 0)) AS rows
+    FROM pg_class c WHERE c.oid = 'memory'::regclass"""
+
+
+def estimate(eligible: str) -> str:
+    """The planner's estimate of the embedded memories passing `eligible` (its plan, as
+    JSON: the top node's "Plan Rows"). Nothing is read but the statistics."""
+    return f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory m WHERE {eligible} AND {READY}"
+
+
 def settings_params(settings: dict[str, str]) -> dict[str, list[str]]:
     return {"set_names": list(settings), "set_values": list(settings.values())}
 

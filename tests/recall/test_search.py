@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.db.session import DbSession
 from app.db.sql import compiled, vector_text
+from app.recall import eligibility as recall_eligibility
 from app.recall import repository as recall_repository
 from app.recall.caches import LargeNamespaces, LexemeStats, PgvectorVersions
 from app.recall.planner import (
@@ -180,10 +181,10 @@ def query_vector(big: BigSet, seed: int) -> np.ndarray:
 
 
 # planner-choice: as the service runs; forced-hnsw: the index path even where the planner
-# would not take it; index-first: no small-set shortcut either, and searching as pgvector
-# < 0.8 does, so only the fallback from a short index page to exact search can make the
-# answer right. (pgvector >= 0.8's iterative scan fills that page itself, approximately: for
-# 50 of 20,000 memories its top 20 is not the exact one.)
+# would not take it; index-first: no small-set shortcut and no choosing exact search by cost
+# either, and searching as pgvector < 0.8 does, so only the fallback from a short index page
+# to exact search can make the answer right. (pgvector >= 0.8's iterative scan fills that
+# page itself, approximately: for 50 of 20,000 memories its top 20 is not the exact one.)
 PLANNERS = ["planner-choice", "forced-hnsw", "index-first"]
 PRE_ITERATIVE_SCANS = (0, 7, 4)
 
@@ -193,6 +194,7 @@ async def use_planner(planner: str, session: DbSession, monkeypatch) -> None:
         await force_hnsw(session)
     if planner == "index-first":
         monkeypatch.setattr(recall_repository, "EXACT_SEARCH_MAX_ROWS", 0)
+        monkeypatch.setattr(recall_eligibility, "exact_is_cheaper", lambda *_: False)
 
 
 @pytest.mark.parametrize("planner", PLANNERS)
@@ -278,7 +280,7 @@ async def test_hybrid_vector_side_falls_back_to_exact_when_the_index_scan_runs_s
     assert [h.score for h in hits] == [1 / (60 + r) for r in range(1, 21)]
 
 
-async def test_a_large_namespace_is_counted_once_per_ttl_for_unfiltered_search(
+async def test_a_large_namespace_is_estimated_once_per_ttl_for_unfiltered_search(
     big: BigSet, big_session: DbSession
 ) -> None:
     now = [0.0]
@@ -286,29 +288,34 @@ async def test_a_large_namespace_is_counted_once_per_ttl_for_unfiltered_search(
     recorded = Recording(big_session)
     repo = SearchRepository(recorded, large_namespaces=large)  # type: ignore[arg-type]
 
-    def counts() -> list[str]:
-        # An eligibility count (the index statement's settings subquery counts too: not it).
-        return [
+    def looked() -> tuple[int, int]:
+        """(estimates, counts) sent so far: an EXPLAIN of the filters, and an eligibility
+        count (the index statement's settings subquery counts too: not it)."""
+        explains = sum(s.startswith("EXPLAIN") for s in recorded.statements)
+        counts = [
             s
             for s in recorded.statements
             if "LIMIT $" in s and "SELECT count(*)" in s and "set_config" not in s
         ]
+        return explains, len(counts)
 
     q = query_vector(big, 7)
     first = await repo.vector(big.namespace_id, q, SearchFilters(), 5)
-    assert len(counts()) == 1 and big.namespace_id in large
-    # Within the TTL the count is skipped; the answer is the same.
+    # 20,000 estimated (more than COUNT_BELOW_ESTIMATE): no count, and the namespace is known.
+    assert looked() == (1, 0) and big.namespace_id in large
+    # Within the TTL nothing is looked up again; the answer is the same.
     assert keys(await repo.vector(big.namespace_id, q, SearchFilters(), 5)) == keys(first)
-    assert len(counts()) == 1
-    # A filtered search always counts (its set may be small), and never marks the
-    # namespace: 50 memories by one robot are few.
+    assert looked() == (1, 0)
+    # A filtered search always estimates (its set may be small), and never marks the
+    # namespace: 50 memories by one robot are few, so they are counted, then searched exactly.
     by_author = SearchFilters(author_robot_id=big.author_id)
     await repo.vector(big.namespace_id, q, by_author, 5)
-    assert len(counts()) == 2
+    assert looked() == (2, 1)
+    assert sum("+ 0, m.id" in s for s in recorded.statements) == 0  # the count's pass answered
     now[0] = 61.0
     assert big.namespace_id not in large
     await repo.vector(big.namespace_id, q, SearchFilters(), 5)
-    assert len(counts()) == 3 and big.namespace_id in large
+    assert looked() == (3, 1) and big.namespace_id in large
 
 
 @pytest.mark.parametrize(("filtered", "ef_inside"), [(False, "220"), (True, "40")])

@@ -1,0 +1,112 @@
+# ruff: noqa: F811  (the fixtures imported from test_search are parameters here)
+"""How a vector search chooses between exact search and the HNSW index (app/recall/
+eligibility.py, planner.exact_is_cheaper): the cost model's arithmetic, the routes it takes
+on the 20,000-memory set, and exact answers when the estimate alone chose exact search."""
+
+from __future__ import annotations
+
+from app.db.session import DbSession
+from app.recall import eligibility as recall_eligibility
+from app.recall.caches import LargeNamespaces, TableRows
+from app.recall.eligibility import Eligibility, Route
+from app.recall.planner import (
+    EXACT_SEARCH_MAX_ROWS,
+    SearchFilters,
+    exact_is_cheaper,
+    index_scan_tuples,
+)
+from app.recall.repository import SearchRepository
+from tests.recall.test_search import (  # noqa: F401  (fixtures)
+    BIG,
+    WEEK,
+    BigSet,
+    Recording,
+    big,
+    big_session,
+    nearest,
+    query_vector,
+)
+
+M = 1_000_000
+ITERATIVE, OLD = (0, 8, 5), (0, 7, 4)
+
+
+def test_an_iterative_scan_visits_about_wanted_over_selectivity() -> None:
+    assert index_scan_tuples(10_000, M, 10, ITERATIVE, 100) == 1_000
+    assert index_scan_tuples(10_000, M, 80, ITERATIVE, 100) == 8_000
+    assert index_scan_tuples(M, M, 10, ITERATIVE, 100) == 100  # the first walk's ef_search
+    assert index_scan_tuples(M, M, 300, ITERATIVE, 100) == 300  # ef_search grows to the page
+    # 80 of 1,000 would take 80,000 tuples: past max_scan_tuples, the scan comes back short.
+    assert index_scan_tuples(1_000, M, 80, ITERATIVE, 100) is None
+
+
+def test_a_scan_without_iterative_scans_comes_back_short_under_a_selective_filter() -> None:
+    assert index_scan_tuples(500_000, M, 10, OLD, 100) == 100  # ~50 of its 100 pass
+    assert index_scan_tuples(50_000, M, 10, OLD, 100) is None  # ~5 pass: short
+
+
+def test_exact_search_wins_where_it_reads_fewer_rows_than_the_walk_costs() -> None:
+    # One robot's 1 % of a million memories: its 10 nearest through the index (1,000 tuples,
+    # worth 5,000 rows), its 80 nearest (hybrid's candidates: 8,000 tuples) exactly.
+    assert not exact_is_cheaper(10_000, M, 10, ITERATIVE)
+    assert exact_is_cheaper(10_000, M, 80, ITERATIVE)
+    # A week of a year (1.9 %): its 10 nearest through the index (526 tuples); its 80 exactly,
+    # a close call (19,000 rows against 4,211 tuples worth 21,053). The whole table: the index.
+    assert not exact_is_cheaper(19_000, M, 10, ITERATIVE)
+    assert exact_is_cheaper(19_000, M, 80, ITERATIVE)
+    assert not exact_is_cheaper(M, M, 10, ITERATIVE)
+    # Where the scan would come back short, exact search whatever the size.
+    assert exact_is_cheaper(900, M, 80, ITERATIVE)
+    assert exact_is_cheaper(50_000, M, 10, OLD)
+
+
+async def routed(big: BigSet, session: DbSession, filters: SearchFilters, wanted: int) -> Route:
+    eligibility = Eligibility(session, LargeNamespaces(), TableRows(), EXACT_SEARCH_MAX_ROWS)
+    return await eligibility.route(big.namespace_id, filters, wanted, ITERATIVE, 100)
+
+
+async def test_routes_on_the_analyzed_set(big: BigSet, big_session: DbSession) -> None:
+    e = Eligibility(big_session, LargeNamespaces(), TableRows(), EXACT_SEARCH_MAX_ROWS)
+    by_author = SearchFilters(author_robot_id=big.author_id)
+    week = SearchFilters(start=WEEK[0], end=WEEK[1])
+    # ANALYZE read every row of the set: its estimates are the counts, near enough.
+    assert await e.estimate(big.namespace_id, SearchFilters()) == (BIG, BIG)
+    estimated, _ = await e.estimate(big.namespace_id, week) or (0.0, 0.0)
+    assert 384 * 0.8 < estimated < 384 * 1.2
+    # The whole namespace: far too many to count, the index. A robot's 50 and a week's 384:
+    # counted (they may be few), and exact when they are not (384 rows against a walk of
+    # 20 / (384 / 20,000) ≈ 1,042 tuples).
+    assert await routed(big, big_session, SearchFilters(), 20) == Route(count=False, exact=False)
+    assert await routed(big, big_session, by_author, 20) == Route(count=True, exact=True)
+    assert await routed(big, big_session, week, 20) == Route(count=True, exact=True)
+    # Below ESTIMATE_MIN_ROWS no estimate is made: the count decides, then the index.
+    e.estimate_min_rows = BIG + 1
+    assert await e.estimate(big.namespace_id, by_author) is None
+    assert await e.route(big.namespace_id, by_author, 20, ITERATIVE, 100) == Route(
+        count=True, exact=False
+    )
+
+
+async def test_exact_search_chosen_by_the_estimate_alone_gives_the_exact_answer(
+    big: BigSet, big_session: DbSession, monkeypatch
+) -> None:
+    """With counting switched off, the author's 50 memories are searched exactly on the
+    estimate's word: one EXPLAIN, no count, no index statement."""
+    monkeypatch.setattr(recall_eligibility, "COUNT_BELOW_ESTIMATE", 0)
+    recorded = Recording(big_session)
+    repo = SearchRepository(recorded)  # type: ignore[arg-type]
+    q = query_vector(big, 11)
+    expected, _ = nearest(q, big.vectors[big.authored], big.ids[big.authored], 20)
+    filters = SearchFilters(author_robot_id=big.author_id)
+
+    hits = await repo.vector(big.namespace_id, q.tolist(), filters, 20)
+    assert [h.id for h in hits] == expected
+
+    hybrid = await repo.hybrid(big.namespace_id, "xylophone", q.tolist(), filters, 20)
+    assert [h.id for h in hybrid] == expected
+    assert [h.vector_rank for h in hybrid] == list(range(1, 21))
+
+    sent = recorded.statements
+    assert sum(s.startswith("EXPLAIN") for s in sent) == 2
+    assert not [s for s in sent if ") AS e)" in s]  # statements.ready_count
+    assert not [s for s in sent if "m.embedding <=> CAST" in s and "+ 0, m.id" not in s]
