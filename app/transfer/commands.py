@@ -24,6 +24,13 @@ def _fail(args: argparse.Namespace, why: str, code: int = 1) -> int:
     return code
 
 
+def _positive(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
 def _output(path: str | None) -> Any:
     return nullcontext(sys.stdout.buffer) if path in (None, "-") else open(path, "wb")
 
@@ -49,7 +56,7 @@ async def _import(c: Components, args: argparse.Namespace) -> int:
 
     try:
         with progress(args.quiet) as bar:
-            ns, n = await import_file(c, Path(args.file), args.namespace, bar)
+            ns, n = await import_file(c, Path(args.file), args.namespace, bar, args.batch)
     except BadFile as exc:
         return _fail(args, f"{exc} (nothing imported)", 2)
     except (DomainError, OSError) as exc:
@@ -143,6 +150,12 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     p = sub.add_parser("import", help="import a file of `htm export` (idempotent by key)")
     p.add_argument("file")
     p.add_argument("--namespace", help="default: the namespace the file was exported from")
+    p.add_argument(
+        "--batch",
+        type=_positive,
+        default=None,
+        help="memories per batch (default 500, at most HTM_MAX_BATCH_SIZE); two run at once",
+    )
     common(p)
     p.set_defaults(func=run(_import))
 

@@ -7,6 +7,7 @@ import that stopped half way is resumed by running it again."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,11 @@ from app.transfer.format import FORMAT_VERSION, Header, Record
 from app.transfer.scope import operator
 from app.transfer.sync import Counts, Wanted, apply
 
-BATCH = 100
+# Memories per batch (at most the deployment's max_batch_size), and batches applied at once:
+# two keep two PostgreSQL backends busy, as the batch endpoint's clients do (bench/README.md
+# has the rate beside a raw COPY).
+BATCH = 500
+IN_FLIGHT = 2
 
 
 class BadFile(Exception):
@@ -114,6 +119,7 @@ async def import_file(
     path: Path,
     namespace: str | None,
     progress: Progress | None = None,
+    batch_size: int | None = None,
 ) -> tuple[str, Counts]:
     """Checks the file, then imports it; returns the namespace and what changed."""
     header = read_header(path)
@@ -125,32 +131,52 @@ async def import_file(
     model = c.embedder.model
     task = progress.add_task(f"import {namespace}", total=total) if progress else None
     counts = Counts()
+    size = min(batch_size or BATCH, c.settings.max_batch_size)
     batch: dict[str, Wanted] = {}
+    # Batches in flight, with their keys: a key repeated in the file waits until every batch
+    # holding it is applied, so the file's lines still apply in order, key by key.
+    flying: list[tuple[asyncio.Task[Counts], set[str]]] = []
+
+    async def land(all_of_them: bool) -> None:
+        nonlocal counts
+        while flying and (all_of_them or len(flying) >= IN_FLIGHT):
+            done, keys = flying.pop(0)
+            counts += await done
+            if progress is not None and task is not None:
+                progress.advance(task, len(keys))
 
     async def flush() -> None:
-        nonlocal counts
         if batch:
-            counts += await apply(c, caller, list(batch.values()))
-            if progress is not None and task is not None:
-                progress.advance(task, len(batch))
+            await land(all_of_them=False)
+            wanted = list(batch.values())
+            flying.append((asyncio.create_task(apply(c, caller, wanted)), set(batch)))
             batch.clear()
 
-    for _, r in _memories(path):
-        if r.key in batch or len(batch) >= BATCH:  # a repeated key applies after the first
-            await flush()
-        keep = reusable(r, model, dimension)
-        batch[r.key] = Wanted(
-            key=r.key,
-            author=r.author,
-            content=r.content,
-            type=r.type,
-            importance=r.importance,
-            tags=r.tags,
-            metadata=r.metadata,
-            created_at=r.created_at,
-            deleted=r.deleted_at is not None,
-            embedding=r.embedding if keep else None,
-            embedding_model=r.embedding_model if keep else None,
-        )
-    await flush()
+    try:
+        for _, r in _memories(path):
+            # A repeated key applies after every earlier line of it has.
+            repeat = r.key in batch or any(r.key in keys for _, keys in flying)
+            if repeat or len(batch) >= size:
+                await flush()
+            if repeat:
+                await land(all_of_them=True)
+            keep = reusable(r, model, dimension)
+            batch[r.key] = Wanted(
+                key=r.key,
+                author=r.author,
+                content=r.content,
+                type=r.type,
+                importance=r.importance,
+                tags=r.tags,
+                metadata=r.metadata,
+                created_at=r.created_at,
+                deleted=r.deleted_at is not None,
+                embedding=r.embedding if keep else None,
+                embedding_model=r.embedding_model if keep else None,
+            )
+        await flush()
+        await land(all_of_them=True)
+    finally:  # an error (or Ctrl-C) leaves no batch running on its own
+        for running, _ in flying:
+            running.cancel()
     return namespace, counts

@@ -76,7 +76,8 @@ def _fields(w: Wanted, *, vector: bool) -> dict[str, Any]:
 
 async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
     """One batch (its keys distinct). New keys are added together per author (one group
-    commit); changed ones are PUT one by one; a wanted delete is a soft forget."""
+    commit), to long-term memory only; changed ones are PUT one by one (which re-places them
+    where working memory holds them); a wanted delete is a soft forget."""
     counts = Counts()
     async with request(c, caller) as r:
         current = await TransferRepository(r.session).current(
@@ -98,7 +99,9 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
             async with request(c, caller) as r:
                 service = await memory_service(r)
                 bodies = [MemoryCreate(key=w.key, **_fields(w, vector=True)) for w in group]
-                await service.add_many(author, bodies)
+                # Long-term memory only: an import restores history, and placing it would
+                # evict what the robots are focused on now (as `working_memory: false`).
+                await service.add_many(author, bodies, place=False)
             counts.added += len(group)
         except Conflict:  # a key was added meanwhile (another import): PUT them instead
             changed += group

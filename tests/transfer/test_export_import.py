@@ -245,3 +245,40 @@ async def test_export_streams_pages_of_one_robot_oldest_first(
     assert lines[0]["robot"] == "writer-b"
     assert [m["key"] for m in lines[1:]] == ["db", "deploy", "backup", "gone"]
     assert all("embedding" not in m for m in lines[1:])
+
+
+async def test_import_runs_batches_two_at_a_time_in_file_order_and_places_nothing(
+    client: httpx.AsyncClient, htm: Htm, tmp_path: Path
+) -> None:
+    """Batches of 2, two in flight: a key repeated later in the file waits for its first
+    line, so the file's last word on each key stands. New memories go to long-term memory
+    only; a changed one is PUT, and placed by its author as every PUT is."""
+    a, b = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
+    await seed(client, a)
+    out = tmp_path / "a.jsonl"
+    assert htm("export", "--namespace", a, "--out", str(out)).returncode == 0
+    header, *lines = [json.loads(x) for x in out.read_text().splitlines()]
+    by_key = {m["key"]: m for m in lines}
+    later = [
+        {**by_key["cache"], "content": "Redis keeps working memory; Postgres mirrors it."},
+        {**by_key["review"], "deleted_at": "2025-04-01T00:00:00Z"},
+    ]
+    # db cache | deploy coffee | backup review | gone cache' | review (deleted)
+    out.write_text("\n".join(json.dumps(x) for x in [header, *lines, *later]) + "\n")
+
+    assert summary(htm("import", str(out), "--namespace", b, "--batch", "2")) == (
+        f"imported into namespace {b}: 7 added, 1 updated, 2 forgotten, 0 unchanged"
+    )
+    now = await contents(client, b)
+    assert now["cache"]["content"] == "Redis keeps working memory; Postgres mirrors it."
+    assert {k for k, m in now.items() if m["deleted"]} == {"gone", "review"}
+    client.headers["X-Namespace"] = b
+    held = {
+        robot: [
+            i["key"]
+            for i in (await client.get(f"/v1/robots/{robot}/working-memory")).json()["items"]
+        ]
+        for robot in ("writer-a", "writer-b")
+    }
+    assert held == {"writer-a": ["cache"], "writer-b": []}
+    assert htm("import", str(out), "--batch", "0").returncode == 2
