@@ -191,6 +191,11 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     "x",
                 )
             )
+        if floor["memory"].get("import_share") is not None:
+            rows.append(
+                ("`htm import` of the same memories ÷ raw COPY", floor["memory"]["import_share"],
+                 ">=", 0.9, "x")
+            )  # fmt: skip
     out = []
     for label, value, op, target, unit in rows:
         ok = None if value is None else (value <= target if op == "<=" else value >= target)
@@ -392,6 +397,14 @@ def _load_sizes_ram(n: int, sc: dict[str, Any]) -> list[str]:
                 f"| the same, storing only (`working_memory: false`) | "
                 f"{_f(so['memories_per_s'])} | – | {_cpu(so.get('cpu_ms_per_memory'))} |"
             )
+        imp = ld.get("htm_import")
+        if imp:
+            cpu = imp.get("cpu_ms_per_memory") or {}
+            out.append(
+                f"| `htm import` of a file of the same memories (CPU: the command in place "
+                f"of the service) | {_f(imp['memories_per_s'])} | – | "
+                f"{_cpu({**cpu, 'service': cpu.get('import')})} |"
+            )
         labels = {
             "memory": "COPY into memory",
             "memory_key_event": "COPY into memory + memory_key + memory_event",
@@ -401,6 +414,8 @@ def _load_sizes_ram(n: int, sc: dict[str, Any]) -> list[str]:
             share = _f(v.get("endpoint_share"), "x")
             if v.get("store_only_share") is not None:
                 share += f" (storing only {_f(v['store_only_share'], 'x')})"
+            if v.get("import_share") is not None:
+                share += f" (`htm import` {_f(v['import_share'], 'x')})"
             out.append(
                 f"| {label} | {_f(v['memories_per_s'])} | {share} "
                 f"| {_cpu(v.get('cpu_ms_per_memory'))} |"

@@ -13,16 +13,20 @@ import dataclasses
 import itertools
 import json
 import logging
+import resource
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import numpy as np
 import redis.asyncio as aioredis
 
+from app.config import PROJECT_ROOT
 from app.recall.repository import SearchFilters, SearchRepository
 from app.timeframes.parse import parse_timeframe
 from app.tokens import Tokenizer
@@ -187,6 +191,7 @@ class ScaleContext:
     keys: list[str] = field(default_factory=list)
     quiet: QuietBudget = field(default_factory=QuietBudget)
     floor_pool: Any = None  # the floor's asyncpg pool, before the Floor exists
+    service_env: dict[str, str] = field(default_factory=dict)  # for `htm import`
 
 
 def _check(r: Response, status: int) -> Response:
@@ -272,6 +277,11 @@ async def load_memories(
         async with ctx.floor_pool.acquire() as conn:  # type: ignore[union-attr]
             await conn.execute(_FORGET_FIRST_K)
             await conn.execute("CHECKPOINT")
+        # `htm import` of a file holding the same first K, then away again.
+        out["htm_import"] = await _htm_import(ctx, mem, first)
+        async with ctx.floor_pool.acquire() as conn:  # type: ignore[union-attr]
+            await conn.execute(_FORGET_FIRST_K)
+            await conn.execute("CHECKPOINT")
     loaded = await _post_batches(ctx, mem, batches, deadline, k, store_only=False)
     out.update(loaded, memories_per_s=ctx.n / loaded["load_s"], loaders=ctx.profile.loaders)
     if "copy_floor" in out and "first_k" in out:
@@ -282,7 +292,54 @@ async def load_memories(
                 out["copy_floor"][variant]["store_only_share"] = (
                     out["store_only"]["first_k"]["memories_per_s"] / floor
                 )
+            if "htm_import" in out:
+                out["copy_floor"][variant]["import_share"] = (
+                    out["htm_import"]["memories_per_s"] / floor
+                )
     return out
+
+
+async def _htm_import(
+    ctx: ScaleContext, mem: dataset.ScaleMemories, batches: list[tuple[str, list[int]]]
+) -> dict[str, Any]:
+    """`htm import` (a child process, configured as the service is) of an export file holding
+    the memories of `batches`, with their client vectors: the rate over the whole command
+    (its check pass over the file included) and CPU per memory: the command / PostgreSQL /
+    Redis (the service idles meanwhile)."""
+    path = BENCH_DIR / "import-first-k.jsonl"
+    header = {"format": "htm-export", "version": 1, "namespace": NAMESPACE, "model": None,
+              "dimension": int(mem.vectors.shape[1]), "embeddings": True,
+              "exported_at": datetime.now(UTC).isoformat()}  # fmt: skip
+    with path.open("w") as f:
+        f.write(json.dumps(header) + "\n")
+        for robot, idx in batches:
+            for i in idx:
+                line = _memory_json(ctx.keys[i], mem, i)[:-1]
+                f.write(f'{line},"author":"{robot}","embedding_model":"client"}}\n')
+    n = sum(len(idx) for _, idx in batches)
+    args = [sys.executable, "-m", "app.cli", "import", str(path), "--namespace", NAMESPACE]
+    cpu_before = await ctx.meter.sample()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        *args, "--quiet", cwd=PROJECT_ROOT, env=ctx.service_env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = await proc.communicate()
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"htm import failed: {stderr.decode()[-500:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ctx.meter.per_request(cpu_before, await ctx.meter.sample(), n, seconds)
+    own = (after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime) * 1000 / n
+    path.unlink()
+    return {
+        "memories": n,
+        "seconds": seconds,
+        "memories_per_s": n / seconds,
+        "summary": stdout.decode().strip(),
+        "cpu_ms_per_memory": {**cpu, "import": own},
+    }
 
 
 # After the store-only pass: the tables it wrote, emptied (HNSW and GIN included), and the
@@ -810,6 +867,7 @@ async def run_scale(
             # The floor needs the namespace id, known once the service created it.
             ctx = ScaleContext(profile, n, seed, client, None, meter, quiet=quiet)  # type: ignore[arg-type]
             ctx.floor_pool = pool
+            ctx.service_env = service.env
             if profile.copy_floor:
                 say(f"N={n}: raw COPY floor of the first {min(n, profile.copy_floor)} memories")
             if reuse:
