@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, ClassVar
 
 import httpx
 
 from app.embeddings.base import EmbeddingError, unit_vectors
+from app.provider_http import post_json
 
 
 class HttpEmbedder:
@@ -57,25 +57,14 @@ class HttpEmbedder:
         return EmbeddingError(f"{self.provider} at {self.url} returned {what}")
 
     async def _post(self, body: dict[str, Any]) -> Any:
-        where = f"{self.provider} embedding request to {self.url}"
-        try:
-            # httpx's timeout is per phase (connect, each read, ...); a slow-dripping server
-            # could exceed it many times over, so the whole request also gets one deadline.
-            async with asyncio.timeout(self.timeout_s):
-                response = await self._client.post(self.url, json=body)
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            raise EmbeddingError(f"{where} timed out after {self.timeout_s:g}s") from exc
-        except httpx.HTTPError as exc:
-            raise EmbeddingError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
-        if response.is_error:
-            snippet = response.text[:300].strip()
-            # 4xx (but timeouts and rate limits) refuses these texts; 5xx is the server's.
-            status = response.status_code
-            raise EmbeddingError(
-                f"{where} returned HTTP {status}: {snippet}",
-                transient=status >= 500 or status in (408, 429),
-            )
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise EmbeddingError(f"{where} returned a body that is not JSON") from exc
+        # A body that is not JSON (a proxy's or captive portal's page) is the network's
+        # doing, not a refusal of these texts: transient.
+        return await post_json(
+            self._client,
+            self.url,
+            body,
+            timeout_s=self.timeout_s,
+            where=f"{self.provider} embedding request to {self.url}",
+            error=EmbeddingError,
+            bad_body_transient=True,
+        )

@@ -4,12 +4,12 @@ Ollama (POST /api/chat). One client each, one deadline per request, every failur
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, ClassVar
 
 import httpx
 
 from app.llm.base import LlmError, Message
+from app.provider_http import post_json
 
 
 class HttpChatModel:
@@ -49,24 +49,15 @@ class HttpChatModel:
         raise NotImplementedError
 
     async def _post(self, body: dict[str, Any]) -> Any:
-        where = f"{self.provider} chat request to {self.url}"
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await self._client.post(self.url, json=body)
-        except (TimeoutError, httpx.TimeoutException) as exc:
-            raise LlmError(f"{where} timed out after {self.timeout_s:g}s") from exc
-        except httpx.HTTPError as exc:
-            raise LlmError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
-        if response.is_error:
-            status = response.status_code
-            raise LlmError(
-                f"{where} returned HTTP {status}: {response.text[:300].strip()}",
-                transient=status >= 500 or status in (408, 429),
-            )
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise LlmError(f"{where} returned a body that is not JSON", transient=False) from exc
+        return await post_json(
+            self._client,
+            self.url,
+            body,
+            timeout_s=self.timeout_s,
+            where=f"{self.provider} chat request to {self.url}",
+            error=LlmError,
+            bad_body_transient=False,
+        )
 
 
 class OpenAIChat(HttpChatModel):
