@@ -46,6 +46,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="measure a database kept by --keep-databases (migrated, not reloaded); implies it",
     )
     p.add_argument(
+        "--load-from",
+        type=Path,
+        help="with --reuse: the results JSON of the run that loaded the kept databases; its "
+        "load figures (rate, COPY floor, htm import) are reported beside this run's",
+    )
+    p.add_argument(
         "--vector-storage",
         choices=["auto", "vector", "halfvec"],
         help="HTM_VECTOR_STORAGE for the bench databases' migration (default: the setting's)",
@@ -92,6 +98,7 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
             say,
             set(args.ops.split(",")) if args.ops else None,
             reuse=args.reuse,
+            loaded=_loaded(args.load_from, n),
         )
     results["quiet_wait_s"] = quiet.spent_s
     if not args.skip_model:
@@ -105,6 +112,15 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
     results["seconds"] = time.perf_counter() - t0
     results["targets"] = report.targets(results)
     return results
+
+
+def _loaded(path: Path | None, n: int) -> dict[str, Any] | None:
+    """The load figures of N in an earlier results file, marked with that run's date."""
+    if path is None:
+        return None
+    earlier = json.loads(path.read_text())
+    load = earlier["scale"][str(n)]["load"]
+    return {**load, "reused_from": earlier["date"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -379,6 +379,13 @@ def _load_sizes_ram(n: int, sc: dict[str, Any]) -> list[str]:
         f"Load: {n:,} memories in {ld.get('batches')} requests ({ld.get('loaders', 2)} in "
         f"flight), {_f(ld.get('load_s'))} s, {_f(ld.get('memories_per_s'))} memories/s.",
     ]
+    if ld.get("reused"):
+        out[-1] += (
+            f" This run measured a database kept from the run of {ld['reused_from']}, which "
+            "loaded it: the load figures here are that run's."
+            if ld.get("reused_from")
+            else " This run measured a kept database: it loaded nothing."
+        )
     if cf and fk:
         out += [
             "",

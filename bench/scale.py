@@ -835,6 +835,7 @@ async def run_scale(
     say: Callable[[str], None],
     only: set[str] | None = None,
     reuse: bool = False,
+    loaded: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     db = f"htm_bench_{n}"
     url = await kept_database(servers, db, n) if reuse else None
@@ -874,7 +875,7 @@ async def run_scale(
                 # A kept database holds the load and whatever earlier runs' writes added;
                 # Redis was flushed, so working memories are rebuilt from their mirrors.
                 ctx.keys = [f"k{i:07d}" for i in range(n)]
-                result["load"] = ld = {"reused": True}
+                result["load"] = ld = {"reused": True, **(loaded or {})}
             else:
                 say(f"N={n}: loading through POST /memories/batch")
                 result["load"] = ld = await load_memories(ctx, max(600.0, n / 20), tokenizer)
