@@ -869,7 +869,7 @@ async def run_scale(
             ctx = ScaleContext(profile, n, seed, client, None, meter, quiet=quiet)  # type: ignore[arg-type]
             ctx.floor_pool = pool
             ctx.service_env = service.env
-            if profile.copy_floor:
+            if profile.copy_floor and not reuse:
                 say(f"N={n}: raw COPY floor of the first {min(n, profile.copy_floor)} memories")
             if reuse:
                 # A kept database holds the load and whatever earlier runs' writes added;
