@@ -30,9 +30,11 @@ EXACT_SEARCH_MAX_ROWS = 2_000
 ESTIMATE_MIN_ROWS = 10_000
 COUNT_BELOW_ESTIMATE = 4 * EXACT_SEARCH_MAX_ROWS
 # What one tuple an HNSW scan visits costs (its neighbours' distances, the index pages it
-# reads), in rows read and compared by exact search: 9-14 µs against 1.2-1.3 µs at 1,000,000
-# memories (bench/README.md, "Figures behind the code").
-INDEX_TUPLE_COST = 10.0
+# reads), in rows read and compared by exact search. At 1,000,000 memories: 9-14 µs against
+# 1.2-1.3 µs when the same questions repeat, ~27 µs against ~1.3 µs over the bench's ever
+# new questions, whose walks find fewer of their pages in shared_buffers while a filter's
+# rows stay there (bench/README.md, "Figures behind the code").
+INDEX_TUPLE_COST = 20.0
 # Full text uses a query's first this-many distinct content words. Questions have far fewer;
 # a pasted paragraph would otherwise cost a count per word and a ts_rank over all of them.
 MAX_QUERY_LEXEMES = 32

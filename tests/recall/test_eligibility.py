@@ -46,15 +46,15 @@ def test_a_scan_without_iterative_scans_comes_back_short_under_a_selective_filte
 
 
 def test_exact_search_wins_where_it_reads_fewer_rows_than_the_walk_costs() -> None:
-    # One robot's 1 % of a million memories: its 10 nearest through the index (1,000 tuples,
-    # worth 10,000 rows: a tie, which the index keeps), its 80 nearest (hybrid's candidates:
-    # 8,000 tuples) exactly.
-    assert not exact_is_cheaper(10_000, M, 10, ITERATIVE)
+    # One robot's 1 % of a million memories: its 10 nearest exactly (the walk: 1,000 tuples,
+    # worth 20,000 rows), its 80 nearest (hybrid's candidates: 8,000 tuples) all the more.
+    assert exact_is_cheaper(10_000, M, 10, ITERATIVE)
     assert exact_is_cheaper(10_000, M, 80, ITERATIVE)
-    # A week of a year (1.9 %): its 10 nearest through the index (526 tuples, worth 5,263
-    # rows); its 80 exactly (4,211 tuples worth 42,105). The whole table: the index.
+    # A week of a year (1.9 %): its 10 nearest through the index (526 tuples, worth 10,526
+    # rows); its 80 exactly (4,211 tuples). 5 %, and the whole table: the index.
     assert not exact_is_cheaper(19_000, M, 10, ITERATIVE)
     assert exact_is_cheaper(19_000, M, 80, ITERATIVE)
+    assert not exact_is_cheaper(50_000, M, 10, ITERATIVE)
     assert not exact_is_cheaper(M, M, 10, ITERATIVE)
     # Where the scan would come back short, exact search whatever the size.
     assert exact_is_cheaper(900, M, 80, ITERATIVE)
