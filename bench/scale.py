@@ -648,7 +648,9 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
     pool = dataset.scale_memories(ctx.seed, 1000, offset=11)
     pool_tokens = tokenizer.count_many(pool.contents)
     draws = itertools.count()
-    writer_id = ctx.robot_ids[RARE_ROBOT]
+    # The core INSERT's author: a scribe, so that the scope=self set (the rare robot's 1 %)
+    # stays what it was loaded as when a kept database is measured again (--reuse).
+    writer_id = ctx.robot_ids["scribe-0"]
 
     def add_json(it: AddItem, vector_json: str) -> str:
         return (
