@@ -311,3 +311,22 @@ async def test_activity_days_are_utc_days_whatever_the_session_time_zone(client,
         ("2031-05-06", 2),
         ("2031-05-07", 2),
     ]
+
+
+async def test_namespace_stats_rebuild_each_lost_working_memory_once(
+    client, two_days, ns, redis_url
+) -> None:
+    """After Redis lost everything, the first namespace stats rebuild every robot's working
+    memory (one that never held anything too, which the rebuild counter, counting rebuilds
+    that restore items, leaves out); the next read them all from Redis."""
+    assert (await client.put("/v1/robots/idle", json={"working_memory_budget": 7})).is_success
+    before = (await get_ok(client, "/v1/stats"))["robots"]
+    counts = client.app.state.components.two_tier.counts  # type: ignore[attr-defined]
+    async with aioredis.from_url(redis_url) as r:
+        for robot in ("a", "b", "idle"):
+            await r.delete(*robot_keys(ns, robot))
+    rebuilt = counts.rebuilds
+    assert (await get_ok(client, "/v1/stats"))["robots"] == before
+    assert counts.rebuilds - rebuilt == 2  # a and b
+    assert (await get_ok(client, "/v1/stats"))["robots"] == before
+    assert counts.rebuilds - rebuilt == 2
