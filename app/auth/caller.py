@@ -8,7 +8,9 @@ Auth off (the embedded default): the optional X-Namespace header names the names
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from app.auth.schemas import Role
@@ -19,6 +21,7 @@ from app.db.session import Sessionmaker
 from app.errors import Forbidden, Unauthorized, Unprocessable
 from app.namespaces.repository import NamespaceRepository
 
+log = logging.getLogger(__name__)
 RANK = {"reader": 0, "writer": 1, "admin": 2}
 _NAME = re.compile(NAME_PATTERN)
 
@@ -68,3 +71,24 @@ def require_role(caller: Caller, needed: Role) -> Caller:
             required=needed,
         )
     return caller
+
+
+def rechecker(
+    authorization: str, *, auth_enabled: bool, sessionmaker: Sessionmaker, key_cache: KeyCache
+) -> Callable[[], Awaitable[bool]]:
+    """For a response that outlives its request (the change stream): whether the key that
+    opened it is still valid, asked through the same cache as every request, so a revocation
+    ends it within the cache's bound. Fails closed: a lookup that cannot be made (PostgreSQL
+    down) ends the stream too; the client's reconnect is then answered as any request is."""
+    token = authorization.partition(" ")[2].strip()
+
+    async def allowed() -> bool:
+        if not auth_enabled:
+            return True
+        try:
+            return await authenticate(sessionmaker, key_cache, token) is not None
+        except Exception as exc:
+            log.warning("an open stream's key could not be checked: %s", exc)
+            return False
+
+    return allowed

@@ -13,13 +13,19 @@ atomically with the stream's position); with a `Last-Event-ID` the stream still 
 gets exactly the events after it; with one the stream no longer holds (it keeps about the
 last 1,000), a `snapshot` again. So a client applying events in order never misses a change
 and never applies one twice. A comment line keeps idle connections open.
+
+A stream outlives the request that authorized it, so it asks again (`allowed`) before it
+sends each batch of events and at least every `block_ms` while idle: a revoked key's stream
+ends with a `closed` event (`reason: unauthorized`) within the key cache's bound (1 s in every
+process, app/auth/service.py), like any other request with that key. The client's reconnect
+then gets the 401.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from time import monotonic
 from typing import Any
 
@@ -55,11 +61,21 @@ def event_data(fields: dict[str, str]) -> dict[str, Any]:
     return data
 
 
+Allowed = Callable[[], Awaitable[bool]]
+
+
+async def always() -> bool:
+    return True
+
+
 class ChangeStream:
-    def __init__(self, service: WorkingMemoryService, block_ms: int) -> None:
+    def __init__(
+        self, service: WorkingMemoryService, block_ms: int, allowed: Allowed = always
+    ) -> None:
         self.service = service
         self.store = service.store
         self.block_ms = block_ms
+        self.allowed = allowed
 
     async def open(self, robot_name: str, last_event_id: str | None) -> AsyncIterator[bytes]:
         """Everything that can fail (404, Redis down: 503) fails here, before the stream
@@ -100,6 +116,10 @@ class ChangeStream:
                 entries = await self.store.events_after(ns, owner, cursor, self.block_ms)
             except UNAVAILABLE as exc:  # the client reconnects with its Last-Event-ID
                 log.warning("working-memory change stream of %s/%s ended: %s", ns, owner, exc)
+                return
+            if not await self.allowed():
+                log.info("working-memory change stream of %s/%s ended: key revoked", ns, owner)
+                yield sse(cursor, "closed", {"reason": "unauthorized"})
                 return
             for entry_id, fields in entries:
                 cursor = entry_id

@@ -3,9 +3,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from app.auth.caller import rechecker
 from app.common import RobotName
 from app.deps import ScopeDep
 from app.routing import OrjsonRoute
@@ -54,6 +55,7 @@ async def follow_working_memory(
     robot: RobotName,
     service: Service,
     r: ScopeDep,
+    request: Request,
     last_event_id: Annotated[
         str | None,
         Header(
@@ -64,8 +66,16 @@ async def follow_working_memory(
 ) -> StreamingResponse:
     """The robot's working-memory changes as they happen (its group's, in a group): what a
     standby agent follows to take over at once. See app/working_memory/events.py."""
-    block_ms = max(1, int(r.components.settings.redis_timeout_s * 500))
-    events = await ChangeStream(service, block_ms).open(robot, last_event_id)
+    c = r.components
+    # Idle, the stream wakes at least every 0.5 s: to check its key (see events.py).
+    block_ms = max(1, min(500, int(c.settings.redis_timeout_s * 500)))
+    allowed = rechecker(
+        request.headers.get("authorization", ""),
+        auth_enabled=c.settings.auth_enabled,
+        sessionmaker=c.sessionmaker,
+        key_cache=c.key_cache,
+    )
+    events = await ChangeStream(service, block_ms, allowed).open(robot, last_event_id)
     # Nothing below needs PostgreSQL: the request's connection goes back to the pool now.
     await r.session.commit()
     await r.session.release()
