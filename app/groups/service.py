@@ -3,7 +3,8 @@
 A group's working memory is kept exactly like a robot's (the write protocol, its mirror, its
 (gen, seq), repair), under a robot row of its own, `group:<name>`; a member's working-memory
 reads and writes resolve to it (Robot.working_memory). Each process caches a robot with its
-group for RobotCache's TTL (5 s): another process sees a membership change within that.
+group for RobotCache's TTL (5 s): another process sees a membership or budget change within
+that; this process at once.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ class GroupService:
         if sorted(row.members) != sorted(body.members):  # one joined another group meanwhile
             raise _in_another_group(await self.repo.others(self.ns, group.id, body.members))
         await self.two_tier.commit_durable()
-        for robot in changed:
+        # Every member cached in this process carries the group's budget: all of them are
+        # read again, not only those who joined or left (other processes: RobotCache's TTL).
+        for robot in {*changed, *row.members}:
             self.robots.forget(self.ns, robot)
         # A smaller budget takes effect at once, as a robot's does.
         budget = row.working_memory_budget or self.default_budget

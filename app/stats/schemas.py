@@ -6,6 +6,10 @@ from pydantic import BaseModel, Field
 
 
 class WorkingMemoryUsage(BaseModel):
+    group: str | None = Field(
+        default=None,
+        description="The group whose working memory the robot shares (its budget and usage)",
+    )
     tokens: int
     max_tokens: int
     utilization: float = Field(description="Percent of the budget in use")

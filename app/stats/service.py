@@ -10,7 +10,7 @@ from app.clock import Clock
 from app.db.session import DbSession
 from app.embeddings.query_cache import QueryEmbeddingCache
 from app.health.repository import VersionRepository
-from app.robots.cache import Robot, robot_from_row
+from app.robots.cache import Robot, group_name, robot_from_row
 from app.robots.repository import RobotRepository
 from app.robots.service import RobotService
 from app.stats.repository import StatsRepository
@@ -68,14 +68,16 @@ class StatsService:
         return await self._usage_from(robot, await self.working_memory.usage(robot))
 
     async def _usage_from(self, robot: Robot, usage: tuple[int, int] | None) -> WorkingMemoryUsage:
-        """The robot's working-memory usage as read from Redis, or (None: Redis unreachable)
-        from Postgres membership, marked degraded."""
+        """The usage of the working memory the robot reads (its group's, in a group) as read
+        from Redis, or (None: Redis unreachable) from Postgres membership, marked degraded."""
+        wm = robot.working_memory
         degraded = usage is None
-        tokens, items = usage if usage is not None else await self.repo.membership_usage(robot.id)
+        tokens, items = usage if usage is not None else await self.repo.membership_usage(wm.id)
         return WorkingMemoryUsage(
+            group=group_name(robot.group.name) if robot.group else None,
             tokens=tokens,
-            max_tokens=robot.budget,
-            utilization=round(100.0 * tokens / robot.budget, 2),
+            max_tokens=wm.budget,
+            utilization=round(100.0 * tokens / wm.budget, 2),
             items=items,
             degraded=degraded,
         )

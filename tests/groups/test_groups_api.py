@@ -101,3 +101,33 @@ async def test_deleting_a_group_clears_its_memory_and_frees_its_members(client) 
     assert (await client.delete("/v1/groups/g")).status_code == 404
     await client.put("/v1/groups/g", json={"members": ["b"]})  # a fresh group: empty
     assert (await wm(client, "b"))[:2] == ("g", [])
+
+
+async def test_a_member_s_stats_read_the_group_s_budget_and_usage_at_once(client) -> None:
+    await client.put("/v1/robots/a", json={"working_memory_budget": 1000})
+    r = await client.put("/v1/groups/g", json={"members": ["a"], "working_memory_budget": 100})
+    assert r.status_code == 200
+    await add(client, "a", "k1", "one two three four five six seven eight nine ten")  # 10
+    expected = {
+        "group": "g",
+        "tokens": 10,
+        "max_tokens": 100,
+        "utilization": 10.0,
+        "items": 1,
+        "degraded": False,
+    }
+    assert (await client.get("/v1/robots/a/stats")).json()["working_memory"] == expected
+    usage = {
+        u["robot"]: u["working_memory"] for u in (await client.get("/v1/stats")).json()["robots"]
+    }
+    assert usage == {"a": expected}
+    # A budget change is read by the members of this process at once.
+    r = await client.put("/v1/groups/g", json={"members": ["a"], "working_memory_budget": 40})
+    assert r.status_code == 200
+    changed = {**expected, "max_tokens": 40, "utilization": 25.0}
+    assert (await client.get("/v1/robots/a/stats")).json()["working_memory"] == changed
+    assert (await wm(client, "a")) == ("g", ["k1"], 40)
+    # Out of the group, the robot's own budget and (empty) working memory again.
+    await client.put("/v1/groups/g", json={"members": [], "working_memory_budget": 40})
+    own = (await client.get("/v1/robots/a/stats")).json()["working_memory"]
+    assert (own["group"], own["max_tokens"], own["tokens"]) == (None, 1000, 0)

@@ -90,6 +90,7 @@ async def test_robot_stats_report_both_tiers_and_activity_per_day(client, two_da
     assert stats == {
         "robot": "a",
         "working_memory": {
+            "group": None,
             "tokens": 26,
             "max_tokens": 30,
             "utilization": 86.67,
@@ -153,6 +154,7 @@ async def test_stats_rebuild_a_lost_working_memory_instead_of_reporting_degraded
     # A robot that exists but never held anything reports an empty, healthy working memory.
     assert (await client.put("/v1/robots/idle", json={"working_memory_budget": 7})).is_success
     assert (await get_ok(client, "/v1/robots/idle/stats"))["working_memory"] == {
+        "group": None,
         "tokens": 0,
         "max_tokens": 7,
         "utilization": 0.0,
@@ -190,6 +192,7 @@ async def test_namespace_stats_count_memories_robots_size_and_versions(
             {
                 "robot": "a",
                 "working_memory": {
+                    "group": None,
                     "tokens": 26,
                     "max_tokens": 30,
                     "utilization": 86.67,
@@ -200,6 +203,7 @@ async def test_namespace_stats_count_memories_robots_size_and_versions(
             {
                 "robot": "b",
                 "working_memory": {
+                    "group": None,
                     "tokens": 4,
                     "max_tokens": 128000,
                     "utilization": 0.0,

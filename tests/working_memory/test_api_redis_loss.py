@@ -172,6 +172,7 @@ async def test_requests_degrade_while_redis_is_down_and_recover_after(
 
         stats = await get_ok(client, "/v1/robots/a/stats")
         assert stats["working_memory"] == {
+            "group": None,
             "tokens": 16,
             "max_tokens": 128000,
             "utilization": 0.01,
