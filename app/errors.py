@@ -61,6 +61,15 @@ class Conflict(DomainError):
     status, type, title = 409, "conflict", "Conflict"
 
 
+class RemovedMeanwhile(Conflict):
+    """What the change refers to (a robot, a memory) was removed by a concurrent request,
+    after this one had read it: a foreign key found nothing (SQLSTATE 23503) or a lock found
+    no row. Nothing was written; a retry sees the removal."""
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail, retry=True, **extra)
+
+
 class PayloadTooLarge(DomainError):
     status, type, title = 413, "payload-too-large", "Payload too large"
 
