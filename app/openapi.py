@@ -53,8 +53,9 @@ ERRORS = {
     "401": "Missing, unknown or revoked API key",
     "403": "The key's role does not allow this",
     "404": "No such robot, memory or key in the caller's namespace",
-    "409": "A conflict: the key is already taken in this namespace, or a robot is already in "
-    "another group",
+    "409": "A conflict: the key is already taken in this namespace, a robot is already in "
+    "another group or still holds memories, or what the change refers to was removed "
+    "meanwhile (`retry: true`)",
     "413": "Body, content, batch or query over its limit",
     "422": "Well-formed but invalid input",
     "503": "A dependency (PostgreSQL, Redis, the embedder) is unavailable",
@@ -63,8 +64,8 @@ ROUTE_ERRORS = {
     "get": ["401", "403", "404", "422", "503"],
     "post": ["400", "401", "403", "404", "409", "413", "422", "503"],
     "put": ["400", "401", "403", "404", "409", "413", "422", "503"],
-    "patch": ["400", "401", "403", "404", "422", "503"],
-    "delete": ["400", "401", "403", "404", "422", "503"],
+    "patch": ["400", "401", "403", "404", "409", "422", "503"],
+    "delete": ["400", "401", "403", "404", "409", "422", "503"],
 }
 
 

@@ -9,21 +9,19 @@ Auth off (the embedded default): the optional X-Namespace header names the names
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from app import names
 from app.auth.schemas import Role
 from app.auth.service import KeyCache, authenticate
 from app.cache import TtlCache
-from app.common import NAME_PATTERN
 from app.db.session import Sessionmaker
-from app.errors import Forbidden, Unauthorized, Unprocessable
+from app.errors import Forbidden, Unauthorized
 from app.namespaces.repository import NamespaceRepository
 
 log = logging.getLogger(__name__)
 RANK = {"reader": 0, "writer": 1, "admin": 2}
-_NAME = re.compile(NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -44,12 +42,7 @@ async def identify(
 ) -> Caller:
     """The caller named by the request's key (auth on) or X-Namespace header (auth off)."""
     if not auth_enabled:
-        name = x_namespace or "default"
-        if not _NAME.fullmatch(name):
-            raise Unprocessable(
-                "X-Namespace must match [A-Za-z0-9._-]{1,64}",
-                errors=[{"field": "header.X-Namespace", "message": "invalid namespace name"}],
-            )
+        name = names.check("namespace", x_namespace or "default", "header.X-Namespace")
         ns_id = await NamespaceRepository.resolve(sessionmaker, namespace_ids, name)
         return Caller(namespace_id=ns_id, namespace=name, role="admin")
 

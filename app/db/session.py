@@ -31,6 +31,7 @@ from app.errors import (
     DB_TIMEOUT,
     DB_UNAVAILABLE,
     DependencyTimeout,
+    RemovedMeanwhile,
     ServiceUnavailable,
     database_failure,
     is_database_gone,
@@ -47,6 +48,17 @@ def connection_lost(exc: BaseException, driver: asyncpg.Connection | None) -> bo
     # pool: depending on when asyncpg reads the news, the next call fails with "connection is
     # closed" or a protocol state error, and the connection is closed afterwards either way.
     return driver is not None and driver.is_closed()
+
+
+def removed_meanwhile(exc: BaseException) -> RemovedMeanwhile | None:
+    """A foreign key that found nothing (23503): a row this change refers to, read a moment
+    ago (a robot from the robot cache, say), was deleted by a concurrent transaction."""
+    driver = getattr(exc, "orig", None) or exc
+    if getattr(driver, "sqlstate", None) != "23503":
+        return None
+    return RemovedMeanwhile(
+        "something this change refers to was removed meanwhile; nothing was written: retry"
+    )
 
 
 @dataclass
@@ -128,6 +140,9 @@ class DbSession:
             if is_statement_timeout(exc):
                 self.errors.timeouts += 1
                 raise DependencyTimeout(DB_TIMEOUT, dependency="postgres") from exc
+            gone = removed_meanwhile(exc)
+            if gone is not None:
+                raise gone from exc
             raise
 
     def after_commit(self, callback: Callable[[], None]) -> None:

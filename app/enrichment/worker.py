@@ -31,7 +31,7 @@ from app.errors import Conflict
 from app.llm.base import ChatModel, LlmError, reply_json
 from app.memories.dedupe import union
 from app.memories.schemas import MemoryCreate
-from app.memories.service import fields_of
+from app.memories.writes import fields_of
 from app.sessions.consolidation import MemoryParts
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ from typing import Any
 
 from app.db.sql import sql
 from app.memories.dedupe import union
-from app.memories.service import MemoryService, fields_of
+from app.memories.service import MemoryService
+from app.memories.writes import fields_of
 from app.recall.planner import SearchFilters
 from app.recall.repository import SearchRepository
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections import Counter
@@ -13,7 +14,7 @@ from app.config import Settings, VectorStorage
 from app.db.session import DbSession
 from app.db.vectors import StoredVectors, check_storable
 from app.embeddings.timed import TimedEmbedder
-from app.errors import BadRequest, Conflict, NotFound
+from app.errors import BadRequest, Conflict, NotFound, RemovedMeanwhile
 from app.events.repository import EventRepository
 from app.memories import importance as importance_scorer
 from app.memories.adds import GroupCommit
@@ -29,7 +30,7 @@ from app.memories.schemas import (
     MemoryRead,
     to_read,
 )
-from app.memories.writes import MemoryWrites, Rewrite, placement_of
+from app.memories.writes import MemoryWrites, Rewrite, fields_of, key_taken, placement_of
 from app.recall.planner import SearchFilters
 from app.recall.repository import SearchCaches, SearchRepository
 from app.robots.service import Robot, RobotService
@@ -101,7 +102,7 @@ class MemoryService:
         for i, v in zip(todo, vectors, strict=True):
             embeddings[i], models[i] = v, model if v is not None else None
         tokens = await self.tokenizer.count_many_async([b.content for b in bodies])
-        robot = await self.robots.ensure(robot_name)
+        robot, registered = await self.robots.register(robot_name)
         drafts = [
             MemoryDraft(
                 key=b.key or f"m-{uuid.uuid4().hex}",
@@ -117,11 +118,24 @@ class MemoryService:
             )
             for i, b in enumerate(bodies)
         ]
-        if any(r.mode != "off" for r in rules):
+        if any(r.mode != "off" for r in rules):  # one transaction: a 409 registers nothing
             return await self._add_deduplicated(robot, drafts, rules, place)
-        new, taken = await self.writes.store(robot, drafts, group_commit=True)
-        if taken:
-            raise _taken(taken)
+        try:
+            try:
+                new, taken = await self.writes.store(robot, drafts, group_commit=True)
+            except RemovedMeanwhile:  # the robot, read from the cache, was removed: again
+                self.robots.forget(robot_name)
+                robot, registered = await self.robots.register(robot_name)
+                new, taken = await self.writes.store(robot, drafts, group_commit=True)
+            if taken:
+                raise key_taken(taken)
+        except Exception:
+            # The group commits in its own transaction, so the robot's registration was
+            # committed before it: a rejected add must not leave a robot behind.
+            if registered:
+                with contextlib.suppress(Exception):  # the add's own error is the answer
+                    await self.robots.discard(robot)
+            raise
         return await self.writes.acknowledge_new(robot, new, place)
 
     def _importance(self, body: MemoryCreate) -> float:
@@ -168,7 +182,7 @@ class MemoryService:
 
         new, taken = await self.writes.store(robot, [drafts[i] for i in fresh])
         if taken:
-            raise _taken(taken)
+            raise key_taken(taken)
         rewrites: list[tuple[Rewrite, Any]] = []
         for key, sources in of_stored.items():
             row = await self.repo.get(ns, key, for_update=True)
@@ -366,25 +380,3 @@ class MemoryService:
         return to_read(row).model_copy(
             update={"deleted_at": None, "updated_at": restored.updated_at}
         )
-
-
-def _taken(keys: list[str]) -> Conflict:
-    return Conflict(
-        f"key already exists in this namespace: {', '.join(keys)}; "
-        "use PUT /v1/robots/{robot}/memories/{key} to update",
-        keys=keys,
-    )
-
-
-def fields_of(row: Any, *, importance: float, tags: list[str]) -> MemoryFields:
-    """A stored memory's fields with a new importance and tags (content, vector and time
-    kept): what PATCH and a duplicate's reinforcement write."""
-    return MemoryFields.model_construct(
-        content=row.content,
-        type=row.type,
-        importance=importance,
-        tags=tags,
-        metadata=row.metadata,
-        created_at=None,
-        embedding=None,
-    )

@@ -13,6 +13,7 @@ from app.clock import Clock
 from app.config import VectorStorage
 from app.db.session import DbSession
 from app.db.vectors import StoredVectors
+from app.errors import Conflict
 from app.events.repository import EventRepository
 from app.memories.adds import GroupCommit
 from app.memories.model import AddGroup, MemoryDraft, NewMemory, VectorChange
@@ -237,3 +238,25 @@ class Stored(NamedTuple):
 
     memory: NewMemory
     now: datetime
+
+
+def key_taken(keys: list[str]) -> Conflict:
+    return Conflict(
+        f"key already exists in this namespace: {', '.join(keys)}; "
+        "use PUT /v1/robots/{robot}/memories/{key} to update",
+        keys=keys,
+    )
+
+
+def fields_of(row: Any, *, importance: float, tags: list[str]) -> MemoryFields:
+    """A stored memory's fields with a new importance and tags (content, vector and time
+    kept): what PATCH and a duplicate's reinforcement write."""
+    return MemoryFields.model_construct(
+        content=row.content,
+        type=row.type,
+        importance=importance,
+        tags=tags,
+        metadata=row.metadata,
+        created_at=None,
+        embedding=None,
+    )

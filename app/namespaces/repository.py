@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from app import names
 from app.cache import TtlCache
 from app.db.session import Sessionmaker
 from app.db.sql import sql
@@ -16,6 +17,7 @@ class NamespaceRepository:
         cached = cache.get(name)
         if cached is not None:
             return cached
+        names.check("namespace", name)
         # Read first: the upsert's DO UPDATE locks and rewrites an existing row, which would
         # make a read-only request a write. The upsert (not DO NOTHING, which returns no row)
         # then settles a race with another request creating the same namespace.

@@ -104,3 +104,43 @@ class RobotRepository:
                 },
             )
         ).one()
+
+    async def lock_for_removal(self, namespace_id: int, name: str) -> Any | None:
+        """Lock a robot's row FOR UPDATE (a concurrent write referring to it waits for this
+        transaction: its foreign key check takes FOR KEY SHARE), then count, in a statement
+        of its own so that it sees what committed while it waited, what the robot holds."""
+        robot_id = (
+            await self.session.execute(
+                sql("""
+                SELECT id FROM robot
+                WHERE namespace_id = :ns AND name = :name AND NOT is_group
+                FOR UPDATE"""),
+                {"ns": namespace_id, "name": name},
+            )
+        ).scalar()
+        if robot_id is None:
+            return None
+        return (
+            await self.session.execute(
+                sql("""
+                SELECT CAST(:id AS bigint) AS id,
+                       (SELECT count(*) FROM memory
+                        WHERE author_robot_id = :id AND deleted_at IS NULL) AS memories,
+                       (SELECT count(*) FROM memory
+                        WHERE author_robot_id = :id AND deleted_at IS NOT NULL) AS forgotten,
+                       (SELECT count(*) FROM session WHERE robot_id = :id) AS sessions,
+                       (SELECT count(*) FROM working_memory_item
+                        WHERE robot_id = :id AND in_working_memory) AS working_memory"""),
+                {"id": robot_id},
+            )
+        ).one()
+
+    async def delete(self, robot_id: int) -> None:
+        """The robot's row and its counters (all zero: it authored nothing)."""
+        await self.session.execute(
+            sql("""
+            WITH counts AS (DELETE FROM robot_memory_count WHERE robot_id = :id),
+                 days AS (DELETE FROM robot_activity_day WHERE robot_id = :id)
+            DELETE FROM robot WHERE id = :id"""),
+            {"id": robot_id},
+        )

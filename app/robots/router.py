@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends
 
 from app.common import RobotName
-from app.deps import ScopeDep
+from app.deps import AdminDep, ScopeDep
 from app.robots.schemas import RobotRead, RobotUpdate
 from app.robots.service import RobotService
 from app.routing import OrjsonRoute
@@ -36,3 +36,14 @@ async def get_robot(robot: RobotName, service: Service) -> RobotRead:
 async def put_robot(robot: RobotName, body: RobotUpdate, service: Service) -> RobotRead:
     """Registers the robot if new; sets its budget and session TTL (null = the default)."""
     return await service.put(robot, body)
+
+
+@router.delete(
+    "/{robot}",
+    operation_id="robots-delete",
+    summary="Remove a robot that holds nothing",
+)
+async def delete_robot(robot: RobotName, service: Service, _: AdminDep) -> RobotRead:
+    """Admin: removes a robot with nothing in long-term memory (forgotten memories included),
+    no session and an empty working memory; else 409 with what it still `holds`."""
+    return await service.remove(robot)

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from app import names
 from app.db.session import DbSession
-from app.errors import NotFound
+from app.errors import Conflict, NotFound
 from app.robots.cache import Robot, RobotCache, group_name, robot_from_row
 from app.robots.repository import RobotRepository
 from app.robots.schemas import RobotRead, RobotUpdate
@@ -49,13 +50,23 @@ class RobotService:
 
     async def ensure(self, name: str) -> Robot:
         """The robot, registered on first use."""
+        return (await self.register(name))[0]
+
+    async def register(self, name: str) -> tuple[Robot, bool]:
+        """The robot, registered on first use, and whether this transaction registered it
+        (then, if the write it was registered for fails after a commit, `discard` it)."""
         robot = self.cache.get(self.namespace_id, name)
         if robot is not None:
-            return robot
+            return robot, False
+        names.check("robot", name)
         row, created = await self.repo.ensure(self.namespace_id, name)
         # A robot created by this transaction is not cached: if the request fails (a 409,
         # say) the row is rolled back, and a cached id would point at nothing.
-        return self._robot(row) if created else self._remember(row)
+        return (self._robot(row), True) if created else (self._remember(row), False)
+
+    def forget(self, name: str) -> None:
+        """Read the robot again next time (it was removed meanwhile)."""
+        self.cache.forget(self.namespace_id, name)
 
     async def require(self, name: str) -> Robot:
         """The robot, or 404: reads never register robots."""
@@ -77,6 +88,7 @@ class RobotService:
         return self._read(row)
 
     async def put(self, name: str, body: RobotUpdate) -> RobotRead:
+        names.check("robot", name)
         row = await self.repo.upsert_budget(
             self.namespace_id,
             name,
@@ -91,3 +103,45 @@ class RobotService:
         # A smaller budget takes effect at once: the working memory is trimmed by policy.
         await self.two_tier.apply_budget(robot)
         return self._read(row)
+
+    async def remove(self, name: str) -> RobotRead:
+        """Remove a robot that holds nothing: no memory it authored (forgotten ones included:
+        they are restorable), no session, nothing in its working memory. Else 409 saying
+        what it still holds, and nothing changes. A concurrent write referring to the robot
+        either commits first (and this refuses) or finds it gone (409, retry)."""
+        names.check("robot", name)
+        row = await self.repo.get(self.namespace_id, name)
+        held = await self.repo.lock_for_removal(self.namespace_id, name)
+        if row is None or held is None:
+            raise NotFound(f"robot {name!r} does not exist")
+        holds = _holds(held)
+        if any(holds.values()):
+            listed = ", ".join(f"{n} {what.replace('_', ' ')}" for what, n in holds.items() if n)
+            raise Conflict(
+                f"robot {name!r} still holds {listed}: forget its memories with a confirmed "
+                "hard delete, end its sessions and clear its working memory first",
+                holds=holds,
+            )
+        await self.repo.delete(held.id)
+        await self.two_tier.commit_durable()
+        self.cache.forget(self.namespace_id, name)
+        await self.two_tier.retire(self._robot(row))
+        return self._read(row)
+
+    async def discard(self, robot: Robot) -> None:
+        """Undo the registration of a robot whose first write failed after the registration
+        committed (a group commit's 409): removed if it still holds nothing, kept if a
+        concurrent write of the same robot stored something meanwhile."""
+        held = await self.repo.lock_for_removal(self.namespace_id, robot.name)
+        if held is not None and held.id == robot.id and not any(_holds(held).values()):
+            await self.repo.delete(held.id)
+        await self.two_tier.commit_durable()
+
+
+def _holds(held: Any) -> dict[str, int]:
+    return {
+        "memories": held.memories,
+        "forgotten_memories": held.forgotten,
+        "sessions": held.sessions,
+        "working_memory_items": held.working_memory,
+    }

@@ -11,12 +11,14 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from app import names
 from app.deps import Components
 from app.errors import DomainError
 from app.transfer.importer import BadFile
 from app.transfer.progress import progress
 
 Run = Callable[[Components, argparse.Namespace], Awaitable[int]]
+ROBOT, NAMESPACE = names.argument("robot"), names.argument("namespace")
 
 
 def _fail(args: argparse.Namespace, why: str, code: int = 1) -> int:
@@ -140,8 +142,8 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
         p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
     p = sub.add_parser("export", help="write a namespace's memories as JSON Lines")
-    p.add_argument("--namespace", default="default")
-    p.add_argument("--robot", help="only the memories this robot authored")
+    p.add_argument("--namespace", default="default", type=NAMESPACE)
+    p.add_argument("--robot", type=ROBOT, help="only the memories this robot authored")
     p.add_argument("--embeddings", action="store_true", help="include vectors and their model")
     p.add_argument("--out", help="the file to write (default: stdout)")
     common(p)
@@ -149,7 +151,9 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
 
     p = sub.add_parser("import", help="import a file of `htm export` (idempotent by key)")
     p.add_argument("file")
-    p.add_argument("--namespace", help="default: the namespace the file was exported from")
+    p.add_argument(
+        "--namespace", type=NAMESPACE, help="default: the namespace the file was exported from"
+    )
     p.add_argument(
         "--batch",
         type=_positive,
@@ -161,24 +165,28 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
 
     p = sub.add_parser("load", help="sync markdown and text files into memories by heading")
     p.add_argument("path", help="a file, or a folder (its .md, .markdown and .txt files)")
-    p.add_argument("--namespace", default="default")
-    p.add_argument("--robot", default="files", help="the robot the memories are added by")
+    p.add_argument("--namespace", default="default", type=NAMESPACE)
+    p.add_argument(
+        "--robot", default="files", type=ROBOT, help="the robot the memories are added by"
+    )
     common(p)
     p.set_defaults(func=run(_load))
 
     p = sub.add_parser("reembed", help="embed a namespace again with the configured model")
-    p.add_argument("--namespace", default="default")
+    p.add_argument("--namespace", default="default", type=NAMESPACE)
     p.add_argument("--batch", type=int, default=256, help="memories taken out at a time")
     common(p)
     p.set_defaults(func=run(_reembed))
 
     p = sub.add_parser("dedupe", help="find near-duplicate memories and (--apply) merge them")
-    p.add_argument("--namespace", default="default")
+    p.add_argument("--namespace", default="default", type=NAMESPACE)
     p.add_argument("--mode", choices=["exact", "semantic"], default="semantic")
     p.add_argument(
         "--threshold", type=float, help="cosine similarity (default: HTM_DEDUPE_THRESHOLD)"
     )
     p.add_argument("--type", help="only memories of this type")
     p.add_argument("--apply", action="store_true", help="merge (default: report only)")
-    p.add_argument("--robot", default="htm-dedupe", help="the robot the merges are made by")
+    p.add_argument(
+        "--robot", default="htm-dedupe", type=ROBOT, help="the robot the merges are made by"
+    )
     p.set_defaults(func=run(_dedupe))

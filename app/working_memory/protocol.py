@@ -264,6 +264,18 @@ class WriteProtocol(RobotSync):
         await self.session.commit()
         return count
 
+    async def retire(self, robot: Robot) -> None:
+        """After a robot's row was deleted (committed; it held nothing): its Redis keys go,
+        the change stream's history with them. Best effort: keys left by a Redis failure
+        are never read, as a robot registered again under the name starts with a rebuild
+        (no recorded change), which replaces them."""
+        try:
+            await self.store.drop(self.namespace, robot.name)
+        except UNAVAILABLE as exc:
+            log.warning(
+                "redis keys of removed robot %s/%s left: %s", self.namespace, robot.name, exc
+            )
+
     async def touch(self, robot: Robot, memory_id: int, key: str) -> None:
         """An access by a retrieve. Not a change of the working set: no lock, no seq; both
         tiers only ever move a last access forward."""

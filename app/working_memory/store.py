@@ -252,6 +252,10 @@ class WorkingMemoryStore:
         gen, seq, count = await self._run("clear", ns, robot, [])
         return ClearResult(int(count), Change(int(gen), int(seq)))
 
+    async def drop(self, ns: str, robot: str) -> None:
+        """Delete every key of a robot whose row is gone (one command: one hash slot)."""
+        await self._redis.unlink(*robot_keys(ns, robot))
+
     async def load(self, ns: str, robot: str, items: list[WMItem], budget: int) -> PlaceResult:
         """Atomic rebuild: wipe, start a new generation, then place items as place() would.
 

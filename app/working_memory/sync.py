@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Protocol, TypeVar
 
 from app.db.session import DbSession
-from app.errors import ServiceUnavailable
+from app.errors import RemovedMeanwhile, ServiceUnavailable
 from app.robots.cache import Robot, RobotCache
 from app.working_memory.items import eviction_order
 from app.working_memory.model import (
@@ -105,8 +105,9 @@ class RobotSync:
         relaxed: bool = True,
     ) -> LockedRobot:
         state = await self.members.lock(robot.id, self.default_budget, memories, relaxed=relaxed)
-        if state is None:  # robots are never deleted through the API
-            raise RuntimeError(f"robot {self.namespace}/{robot.name} does not exist")
+        if state is None:  # removed (DELETE /v1/robots/{robot}) after it was read
+            self.robots.forget(self.scope.namespace_id, robot.name)
+            raise RemovedMeanwhile(f"robot {robot.name!r} was removed meanwhile: retry")
         return state
 
     async def _run(

@@ -129,3 +129,30 @@ async def test_tag_paths_lists_every_tag_and_its_ancestors_once(database_url) ->
         assert await paths(["dbs", "db"]) == ["db", "dbs"]
         assert await paths([]) == []
     await engine.dispose()
+
+
+async def test_0015_gives_names_the_api_refuses_names_it_accepts(database_factory) -> None:
+    """Robots and namespaces that the CLI once stored without the naming rule."""
+    url = await database_factory()
+    await asyncio.to_thread(upgrade, url, "0014")
+    engine = create_async_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(text("INSERT INTO namespace (name) VALUES ('ok'), ('bad ns!')"))
+        await conn.execute(
+            text("""
+            INSERT INTO robot (namespace_id, name)
+            SELECT n.id, r FROM namespace n,
+                   unnest(ARRAY['bad robot!', 'bad-robot-', 'fine', 'é']) r
+            WHERE n.name = 'ok'""")
+        )
+        taken = (
+            await conn.execute(text("SELECT id FROM robot WHERE name = 'bad robot!'"))
+        ).scalar_one()
+    await asyncio.to_thread(upgrade, url)
+    async with engine.connect() as conn:
+        robots = set((await conn.execute(text("SELECT name FROM robot"))).scalars())
+        namespaces = set((await conn.execute(text("SELECT name FROM namespace"))).scalars())
+    await engine.dispose()
+    # 'bad robot!' becomes 'bad-robot-', which is taken: its id is added.
+    assert robots == {f"bad-robot--{taken}", "bad-robot-", "fine", "-"}
+    assert namespaces == {"ok", "bad-ns-"}

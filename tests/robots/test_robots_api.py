@@ -1,0 +1,113 @@
+"""Robots: removal of a robot that holds nothing (409 with what it holds otherwise), a
+rejected write registers no robot, and a robot removed under another process's cache."""
+
+from __future__ import annotations
+
+import uuid
+
+PROBLEM = "application/problem+json"
+
+
+async def add(client, robot: str, key: str, content: str = "a fact") -> None:
+    r = await client.post(f"/v1/robots/{robot}/memories", json={"key": key, "content": content})
+    assert r.status_code == 201, r.text
+
+
+async def robots(client) -> list[str]:
+    return [r["name"] for r in (await client.get("/v1/robots")).json()]
+
+
+async def test_a_robot_that_holds_nothing_is_removed_else_409_says_what_it_holds(client) -> None:
+    assert (await client.put("/v1/robots/idle", json={"working_memory_budget": 50})).is_success
+    r = await client.delete("/v1/robots/idle")
+    assert r.status_code == 200, r.text
+    assert (r.json()["name"], r.json()["working_memory_budget"]) == ("idle", 50)
+    assert (await client.get("/v1/robots/idle")).status_code == 404
+    assert (await client.delete("/v1/robots/idle")).status_code == 404
+
+    await add(client, "w", "k1")
+    r = await client.delete("/v1/robots/w")
+    assert (r.status_code, r.headers["content-type"]) == (409, PROBLEM)
+    holds = {"memories": 1, "forgotten_memories": 0, "sessions": 0, "working_memory_items": 1}
+    assert r.json()["holds"] == holds
+    assert r.json()["detail"] == (
+        "robot 'w' still holds 1 memories, 1 working memory items: forget its memories with "
+        "a confirmed hard delete, end its sessions and clear its working memory first"
+    )
+    # A soft delete is restorable: the robot still holds it.
+    assert (await client.delete("/v1/robots/w/memories/k1")).status_code == 200
+    r = await client.delete("/v1/robots/w")
+    assert r.status_code == 409
+    assert r.json()["holds"] == {
+        **holds,
+        "memories": 0,
+        "forgotten_memories": 1,
+        "working_memory_items": 0,
+    }
+    r = await client.delete("/v1/robots/w/memories/k1", params={"hard": "true", "confirm": "k1"})
+    assert r.status_code == 200
+    r = await client.post(
+        "/v1/robots/w/sessions/chat/messages",
+        json={"messages": [{"role": "user", "content": "hello"}]},
+    )
+    assert r.status_code == 201, r.text
+    r = await client.delete("/v1/robots/w")
+    assert (r.status_code, r.json()["holds"]["sessions"]) == (409, 1)
+    assert (await client.delete("/v1/robots/w/sessions/chat/messages")).status_code == 200
+    assert (await client.delete("/v1/robots/w")).status_code == 200
+    assert await robots(client) == []
+
+    # Registered again under the name, it starts empty.
+    await add(client, "w", "k2", "the new robot's fact")
+    wm = (await client.get("/v1/robots/w/working-memory")).json()
+    assert [i["key"] for i in wm["items"]] == ["k2"]
+
+
+async def test_removal_is_for_admins_and_leaves_other_namespaces_alone(app_factory) -> None:
+    from tests.auth.test_auth import bearer, make_key
+
+    ns, other = f"t-{uuid.uuid4().hex[:10]}", f"t-{uuid.uuid4().hex[:10]}"
+    async with app_factory(auth_enabled=True) as c:
+        admin, writer = await make_key(c, ns, "admin"), await make_key(c, ns, "writer")
+        other_admin = await make_key(c, other, "admin")
+        assert (await c.put("/v1/robots/r", json={}, headers=bearer(writer))).is_success
+        r = await c.delete("/v1/robots/r", headers=bearer(writer))
+        assert (r.status_code, r.json()["required"]) == (403, "admin")
+        assert (await c.delete("/v1/robots/r", headers=bearer(other_admin))).status_code == 404
+        assert (await c.get("/v1/robots/r", headers=bearer(writer))).status_code == 200
+        assert (await c.delete("/v1/robots/r", headers=bearer(admin))).status_code == 200
+
+
+async def test_a_rejected_add_registers_no_robot(client) -> None:
+    await add(client, "a", "taken")
+    for body in (
+        {"key": "taken", "content": "again"},
+        {"memories": [{"key": "free", "content": "x"}, {"key": "taken", "content": "y"}]},
+    ):
+        path = "/memories/batch" if "memories" in body else "/memories"
+        r = await client.post(f"/v1/robots/ghost{path}", json=body)
+        assert r.status_code == 409, r.text
+        assert (await client.get("/v1/robots/ghost")).status_code == 404
+    assert await robots(client) == ["a"]
+    assert (await client.get("/v1/robots/a/memories/free")).status_code == 404
+    # A robot that existed before keeps existing after its rejected add.
+    r = await client.post("/v1/robots/a/memories", json={"key": "taken", "content": "z"})
+    assert r.status_code == 409
+    assert await robots(client) == ["a"]
+
+
+async def test_an_add_by_a_robot_another_process_removed_registers_it_again(
+    app_factory, ns: str
+) -> None:
+    async with app_factory() as one, app_factory() as two:
+        for c in (one, two):
+            c.headers["X-Namespace"] = ns
+        assert (await two.put("/v1/robots/r", json={})).is_success
+        assert (await two.get("/v1/robots/r/working-memory")).status_code == 200  # cached
+        assert (await one.delete("/v1/robots/r")).status_code == 200
+        # `two` still holds the removed robot's row in its cache: its foreign key finds
+        # nothing, and the add registers the robot again.
+        r = await two.post("/v1/robots/r/memories", json={"key": "k", "content": "after"})
+        assert r.status_code == 201, r.text
+        assert (await one.get("/v1/robots/r/memories/k")).json()["content"] == "after"
+        assert await robots(one) == ["r"]
