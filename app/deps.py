@@ -146,6 +146,14 @@ async def get_admin(caller: CallerDep) -> Caller:
 AdminDep = Annotated[Caller, Depends(get_admin)]
 
 
+async def get_writer(caller: CallerDep) -> Caller:
+    """For a GET that writes (a session window's read refreshes the session)."""
+    return require_role(caller, "writer")
+
+
+WriterDep = Annotated[Caller, Depends(get_writer)]
+
+
 @dataclass(frozen=True)
 class RequestScope:
     """One request's session and caller, the app's components, and the two objects every

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, status
 
 from app.common import RobotName
-from app.deps import ScopeDep
+from app.deps import ScopeDep, WriterDep
 from app.memories.router import memory_service
 from app.routing import OrjsonRoute
 from app.sessions.consolidation import Consolidator
@@ -60,6 +60,7 @@ async def get_window(
     robot: RobotName,
     session: SessionName,
     service: Service,
+    _: WriterDep,
     n: Annotated[
         int | None, Query(ge=1, le=1000, description="The last n messages (default 50)")
     ] = None,
@@ -69,7 +70,7 @@ async def get_window(
     ] = None,
 ) -> SessionWindow:
     """The last messages, oldest first; the read refreshes the session and counts as an
-    access of each message returned."""
+    access of each message returned, so it needs a writer key."""
     return await service.window(robot, session, n, max_tokens)
 
 

@@ -153,6 +153,7 @@ MUST_BE_404 = {
     "memories-version-restore",
     "memories-importance",
     "robots-get",
+    "robots-delete",
     "context-get",
     "stats-robot",
     "working-memory-get",
@@ -221,7 +222,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 33
+    assert len(ops) == 34
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.
@@ -517,3 +518,17 @@ async def test_a_read_in_an_existing_namespace_writes_nothing_with_auth_off(
         before = await next_xid(engine)
         assert (await client.get("/v1/robots")).status_code == 200
         assert await rows_written_since(engine, before) == {}
+
+
+async def test_a_session_window_needs_a_writer_as_its_read_refreshes_the_session(
+    auth_client,
+) -> None:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    writer, reader = [await make_key(auth_client, ns, r) for r in ("writer", "reader")]
+    path = "/v1/robots/a/sessions/s/messages"
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    assert (await auth_client.post(path, json=body, headers=bearer(writer))).status_code == 201
+    r = await auth_client.get(path, headers=bearer(reader))
+    assert (r.status_code, r.json()["required"]) == (403, "writer")
+    r = await auth_client.get(path, headers=bearer(writer))
+    assert (r.status_code, [m["content"] for m in r.json()["messages"]]) == (200, ["hi"])

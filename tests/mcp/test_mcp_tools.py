@@ -192,6 +192,27 @@ async def test_with_auth_on_mcp_needs_a_key_and_its_role(live_server_factory, da
         assert refused.is_error and refused.structured_content["status"] == 403
         stats = await s.call_tool("stats", {"robot": "ann"})
         assert stats.structured_content["long_term"]["memories"] == 1
+        # The tools that read, as their REST routes (GET) do, take a reader key.
+        for name, args in (("list_tags", {}), ("context", {"robot": "ann"})):
+            assert not (await s.call_tool(name, args)).is_error, name
+        versions = await s.call_tool("memory_versions", {"robot": "ann", "key": "missing"})
+        assert versions.structured_content["status"] == 404
+        refused = await s.call_tool("session_window", {"robot": "ann", "session": "s"})
+        assert refused.structured_content["status"] == 403
+
+
+def test_the_readme_names_the_tools_a_reader_may_call() -> None:
+    """README's MCP section says which tools a reader key may call: exactly TOOLS' readers."""
+    import re
+
+    from app.config import PROJECT_ROOT
+    from app.mcp.tools import TOOLS
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    said = re.search(r"\(([^()]*) need `reader`, the others `writer`\)", readme)
+    assert said is not None
+    named = re.findall(r"`([a-z_]+)`", said.group(1))
+    assert sorted(named) == sorted(t.name for t in TOOLS.values() if t.role == "reader")
 
 
 async def _key(database_url: str, namespace: str, role: str) -> str:
