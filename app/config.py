@@ -58,6 +58,18 @@ class Settings(BaseSettings):
     shutdown_timeout_s: float = Field(
         default=10.0, ge=0, description="Then wait this long for in-flight requests to finish"
     )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A request's headers must arrive within this long of its first byte (or "
+        "of the connection's opening): else 408 and the connection is closed",
+    )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request's body must arrive within this long of its headers: else 408 "
+        "and the connection is closed",
+    )
 
     # --- working memory -------------------------------------------------------------------
     working_memory_budget: int = Field(

@@ -123,15 +123,32 @@ async def get_caller(
     ] = None,
 ) -> Caller:
     """Who calls, and whether the method is allowed to them (app/auth/caller.py)."""
-    caller = await identify(
-        request.headers.get("authorization", ""),
-        x_namespace,
-        auth_enabled=c.settings.auth_enabled,
-        sessionmaker=c.sessionmaker,
-        namespace_ids=c.namespace_ids,
-        key_cache=c.key_cache,
-    )
-    request.state.namespace = caller.namespace  # for the request's log line
+    return await _caller(request, c, x_namespace)
+
+
+async def identify_first(request: Request) -> None:
+    """With auth on, identify the caller before the route reads its body (app/routing.py):
+    401 or 403 without holding a body the client was never allowed to send."""
+    c: Components = request.app.state.components
+    if c.settings.auth_enabled:
+        await _caller(request, c, request.headers.get("x-namespace"))
+
+
+async def _caller(request: Request, c: Components, x_namespace: str | None) -> Caller:
+    # Identified once per request: kept in the scope's state by whichever asks first.
+    state = request.scope.setdefault("state", {})
+    caller = state.get("caller")
+    if caller is None:
+        caller = await identify(
+            request.headers.get("authorization", ""),
+            x_namespace,
+            auth_enabled=c.settings.auth_enabled,
+            sessionmaker=c.sessionmaker,
+            namespace_ids=c.namespace_ids,
+            key_cache=c.key_cache,
+        )
+        state["caller"] = caller
+        state["namespace"] = caller.namespace  # for the request's log line
     return require_role(caller, "reader" if request.method in READ_METHODS else "writer")
 
 

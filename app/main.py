@@ -17,7 +17,7 @@ from app.lifespan import lifespan_for
 from app.mcp.http import McpEndpoint
 from app.memories.router import router as memories_router
 from app.metrics.router import router as metrics_router
-from app.middleware import BodyLimitMiddleware
+from app.middleware import BodyGate
 from app.observability.middleware import RequestObserver
 from app.openapi import install_openapi
 from app.prompt.router import router as prompt_router
@@ -51,8 +51,8 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
     )
     install_error_handlers(app)
     install_openapi(app)
-    app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    # Outermost (added last): it sees the body limit's 413s too.
+    app.add_middleware(BodyGate, limit=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+    # Outermost (added last): it sees the body gate's 413s and 408s too.
     app.add_middleware(RequestObserver)
     for router in (
         health_router,

@@ -1,84 +1,138 @@
-"""Request body size limit, enforced before any work is done (413 problem+json)."""
+"""How much of a request's body is read, and for how long: 413 and 408 problem+json.
+
+The body is read by whoever needs it (FastAPI for a route's JSON, the MCP SDK for /mcp),
+after the caller is known (app/routing.py identifies before the body with auth on), so an
+unauthenticated client never gets the server to hold its body. Here, around that reading:
+
+- a declared Content-Length over the limit is answered 413 before anything runs;
+- the bytes received are counted (a lying or absent Content-Length cannot get around the
+  limit) and the body must arrive within `timeout_s` of the request's start;
+- a response that starts before the body was read in full (401, 404, 413, 408...) closes
+  the connection: uvicorn would otherwise go on reading, and discarding, what the client
+  sends, for as long as it sends it.
+
+A limit or deadline broken while the body is read raises from `receive`, inside whoever
+reads it: FastAPI re-raises an HTTPException as is, the MCP SDK turns any error into a 500.
+Either way the gate's own answer replaces the response the app then starts, so a body
+refused here is answered the same everywhere.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from dataclasses import dataclass
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import PROBLEM_BASE, PROBLEM_JSON
 from app.observability import request_id
 
 
-class BodyLimitMiddleware:
-    """Rejects bodies over `limit` bytes: by Content-Length up front, and by counting when the
-    client streams without one (so a lying or absent header cannot get around the limit).
+@dataclass
+class _Body:
+    pending: bool  # some of the body is still to come
+    deadline: float  # the event loop's clock
+    seen: int = 0
+    refused: int | None = None  # 413 or 408, once refused
+    answered: bool = False
 
-    The body is read here, up to the limit, before the app sees the request: raising from a
-    wrapped `receive` instead would surface inside FastAPI's body parsing, which turns any
-    error there into a 400. Routes read the whole body anyway, so buffering costs nothing."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+class BodyGate:
+    def __init__(self, app: ASGIApp, limit: int, timeout_s: float) -> None:
         self.app = app
         self.limit = limit
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = dict(scope["headers"]).get(b"content-length")
+        length: bytes | None = None
+        chunked = False
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                length = value
+            elif name == b"transfer-encoding":
+                chunked = True
         if length is not None and length.isdigit() and int(length) > self.limit:
-            await self._reject(scope, send)
+            await self._answer(scope, send, 413)
             return
+        body = _Body(
+            pending=chunked or (length is not None and length.strip(b"0") != b""),
+            deadline=asyncio.get_running_loop().time() + self.timeout_s,
+        )
 
-        chunks: list[bytes] = []
-        seen = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left before its body ended
-                return
-            chunk = message.get("body", b"")
-            seen += len(chunk)
-            if seen > self.limit:
-                await self._reject(scope, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-
-        body = b"".join(chunks)
-        delivered = False
-
-        async def replay() -> Message:
-            nonlocal delivered
-            if delivered:  # after the body: disconnects, for routes that wait for one
+        async def receive_body() -> Message:
+            if not body.pending:  # after the body: a disconnect, waited for without limit
                 return await receive()
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            try:
+                async with asyncio.timeout_at(body.deadline):
+                    message = await receive()
+            except TimeoutError:
+                body.refused = 408
+                raise HTTPException(408) from None
+            if message["type"] != "http.request":  # the client left before its body ended
+                body.pending = False
+                return message
+            body.seen += len(message.get("body", b""))
+            if body.seen > self.limit:
+                body.refused = 413
+                raise HTTPException(413)
+            body.pending = message.get("more_body", False)
+            return message
 
-        await self.app(scope, replay, send)
+        async def send_checked(message: Message) -> None:
+            if body.refused is not None:
+                # The app's answer to the exception raised above: ours replaces it.
+                if message["type"] == "http.response.start" and not body.answered:
+                    await self._answer(scope, send, body.refused)
+                    body.answered = True
+                return
+            if message["type"] == "http.response.start" and body.pending:
+                message = {**message, "headers": [*message.get("headers", []), _CLOSE]}
+            await send(message)
 
-    async def _reject(self, scope: Scope, send: Send) -> None:
-        body = json.dumps(
-            {
+        try:
+            await self.app(scope, receive_body, send_checked)
+        except Exception:
+            if body.refused is None:
+                raise  # not about the body: ServerErrorMiddleware's 500
+        if body.refused is not None and not body.answered:
+            await self._answer(scope, send, body.refused)
+
+    async def _answer(self, scope: Scope, send: Send, status: int) -> None:
+        if status == 413:
+            problem = {
                 "type": PROBLEM_BASE + "payload-too-large",
                 "title": "Payload too large",
                 "status": 413,
                 "detail": f"the request body is over {self.limit} bytes",
-                "instance": scope.get("path", ""),
                 "limit": self.limit,
-                "request_id": request_id.of(scope),
             }
-        ).encode()
+        else:
+            problem = {
+                "type": PROBLEM_BASE + "request-timeout",
+                "title": "Request timeout",
+                "status": 408,
+                "detail": f"the request body did not arrive within {self.timeout_s:g} s",
+                "timeout_s": self.timeout_s,
+            }
+        problem |= {"instance": scope.get("path", ""), "request_id": request_id.of(scope)}
+        content = json.dumps(problem).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": status,
                 "headers": [
                     (b"content-type", PROBLEM_JSON.encode()),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
+                    (b"content-length", str(len(content)).encode()),
+                    _CLOSE,
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.body", "body": content})
+
+
+_CLOSE = (b"connection", b"close")

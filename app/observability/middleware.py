@@ -42,6 +42,14 @@ class RequestObserver:
         started = time.perf_counter()
         status: int | None = None
         cancelled = False
+        left = False  # the client went away before any response started
+
+        async def receive_watched() -> Message:
+            nonlocal left
+            message = await receive()
+            if message["type"] == "http.disconnect" and status is None:
+                left = True
+            return message
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
@@ -54,16 +62,19 @@ class RequestObserver:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive_watched, send_with_id)
         except asyncio.CancelledError:
             cancelled = True
             raise
         finally:
             duration = time.perf_counter() - started
-            if status is None:
-                # No response started: the client went away (499, nginx's code), or an
-                # exception that the app renders as a 500 outside this middleware.
-                status = 499 if cancelled else 500
+            if left or (status is None and cancelled):
+                # The client went away before an answer (nginx's 499): whatever the app made
+                # of the cut-off body (FastAPI: a 400; the MCP SDK: a 500) reached no one,
+                # and a client's choice must not count as a server error.
+                status = 499
+            elif status is None:
+                status = 500  # an exception the app renders as a 500 outside this middleware
             route = route_template(scope, base_root_path)
             app = scope.get("app")
             components = getattr(getattr(app, "state", None), "components", None)

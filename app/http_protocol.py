@@ -1,0 +1,95 @@
+"""What `htm serve` gives uvicorn besides the app: a deadline on each request's headers.
+
+uvicorn bounds neither how long a client takes to send a request's headers nor its body:
+`timeout_keep_alive` closes a connection idle between two requests, and any byte received
+cancels it, so a client sending a byte a second (or nothing, after connecting) holds its
+connection for as long as it likes. The body's deadline is the app's (app/middleware.py:
+there is a request by then, answered 408 through ASGI); the headers' is kept here, before
+there is a request to hand the app: from the connection's opening, or from the first byte
+of the next request on a kept-alive one, its headers must be in within `header_timeout_s`,
+else 408 and the connection is closed. Built on uvicorn's httptools protocol (what its
+"auto" picks: uvicorn[standard] installs httptools).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from app.config import Settings
+from app.errors import PROBLEM_BASE, PROBLEM_JSON
+
+log = logging.getLogger(__name__)
+
+
+def _timeout_response(timeout_s: float) -> bytes:
+    body = json.dumps(
+        {
+            "type": PROBLEM_BASE + "request-timeout",
+            "title": "Request timeout",
+            "status": 408,
+            "detail": f"the request's headers did not arrive within {timeout_s:g} s",
+            "timeout_s": timeout_s,
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\n"
+        f"content-type: {PROBLEM_JSON}\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class HeaderDeadlineProtocol(HttpToolsProtocol):
+    header_timeout_s = 10.0  # a subclass per setting: uvicorn makes the instances
+
+    _deadline: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def with_timeout(cls, header_timeout_s: float) -> type[HeaderDeadlineProtocol]:
+        return type(cls.__name__, (cls,), {"header_timeout_s": header_timeout_s})
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        # Armed once per request: a request begun on a new connection keeps the deadline
+        # counted from the connection's opening.
+        if self._deadline is None:
+            self._deadline = self.loop.call_later(self.header_timeout_s, self._headers_late)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _headers_late(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        log.info("request headers not received in %g s: 408, closed", self.header_timeout_s)
+        self.transport.write(_timeout_response(self.header_timeout_s))
+        self.transport.close()
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn.Config's arguments that come from the settings (besides host and port)."""
+    return {"http": HeaderDeadlineProtocol.with_timeout(settings.header_timeout_s)}
