@@ -11,6 +11,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.maint_notifications import MaintNotificationsConfig
 
 from app.auth.service import KeyCache
 from app.cache import TtlCache
@@ -49,6 +53,9 @@ from app.working_memory.store import WorkingMemoryStore
 
 log = logging.getLogger(__name__)
 
+# While the Redis breaker is open, a PING this often closes it as soon as Redis answers.
+REDIS_PROBE_S = 0.1
+
 # Namespaces are never renamed or deleted through the API; the TTL only bounds how long a
 # namespace deleted by hand keeps being answered from this process.
 NAMESPACE_IDS_TTL_S = 3600.0
@@ -63,6 +70,17 @@ def create_redis(settings: Settings) -> Any:
         "decode_responses": True,
         "socket_connect_timeout": settings.redis_timeout_s,
         "socket_timeout": settings.redis_timeout_s,
+        # After Redis restarts, the pool holds connections the old server closed. redis-py 8
+        # checks a connection for that when handing it out, except while its "maintenance
+        # notifications" are on, which RESP3 turns on by default (redis-py #4252; fixed by
+        # #4260, not in 8.1.0): so each such connection failed one request ("Connection
+        # closed by server") and tripped the breaker, for as long as old ones came up.
+        # Nothing here uses those notifications (Redis Enterprise's): off.
+        "maint_notifications_config": MaintNotificationsConfig(enabled=False),
+        # And a connection that dies between that check and its command is replaced by one
+        # immediate retry on a new connection. Only on ConnectionError: after a timeout the
+        # command may have run, and a script must not run twice.
+        "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     }
     if settings.redis_cluster:
         from redis.asyncio.cluster import RedisCluster
@@ -252,6 +270,10 @@ def lifespan_for(
                 if mcp is not None:  # the MCP transport's session manager, for /mcp
                     await workers.enter_async_context(mcp.running(components))
                 if background:
+                    breaker, redis = components.two_tier.breaker, components.redis
+                    await workers.enter_async_context(
+                        periodic("redis probe", lambda: breaker.probe(redis.ping), REDIS_PROBE_S)
+                    )
                     await workers.enter_async_context(
                         periodic(
                             "working-memory repair",

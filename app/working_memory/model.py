@@ -5,7 +5,7 @@ unreachable is told apart from a bug."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -50,7 +50,10 @@ def member_items(rows: Sequence[Any]) -> list[WMItem]:
 @dataclass
 class RedisBreaker:
     """After a Redis failure, skip Redis for a short while instead of paying a connect
-    timeout on every request; the first request after the pause tries again. One per app."""
+    timeout on every request; the first request after the pause tries again, and so does
+    the lifespan's probe (every 0.1 s), which closes it as soon as Redis answers: the pause
+    bounds how often a request pays for a Redis that is down, not how long one that is back
+    stays unused. One per app."""
 
     pause_s: float
     down_until: float = 0.0
@@ -66,6 +69,16 @@ class RedisBreaker:
 
     def reset(self) -> None:
         self.down_until = 0.0
+
+    async def probe(self, ping: Callable[[], Awaitable[object]]) -> None:
+        """While open: try Redis once; close at once if it answers."""
+        if not self.open:
+            return
+        try:
+            await ping()
+        except UNAVAILABLE:
+            return
+        self.reset()
 
 
 @dataclass
