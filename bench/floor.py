@@ -41,9 +41,10 @@ from app.memories.adds import GroupCommit
 from app.memories.model import AddGroup, MemoryDraft, NewMemory
 from app.memories.repository import MemoryRepository
 from app.recall.caches import SearchCaches
-from app.recall.options import deployment_fusion
-from app.recall.planner import EF_SEARCH_DEFAULT, Fusion
-from app.recall.repository import SearchFilters, SearchRepository
+from app.recall.fusion import Fusion, deployment_fusion
+from app.recall.planner import EF_SEARCH_DEFAULT
+from app.recall.query import SearchFilters, SearchQuery
+from app.recall.repository import SearchRepository
 from app.robots.repository import RobotRepository
 from app.stats.repository import StatsRepository
 from app.working_memory.repository import MembershipRepository, Placed
@@ -336,15 +337,20 @@ class Floor:
             return len(hits)
 
     async def _search(self, s: RawSession, spec: RecallSpec, author_id: int | None) -> list[Any]:
-        search = SearchRepository.with_caches(s, EF_SEARCH_DEFAULT, self._caches)  # type: ignore[arg-type]
-        filters = SearchFilters(author_robot_id=author_id, start=spec.start, end=spec.end)
-        if spec.strategy == "vector":
-            return await search.vector(self.ns_id, spec.vector, filters, spec.limit)
-        if spec.strategy == "fulltext":
-            return await search.fulltext(self.ns_id, spec.query, filters, spec.limit)
-        return await search.hybrid(
-            self.ns_id, spec.query, spec.vector, filters, spec.limit, self.fusion
+        search = SearchRepository(s, EF_SEARCH_DEFAULT, self._caches)  # type: ignore[arg-type]
+        query = SearchQuery(
+            self.ns_id,
+            spec.limit,
+            SearchFilters(author_robot_id=author_id, start=spec.start, end=spec.end),
+            text=spec.query,
+            vector=spec.vector if spec.strategy != "fulltext" else None,
+            fusion=self.fusion,
         )
+        if spec.strategy == "vector":
+            return await search.vector(query)
+        if spec.strategy == "fulltext":
+            return await search.fulltext(query)
+        return await search.hybrid(query)
 
     async def context(
         self, robot_name: str, strategy: str = "balanced", max_tokens: int | None = None

@@ -27,7 +27,8 @@ import numpy as np
 import redis.asyncio as aioredis
 
 from app.config import PROJECT_ROOT
-from app.recall.repository import SearchFilters, SearchRepository
+from app.recall.query import SearchQuery
+from app.recall.repository import SearchRepository
 from app.timeframes.parse import parse_timeframe
 from app.tokens import Tokenizer
 from app.working_memory.store import robot_keys
@@ -466,7 +467,7 @@ async def ann_agreement(ctx: ScaleContext, k: int = 10) -> dict[str, Any]:
             exact.append({r["id"] for r in await conn.fetch(_EXACT_SQL, floor.ns_id, v, k)})
             async with conn.transaction():
                 hits = await SearchRepository(RawSession(conn)).vector(  # type: ignore[arg-type]
-                    floor.ns_id, [float(x) for x in v], SearchFilters(), k
+                    SearchQuery(floor.ns_id, k, vector=[float(x) for x in v])
                 )
             service.append({h.id for h in hits})
             for ef, found in sweep.items():

@@ -24,7 +24,7 @@ from app.db.sql import sql
 from app.memories.dedupe import union
 from app.memories.service import MemoryService
 from app.memories.writes import fields_of
-from app.recall.planner import SearchFilters
+from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
 
 PAGE = 500
@@ -64,15 +64,16 @@ class Merger:
             for other in ids[1:]:
                 link(ids[0], other)
         if mode == "semantic":
-            search = SearchRepository.with_caches(
+            search = SearchRepository(
                 self.session, self.service.settings.hnsw_ef_search, self.service.search_caches
             )
             after = 0
             while page := await self._embedded(after, type_):
                 for row in page:
                     vector = [float(x) for x in row.embedding.strip("[]").split(",")]
+                    filters = SearchFilters(types=[row.type])
                     near = await search.vector(
-                        self.ns, vector, SearchFilters(types=[row.type]), NEIGHBOURS
+                        SearchQuery(self.ns, NEIGHBOURS, filters, vector=vector)
                     )
                     for hit in near:
                         if hit.id != row.id and (hit.vector_similarity or 0.0) >= threshold:

@@ -31,8 +31,9 @@ from app.memories.schemas import (
     to_read,
 )
 from app.memories.writes import MemoryWrites, Rewrite, fields_of, key_taken, placement_of
-from app.recall.planner import SearchFilters
-from app.recall.repository import SearchCaches, SearchRepository
+from app.recall.caches import SearchCaches
+from app.recall.query import SearchFilters, SearchQuery
+from app.recall.repository import SearchRepository
 from app.robots.service import Robot, RobotService
 from app.tokens import Tokenizer
 from app.working_memory.protocol import WriteProtocol
@@ -241,11 +242,10 @@ class MemoryService:
             return str(exact.key)
         if rule.mode != "semantic" or d.embedding is None:
             return None
-        search = SearchRepository.with_caches(
-            self.session, self.settings.hnsw_ef_search, self.search_caches
-        )
+        search = SearchRepository(self.session, self.settings.hnsw_ef_search, self.search_caches)
+        filters = SearchFilters(types=[d.type])
         nearest = await search.vector(
-            self.caller.namespace_id, d.embedding, SearchFilters(types=[d.type]), 1
+            SearchQuery(self.caller.namespace_id, 1, filters, vector=d.embedding)
         )
         if nearest and (nearest[0].vector_similarity or 0.0) >= rule.threshold:
             return nearest[0].key

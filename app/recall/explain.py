@@ -3,8 +3,8 @@ share, each signal's value and contribution, the reranker's verdict)."""
 
 from __future__ import annotations
 
+from app.recall.fusion import Signals
 from app.recall.hits import SearchHit
-from app.recall.planner import Signals
 from app.recall.schemas import (
     HitExplanation,
     ListExplanation,

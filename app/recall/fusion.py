@@ -1,13 +1,174 @@
-"""The SQL of hybrid recall's scoring (planner.Fusion, planner.Signals): each list's share of
-the fused score, the relevance signals, and their bind values. statements.hybrid_search puts
-them into the statement."""
+"""Hybrid recall's fusion, all of it: how its two ranked lists are fused (`Fusion`) and
+blended with relevance signals (`Signals`); how deep each list is; a request's options over
+the deployment's defaults, checked (422 before anything is touched); the SQL of each list's
+share and of the signals, with their bind values (statements.hybrid_search puts them into
+the statement); and what a result says of the fusion it used."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-from app.recall.planner import Fusion, Signals
+from app.config import Settings
+from app.errors import Unprocessable
+from app.recall.planner import EF_SEARCH_MAX
+from app.recall.schemas import FusionOptions, FusionRead, RecallRequest, SignalOptions
+
+FusionMethod = Literal["rrf", "score"]
+Normalization = Literal["minmax", "zscore"]
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How hybrid recall fuses its two ranked lists (fusion_parts has the SQL).
+
+    rrf:   Σ wᵢ / (k + rankᵢ) over the lists a memory is on.
+    score: Σ wᵢ · norm(scoreᵢ), wᵢ summing to 1 (a convex combination) of the raw scores
+           (vector: 1 − cosine distance; full text: ts_rank) normalised over each list's
+           candidates: minmax maps the list's lowest to 0 and highest to 1 (a list whose
+           candidates all score the same gives them 1), a memory not on the list gets 0;
+           zscore is (x − mean) / population standard deviation, a memory not on the list
+           counting as the list's lowest score; a list with no spread (one candidate, or all
+           equal) gives every memory 0: a lone full-text match is not boosted.
+    `candidates` is each list's depth (default: hybrid_candidates)."""
+
+    method: FusionMethod = "rrf"
+    k: int = 60
+    vector_weight: float = 1.0
+    fulltext_weight: float = 1.0
+    normalization: Normalization = "minmax"
+    candidates: int | None = None
+
+    def weights(self) -> tuple[float, float]:
+        """(vector, full text) as applied: for score fusion, scaled to sum to 1."""
+        wv, wt = self.vector_weight, self.fulltext_weight
+        if self.method == "score":
+            return wv / (wv + wt), wt / (wv + wt)
+        return wv, wt
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Relevance signals blended into hybrid's fused score, each in [0, 1]:
+
+    recency     0.5 ** (age / half-life), age = now − created_at (0 for the future)
+    importance  importance / 10
+    tags        the fraction of `query_tags` the memory carries, itself or a descendant
+                (`db` is carried by `db:postgres`)
+
+    With any weight above 0, score = (1 − Σw) · fused / max(fused) + Σ wᵢ · signalᵢ over the
+    candidates (Σw ≤ 1); with none, score = fused."""
+
+    recency: float = 0.0
+    half_life_days: float = 7.0
+    importance: float = 0.0
+    tags: float = 0.0
+    query_tags: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return self.recency > 0 or self.importance > 0 or (self.tags > 0 and bool(self.query_tags))
+
+    @property
+    def total_weight(self) -> float:
+        return self.recency + self.importance + (self.tags if self.query_tags else 0.0)
+
+
+NO_SIGNALS = Signals()
+
+
+def hybrid_candidates(limit: int, fusion: Fusion | None = None) -> int:
+    """How many candidates each side of the hybrid fusion contributes: `fusion.candidates`
+    when given, else N = k + 2·limit.
+
+    For equal-weight RRF, a memory missing from both top-N lists scores at most 2/(k+N+1) <
+    1/(k+limit), less than the limit-th memory of either list alone scores, so cutting the
+    lists at N never loses a memory that belongs in the fused top `limit`. (A memory on one
+    list only still misses what it would get from beyond rank N of the other: fusion over
+    cut lists.) Capped at ef_search's maximum, but never below `limit`.
+    """
+    fusion = fusion or Fusion()
+    wanted = fusion.candidates if fusion.candidates is not None else fusion.k + 2 * limit
+    return max(limit, min(wanted, EF_SEARCH_MAX))
+
+
+# --- a request's options over the deployment's ------------------------------------------
+
+T = TypeVar("T")
+
+
+def _pick(given: T | None, default: T) -> T:
+    return default if given is None else given
+
+
+def deployment_fusion(settings: Settings) -> Fusion:
+    """The fusion a request that names none gets."""
+    return fusion_for(RecallRequest(query="-"), settings)
+
+
+def fusion_for(req: RecallRequest, settings: Settings) -> Fusion:
+    o = req.fusion or FusionOptions()
+    fusion = Fusion(
+        method=_pick(o.method, settings.recall_fusion),
+        k=_pick(o.k, settings.rrf_k),
+        vector_weight=_pick(o.vector_weight, settings.recall_vector_weight),
+        fulltext_weight=_pick(o.fulltext_weight, settings.recall_fulltext_weight),
+        normalization=_pick(o.normalization, settings.recall_normalization),
+        candidates=_pick(o.candidates, settings.recall_candidates),
+    )
+    if fusion.vector_weight + fusion.fulltext_weight <= 0:
+        raise Unprocessable(
+            "fusion weights are both 0: at least one list must count",
+            errors=[{"field": "fusion.vector_weight", "message": "both weights are 0"}],
+        )
+    return fusion
+
+
+def signals_for(req: RecallRequest, settings: Settings) -> Signals:
+    if req.strategy != "hybrid":
+        return NO_SIGNALS
+    o = req.signals or SignalOptions()
+    signals = Signals(
+        recency=_pick(o.recency, settings.recall_recency_weight),
+        half_life_days=_pick(o.half_life_days, settings.recall_half_life_days),
+        importance=_pick(o.importance, settings.recall_importance_weight),
+        tags=_pick(o.tag_overlap, settings.recall_tag_weight),
+        query_tags=tuple(o.tags or ()),
+    )
+    if signals.total_weight > 1:
+        raise Unprocessable(
+            f"signal weights add up to {signals.total_weight:g}; at most 1",
+            errors=[{"field": "signals", "message": "weights add up to more than 1"}],
+        )
+    return signals
+
+
+def check_hybrid_only(req: RecallRequest) -> None:
+    """Fusion and signals shape hybrid's score; asked of another strategy they are a mistake."""
+    if req.strategy == "hybrid":
+        return
+    for field in ("fusion", "signals"):
+        if getattr(req, field) is not None:
+            raise Unprocessable(
+                f"{field} applies to strategy hybrid only, not {req.strategy}",
+                errors=[{"field": field, "message": "hybrid only"}],
+            )
+
+
+def fusion_read(fusion: Fusion, candidates: int) -> FusionRead:
+    wv, wt = fusion.weights()
+    return FusionRead(
+        method=fusion.method,
+        k=fusion.k if fusion.method == "rrf" else None,
+        vector_weight=wv,
+        fulltext_weight=wt,
+        normalization=fusion.normalization if fusion.method == "score" else None,
+        candidates=candidates,
+    )
+
+
+# --- the SQL --------------------------------------------------------------------------------
 
 SPREAD_EPSILON = 1e-9
 

@@ -1,15 +1,23 @@
-"""Recall's decisions, with no database in sight: how many candidates each list gives, which
-pgvector settings an index scan runs with, when exact search replaces the index, and which
+"""Recall's decisions, with no database in sight: which pgvector settings an index scan runs
+with, whether exact search or the HNSW index answers a vector search (`route`), and which
 question words select full-text candidates. Everything here is a pure function of its
-arguments (tests/recall/test_planner.py); statements.py turns the decisions into SQL and
-repository.py runs it."""
+arguments; statements.py turns the decisions into SQL, repository.py runs it and hands the
+planner what it read (an estimate, a count, the lexemes' statistics).
+
+Exact search or the index. A small set is answered exactly, by construction: a count capped
+just past EXACT_SEARCH_MAX_ROWS says whether it is small. In an analyzed table of
+ESTIMATE_MIN_ROWS or more the planner's estimate (EXPLAIN, statistics only) comes first, and
+only a small estimate is counted; a larger one chooses by itself, by what each way is
+expected to cost (exact_is_cheaper): an iterative index scan under a selective filter visits
+about wanted / selectivity tuples, exact search reads every eligible row. Estimates can be
+wrong, and a wrong one costs time only: exact search is exact, and the index path falls back
+to it when it comes back short. An unfiltered search in a namespace recently found large
+skips all of it (caches.LargeNamespaces)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
 
 # pgvector's GUC limits ef_search to [1, 1000]; 40 is its default. A larger ef_search finds
 # more of the true nearest neighbours and costs more per walk (bench/README.md has the
@@ -46,27 +54,6 @@ FULLTEXT_FILL_WINDOW = 2_000
 DEFAULT_TS_MATCH_SEL = 0.005
 
 PgvectorVersion = tuple[int, int, int]
-
-
-@dataclass(frozen=True)
-class SearchFilters:
-    """Restrictions on the searched memories; None (or an empty list/dict) means "any"."""
-
-    author_robot_id: int | None = None  # scope=self
-    types: list[str] | None = None
-    tags_any: list[str] | None = None  # memory.tags && tags_any
-    tags_all: list[str] | None = None  # memory.tags @> tags_all
-    min_importance: float | None = None
-    metadata: dict[str, Any] | None = None  # memory.metadata @> metadata (jsonb containment)
-    start: datetime | None = None  # created_at >= start
-    end: datetime | None = None  # created_at <  end
-
-    @property
-    def unfiltered(self) -> bool:
-        return self == NO_FILTERS
-
-
-NO_FILTERS = SearchFilters()
 
 
 @dataclass(frozen=True)
@@ -118,95 +105,6 @@ def parse_pgvector_version(raw: str) -> PgvectorVersion:
     return (nums[0], nums[1], nums[2])
 
 
-FusionMethod = Literal["rrf", "score"]
-Normalization = Literal["minmax", "zscore"]
-
-
-@dataclass(frozen=True)
-class Fusion:
-    """How hybrid recall fuses its two ranked lists (statements.fusion_parts has the SQL).
-
-    rrf:   Σ wᵢ / (k + rankᵢ) over the lists a memory is on.
-    score: Σ wᵢ · norm(scoreᵢ), wᵢ summing to 1 (a convex combination) of the raw scores
-           (vector: 1 − cosine distance; full text: ts_rank) normalised over each list's
-           candidates: minmax maps the list's lowest to 0 and highest to 1 (a list whose
-           candidates all score the same gives them 1), a memory not on the list gets 0;
-           zscore is (x − mean) / population standard deviation, a memory not on the list
-           counting as the list's lowest score; a list with no spread (one candidate, or all
-           equal) gives every memory 0: a lone full-text match is not boosted.
-    `candidates` is each list's depth (default: hybrid_candidates)."""
-
-    method: FusionMethod = "rrf"
-    k: int = 60
-    vector_weight: float = 1.0
-    fulltext_weight: float = 1.0
-    normalization: Normalization = "minmax"
-    candidates: int | None = None
-
-    def weights(self) -> tuple[float, float]:
-        """(vector, full text) as applied: for score fusion, scaled to sum to 1."""
-        wv, wt = self.vector_weight, self.fulltext_weight
-        if self.method == "score":
-            return wv / (wv + wt), wt / (wv + wt)
-        return wv, wt
-
-
-@dataclass(frozen=True)
-class Signals:
-    """Relevance signals blended into hybrid's fused score, each in [0, 1]:
-
-    recency     0.5 ** (age / half-life), age = now − created_at (0 for the future)
-    importance  importance / 10
-    tags        the fraction of `query_tags` the memory carries, itself or a descendant
-                (`db` is carried by `db:postgres`)
-
-    With any weight above 0, score = (1 − Σw) · fused / max(fused) + Σ wᵢ · signalᵢ over the
-    candidates (Σw ≤ 1); with none, score = fused."""
-
-    recency: float = 0.0
-    half_life_days: float = 7.0
-    importance: float = 0.0
-    tags: float = 0.0
-    query_tags: tuple[str, ...] = ()
-
-    @property
-    def active(self) -> bool:
-        return self.recency > 0 or self.importance > 0 or (self.tags > 0 and bool(self.query_tags))
-
-    @property
-    def total_weight(self) -> float:
-        return self.recency + self.importance + (self.tags if self.query_tags else 0.0)
-
-
-NO_SIGNALS = Signals()
-
-
-@dataclass(frozen=True)
-class Fused:
-    """One hybrid search's settings: the page, each list's depth, fusion and signals."""
-
-    limit: int
-    candidates: int
-    fusion: Fusion
-    signals: Signals
-    now: datetime
-
-
-def hybrid_candidates(limit: int, fusion: Fusion | None = None) -> int:
-    """How many candidates each side of the hybrid fusion contributes: `fusion.candidates`
-    when given, else N = k + 2·limit.
-
-    For equal-weight RRF, a memory missing from both top-N lists scores at most 2/(k+N+1) <
-    1/(k+limit), less than the limit-th memory of either list alone scores, so cutting the
-    lists at N never loses a memory that belongs in the fused top `limit`. (A memory on one
-    list only still misses what it would get from beyond rank N of the other: fusion over
-    cut lists.) Capped at ef_search's maximum, but never below `limit`.
-    """
-    fusion = fusion or Fusion()
-    wanted = fusion.candidates if fusion.candidates is not None else fusion.k + 2 * limit
-    return max(limit, min(wanted, EF_SEARCH_MAX))
-
-
 def hnsw_settings(
     version: PgvectorVersion, candidates: int, ef_search: int = EF_SEARCH_DEFAULT
 ) -> dict[str, str]:
@@ -216,6 +114,35 @@ def hnsw_settings(
         settings["hnsw.iterative_scan"] = "strict_order"
         settings["hnsw.max_scan_tuples"] = str(MAX_SCAN_TUPLES)
     return settings
+
+
+@dataclass(frozen=True)
+class Route:
+    """count: count the eligible rows (capped) first, and search exactly when they are at
+    most EXACT_SEARCH_MAX_ROWS; exact: otherwise, exact search (True) or the index (False)."""
+
+    count: bool
+    exact: bool
+
+
+COUNT_THEN_INDEX = Route(count=True, exact=False)
+INDEX = Route(count=False, exact=False)
+
+
+def route(
+    estimated: tuple[float, float] | None,
+    wanted: int,
+    version: PgvectorVersion,
+    ef_search: int = EF_SEARCH_DEFAULT,
+) -> Route:
+    """How a search for the `wanted` nearest eligible memories runs, given the planner's
+    estimate of (eligible rows, the table's rows), or None for a small or never analyzed
+    table (counting is cheap there)."""
+    if estimated is None:
+        return COUNT_THEN_INDEX
+    eligible, rows = estimated
+    exact = exact_is_cheaper(eligible, rows, wanted, version, ef_search)
+    return Route(count=eligible <= COUNT_BELOW_ESTIMATE, exact=exact)
 
 
 def exact_search_suffices(eligible_n: int, max_rows: int = EXACT_SEARCH_MAX_ROWS) -> bool:

@@ -16,9 +16,9 @@ from app.memories.access import AccessTracker
 from app.metrics import Metrics
 from app.recall.caches import SearchCaches
 from app.recall.explain import explain
-from app.recall.options import check_hybrid_only, fusion_for, fusion_read, signals_for
-from app.recall.planner import Signals, hybrid_candidates
-from app.recall.repository import SearchFilters, SearchHit, SearchRepository
+from app.recall.fusion import Signals, check_hybrid_only, fusion_for, fusion_read, signals_for
+from app.recall.query import SearchFilters, SearchQuery
+from app.recall.repository import SearchHit, SearchRepository
 from app.recall.schemas import (
     EmbeddingState,
     FusionRead,
@@ -65,7 +65,7 @@ class RecallService:
         self.embedder = embedder
         self.settings = settings
         self.clock = clock
-        self.search = SearchRepository.with_caches(session, settings.hnsw_ef_search, caches)
+        self.search = SearchRepository(session, settings.hnsw_ef_search, caches)
         self.events = EventRepository(session, clock)
 
     def _check(self, req: RecallRequest) -> None:
@@ -118,18 +118,6 @@ class RecallService:
             check_storable([req.embedding], await search.vectors.storage(search.session))
         tr, phrase, text = self._timeframe(req)
         robot = await self.robots.ensure(robot_name)
-        f = req.filters
-        filters = SearchFilters(
-            author_robot_id=robot.id if req.scope == "self" else None,
-            types=f.types,
-            tags_any=f.tags_any,
-            tags_all=f.tags_all,
-            min_importance=f.min_importance,
-            metadata=f.metadata,
-            start=tr.start if tr else None,
-            end=tr.end if tr else None,
-        )
-        namespace_id = self.caller.namespace_id
         vector = None
         if req.strategy != "fulltext":
             vector = await self._query_vector(req, text)
@@ -139,8 +127,27 @@ class RecallService:
             else ("ready" if vector is not None else "unavailable")
         )
         rerank = self.reranker is not None and req.rerank is not False
-        # The reranker reorders a deeper page than the one answered.
-        depth = max(req.limit, self.settings.rerank_candidates) if rerank else req.limit
+        f = req.filters
+        query = SearchQuery(
+            namespace_id=self.caller.namespace_id,
+            # The reranker reorders a deeper page than the one answered.
+            limit=max(req.limit, self.settings.rerank_candidates) if rerank else req.limit,
+            filters=SearchFilters(
+                author_robot_id=robot.id if req.scope == "self" else None,
+                types=f.types,
+                tags_any=f.tags_any,
+                tags_all=f.tags_all,
+                min_importance=f.min_importance,
+                metadata=f.metadata,
+                start=tr.start if tr else None,
+                end=tr.end if tr else None,
+            ),
+            text=text,
+            vector=vector,
+            fusion=fusion,
+            signals=signals,
+            now=req.now or self.clock(),
+        )
 
         hits: list[SearchHit]
         fusion_used: FusionRead | None = None
@@ -151,15 +158,12 @@ class RecallService:
                     "use strategy=fulltext or hybrid, or send `embedding`",
                     dependency="embedding",
                 )
-            hits = await self.search.vector(namespace_id, vector, filters, depth)
+            hits = await self.search.vector(query)
         elif req.strategy == "fulltext":
-            hits = await self.search.fulltext(namespace_id, text, filters, depth)
+            hits = await self.search.fulltext(query)
         else:
-            now = req.now or self.clock()
-            hits = await self.search.hybrid(
-                namespace_id, text, vector, filters, depth, fusion, signals, now
-            )
-            fusion_used = fusion_read(fusion, hybrid_candidates(depth, fusion))
+            hits = await self.search.hybrid(query)
+            fusion_used = fusion_read(fusion, query.candidates)
         ranked = await self._reranked(text, hits, req.limit) if rerank else None
         reranked = ranked is not None
         page: list[tuple[SearchHit, RerankExplanation | None]] = (
@@ -170,7 +174,7 @@ class RecallService:
         # A recall changes nothing a client is told is stored: its log rows (and working
         # memory's mirror) commit without waiting for the WAL flush.
         await self.events.record(
-            namespace_id,
+            query.namespace_id,
             "recall",
             robot.id,
             [h.id for h in hits],

@@ -1,19 +1,16 @@
 """Where a recall's SQL is built: the statement text for each search, and its bind values.
-
-Every statement is scoped to one namespace and skips soft-deleted rows; the author's name
-comes from a join on robot. Filters are plain predicates on `memory`, so the planner can use
-the btree indexes and TimescaleDB can exclude chunks by the `created_at` range. Nothing here
-runs SQL: repository.py does.
+Each takes the search's WHERE clause as rendered once (query.SearchQuery.where, `eligible`
+here); the author's name comes from a join on robot. Nothing here runs SQL: repository.py
+does.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from app.config import VectorStorage
-from app.recall.fusion import fusion_parts, signal_columns
-from app.recall.planner import FULLTEXT_FILL_WINDOW, Fusion, SearchFilters, Signals, TextPlan
+from app.recall.fusion import Fusion, Signals, fusion_parts, signal_columns
+from app.recall.planner import FULLTEXT_FILL_WINDOW, TextPlan
 
 
 def qvec(storage: VectorStorage) -> str:
@@ -97,40 +94,6 @@ def estimate(eligible: str) -> str:
 
 def settings_params(settings: dict[str, str]) -> dict[str, list[str]]:
     return {"set_names": list(settings), "set_values": list(settings.values())}
-
-
-def eligible_where(namespace_id: int, filters: SearchFilters, params: dict[str, Any]) -> str:
-    """The WHERE clause shared by every strategy; adds its bind values to `params`."""
-    where = ["m.namespace_id = :ns", "m.deleted_at IS NULL"]
-    params["ns"] = namespace_id
-    if filters.author_robot_id is not None:
-        where.append("m.author_robot_id = :f_author")
-        params["f_author"] = filters.author_robot_id
-    if filters.types:
-        where.append("m.type = ANY(CAST(:f_types AS text[]))")
-        params["f_types"] = list(filters.types)
-    # A tag matches itself and its descendants: tag_paths() (migration 0006) lists every
-    # tag's ancestors too, and its GIN index memory_tag_paths serves both operators.
-    if filters.tags_any:
-        where.append("tag_paths(m.tags) && CAST(:f_tags_any AS text[])")
-        params["f_tags_any"] = list(filters.tags_any)
-    if filters.tags_all:
-        where.append("tag_paths(m.tags) @> CAST(:f_tags_all AS text[])")
-        params["f_tags_all"] = list(filters.tags_all)
-    if filters.min_importance is not None:
-        where.append("m.importance >= :f_min_importance")
-        params["f_min_importance"] = float(filters.min_importance)
-    if filters.metadata:
-        where.append("m.metadata @> CAST(:f_metadata AS jsonb)")
-        params["f_metadata"] = json.dumps(filters.metadata)
-    # Plain range predicates on the partitioning column: TimescaleDB excludes chunks by them.
-    if filters.start is not None:
-        where.append("m.created_at >= :f_start")
-        params["f_start"] = filters.start
-    if filters.end is not None:
-        where.append("m.created_at < :f_end")
-        params["f_end"] = filters.end
-    return " AND ".join(where)
 
 
 def ready_count(eligible: str) -> str:

@@ -28,7 +28,7 @@ from app.errors import Conflict, DomainError, ServiceUnavailable
 from app.memories.adds import GroupCommit
 from app.memories.schemas import MemoryCreate
 from app.memories.service import MemoryService
-from app.recall.repository import SearchCaches
+from app.recall.caches import SearchCaches
 from app.robots.service import RobotService
 from app.sessions.hot import SessionHotStore, session_key
 from app.sessions.repository import SessionRepository

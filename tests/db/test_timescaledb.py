@@ -27,9 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from app.config import Settings, get_settings
 from app.db.session import DbSession
 from app.db.sql import vector_text
-from app.recall.planner import SearchFilters, TextPlan
-from app.recall.statements import eligible_where, text_ctes
+from app.recall.planner import TextPlan
+from app.recall.query import SearchFilters, where
 from app.recall.statements import nearest as nearest_sql
+from app.recall.statements import text_ctes
 
 pytestmark = [pytest.mark.timescaledb, pytest.mark.usefixtures("timescaledb")]
 
@@ -257,18 +258,15 @@ class TenWeeks:
     def statements(self, start: datetime | None, end: datetime | None) -> dict[str, tuple]:
         """The recall repository's own filtered statements: vector (index and exact) and
         full text, with the created_at range exactly as recall passes a timeframe."""
-        filters = SearchFilters(start=start, end=end)
+        eligible = where(self.namespace_id, SearchFilters(start=start, end=end))
         qvec = vector_text([1.0] + [0.0] * (self.dim - 1))
         out: dict[str, tuple] = {}
         for name, exact in (("vector-hnsw", False), ("vector-exact", True)):
-            params: dict[str, Any] = {"qvec": qvec, "vec_n": 5}
-            out[name] = (
-                nearest_sql(eligible_where(self.namespace_id, filters, params), exact, "vector"),
-                params,
-            )
+            params: dict[str, Any] = {"qvec": qvec, "vec_n": 5, **eligible.params}
+            out[name] = (nearest_sql(eligible.sql, exact, "vector"), params)
         plan = TextPlan(all_q="'walrus'", rare_q=None, common_q=None)
-        params = {"all_q": plan.all_q, "text_n": 5}
-        ctes = text_ctes(eligible_where(self.namespace_id, filters, params), plan)
+        params = {"all_q": plan.all_q, "text_n": 5, **eligible.params}
+        ctes = text_ctes(eligible.sql, plan)
         out["fulltext"] = (f"WITH {ctes} SELECT * FROM text_hits", params)
         return out
 

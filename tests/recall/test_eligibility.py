@@ -1,20 +1,15 @@
 # ruff: noqa: F811  (the fixtures imported from test_search are parameters here)
-"""How a vector search chooses between exact search and the HNSW index (app/recall/
-eligibility.py, planner.exact_is_cheaper): the cost model's arithmetic, the routes it takes
-on the 20,000-memory set, and exact answers when the estimate alone chose exact search."""
+"""How a vector search chooses between exact search and the HNSW index (planner.route,
+planner.exact_is_cheaper, SearchRepository._route): the cost model's arithmetic, the routes it
+takes on the 20,000-memory set, and exact answers when the estimate alone chose exact search."""
 
 from __future__ import annotations
 
 from app.db.session import DbSession
-from app.recall import eligibility as recall_eligibility
-from app.recall.caches import LargeNamespaces, TableRows
-from app.recall.eligibility import Eligibility, Route
-from app.recall.planner import (
-    EXACT_SEARCH_MAX_ROWS,
-    SearchFilters,
-    exact_is_cheaper,
-    index_scan_tuples,
-)
+from app.recall import planner
+from app.recall.caches import PgvectorVersions, SearchCaches
+from app.recall.planner import Route, exact_is_cheaper, index_scan_tuples
+from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
 from tests.recall.test_search import (  # noqa: F401  (fixtures)
     BIG,
@@ -61,18 +56,25 @@ def test_exact_search_wins_where_it_reads_fewer_rows_than_the_walk_costs() -> No
     assert exact_is_cheaper(50_000, M, 10, OLD)
 
 
+def repository(session: DbSession) -> SearchRepository:
+    return SearchRepository(session, 100, SearchCaches(pgvector=PgvectorVersions(forced=ITERATIVE)))
+
+
 async def routed(big: BigSet, session: DbSession, filters: SearchFilters, wanted: int) -> Route:
-    eligibility = Eligibility(session, LargeNamespaces(), TableRows(), EXACT_SEARCH_MAX_ROWS)
-    return await eligibility.route(big.namespace_id, filters, wanted, ITERATIVE, 100)
+    return await repository(session)._route(SearchQuery(big.namespace_id, wanted, filters), wanted)
 
 
 async def test_routes_on_the_analyzed_set(big: BigSet, big_session: DbSession) -> None:
-    e = Eligibility(big_session, LargeNamespaces(), TableRows(), EXACT_SEARCH_MAX_ROWS)
+    repo = repository(big_session)
     by_author = SearchFilters(author_robot_id=big.author_id)
     week = SearchFilters(start=WEEK[0], end=WEEK[1])
+
+    def of(filters: SearchFilters) -> SearchQuery:
+        return SearchQuery(big.namespace_id, 20, filters)
+
     # ANALYZE read every row of the set: its estimates are the counts, near enough.
-    assert await e.estimate(big.namespace_id, SearchFilters()) == (BIG, BIG)
-    estimated, _ = await e.estimate(big.namespace_id, week) or (0.0, 0.0)
+    assert await repo._estimate(of(SearchFilters())) == (BIG, BIG)
+    estimated, _ = await repo._estimate(of(week)) or (0.0, 0.0)
     assert 384 * 0.8 < estimated < 384 * 1.2
     # The whole namespace: far too many to count, the index. A robot's 50 and a week's 384:
     # counted (they may be few), and exact when they are not (384 rows against a walk of
@@ -81,11 +83,9 @@ async def test_routes_on_the_analyzed_set(big: BigSet, big_session: DbSession) -
     assert await routed(big, big_session, by_author, 20) == Route(count=True, exact=True)
     assert await routed(big, big_session, week, 20) == Route(count=True, exact=True)
     # Below ESTIMATE_MIN_ROWS no estimate is made: the count decides, then the index.
-    e.estimate_min_rows = BIG + 1
-    assert await e.estimate(big.namespace_id, by_author) is None
-    assert await e.route(big.namespace_id, by_author, 20, ITERATIVE, 100) == Route(
-        count=True, exact=False
-    )
+    repo.estimate_min_rows = BIG + 1
+    assert await repo._estimate(of(by_author)) is None
+    assert await repo._route(of(by_author), 20) == Route(count=True, exact=False)
 
 
 async def test_exact_search_chosen_by_the_estimate_alone_gives_the_exact_answer(
@@ -93,17 +93,18 @@ async def test_exact_search_chosen_by_the_estimate_alone_gives_the_exact_answer(
 ) -> None:
     """With counting switched off, the author's 50 memories are searched exactly on the
     estimate's word: one EXPLAIN, no count, no index statement."""
-    monkeypatch.setattr(recall_eligibility, "COUNT_BELOW_ESTIMATE", 0)
+    monkeypatch.setattr(planner, "COUNT_BELOW_ESTIMATE", 0)
     recorded = Recording(big_session)
     repo = SearchRepository(recorded)  # type: ignore[arg-type]
     q = query_vector(big, 11)
     expected, _ = nearest(q, big.vectors[big.authored], big.ids[big.authored], 20)
     filters = SearchFilters(author_robot_id=big.author_id)
 
-    hits = await repo.vector(big.namespace_id, q.tolist(), filters, 20)
+    query = SearchQuery(big.namespace_id, 20, filters, text="xylophone", vector=q.tolist())
+    hits = await repo.vector(query)
     assert [h.id for h in hits] == expected
 
-    hybrid = await repo.hybrid(big.namespace_id, "xylophone", q.tolist(), filters, 20)
+    hybrid = await repo.hybrid(query)
     assert [h.id for h in hybrid] == expected
     assert [h.vector_rank for h in hybrid] == list(range(1, 21))
 

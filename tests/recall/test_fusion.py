@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from app.db.session import DbSession
-from app.recall.planner import Fusion, SearchFilters, Signals
+from app.recall.fusion import Fusion, Signals
+from app.recall.query import SearchQuery
 from app.recall.repository import SearchHit, SearchRepository
 from tests.recall.test_search import (  # noqa: F401  (fixtures)
     FUSION_QUESTION,
@@ -40,7 +41,7 @@ SIMS = {k: toward_as_stored(s) for k, s in FUSION_SIMS.items()}
 
 async def hybrid(session: DbSession, ns: int, dim: int, **kw) -> list[SearchHit]:  # type: ignore[no-untyped-def]
     return await SearchRepository(session).hybrid(
-        ns, FUSION_QUESTION, e0(dim), SearchFilters(), 10, **kw
+        SearchQuery(ns, 10, text=FUSION_QUESTION, vector=e0(dim), **kw)
     )
 
 
@@ -120,9 +121,16 @@ async def test_zscore_of_a_list_with_no_spread_contributes_nothing(
     """One full-text candidate has no z-score: the order is the vector list's. ("quiet" is in
     z alone, vector rank 4.) make eval measured the alternative, counting it as found."""
     hits = await SearchRepository(session).hybrid(
-        fusion, "quiet", e0(dim), SearchFilters(), 10,
-        Fusion(method="score", normalization="zscore", vector_weight=0.3, fulltext_weight=0.7),
-    )  # fmt: skip
+        SearchQuery(
+            fusion,
+            10,
+            text="quiet",
+            vector=e0(dim),
+            fusion=Fusion(
+                method="score", normalization="zscore", vector_weight=0.3, fulltext_weight=0.7
+            ),
+        ),
+    )
     zv = zscore(SIMS, list(SIMS))
     assert keys(hits) == ["a", "x", "b", "z", "y"]
     assert {h.key: h.score for h in hits} == pytest.approx({k: 0.3 * zv[k] for k in SIMS}, abs=1e-5)
@@ -140,9 +148,16 @@ async def test_zscore_of_equal_scores_is_a_list_with_no_spread(
         await seed.memory(ns, bot, f"m{i}", text, created_at=at(i),
                           embedding=seed.toward(0.9 - 0.1 * i, i + 1))  # fmt: skip
     hits = await SearchRepository(session).hybrid(
-        ns, "deploy", e0(dim), SearchFilters(), 10,
-        Fusion(method="score", normalization="zscore", vector_weight=0.3, fulltext_weight=0.7),
-    )  # fmt: skip
+        SearchQuery(
+            ns,
+            10,
+            text="deploy",
+            vector=e0(dim),
+            fusion=Fusion(
+                method="score", normalization="zscore", vector_weight=0.3, fulltext_weight=0.7
+            ),
+        ),
+    )
     assert len({h.fulltext_score for h in hits if h.fulltext_score is not None}) == 1
     assert {h.key: h.shares.fulltext for h in hits if h.shares} == {
         "m0": 0.0, "m1": 0.0, "m2": 0.0, "m3": 0.0
@@ -154,9 +169,13 @@ async def test_candidates_cut_each_list(session: DbSession, fusion: int, dim: in
     """Three candidates per list: vector a, x, b; text e, x, y. b's and y's second list
     ranks (4th, 5th) no longer count, so a and e (1/61) beat them (2/63 before)."""
     repo = SearchRepository(session)
-    deep = await repo.hybrid(fusion, FUSION_QUESTION, e0(dim), SearchFilters(), 3, Fusion(k=60))
+    deep = await repo.hybrid(
+        SearchQuery(fusion, 3, text=FUSION_QUESTION, vector=e0(dim), fusion=Fusion(k=60))
+    )
     cut = await repo.hybrid(
-        fusion, FUSION_QUESTION, e0(dim), SearchFilters(), 3, Fusion(k=60, candidates=3)
+        SearchQuery(
+            fusion, 3, text=FUSION_QUESTION, vector=e0(dim), fusion=Fusion(k=60, candidates=3)
+        )
     )
     assert keys(deep) == ["x", "b", "y"]
     assert keys(cut) == ["x", "e", "a"]  # x on both; e and a tie at 1/61, e newer
@@ -186,7 +205,9 @@ async def test_signals_blend_recency_importance_and_tag_overlap_exactly(
         recency=0.3, half_life_days=7, importance=0.2, tags=0.4, query_tags=("db", "ops")
     )
     hits = await SearchRepository(session).hybrid(
-        signalled, "zzz", e0(dim), SearchFilters(), 10, Fusion(k=60), signals, now
+        SearchQuery(
+            signalled, 10, text="zzz", vector=e0(dim), fusion=Fusion(k=60), signals=signals, now=now
+        )
     )
 
     fused = {"old_important": 1 / 61, "new_plain": 1 / 62, "mid": 1 / 63}
@@ -216,7 +237,15 @@ async def test_without_signal_weights_the_score_is_the_fused_score(
     session: DbSession, signalled: int, dim: int
 ) -> None:
     hits = await SearchRepository(session).hybrid(
-        signalled, "zzz", e0(dim), SearchFilters(), 10, Fusion(k=60), Signals(tags=0.5), at(0)
+        SearchQuery(
+            signalled,
+            10,
+            text="zzz",
+            vector=e0(dim),
+            fusion=Fusion(k=60),
+            signals=Signals(tags=0.5),
+            now=at(0),
+        )
     )  # a tag weight without query tags weighs nothing
     assert keys(hits) == ["old_important", "new_plain", "mid"]
     assert [h.score for h in hits] == pytest.approx([1 / 61, 1 / 62, 1 / 63], rel=1e-12)
@@ -227,9 +256,16 @@ async def test_recency_of_a_memory_from_the_future_is_one(
     session: DbSession, signalled: int, dim: int
 ) -> None:
     hits = await SearchRepository(session).hybrid(
-        signalled, "zzz", e0(dim), SearchFilters(), 10, Fusion(k=60),
-        Signals(recency=1.0), at(0) - timedelta(days=1),
-    )  # fmt: skip
+        SearchQuery(
+            signalled,
+            10,
+            text="zzz",
+            vector=e0(dim),
+            fusion=Fusion(k=60),
+            signals=Signals(recency=1.0),
+            now=at(0) - timedelta(days=1),
+        ),
+    )
     assert {h.key: h.score for h in hits} == pytest.approx(
         {"old_important": 1.0, "new_plain": 1.0, "mid": 1.0}, rel=1e-12
     )

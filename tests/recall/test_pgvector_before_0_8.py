@@ -1,5 +1,5 @@
 """Search as it runs on pgvector < 0.8 (no iterative index scans), forced on a server that has
-them: SearchRepository(pgvector=PgvectorVersions(forced=...)) takes the old path, where a
+them: SearchCaches(pgvector=PgvectorVersions(forced=…)) takes the old path, where a
 filtered HNSW scan comes back short and the exact query must fill the page. Users' servers
 may be that old; the embedded one (pgvector 0.8.5) would otherwise never run this path.
 
@@ -22,8 +22,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.session import DbSession
 from app.db.sql import compiled
-from app.recall.caches import PgvectorVersions
-from app.recall.planner import EXACT_SEARCH_MAX_ROWS, SearchFilters
+from app.recall.caches import PgvectorVersions, SearchCaches
+from app.recall.planner import EXACT_SEARCH_MAX_ROWS
+from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
 from tests.recall.test_search import T0, engine_for, nearest, raw_connect, unit
 
@@ -133,10 +134,17 @@ async def test_forced_pre_0_8_vector_search_falls_back_to_the_exact_nearest(
     assert AUTHORED > EXACT_SEARCH_MAX_ROWS  # else the exact shortcut answers, not the index
     q = _query(memories, 1)
     expected_ids, expected_sims = _expected(memories, q, LIMIT)
-    repo = SearchRepository(session, EF_SEARCH, pgvector=PgvectorVersions(forced=OLD))  # type: ignore[arg-type]
+    repo = SearchRepository(
+        session, EF_SEARCH, caches=SearchCaches(pgvector=PgvectorVersions(forced=OLD))
+    )  # type: ignore[arg-type]
 
     hits = await repo.vector(
-        memories.namespace_id, q.tolist(), SearchFilters(author_robot_id=memories.author_id), LIMIT
+        SearchQuery(
+            memories.namespace_id,
+            LIMIT,
+            SearchFilters(author_robot_id=memories.author_id),
+            vector=q.tolist(),
+        )
     )
 
     assert [h.id for h in hits] == expected_ids
@@ -153,15 +161,19 @@ async def test_forced_pre_0_8_hybrid_search_falls_back_to_the_exact_vector_ranki
 ) -> None:
     q = _query(memories, 2)
     expected_ids, _ = _expected(memories, q, LIMIT)
-    repo = SearchRepository(session, EF_SEARCH, pgvector=PgvectorVersions(forced=OLD))  # type: ignore[arg-type]
+    repo = SearchRepository(
+        session, EF_SEARCH, caches=SearchCaches(pgvector=PgvectorVersions(forced=OLD))
+    )  # type: ignore[arg-type]
 
     # No memory holds "xylophone": the fusion is the vector ranking alone.
     hits = await repo.hybrid(
-        memories.namespace_id,
-        "xylophone",
-        q.tolist(),
-        SearchFilters(author_robot_id=memories.author_id),
-        LIMIT,
+        SearchQuery(
+            memories.namespace_id,
+            LIMIT,
+            SearchFilters(author_robot_id=memories.author_id),
+            text="xylophone",
+            vector=q.tolist(),
+        ),
     )
 
     assert [h.id for h in hits] == expected_ids
@@ -181,7 +193,12 @@ async def test_the_installed_pgvector_fills_the_same_page_with_an_iterative_scan
     q = _query(memories, 1)
 
     hits = await repo.vector(
-        memories.namespace_id, q.tolist(), SearchFilters(author_robot_id=memories.author_id), LIMIT
+        SearchQuery(
+            memories.namespace_id,
+            LIMIT,
+            SearchFilters(author_robot_id=memories.author_id),
+            vector=q.tolist(),
+        )
     )
 
     assert len(hits) == LIMIT

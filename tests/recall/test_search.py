@@ -24,20 +24,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.db.session import DbSession
 from app.db.sql import compiled, vector_text
-from app.recall import eligibility as recall_eligibility
+from app.recall import planner as recall_planner
 from app.recall import repository as recall_repository
-from app.recall.caches import LargeNamespaces, LexemeStats, PgvectorVersions
-from app.recall.planner import (
-    MAX_QUERY_LEXEMES,
-    Fusion,
-    SearchFilters,
-    TextPlan,
-    hnsw_settings,
-    hybrid_candidates,
-)
+from app.recall.caches import LargeNamespaces, LexemeStats, PgvectorVersions, SearchCaches
+from app.recall.fusion import Fusion, hybrid_candidates
+from app.recall.planner import MAX_QUERY_LEXEMES, TextPlan, hnsw_settings
+from app.recall.query import SearchFilters, SearchQuery, where
 from app.recall.repository import SearchHit, SearchRepository
-from app.recall.statements import eligible_where, text_ctes, text_params
 from app.recall.statements import nearest as nearest_sql
+from app.recall.statements import text_ctes, text_params
 from tests.vectors import as_stored, similarity
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -194,7 +189,7 @@ async def use_planner(planner: str, session: DbSession, monkeypatch) -> None:
         await force_hnsw(session)
     if planner == "index-first":
         monkeypatch.setattr(recall_repository, "EXACT_SEARCH_MAX_ROWS", 0)
-        monkeypatch.setattr(recall_eligibility, "exact_is_cheaper", lambda *_: False)
+        monkeypatch.setattr(recall_planner, "exact_is_cheaper", lambda *_: False)
 
 
 @pytest.mark.parametrize("planner", PLANNERS)
@@ -206,8 +201,12 @@ async def test_vector_author_filter_returns_the_exact_nearest_of_that_robots_mem
     expected_ids, expected_sims = nearest(q, big.vectors[big.authored], big.ids[big.authored], 20)
 
     version = PRE_ITERATIVE_SCANS if planner == "index-first" else None
-    hits = await SearchRepository(big_session, pgvector=PgvectorVersions(forced=version)).vector(
-        big.namespace_id, q.tolist(), SearchFilters(author_robot_id=big.author_id), 20
+    hits = await SearchRepository(
+        big_session, caches=SearchCaches(pgvector=PgvectorVersions(forced=version))
+    ).vector(
+        SearchQuery(
+            big.namespace_id, 20, SearchFilters(author_robot_id=big.author_id), vector=q.tolist()
+        )
     )
 
     assert [h.id for h in hits] == expected_ids
@@ -231,7 +230,9 @@ async def test_vector_week_filter_returns_the_exact_nearest_within_the_week(
     expected_ids, expected_sims = nearest(q, big.vectors[in_week], big.ids[in_week], 20)
     filters = SearchFilters(start=WEEK[0], end=WEEK[1])
 
-    hits = await SearchRepository(big_session).vector(big.namespace_id, q.tolist(), filters, 20)
+    hits = await SearchRepository(big_session).vector(
+        SearchQuery(big.namespace_id, 20, filters, vector=q.tolist())
+    )
 
     assert [h.id for h in hits] == expected_ids
     assert [h.vector_similarity for h in hits] == pytest.approx(expected_sims, abs=1e-5)
@@ -251,9 +252,12 @@ async def test_plain_hnsw_post_filtering_alone_returns_a_short_page(
     q = query_vector(big, 2)
     filters = SearchFilters(author_robot_id=big.author_id)
 
-    plain = await repo._vector_hits(big.namespace_id, q.tolist(), filters, 20, exact=False)
-    params: dict[str, Any] = {"qvec": vector_text(q.tolist()), "vec_n": 20}
-    sql = nearest_sql(eligible_where(big.namespace_id, filters, params), False, "vector")
+    plain = await repo._vector_hits(
+        SearchQuery(big.namespace_id, 20, filters, vector=q.tolist()), exact=False
+    )
+    eligible = where(big.namespace_id, filters)
+    params: dict[str, Any] = {"qvec": vector_text(q.tolist()), "vec_n": 20, **eligible.params}
+    sql = nearest_sql(eligible.sql, False, "vector")
     plan = "\n".join((await big_session.execute(text("EXPLAIN " + sql), params)).scalars())
 
     assert "memory_embedding_hnsw" in plan
@@ -272,7 +276,7 @@ async def test_hybrid_vector_side_falls_back_to_exact_when_the_index_scan_runs_s
 
     # No memory contains "xylophone": the fusion is the vector ranking alone.
     hits = await SearchRepository(big_session).hybrid(
-        big.namespace_id, "xylophone", q.tolist(), filters, 20
+        SearchQuery(big.namespace_id, 20, filters, text="xylophone", vector=q.tolist())
     )
 
     assert [h.id for h in hits] == expected_ids
@@ -286,7 +290,7 @@ async def test_a_large_namespace_is_estimated_once_per_ttl_for_unfiltered_search
     now = [0.0]
     large = LargeNamespaces(ttl_s=60, clock=lambda: now[0])
     recorded = Recording(big_session)
-    repo = SearchRepository(recorded, large_namespaces=large)  # type: ignore[arg-type]
+    repo = SearchRepository(recorded, caches=SearchCaches(large_namespaces=large))  # type: ignore[arg-type]
 
     def looked() -> tuple[int, int]:
         """(estimates, counts) sent so far: an EXPLAIN of the filters, and an eligibility
@@ -300,21 +304,21 @@ async def test_a_large_namespace_is_estimated_once_per_ttl_for_unfiltered_search
         return explains, len(counts)
 
     q = query_vector(big, 7)
-    first = await repo.vector(big.namespace_id, q, SearchFilters(), 5)
+    first = await repo.vector(SearchQuery(big.namespace_id, 5, vector=q))
     # 20,000 estimated (more than COUNT_BELOW_ESTIMATE): no count, and the namespace is known.
     assert looked() == (1, 0) and big.namespace_id in large
     # Within the TTL nothing is looked up again; the answer is the same.
-    assert keys(await repo.vector(big.namespace_id, q, SearchFilters(), 5)) == keys(first)
+    assert keys(await repo.vector(SearchQuery(big.namespace_id, 5, vector=q))) == keys(first)
     assert looked() == (1, 0)
     # A filtered search always estimates (its set may be small), and never marks the
     # namespace: 50 memories by one robot are few, so they are counted, then searched exactly.
     by_author = SearchFilters(author_robot_id=big.author_id)
-    await repo.vector(big.namespace_id, q, by_author, 5)
+    await repo.vector(SearchQuery(big.namespace_id, 5, by_author, vector=q))
     assert looked() == (2, 1)
     assert sum("+ 0, m.id" in s for s in recorded.statements) == 0  # the count's pass answered
     now[0] = 61.0
     assert big.namespace_id not in large
-    await repo.vector(big.namespace_id, q, SearchFilters(), 5)
+    await repo.vector(SearchQuery(big.namespace_id, 5, vector=q))
     assert looked() == (3, 1) and big.namespace_id in large
 
 
@@ -328,7 +332,7 @@ async def test_hnsw_settings_are_local_to_the_transaction(
     filters = SearchFilters(author_robot_id=big.author_id) if filtered else SearchFilters()
     async with DbSession(big.engine) as session:
         await SearchRepository(session).vector(
-            big.namespace_id, query_vector(big, 3).tolist(), filters, 220
+            SearchQuery(big.namespace_id, 220, filters, vector=query_vector(big, 3).tolist())
         )
         inside = (await session.execute(text(show))).scalar()
         await session.rollback()
@@ -358,10 +362,7 @@ async def test_the_index_statement_sets_ef_search_before_its_scan(
     q = query_vector(big, 5).tolist()
     limit = 2000
     hits = await repo._vector_hits(
-        big.namespace_id,
-        q,
-        SearchFilters(),
-        limit,
+        SearchQuery(big.namespace_id, limit, vector=q),
         exact=False,
         settings={"hnsw.ef_search": str(ef)},
     )
@@ -577,7 +578,7 @@ async def story(seed: Seed) -> int:
 async def test_fulltext_question_matches_any_content_word_ranked_by_words_shared(
     session: DbSession, story: int
 ) -> None:
-    hits = await SearchRepository(session).fulltext(story, QUESTION, SearchFilters(), 10)
+    hits = await SearchRepository(session).fulltext(SearchQuery(story, 10, text=QUESTION))
 
     # 3 shared words (newest first), then 2, then 1 (newest first). "go" alone is enough.
     assert keys(hits) == ["parade", "lgbtq", "helped", "hiking", "sunrise", "pottery"]
@@ -592,7 +593,7 @@ async def test_fulltext_question_matches_any_content_word_ranked_by_words_shared
 
 
 async def test_fulltext_finds_a_proper_noun_alone(session: DbSession, story: int) -> None:
-    hits = await SearchRepository(session).fulltext(story, "Caroline?", SearchFilters(), 10)
+    hits = await SearchRepository(session).fulltext(SearchQuery(story, 10, text="Caroline?"))
     assert keys(hits) == ["parade", "sunrise", "lgbtq"]
 
 
@@ -601,21 +602,21 @@ async def test_fulltext_stop_words_only_returns_nothing(
     session: DbSession, story: int, question: str
 ) -> None:
     repo = SearchRepository(session)
-    assert await repo.fulltext(story, question, SearchFilters(), 10) == []
-    assert await repo.hybrid(story, question, None, SearchFilters(), 10) == []
+    assert await repo.fulltext(SearchQuery(story, 10, text=question)) == []
+    assert await repo.hybrid(SearchQuery(story, 10, text=question, vector=None)) == []
 
 
 async def test_fulltext_uses_the_first_32_content_words(session: DbSession, story: int) -> None:
     assert MAX_QUERY_LEXEMES == 32
     repo = SearchRepository(session)
     filler = " ".join(f"filler{i}" for i in range(31))
-    found = await repo.fulltext(story, f"{filler} Caroline", SearchFilters(), 10)
+    found = await repo.fulltext(SearchQuery(story, 10, text=f"{filler} Caroline"))
     assert keys(found) == ["parade", "sunrise", "lgbtq"]
-    assert await repo.fulltext(story, f"{filler} extra Caroline", SearchFilters(), 10) == []
+    assert await repo.fulltext(SearchQuery(story, 10, text=f"{filler} extra Caroline")) == []
 
 
 async def test_fulltext_respects_the_limit(session: DbSession, story: int) -> None:
-    hits = await SearchRepository(session).fulltext(story, QUESTION, SearchFilters(), 2)
+    hits = await SearchRepository(session).fulltext(SearchQuery(story, 2, text=QUESTION))
     assert keys(hits) == ["parade", "lgbtq"]
 
 
@@ -635,34 +636,43 @@ async def test_fulltext_with_common_words_ranks_rare_word_matches_first(
     repo = SearchRepository(session)
 
     # Unbounded (the budget holds every match): plain ts_rank order.
-    assert keys(await repo.fulltext(ns, "Caroline group", SearchFilters(), 4)) == [
+    assert keys(await repo.fulltext(SearchQuery(ns, 4, text="Caroline group"))) == [
         "c-and-g", "ggg", "g7", "g6",
     ]  # fmt: skip
-    assert keys(await repo.fulltext(ns, "group", SearchFilters(), 4)) == [
+    assert keys(await repo.fulltext(SearchQuery(ns, 4, text="group"))) == [
         "ggg", "g7", "g6", "g5",
     ]  # fmt: skip
 
     repo.candidate_budget = 4
     repo.fill_window = 4
     # The rare word fills the page, so "group"-only memories are not even read.
-    assert keys(await repo.fulltext(ns, "Caroline group", SearchFilters(), 2)) == [
+    assert keys(await repo.fulltext(SearchQuery(ns, 2, text="Caroline group"))) == [
         "c-and-g", "c-only",
     ]  # fmt: skip
     # A page the rare word cannot fill takes the "group"-only memories among the newest 4:
     # "ggg" is older than those and is never ranked. That is the documented trade-off.
-    assert keys(await repo.fulltext(ns, "Caroline group", SearchFilters(), 4)) == [
+    assert keys(await repo.fulltext(SearchQuery(ns, 4, text="Caroline group"))) == [
         "c-and-g", "g7", "g6", "g5",
     ]  # fmt: skip
-    assert keys(await repo.fulltext(ns, "group", SearchFilters(), 4)) == [
+    assert keys(await repo.fulltext(SearchQuery(ns, 4, text="group"))) == [
         "g7", "g6", "g5", "g4",
     ]  # fmt: skip
     # The window counts memories, not matches: a newer memory without the word takes a place
     # in it, so the page is short although older memories say "group".
     await seed.memory(ns, bot, "newest", "Nothing to see", created_at=at(8))
-    assert keys(await repo.fulltext(ns, "group", SearchFilters(), 4)) == ["g7", "g6", "g5"]
+    assert keys(await repo.fulltext(SearchQuery(ns, 4, text="group"))) == [
+        "g7",
+        "g6",
+        "g5",
+    ]
     # Filters apply before the window: the newest 4 memories of the week that ends at g5.
     week = SearchFilters(start=at(-1), end=at(6))
-    assert keys(await repo.fulltext(ns, "group", week, 4)) == ["g5", "g4", "g3", "g2"]
+    assert keys(await repo.fulltext(SearchQuery(ns, 4, week, text="group"))) == [
+        "g5",
+        "g4",
+        "g3",
+        "g2",
+    ]
 
 
 async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_gin(
@@ -672,19 +682,20 @@ async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_
     repo = SearchRepository(big_session)
     question = "What was memory number 12345 about?"
 
-    hits = await repo.fulltext(big.namespace_id, question, SearchFilters(), 3)
+    hits = await repo.fulltext(SearchQuery(big.namespace_id, 3, text=question))
 
     # The rare match, then the page filled with the newest common-word matches.
     assert keys(hits) == ["m12345", "m19999", "m19998"]
     assert [h.fulltext_score for h in hits] == pytest.approx(
         [3 * ONE_TERM / 3, 2 * ONE_TERM / 3, 2 * ONE_TERM / 3], rel=1e-6
     )
-    plan = await repo._text_plan(big.namespace_id, question, SearchFilters(), 3)
+    plan = await repo._text_plan(SearchQuery(big.namespace_id, 3, text=question), 3)
     assert plan == TextPlan(
         all_q="'12345' | 'memori' | 'number'", rare_q="'12345'", common_q="'memori' | 'number'"
     )
-    params = text_params(plan, 3)
-    sql = "WITH " + text_ctes(eligible_where(big.namespace_id, SearchFilters(), params), plan)
+    eligible = where(big.namespace_id, SearchFilters())
+    params = {**text_params(plan, 3), **eligible.params}
+    sql = "WITH " + text_ctes(eligible.sql, plan)
     explain = await big_session.execute(text(f"EXPLAIN {sql} SELECT * FROM text_hits"), params)
     # On TimescaleDB each chunk has its own copy: _hyper_1_2_chunk_memory_content_tsv.
     plan = "\n".join(explain.scalars())
@@ -699,10 +710,10 @@ async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statist
     now = [0.0]
     stats = LexemeStats(min_rows=BIG, ttl_s=60, clock=lambda: now[0])
     recorded = Recording(big_session)
-    repo = SearchRepository(recorded, lexeme_stats=stats)  # type: ignore[arg-type]
+    repo = SearchRepository(recorded, caches=SearchCaches(lexeme_stats=stats))  # type: ignore[arg-type]
     question = "What was memory number 12345 about?"
-    hits = await repo.fulltext(big.namespace_id, question, SearchFilters(), 3)
-    plan = await repo._text_plan(big.namespace_id, question, SearchFilters(), 3)
+    hits = await repo.fulltext(SearchQuery(big.namespace_id, 3, text=question))
+    plan = await repo._text_plan(SearchQuery(big.namespace_id, 3, text=question), 3)
     statements = recorded.statements
 
     # ANALYZE read all 20,000 rows: every memory says "memory number"; "12345" is untracked.
@@ -724,7 +735,7 @@ async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statist
     now[0] = 61.0
     stats.min_rows = BIG + 1
     assert await repo._lexeme_frequencies() is None
-    assert await repo._text_plan(big.namespace_id, question, SearchFilters(), 3) == plan
+    assert await repo._text_plan(SearchQuery(big.namespace_id, 3, text=question), 3) == plan
 
 
 # --- hybrid --------------------------------------------------------------------------------
@@ -805,7 +816,7 @@ async def test_hybrid_scores_are_exact_reciprocal_rank_fusion(
     session: DbSession, fusion: int, dim: int, k: int, order: list[str]
 ) -> None:
     hits = await SearchRepository(session).hybrid(
-        fusion, FUSION_QUESTION, e0(dim), SearchFilters(), 10, Fusion(k=k)
+        SearchQuery(fusion, 10, text=FUSION_QUESTION, vector=e0(dim), fusion=Fusion(k=k))
     )
 
     assert keys(hits) == order
@@ -822,7 +833,7 @@ async def test_hybrid_scores_are_exact_reciprocal_rank_fusion(
 
 async def test_hybrid_limit_takes_the_best_fused(session: DbSession, fusion: int, dim: int) -> None:
     hits = await SearchRepository(session).hybrid(
-        fusion, FUSION_QUESTION, e0(dim), SearchFilters(), 3
+        SearchQuery(fusion, 3, text=FUSION_QUESTION, vector=e0(dim))
     )
     assert keys(hits) == ["x", "b", "y"]
 
@@ -831,7 +842,7 @@ async def test_hybrid_without_embedding_is_fulltext_only_fusion(
     session: DbSession, fusion: int
 ) -> None:
     hits = await SearchRepository(session).hybrid(
-        fusion, FUSION_QUESTION, None, SearchFilters(), 10
+        SearchQuery(fusion, 10, text=FUSION_QUESTION, vector=None)
     )
 
     assert keys(hits) == ["e", "x", "y", "b"]
@@ -844,7 +855,7 @@ async def test_hybrid_with_only_stop_words_is_the_vector_ranking(
     session: DbSession, fusion: int, dim: int
 ) -> None:
     hits = await SearchRepository(session).hybrid(
-        fusion, "What was it?", e0(dim), SearchFilters(), 10
+        SearchQuery(fusion, 10, text="What was it?", vector=e0(dim))
     )
 
     assert keys(hits) == ["a", "x", "b", "z", "y"]
@@ -855,7 +866,7 @@ async def test_hybrid_with_only_stop_words_is_the_vector_ranking(
 async def test_vector_skips_pending_deleted_and_other_namespaces(
     session: DbSession, fusion: int, dim: int
 ) -> None:
-    hits = await SearchRepository(session).vector(fusion, e0(dim), SearchFilters(), 10)
+    hits = await SearchRepository(session).vector(SearchQuery(fusion, 10, vector=e0(dim)))
     assert keys(hits) == ["a", "x", "b", "z", "y"]
     expected = [toward_as_stored(s) for s in FUSION_SIMS.values()]
     assert [h.score for h in hits] == pytest.approx(expected, abs=1e-6)
@@ -879,8 +890,11 @@ async def test_search_works_with_the_binary_vector_codec(database_url: str, dim:
             await seed.memory(ns, bot, "far", "far", created_at=at(2),
                               embedding=seed.toward(0.1, 2))  # fmt: skip
             repo = SearchRepository(s)
-            assert keys(await repo.vector(ns, e0(dim), SearchFilters(), 5)) == ["near", "far"]
-            assert keys(await repo.hybrid(ns, "far", e0(dim), SearchFilters(), 5)) == [
+            assert keys(await repo.vector(SearchQuery(ns, 5, vector=e0(dim)))) == [
+                "near",
+                "far",
+            ]
+            assert keys(await repo.hybrid(SearchQuery(ns, 5, text="far", vector=e0(dim)))) == [
                 "far",
                 "near",
             ]
@@ -918,7 +932,9 @@ async def test_hits_carry_the_memory_as_stored(
     session: DbSession, varied: dict[str, int], dim: int
 ) -> None:
     hits = await SearchRepository(session).vector(
-        varied["ns"], e0(dim), SearchFilters(metadata={"lang": {"name": "py"}}), 10
+        SearchQuery(
+            varied["ns"], 10, SearchFilters(metadata={"lang": {"name": "py"}}), vector=e0(dim)
+        )
     )
 
     assert len(hits) == 1
@@ -978,11 +994,11 @@ async def test_filters_select_exactly_the_matching_memories(
     ns = varied["ns"]
 
     if strategy == "vector":
-        hits = await repo.vector(ns, e0(dim), filters, 10)
+        hits = await repo.vector(SearchQuery(ns, 10, filters, vector=e0(dim)))
     elif strategy == "fulltext":
-        hits = await repo.fulltext(ns, "memo", filters, 10)
+        hits = await repo.fulltext(SearchQuery(ns, 10, filters, text="memo"))
     else:
-        hits = await repo.hybrid(ns, "memo", e0(dim), filters, 10)
+        hits = await repo.hybrid(SearchQuery(ns, 10, filters, text="memo", vector=e0(dim)))
 
     assert set(keys(hits)) == expected
     if strategy == "vector":  # similarity falls with the key's number

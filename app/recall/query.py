@@ -1,0 +1,107 @@
+"""One search, as one value: what is searched (the question's text, its vector), among which
+memories (the namespace and the filters, rendered once as a WHERE clause), how deep, and how
+hybrid's lists are fused. RecallService makes it from a request; SearchRepository runs it.
+
+Every statement of a search is scoped to one namespace and skips soft-deleted rows. Filters
+are plain predicates on `memory` (alias `m`), so the planner can use the btree indexes and
+TimescaleDB can exclude chunks by the `created_at` range.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any
+
+from app.recall.fusion import NO_SIGNALS, Fusion, Signals, hybrid_candidates
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Restrictions on the searched memories; None (or an empty list/dict) means "any"."""
+
+    author_robot_id: int | None = None  # scope=self
+    types: list[str] | None = None
+    tags_any: list[str] | None = None  # memory.tags && tags_any
+    tags_all: list[str] | None = None  # memory.tags @> tags_all
+    min_importance: float | None = None
+    metadata: dict[str, Any] | None = None  # memory.metadata @> metadata (jsonb containment)
+    start: datetime | None = None  # created_at >= start
+    end: datetime | None = None  # created_at <  end
+
+    @property
+    def unfiltered(self) -> bool:
+        return self == NO_FILTERS
+
+
+NO_FILTERS = SearchFilters()
+
+
+@dataclass(frozen=True)
+class Where:
+    """A WHERE clause over `memory m` and its bind values (each named `ns` or `f_*`)."""
+
+    sql: str
+    params: dict[str, Any]
+
+
+def where(namespace_id: int, filters: SearchFilters) -> Where:
+    """The WHERE clause shared by every statement of a search."""
+    clauses = ["m.namespace_id = :ns", "m.deleted_at IS NULL"]
+    params: dict[str, Any] = {"ns": namespace_id}
+
+    def add(clause: str, name: str, value: Any) -> None:
+        clauses.append(clause)
+        params[name] = value
+
+    if filters.author_robot_id is not None:
+        add("m.author_robot_id = :f_author", "f_author", filters.author_robot_id)
+    if filters.types:
+        add("m.type = ANY(CAST(:f_types AS text[]))", "f_types", list(filters.types))
+    # A tag matches itself and its descendants: tag_paths() (migration 0006) lists every
+    # tag's ancestors too, and its GIN index memory_tag_paths serves both operators.
+    if filters.tags_any:
+        add("tag_paths(m.tags) && CAST(:f_tags_any AS text[])", "f_tags_any", [*filters.tags_any])
+    if filters.tags_all:
+        add("tag_paths(m.tags) @> CAST(:f_tags_all AS text[])", "f_tags_all", [*filters.tags_all])
+    if filters.min_importance is not None:
+        add("m.importance >= :f_min_importance", "f_min_importance", float(filters.min_importance))
+    if filters.metadata:
+        add("m.metadata @> CAST(:f_metadata AS jsonb)", "f_metadata", json.dumps(filters.metadata))
+    # Plain range predicates on the partitioning column: TimescaleDB excludes chunks by them.
+    if filters.start is not None:
+        add("m.created_at >= :f_start", "f_start", filters.start)
+    if filters.end is not None:
+        add("m.created_at < :f_end", "f_end", filters.end)
+    return Where(" AND ".join(clauses), params)
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    """A search of one namespace's long-term memory.
+
+    `limit` is how many hits come back (a reranker's deeper page included); `text` is what
+    full text searches (and what the vector was made of); `vector` the question's embedding,
+    None when there is none (hybrid then runs on full text alone). `fusion`, `signals` and
+    `now` shape hybrid's score only."""
+
+    namespace_id: int
+    limit: int
+    filters: SearchFilters = NO_FILTERS
+    text: str = ""
+    vector: list[float] | None = None
+    fusion: Fusion = field(default_factory=Fusion)
+    signals: Signals = NO_SIGNALS
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    @cached_property
+    def where(self) -> Where:
+        """Rendered once, whatever number of statements the search runs."""
+        return where(self.namespace_id, self.filters)
+
+    @property
+    def candidates(self) -> int:
+        """How deep each of hybrid's lists is (fusion.hybrid_candidates)."""
+        return hybrid_candidates(self.limit, self.fusion)
