@@ -14,7 +14,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install run test lint format openapi bench bench-quick bench-large eval eval-quick chaos chaos-quick clean
+.PHONY: install run test lint format openapi schema bench bench-quick bench-large eval eval-quick chaos chaos-quick clean
 
 install: $(VENV)/.installed
 
@@ -38,6 +38,12 @@ lint: install
 
 openapi: install
 	$(VENV)/bin/htm openapi
+
+# schema.sql: the schema the migrations make, dumped from a scratch database migrated on the
+# embedded server (app/db/schema.py; SERVER=<url> to use another PostgreSQL 18 + pgvector).
+# tests/db/test_schema.py fails when a migration changes the schema and this was not run.
+schema: install
+	$(PY) -m app.db.schema $(if $(SERVER),--server $(SERVER))
 
 format: install
 	$(VENV)/bin/ruff check --fix .
