@@ -6,10 +6,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from app.db.lease import lease, lease_statement
 from app.db.session import DbSession
 from app.db.sql import sql
 
 ONTOLOGY_SIZE = 200
+
+# What the worker asks the model about and for whom it writes: the memory, its namespace's
+# and author's names.
+_LEASE = lease_statement(
+    "enrichment",
+    """m.id, m.created_at, m.namespace_id, m.key, m.content, m.token_count,
+       m.enrichment_attempts,
+       (SELECT n.name FROM namespace n WHERE n.id = m.namespace_id) AS namespace,
+       (SELECT r.name FROM robot r WHERE r.id = m.author_robot_id) AS author""",
+)
 
 
 class EnrichmentRepository:
@@ -17,27 +28,8 @@ class EnrichmentRepository:
         self.session = session
 
     async def lease_pending(self, limit: int, lease_s: float) -> Sequence[Any]:
-        """Claim memories awaiting enrichment for `lease_s` (as the embedding worker does)."""
-        return list(
-            await self.session.execute(
-                sql("""
-                UPDATE memory m SET enrichment_next_at = now() + make_interval(secs => :lease)
-                FROM (SELECT id, created_at FROM memory
-                      WHERE enrichment_status = 'pending' AND deleted_at IS NULL
-                        AND (enrichment_next_at IS NULL OR enrichment_next_at <= now())
-                      ORDER BY enrichment_next_at NULLS FIRST, id
-                      LIMIT :limit
-                      FOR UPDATE SKIP LOCKED) AS c
-                WHERE m.id = c.id AND m.created_at = c.created_at
-                RETURNING m.id, m.created_at, m.namespace_id, m.key, m.content, m.token_count,
-                          m.enrichment_attempts,
-                          (SELECT n.name FROM namespace n WHERE n.id = m.namespace_id)
-                              AS namespace,
-                          (SELECT r.name FROM robot r WHERE r.id = m.author_robot_id) AS author
-                """),
-                {"limit": limit, "lease": lease_s},
-            )
-        )
+        """Claim memories awaiting enrichment for `lease_s` (app/db/lease.py)."""
+        return await lease(self.session, _LEASE, limit, lease_s)
 
     async def ontology(self, namespace_id: int) -> list[str]:
         """The namespace's most used tag paths (every tag and its ancestors), most used first."""

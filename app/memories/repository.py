@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from app.config import VectorStorage
+from app.db.lease import lease, lease_statement
 from app.db.session import DbSession
 from app.db.sql import sql, vector_text
 from app.memories.model import (
@@ -23,6 +24,12 @@ READ = """
     m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata, r.name AS author,
     m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
     m.created_at, m.updated_at, m.deleted_at, m.version, m.access_count, m.last_accessed_at"""
+
+# The embedding worker's queue: what it needs of each leased row to embed it and to store the
+# vector only if the content is still what it embedded (set_embeddings).
+_LEASE = lease_statement(
+    "embedding", "m.id, m.created_at, m.content, md5(m.content) AS digest, m.embedding_attempts"
+)
 
 
 # One round trip stores the memories of one or more adds (group commit: app/memories/adds.py).
@@ -316,26 +323,9 @@ class MemoryRepository:
     # --- pending embeddings (the background worker) ------------------------------------------
 
     async def lease_pending(self, limit: int, lease_s: float) -> Sequence[Any]:
-        """Claim a batch of memories awaiting an embedding for `lease_s` seconds: their
-        embedding_next_at moves to the lease's end, so concurrent workers (and a worker that
-        died holding them) skip them until then. Runs in a short transaction of its own; no
-        row lock outlives it."""
-        return list(
-            await self.session.execute(
-                sql("""
-                UPDATE memory m SET embedding_next_at = now() + make_interval(secs => :lease)
-                FROM (SELECT id, created_at FROM memory
-                      WHERE embedding_status = 'pending' AND deleted_at IS NULL
-                        AND (embedding_next_at IS NULL OR embedding_next_at <= now())
-                      ORDER BY embedding_next_at NULLS FIRST, id
-                      LIMIT :limit
-                      FOR UPDATE SKIP LOCKED) AS c
-                WHERE m.id = c.id AND m.created_at = c.created_at
-                RETURNING m.id, m.created_at, m.content, md5(m.content) AS digest,
-                          m.embedding_attempts"""),
-                {"limit": limit, "lease": lease_s},
-            )
-        )
+        """Claim a batch of memories awaiting an embedding for `lease_s` seconds
+        (app/db/lease.py)."""
+        return await lease(self.session, _LEASE, limit, lease_s)
 
     async def set_embeddings(
         self,
