@@ -11,10 +11,12 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, TypeVar
 
 import numpy as np
+import pydantic_core
 from fastapi import Path
 from pydantic import (
     AfterValidator,
@@ -44,6 +46,7 @@ TYPE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
 
 INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028234663852886e38
 MAX_JSON_DEPTH = 64
 MIN_INSTANT = datetime(1900, 1, 1, tzinfo=UTC)
@@ -105,29 +108,73 @@ reach the spec as raw "ge"/"le" keys instead of minimum/maximum."""
 
 # --- JSON objects ------------------------------------------------------------------------
 
+_WHERE = re.compile(r" at line (\d+) column (\d+)$")
+
+
+def parse_json(raw: bytes) -> Any:
+    """A request body's (or an import line's) JSON, with integers of any size kept exactly
+    for the schemas to judge (pydantic-core's parser; app/routing.py says why not orjson).
+    Malformed JSON raises json.JSONDecodeError, which FastAPI turns into its `json_invalid`
+    error (400 problem+json, app/errors.py)."""
+    try:
+        return pydantic_core.from_json(raw, allow_inf_nan=False)
+    except ValueError as exc:
+        doc = raw.decode(errors="replace")
+        message, pos = str(exc), 0
+        if where := _WHERE.search(message):
+            line, column = int(where[1]), int(where[2])
+            pos = sum(len(x) for x in doc.splitlines(keepends=True)[: line - 1]) + column - 1
+            message = message[: where.start()]
+        raise json.JSONDecodeError(message, doc, pos) from None
+
 
 def _check_json(value: Any) -> Any:
-    """Depth (containers count, the object itself is 1) and NUL, walked without recursion so
-    a hostile nesting cannot exhaust the stack before any limit is checked."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    """Depth (containers count, the object itself is 1), NUL, and numbers: integers within
+    int64 and finite floats, what every way a memory travels keeps as it was (the JSON
+    parsers, jsonb, orjson's answers, other languages' clients). An integer past int64 was
+    stored as a float before (changed data); NaN and Infinity are not JSON at all. Walked
+    without recursion, so a hostile nesting cannot exhaust the stack before any limit is
+    checked; each item keeps its parent's entry, and a path is spelled only for an error."""
+    stack: list[tuple[Any, int, Any, Any]] = [(value, 1, None, None)]
     while stack:
-        item, depth = stack.pop()
+        entry = stack.pop()
+        item, depth = entry[0], entry[1]
         if isinstance(item, dict | list):
             if depth > MAX_JSON_DEPTH:
                 raise ValueError(f"is nested deeper than {MAX_JSON_DEPTH} levels")
             if isinstance(item, dict):
                 if any(isinstance(key, str) and "\x00" in key for key in item):
                     raise ValueError("has a key with NUL (U+0000): PostgreSQL cannot store it")
-                item = item.values()
-            stack.extend((child, depth + 1) for child in item)
-        elif isinstance(item, str) and "\x00" in item:
-            raise ValueError("has a string with NUL (U+0000): PostgreSQL cannot store it")
+                stack.extend((child, depth + 1, key, entry) for key, child in item.items())
+            else:
+                stack.extend((child, depth + 1, i, entry) for i, child in enumerate(item))
+        elif isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("has a string with NUL (U+0000): PostgreSQL cannot store it")
+        elif type(item) is int and not INT64_MIN <= item <= INT64_MAX:
+            raise ValueError(
+                f"has an integer outside the signed 64-bit range at {_path(entry)}: it would "
+                "not come back as sent; send it as a string"
+            )
+        elif type(item) is float and not math.isfinite(item):
+            raise ValueError(f"has {item} at {_path(entry)}: only finite numbers are JSON")
     return value
+
+
+def _path(entry: tuple[Any, int, Any, Any]) -> str:
+    """Where an item is in the object: `a.b[2]`."""
+    parts: list[str] = []
+    while entry[3] is not None:
+        key = entry[2]
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+        entry = entry[3]
+    return "".join(reversed(parts)).lstrip(".") or "the top"
 
 
 JsonObject = Annotated[dict[str, Any], BeforeValidator(_check_json)]
 """Any JSON object without NUL, nested at most MAX_JSON_DEPTH deep (checked before anything
-else looks at it; the deployment's max_metadata_depth, checked later, is usually lower)."""
+else looks at it; the deployment's max_metadata_depth, checked later, is usually lower), its
+integers within int64 and its numbers finite."""
 
 
 # --- vectors -----------------------------------------------------------------------------

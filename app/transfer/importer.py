@@ -8,14 +8,15 @@ import that stopped half way is resumed by running it again."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 from rich.progress import Progress
 
+from app.common import parse_json
 from app.config import Settings
 from app.db.vectors import stored_dimension
 from app.deps import Components
@@ -45,8 +46,8 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         for n, raw in enumerate(f, start=1):
             if raw.strip():
                 try:
-                    yield n, orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
+                    yield n, parse_json(raw)  # as a request body: integers kept exactly
+                except json.JSONDecodeError as exc:
                     raise BadFile(path, n, f"not JSON: {exc}") from None
 
 
