@@ -219,6 +219,29 @@ def test_slow_headers_are_cut_off_with_408(server: Server) -> None:
     assert {a.problem()["type"] for a in answers} == {"https://htm.dev/problems/request-timeout"}
 
 
+def test_a_kept_alive_connection_idle_longer_than_the_header_deadline_still_serves(
+    server: Server,
+) -> None:
+    # The deadline runs from a request's first byte: idle time between requests is
+    # uvicorn's timeout_keep_alive (5 s), which connection pools count on.
+    s = connect(server)
+    for _ in range(2):
+        s.sendall(head("GET", "/healthz", {}))
+        raw = s.recv(65536)
+        assert raw.startswith(b"HTTP/1.1 200 "), raw
+        assert b"connection: close" not in raw.lower()
+        time.sleep(1.5)  # HTM_HEADER_TIMEOUT_S is 1 s here
+    s.close()
+
+
+def test_headers_past_their_size_limit_are_431(server: Server) -> None:
+    # uvicorn's httptools protocol would gather a header without bound.
+    s = connect(server)
+    send_quietly(s, b"GET /healthz HTTP/1.1\r\nHost: htm\r\nX-Big: " + b"a" * (128 * 1024))
+    a = answer_then_closed(s)
+    assert (a.status, a.problem()["limit"]) == (431, 64 * 1024)
+
+
 def test_a_slow_body_is_cut_off_with_408_and_nothing_is_written(
     server: Server, writer: str
 ) -> None:
