@@ -53,6 +53,7 @@ ERRORS = {
     "401": "Missing, unknown or revoked API key",
     "403": "The key's role does not allow this",
     "404": "No such robot, memory or key in the caller's namespace",
+    "408": "The body did not arrive within HTM_BODY_TIMEOUT_S; the connection is closed",
     "409": "A conflict: the key is already taken in this namespace, a robot is already in "
     "another group or still holds memories, or what the change refers to was removed "
     "meanwhile (`retry: true`)",
@@ -62,9 +63,9 @@ ERRORS = {
 }
 ROUTE_ERRORS = {
     "get": ["401", "403", "404", "422", "503"],
-    "post": ["400", "401", "403", "404", "409", "413", "422", "503"],
-    "put": ["400", "401", "403", "404", "409", "413", "422", "503"],
-    "patch": ["400", "401", "403", "404", "409", "422", "503"],
+    "post": ["400", "401", "403", "404", "408", "409", "413", "422", "503"],
+    "put": ["400", "401", "403", "404", "408", "409", "413", "422", "503"],
+    "patch": ["400", "401", "403", "404", "408", "409", "413", "422", "503"],
     "delete": ["400", "401", "403", "404", "409", "422", "503"],
 }
 
