@@ -14,18 +14,9 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from app.db.session import Sessionmaker
-from app.db.sql import sql
+from app.memories.access_repository import AccessRepository
 
 log = logging.getLogger(__name__)
-
-_FLUSH = sql("""
-    UPDATE memory m
-    SET access_count = m.access_count + u.n,
-        last_accessed_at = greatest(m.last_accessed_at, u.at)
-    FROM (SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:ns AS int[]),
-                               CAST(:ats AS timestamptz[])) AS u(id, n, at)
-          ORDER BY id) AS u
-    WHERE m.id = u.id""")
 
 
 class AccessTracker:
@@ -51,13 +42,8 @@ class AccessTracker:
         ids = sorted(batch)
         try:
             async with self.sessionmaker() as session, session.begin():
-                await session.execute(
-                    _FLUSH,
-                    {
-                        "ids": ids,
-                        "ns": [batch[i][0] for i in ids],
-                        "ats": [batch[i][1] for i in ids],
-                    },
+                await AccessRepository(session).add(
+                    ids, [batch[i][0] for i in ids], [batch[i][1] for i in ids]
                 )
         except Exception:
             for id_, (n, at) in batch.items():  # kept for the next flush

@@ -14,6 +14,9 @@ stores in the same transaction, so two concurrent adds of one content never both
 `exact` locks the (namespace, type, content) triple; `semantic` also locks (namespace, type),
 which serialises semantic adds of one type in one namespace (a near-duplicate can be any of
 its memories).
+
+The SQL (the locks, the lookups, the reinforcement) is DuplicateRepository's
+(app/memories/duplicate_repository.py).
 """
 
 from __future__ import annotations
@@ -21,12 +24,9 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from app.config import Settings
-from app.db.session import DbSession
-from app.db.sql import sql
-from app.memories.repository import READ
 
 DedupeMode = Literal["off", "exact", "semantic"]
 
@@ -87,58 +87,3 @@ def same(
 def union(tags: list[str], more: list[str]) -> list[str]:
     """`tags`, then those of `more` not among them, in order."""
     return tags + [t for t in dict.fromkeys(more) if t not in tags]
-
-
-class DuplicateRepository:
-    def __init__(self, session: DbSession) -> None:
-        self.session = session
-
-    async def lock(self, keys: set[int]) -> None:
-        """Held until the transaction ends; taken in one order, so adds never deadlock."""
-        if keys:
-            await self.session.execute(
-                sql("SELECT pg_advisory_xact_lock(k) FROM unnest(CAST(:keys AS bigint[])) k"),
-                {"keys": sorted(keys)},
-            )
-
-    async def exact(self, namespace_id: int, type_: str, content: str) -> Any | None:
-        """The oldest live memory of this type with this content (memory_content_md5)."""
-        return (
-            await self.session.execute(
-                sql("""
-                SELECT m.key FROM memory m
-                JOIN memory_key k ON k.memory_id = m.id
-                WHERE m.namespace_id = :ns AND m.type = :type AND m.deleted_at IS NULL
-                  AND md5(m.content) = md5(CAST(:content AS text)) AND m.content = :content
-                ORDER BY m.created_at, m.id LIMIT 1"""),
-                {"ns": namespace_id, "type": type_, "content": content},
-            )
-        ).one_or_none()
-
-    async def survivor(self, memory_id: int) -> Any | None:
-        """The live memory a merged memory's key resolves to (`htm dedupe`), if any."""
-        return (
-            await self.session.execute(
-                sql(f"""
-                SELECT {READ}
-                FROM memory_alias a
-                JOIN memory_key k ON k.memory_id = a.survivor_id
-                JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
-                JOIN robot r ON r.id = m.author_robot_id
-                WHERE a.memory_id = :id AND m.deleted_at IS NULL"""),
-                {"id": memory_id},
-            )
-        ).one_or_none()
-
-    async def accessed(self, id_: int, created_at: Any, times: int, at: Any) -> Any:
-        """Count `times` accesses at `at`; returns (access_count, last_accessed_at)."""
-        return (
-            await self.session.execute(
-                sql("""
-                UPDATE memory SET access_count = access_count + :n,
-                                  last_accessed_at = greatest(last_accessed_at, :at)
-                WHERE id = :id AND created_at = :c
-                RETURNING access_count, last_accessed_at"""),
-                {"id": id_, "c": created_at, "n": times, "at": at},
-            )
-        ).one()

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.db.sql import sql
 from app.memories.dedupe import union
+from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.service import MemoryService
 from app.memories.writes import fields_of
 from app.recall.query import SearchFilters, SearchQuery
@@ -43,6 +43,7 @@ class Merger:
         self.service = service
         self.session = service.session
         self.ns = service.caller.namespace_id
+        self.duplicates = DuplicateRepository(service.session)
 
     async def clusters(
         self, mode: str, threshold: float, type_: str | None = None
@@ -60,7 +61,7 @@ class Merger:
             if ra != rb:
                 parent[max(ra, rb)] = min(ra, rb)
 
-        for ids in await self._exact_groups(type_):
+        for ids in await self.duplicates.exact_groups(self.ns, type_):
             for other in ids[1:]:
                 link(ids[0], other)
         if mode == "semantic":
@@ -68,7 +69,7 @@ class Merger:
                 self.session, self.service.settings.hnsw_ef_search, self.service.search_caches
             )
             after = 0
-            while page := await self._embedded(after, type_):
+            while page := await self.duplicates.embedded(self.ns, type_, after, PAGE):
                 for row in page:
                     vector = [float(x) for x in row.embedding.strip("[]").split(",")]
                     filters = SearchFilters(types=[row.type])
@@ -83,7 +84,7 @@ class Merger:
         for member in list(parent):
             groups.setdefault(find(member), []).append(member)
         members = [ids for ids in groups.values() if len(ids) > 1]
-        rows = await self._members([i for ids in members for i in ids])
+        rows = await self.duplicates.members([i for ids in members for i in ids])
         found = []
         for ids in members:
             ranked = sorted(
@@ -92,40 +93,6 @@ class Merger:
             )
             found.append(Cluster(ranked[0].type, ranked[0].key, [r.key for r in ranked[1:]]))
         return sorted(found, key=lambda c: rows_key(rows, c.survivor))
-
-    async def _exact_groups(self, type_: str | None) -> list[list[int]]:
-        rows = await self.session.execute(
-            sql("""
-            SELECT array_agg(id ORDER BY id) AS ids FROM memory
-            WHERE namespace_id = :ns AND deleted_at IS NULL
-              AND (CAST(:type AS text) IS NULL OR type = :type)
-            GROUP BY type, md5(content), content HAVING count(*) > 1"""),
-            {"ns": self.ns, "type": type_},
-        )
-        return [list(r.ids) for r in rows]
-
-    async def _embedded(self, after: int, type_: str | None) -> list[Any]:
-        return list(
-            (
-                await self.session.execute(
-                    sql("""
-                    SELECT id, type, CAST(embedding AS text) AS embedding FROM memory
-                    WHERE namespace_id = :ns AND deleted_at IS NULL AND embedding IS NOT NULL
-                      AND (CAST(:type AS text) IS NULL OR type = :type) AND id > :after
-                    ORDER BY id LIMIT :page"""),
-                    {"ns": self.ns, "type": type_, "after": after, "page": PAGE},
-                )
-            ).all()
-        )
-
-    async def _members(self, ids: list[int]) -> dict[int, Any]:
-        rows = await self.session.execute(
-            sql("""
-            SELECT id, key, type, importance, access_count, created_at FROM memory
-            WHERE id = ANY(CAST(:ids AS bigint[])) AND deleted_at IS NULL"""),
-            {"ids": ids},
-        )
-        return {r.id: r for r in rows}
 
     async def merge(self, robot_name: str, cluster: Cluster) -> None:
         """Step 1 (committed), then step 2 for each other member (each committed)."""
@@ -151,32 +118,16 @@ class Merger:
             None,
             {"merged": [o.key for o in live]},
         )
-        await self.session.execute(
-            sql("""
-            UPDATE memory SET access_count = access_count + :n,
-                              last_accessed_at = greatest(last_accessed_at, :at)
-            WHERE id = :id AND created_at = :c"""),
-            {
-                "id": survivor.id,
-                "c": survivor.created_at,
-                "n": sum(o.access_count for o in live),
-                "at": max((o.last_accessed_at for o in live if o.last_accessed_at), default=None),
-            },
+        await self.duplicates.accessed(
+            survivor.id,
+            survivor.created_at,
+            sum(o.access_count for o in live),
+            max((o.last_accessed_at for o in live if o.last_accessed_at), default=None),
         )
         await s.two_tier.commit_durable()
         await s.writes.place(robot, [], place=False, rewrites=[rewrite])
         for other in live:
-            await self.session.execute(
-                sql("""
-                INSERT INTO memory_alias (memory_id, survivor_id) VALUES (:id, :survivor)
-                ON CONFLICT (memory_id) DO UPDATE SET survivor_id = :survivor,
-                                                      merged_at = now()"""),
-                {"id": other.id, "survivor": survivor.id},
-            )
-            await self.session.execute(
-                sql("UPDATE memory_alias SET survivor_id = :survivor WHERE survivor_id = :id"),
-                {"id": other.id, "survivor": survivor.id},
-            )
+            await self.duplicates.alias(other.id, survivor.id)
             await s.forget(robot_name, other.key, False, None)  # commits
 
 

@@ -13,7 +13,7 @@ from app.db.session import DbSession
 from app.errors import NotFound
 from app.events.repository import EventRepository
 from app.memories.access import AccessTracker
-from app.memories.dedupe import DuplicateRepository
+from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.model import ListFilters
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryRead, MemoryVersionRead, MemoryVersions, to_read

@@ -18,7 +18,8 @@ from app.errors import BadRequest, Conflict, NotFound, RemovedMeanwhile
 from app.events.repository import EventRepository
 from app.memories import importance as importance_scorer
 from app.memories.adds import GroupCommit
-from app.memories.dedupe import DedupeRule, DuplicateRepository, lock_keys, rule_for, same, union
+from app.memories.dedupe import DedupeRule, lock_keys, rule_for, same, union
+from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.limits import check_batch_size, check_fields
 from app.memories.model import MemoryDraft
 from app.memories.repository import MemoryRepository

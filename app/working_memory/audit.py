@@ -7,7 +7,7 @@ Read-only: it reports, it repairs nothing.
 from __future__ import annotations
 
 from app.db.session import DbSession
-from app.db.sql import sql
+from app.working_memory.audit_repository import AuditRepository
 from app.working_memory.store import WorkingMemoryStore
 
 
@@ -29,30 +29,11 @@ async def audit(
     A robot Redis holds nothing for (never used, or its data lost) agrees: its working memory
     is rebuilt from the mirror by the next request that needs it.
     """
-    row = (
-        await session.execute(
-            sql("""
-            SELECT r.id, coalesce(r.working_memory_budget, :default) AS budget,
-                   r.working_memory_stale AS stale
-            FROM robot r JOIN namespace n ON n.id = r.namespace_id
-            WHERE n.name = :ns AND r.name = :robot"""),
-            {"ns": namespace, "robot": robot, "default": default_budget},
-        )
-    ).one_or_none()
+    repository = AuditRepository(session)
+    row = await repository.robot(namespace, robot, default_budget)
     if row is None:
         return [f"robot {namespace}/{robot} does not exist"]
-    members = {
-        m.id: m
-        for m in await session.execute(
-            sql("""
-            SELECT w.memory_id AS id, m.key, m.content, m.token_count, m.importance,
-                   m.deleted_at, w.stale_at
-            FROM working_memory_item w
-            LEFT JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
-            WHERE w.robot_id = :robot AND (w.in_working_memory OR w.stale_at IS NOT NULL)"""),
-            {"robot": row.id},
-        )
-    }
+    members = await repository.listed(row.id)
     problems: list[str] = []
     if row.stale:
         problems.append("robot is marked stale")

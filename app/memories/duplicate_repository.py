@@ -1,0 +1,125 @@
+"""All SQL of duplicates: finding the memory an add duplicates and reinforcing it (the rules:
+app/memories/dedupe.py), and `htm dedupe`'s clusters and merges (app/memories/merge.py),
+with the aliases a merged memory's key resolves through (memory_alias, migration 0011)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.db.session import DbSession
+from app.db.sql import sql
+from app.memories.repository import READ
+
+
+class DuplicateRepository:
+    def __init__(self, session: DbSession) -> None:
+        self.session = session
+
+    # --- on add ---------------------------------------------------------------------------
+
+    async def lock(self, keys: set[int]) -> None:
+        """Held until the transaction ends; taken in one order, so adds never deadlock."""
+        if keys:
+            await self.session.execute(
+                sql("SELECT pg_advisory_xact_lock(k) FROM unnest(CAST(:keys AS bigint[])) k"),
+                {"keys": sorted(keys)},
+            )
+
+    async def exact(self, namespace_id: int, type_: str, content: str) -> Any | None:
+        """The oldest live memory of this type with this content (memory_content_md5)."""
+        return (
+            await self.session.execute(
+                sql("""
+                SELECT m.key FROM memory m
+                JOIN memory_key k ON k.memory_id = m.id
+                WHERE m.namespace_id = :ns AND m.type = :type AND m.deleted_at IS NULL
+                  AND md5(m.content) = md5(CAST(:content AS text)) AND m.content = :content
+                ORDER BY m.created_at, m.id LIMIT 1"""),
+                {"ns": namespace_id, "type": type_, "content": content},
+            )
+        ).one_or_none()
+
+    async def survivor(self, memory_id: int) -> Any | None:
+        """The live memory a merged memory's key resolves to (`htm dedupe`), if any."""
+        return (
+            await self.session.execute(
+                sql(f"""
+                SELECT {READ}
+                FROM memory_alias a
+                JOIN memory_key k ON k.memory_id = a.survivor_id
+                JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+                JOIN robot r ON r.id = m.author_robot_id
+                WHERE a.memory_id = :id AND m.deleted_at IS NULL"""),
+                {"id": memory_id},
+            )
+        ).one_or_none()
+
+    async def accessed(self, id_: int, created_at: Any, times: int, at: Any) -> Any:
+        """Count `times` accesses at `at`; returns (access_count, last_accessed_at)."""
+        return (
+            await self.session.execute(
+                sql("""
+                UPDATE memory SET access_count = access_count + :n,
+                                  last_accessed_at = greatest(last_accessed_at, :at)
+                WHERE id = :id AND created_at = :c
+                RETURNING access_count, last_accessed_at"""),
+                {"id": id_, "c": created_at, "n": times, "at": at},
+            )
+        ).one()
+
+    # --- htm dedupe -----------------------------------------------------------------------
+
+    async def exact_groups(self, namespace_id: int, type_: str | None) -> list[list[int]]:
+        """The ids of each group of live memories of one type with the same content."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT array_agg(id ORDER BY id) AS ids FROM memory
+            WHERE namespace_id = :ns AND deleted_at IS NULL
+              AND (CAST(:type AS text) IS NULL OR type = :type)
+            GROUP BY type, md5(content), content HAVING count(*) > 1"""),
+            {"ns": namespace_id, "type": type_},
+        )
+        return [list(r.ids) for r in rows]
+
+    async def embedded(
+        self, namespace_id: int, type_: str | None, after: int, page: int
+    ) -> list[Any]:
+        """A page of live embedded memories (id, type, the vector as text), by id after
+        `after`."""
+        return list(
+            (
+                await self.session.execute(
+                    sql("""
+                    SELECT id, type, CAST(embedding AS text) AS embedding FROM memory
+                    WHERE namespace_id = :ns AND deleted_at IS NULL AND embedding IS NOT NULL
+                      AND (CAST(:type AS text) IS NULL OR type = :type) AND id > :after
+                    ORDER BY id LIMIT :page"""),
+                    {"ns": namespace_id, "type": type_, "after": after, "page": page},
+                )
+            ).all()
+        )
+
+    async def members(self, ids: list[int]) -> dict[int, Any]:
+        """What ranks a cluster's live members, by id."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT id, key, type, importance, access_count, created_at FROM memory
+            WHERE id = ANY(CAST(:ids AS bigint[])) AND deleted_at IS NULL"""),
+            {"ids": ids},
+        )
+        return {r.id: r for r in rows}
+
+    async def alias(self, memory_id: int, survivor_id: int) -> None:
+        """The merged memory's key resolves to the survivor from now on, and so do the keys
+        merged into it before."""
+        await self.session.execute(
+            sql("""
+            INSERT INTO memory_alias (memory_id, survivor_id) VALUES (:id, :survivor)
+            ON CONFLICT (memory_id) DO UPDATE SET survivor_id = :survivor,
+                                                  merged_at = now()"""),
+            {"id": memory_id, "survivor": survivor_id},
+        )
+        await self.session.execute(
+            sql("UPDATE memory_alias SET survivor_id = :survivor WHERE survivor_id = :id"),
+            {"id": memory_id, "survivor": survivor_id},
+        )
