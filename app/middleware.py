@@ -65,6 +65,8 @@ class BodyGate:
         )
 
         async def receive_body() -> Message:
+            if body.refused is not None:  # asked again (it stays refused, as first said)
+                raise HTTPException(body.refused)
             if not body.pending:  # after the body: a disconnect, waited for without limit
                 return await receive()
             try:
