@@ -5,6 +5,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from app.deps import ComponentsDep
+from app.embedded.supervisor import embedded_health
 from app.errors import ServiceUnavailable
 from app.health import service
 from app.routing import OrjsonRoute
@@ -20,11 +21,13 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", operation_id="health-ready", summary="Readiness and versions")
 async def readyz(request: Request, c: ComponentsDep) -> dict[str, Any]:
-    """Checks PostgreSQL and Redis; reports their versions, the embedder and the tokenizer.
+    """Checks PostgreSQL and Redis; reports their versions, the embedder and the tokenizer,
+    and (`embedded`) whether embedded servers are running, being restarted or given up on.
     503 with `draining: true` once the process is shutting down."""
     if service.is_draining(request.app):
         raise ServiceUnavailable("not ready: the service is shutting down", draining=True)
+    embedded = embedded_health(postgres=c.settings.database_url, redis=c.settings.redis_url)
     return {
         "status": "ready",
-        **await service.readiness(c.sessionmaker, c.redis, c.embedder, c.tokenizer),
+        **await service.readiness(c.sessionmaker, c.redis, c.embedder, c.tokenizer, embedded),
     }

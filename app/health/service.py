@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from app.db.session import Sessionmaker
+from app.embedded.supervisor import Health
 from app.embeddings.timed import TimedEmbedder
 from app.errors import ServiceUnavailable
 from app.health.repository import VersionRepository
@@ -41,9 +42,15 @@ async def postgres_versions(sessionmaker: Sessionmaker) -> dict[str, Any]:
 
 
 async def readiness(
-    sessionmaker: Sessionmaker, redis: Any, embedder: TimedEmbedder, tokenizer: Tokenizer
+    sessionmaker: Sessionmaker,
+    redis: Any,
+    embedder: TimedEmbedder,
+    tokenizer: Tokenizer,
+    embedded: dict[str, Health] | None = None,
 ) -> dict[str, Any]:
-    """Check every dependency; raise 503 naming the ones that are down."""
+    """Check every dependency; raise 503 naming the ones that are down. `embedded`: what
+    this process's supervisor knows of the embedded servers the app uses (running, being
+    restarted, given up on), reported as `embedded` and added to what is unavailable."""
     report: dict[str, Any] = {
         "postgres": None,
         "pgvector": None,
@@ -67,6 +74,12 @@ async def readiness(
             down["redis"] = type(exc).__name__
 
     await asyncio.gather(pg(), rd())
+    if embedded:
+        report["embedded"] = {name: h.report() for name, h in embedded.items()}
+        for name, h in embedded.items():
+            why = h.why()
+            if name in down and why:
+                down[name] = f"{down[name]}: {why}"
     if not tokenizer.ready:
         down["tokenizer"] = tokenizer.error or "not loaded"
     if embedder.load_error:

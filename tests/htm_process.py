@@ -1,0 +1,118 @@
+"""`htm` as a user runs it: real processes on a data directory of their own (embedded
+PostgreSQL and Redis, never the suite's shared servers under .htm/test/)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.config import PROJECT_ROOT
+from app.embedded import free_port
+
+
+def htm_env(data_dir: Path, **settings: str) -> dict[str, str]:
+    """This environment without any HTM_* setting, then the data directory and `settings`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HTM_")}
+    env.update(
+        HTM_DATA_DIR=str(data_dir),
+        HTM_EMBEDDING_PROVIDER="none",
+        HTM_LOG_FORMAT="text",
+        **{f"HTM_{k.upper()}": v for k, v in settings.items()},
+    )
+    return env
+
+
+def htm(
+    data_dir: Path, *args: str, stdin: str | None = None, timeout: float = 180, **settings: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `htm *args` to its end: exit status, stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=PROJECT_ROOT,
+        env=htm_env(data_dir, **settings),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@dataclass
+class Served:
+    """`htm serve` on its own port, its log in the data directory."""
+
+    data_dir: Path
+    settings: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "serve.log"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def start(self, limit_s: float = 120) -> Served:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # stderr to a file, not a pipe: the service logs a line per request, more than a
+        # pipe nobody reads holds before the server blocks on it.
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "serve"],
+                cwd=PROJECT_ROOT,
+                env=htm_env(self.data_dir, port=str(self.port), **self.settings),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log()
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"htm serve did not become ready:\n{self.log()}")
+
+    def add(self, robot: str, content: str, **body: Any) -> httpx.Response:
+        return httpx.post(
+            f"{self.url}/v1/robots/{robot}/memories",
+            json={"content": content, **body},
+            timeout=30,
+        )
+
+    def stop(self) -> int:
+        """SIGINT (a Ctrl-C), then its exit status."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def postmaster_pid(data_dir: Path) -> int:
+    return int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
