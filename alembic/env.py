@@ -27,9 +27,17 @@ def _url() -> str:
     return url
 
 
+# Any constant: the key of the advisory lock that makes migrations of one database take turns.
+MIGRATION_LOCK = 0x68746D  # "htm"
+
+
 def _run(connection) -> None:  # type: ignore[no-untyped-def]
     context.configure(connection=connection, target_metadata=target_metadata)
     with context.begin_transaction():
+        # Two processes migrating one database at once (`make run` and `htm keys create` on
+        # a fresh data directory) take turns; the second then reads the version the first
+        # committed and has nothing left to do. Released with the transaction.
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
         context.run_migrations()
 
 

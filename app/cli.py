@@ -1,5 +1,11 @@
 """The `htm` command: serve, migrate, mcp (stdio), keys, openapi, export, import, load,
-reembed."""
+reembed, dedupe.
+
+Without URLs every command runs on the data directory's embedded servers, shared with the
+other `htm` processes on it (app/embedded). Every command that reads or writes the database
+migrates it to head first, as `htm serve` does (idempotent), so each works on a fresh data
+directory. A failure is one line on stderr and a non-zero status, never a traceback
+(HTM_LOG_LEVEL=debug logs it)."""
 
 from __future__ import annotations
 
@@ -16,7 +22,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.config import Settings, get_settings
-from app.embedded import DataDirectoryError, embedded_services
+from app.embedded import DataDirectoryError, RedisDirectoryError, embedded_services
+from app.errors import DomainError
 from app.health.service import start_draining
 from app.observability.logs import configure as configure_logging
 from app.transfer.commands import Run, add_commands
@@ -90,8 +97,40 @@ class DrainingServer(uvicorn.Server):
         return await super().on_tick(counter)
 
 
+class CommandFailed(Exception):
+    """A failure the command explains itself: its message is the line printed."""
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def shown(database_url: str) -> str:
+    """The URL without its password, for messages."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(database_url).render_as_string(hide_password=True)
+    except Exception:
+        return "HTM_DATABASE_URL"
+
+
+def migrate_first(database_url: str, revision: str = "head", *, down: bool = False) -> None:
+    """The schema at head before a command uses it, as `htm serve` does (Alembic's upgrade
+    to head changes nothing on a database already there)."""
+    from app.db.migrate import downgrade, upgrade
+
+    try:
+        (downgrade if down else upgrade)(database_url, revision)
+    except Exception as exc:
+        raise CommandFailed(
+            f"the database {shown(database_url)} could not be reached or migrated "
+            f"({one_line(exc)}); check HTM_DATABASE_URL, or unset it to use the embedded "
+            "server under HTM_DATA_DIR"
+        ) from exc
+
+
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from app.db.migrate import upgrade
     from app.main import create_app
 
     host = args.host or settings.host
@@ -106,7 +145,7 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             update={"database_url": database_url, "redis_url": redis_url}
         )
         if not args.no_migrate:
-            upgrade(database_url)
+            migrate_first(database_url)
         port = args.port if args.port is not None else settings.port
         log.info("serving on http://%s:%s", host, port)
         app = create_app(settings)
@@ -128,15 +167,13 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _migrate(settings: Settings, args: argparse.Namespace) -> int:
-    from app.db.migrate import downgrade, upgrade
-
     with embedded_services(
         settings.data_dir, database_url=settings.database_url, redis_url=None, redis=False
     ) as (database_url, _):
         if args.downgrade:
-            downgrade(database_url, args.revision or "base")
+            migrate_first(database_url, args.revision or "base", down=True)
         else:
-            upgrade(database_url, args.revision or "head")
+            migrate_first(database_url, args.revision or "head")
     return 0
 
 
@@ -173,7 +210,7 @@ async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
                 try:
                     k = await service.revoke(args.id)
                 except DomainError as exc:
-                    print(exc.detail, file=sys.stderr)
+                    print(f"htm keys: {exc.detail}", file=sys.stderr)
                     return 1
                 lines.append(f"revoked key {k.id} ({k.name})")
     finally:
@@ -190,6 +227,7 @@ def _keys(settings: Settings, args: argparse.Namespace) -> int:
     with embedded_services(
         settings.data_dir, database_url=settings.database_url, redis_url=None, redis=False
     ) as (database_url, _):
+        migrate_first(database_url)
         settings = settings.model_copy(update={"database_url": database_url})
         return asyncio.run(_keys_async(settings, args))
 
@@ -224,6 +262,7 @@ def _mcp(settings: Settings, args: argparse.Namespace) -> int:
     with embedded_services(
         settings.data_dir, database_url=settings.database_url, redis_url=settings.redis_url
     ) as (database_url, redis_url):
+        migrate_first(database_url)
         settings = settings.model_copy(
             update={"database_url": database_url, "redis_url": redis_url}
         )
@@ -245,6 +284,7 @@ def _with_components(run: Run) -> Callable[[Settings, argparse.Namespace], int]:
         with embedded_services(
             settings.data_dir, database_url=settings.database_url, redis_url=settings.redis_url
         ) as (database_url, redis_url):
+            migrate_first(database_url)
             return asyncio.run(
                 main(
                     settings.model_copy(
@@ -315,14 +355,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    settings = get_settings()
-    configure_logging(settings.log_format, settings.log_level)
+    args = build_parser().parse_args(argv)  # bad arguments: argparse's usage and exit 2
     try:
+        settings = get_settings()
+        configure_logging(settings.log_format, settings.log_level)
         return int(args.func(settings, args))
-    except DataDirectoryError as exc:  # the embedded server's data directory: say what to do
-        print(f"htm {args.command}: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"htm {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (DataDirectoryError, RedisDirectoryError) as exc:  # an embedded server's data
+        print(f"htm {args.command}: {one_line(exc)}", file=sys.stderr)  # directory: what to do
         return 2
+    except Exception as exc:  # one line, never a traceback; the trace at debug level
+        log.debug("htm %s failed", args.command, exc_info=True)
+        if isinstance(exc, CommandFailed):
+            why = one_line(exc)
+        elif isinstance(exc, DomainError):
+            why = " ".join(exc.detail.split())
+        else:
+            why = f"{type(exc).__name__}: {one_line(exc)}"
+        print(f"htm {args.command}: {why}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
