@@ -1,6 +1,8 @@
 """What the embedded servers' owners need to know about processes and files: whether a pid
 is a live process (a zombie is not: where PID 1 does not reap, a killed server lingers as
-one), an exclusive lock on a file shared by every process, and small JSON files written whole."""
+one), an exclusive lock on a file shared by every process, and small JSON files written whole.
+psutil (a dependency of the `embedded` extra) is imported where it is used: a deployment
+without embedded servers imports this package without it."""
 
 from __future__ import annotations
 
@@ -12,8 +14,6 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -35,6 +35,8 @@ def alive(pid: int | None) -> bool:
     """A process with this pid runs (a zombie has exited: it only waits to be reaped)."""
     if not pid:
         return False
+    import psutil
+
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -43,6 +45,8 @@ def alive(pid: int | None) -> bool:
 
 def started_at(pid: int) -> float | None:
     """The process's creation time (to tell it from a later process given the same pid)."""
+    import psutil
+
     try:
         return float(psutil.Process(pid).create_time())
     except psutil.Error:

@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from app.embedded.processes import (
     alive,
     free_port,
@@ -60,6 +58,8 @@ class Server:
 def _serves(pid: int, data_dir: Path) -> bool:
     """A live redis-server working in data_dir (redis-server chdirs to its --dir; its
     command line is rewritten to `redis-server host:port`, so that is no help)."""
+    import psutil
+
     try:
         p = psutil.Process(pid)
         return (
@@ -73,6 +73,8 @@ def _serves(pid: int, data_dir: Path) -> bool:
 
 def servers_in(data_dir: Path) -> list[int]:
     """The pids of the live redis-servers working in data_dir (tests assert it is one)."""
+    import psutil
+
     data_dir = data_dir.resolve()
     found = []
     for p in psutil.process_iter(["name"]):
@@ -82,6 +84,8 @@ def servers_in(data_dir: Path) -> list[int]:
 
 
 def _listening_port(pid: int) -> int | None:
+    import psutil
+
     try:
         for c in psutil.Process(pid).net_connections(kind="tcp"):
             if c.status == psutil.CONN_LISTEN and c.laddr:
@@ -227,6 +231,21 @@ class SharedRedis:
                 return False
             self._start(self.port)
             return True
+
+    def kill_and_restart(self, down_s: float) -> None:
+        """SIGKILL the server, leave it down for down_s, then start it again on its port
+        from its append-only file, all under the directory's lock: a supervisor that sees it
+        die waits, then finds it running (`make chaos`'s restart by hand)."""
+        with locked(self._lock):
+            server = self.server()
+            if server is not None:
+                os.kill(server.pid, signal.SIGKILL)
+                while alive(server.pid):
+                    if self.child is not None and self.child.process is not None:
+                        self.child.process.poll()
+                    time.sleep(0.01)
+            time.sleep(down_s)
+            self._start(self.port)
 
     def release(self) -> None:
         with locked(self._lock):
