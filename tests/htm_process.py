@@ -116,3 +116,22 @@ class Served:
 
 def postmaster_pid(data_dir: Path) -> int:
     return int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+
+
+def leave_nothing_running(data_dir: Path) -> None:
+    """After a test, whatever happened: the embedded servers of data_dir are gone (a
+    service that was killed, or a test that failed, leaves them to nobody)."""
+    from app.embedded import servers_in
+    from app.embedded.processes import alive
+
+    for pid in servers_in(data_dir / "redis"):
+        os.kill(pid, signal.SIGKILL)
+    try:
+        pid = postmaster_pid(data_dir)
+    except (OSError, ValueError, IndexError):
+        return
+    if alive(pid):
+        os.kill(pid, signal.SIGINT)  # a fast shutdown
+        deadline = time.monotonic() + 30
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)

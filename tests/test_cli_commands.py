@@ -6,8 +6,6 @@ servers a command started are stopped when it ends."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.embedded import free_port, servers_in
-from tests.htm_process import htm
+from tests.htm_process import htm, leave_nothing_running
 
 HEADER = {
     "format": "htm-export",
@@ -39,8 +37,7 @@ RECORD = {
 def data_dir(tmp_path: Path) -> Iterator[Path]:
     d = tmp_path / "data"
     yield d
-    for pid in servers_in(d / "redis"):  # a failed test leaves nothing running
-        os.kill(pid, signal.SIGKILL)
+    leave_nothing_running(d)  # a failed test leaves nothing running
 
 
 def files(tmp_path: Path) -> dict[str, str]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -20,7 +18,7 @@ import pytest
 
 from app.config import PROJECT_ROOT
 from app.embedded import servers_in
-from tests.htm_process import Served, htm, htm_env, postmaster_pid
+from tests.htm_process import Served, htm, htm_env, leave_nothing_running, postmaster_pid
 
 PLACED = {"admitted": True, "reason": "admitted", "evicted": []}
 
@@ -69,8 +67,7 @@ class Watch:
 def data_dir(tmp_path: Path) -> Iterator[Path]:
     d = tmp_path / "data"
     yield d
-    for pid in servers_in(d / "redis"):  # a failed test leaves nothing running
-        os.kill(pid, signal.SIGKILL)
+    leave_nothing_running(d)  # a failed test leaves nothing running
 
 
 async def remember_over_mcp(data_dir: Path, content: str) -> None:

@@ -17,18 +17,21 @@ import pytest
 
 from app.embedded import servers_in
 from app.embedded.supervisor import MAX_ATTEMPTS
-from tests.htm_process import Served, postmaster_pid
+from tests.htm_process import Served, leave_nothing_running, postmaster_pid
 
 PLACED = {"admitted": True, "reason": "admitted", "evicted": []}
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    s = Served(tmp_path / "data").start()
-    yield s
-    s.kill()
-    for pid in servers_in(tmp_path / "data" / "redis"):
-        os.kill(pid, signal.SIGKILL)
+    s = Served(tmp_path / "data")
+    try:
+        yield s.start()
+    finally:
+        try:
+            s.stop()  # leaves its servers as the last handle does: stopped
+        finally:
+            leave_nothing_running(s.data_dir)
 
 
 def until_placed(s: Served, robot: str, content: str, limit_s: float = 60) -> dict:
