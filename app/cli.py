@@ -131,6 +131,7 @@ def migrate_first(database_url: str, revision: str = "head", *, down: bool = Fal
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    from app.http_protocol import uvicorn_options
     from app.main import create_app
 
     host = args.host or settings.host
@@ -161,6 +162,8 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             access_log=args.access_log,
             # Typed int, used as asyncio.wait_for's timeout: a float is as good.
             timeout_graceful_shutdown=settings.shutdown_timeout_s,  # type: ignore[arg-type]
+            # The protocol with a deadline and a bound on a request's line and headers.
+            **uvicorn_options(settings),
         )
         DrainingServer(config, app=app, grace_s=settings.shutdown_grace_s).run()
     return 0

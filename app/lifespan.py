@@ -33,7 +33,7 @@ from app.health.service import start_draining
 from app.llm.factory import build_llm
 from app.mcp.http import McpEndpoint
 from app.memories.access import AccessTracker
-from app.memories.adds import GroupCommit
+from app.memories.adds import GroupCommit, statement_chars
 from app.memories.embedding_worker import EmbeddingWorker
 from app.metrics import Metrics
 from app.metrics.collector import Sources, SourcesCollector
@@ -198,6 +198,7 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         settings.group_commit_max_rows,
         settings.llm_provider != "none",
         settings.group_commit_flushes,
+        statement_chars(settings.statement_timeout_ms),
     )
     session_hot = SessionHotStore(redis)
     search_caches = SearchCaches(pgvector=PgvectorVersions(), vectors=vectors)
