@@ -17,10 +17,13 @@ import sys
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import NoReturn
 
 import uvicorn
 from fastapi import FastAPI
+from pydantic import ValidationError
 
+from app import names
 from app.config import Settings, get_settings
 from app.embedded import DataDirectoryError, RedisDirectoryError, embedded_services
 from app.errors import DomainError
@@ -29,6 +32,7 @@ from app.observability.logs import configure as configure_logging
 from app.transfer.commands import Run, add_commands
 
 log = logging.getLogger("htm")
+NAMESPACE = names.argument("namespace")
 
 
 def is_loopback(host: str) -> bool:
@@ -189,6 +193,8 @@ async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
     from app.errors import DomainError
     from app.namespaces.repository import NamespaceRepository
 
+    # The request model first, as a route checks its body: bad input writes nothing.
+    body = ApiKeyCreate(name=args.name, role=args.role) if args.action == "create" else None
     engine = create_engine(settings)
     sessionmaker = create_sessionmaker(engine)
     lines: list[str] = []
@@ -196,10 +202,8 @@ async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
         ns_id = await NamespaceRepository.resolve(sessionmaker, TtlCache(0, 1), args.namespace)
         async with sessionmaker() as session, session.begin():
             service = ApiKeyService(session, ns_id, KeyCache())
-            if args.action == "create":
-                created = await service.create(
-                    args.namespace, ApiKeyCreate(name=args.name, role=args.role)
-                )
+            if body is not None:
+                created = await service.create(args.namespace, body)
                 lines += [
                     f"created key {created.id} ({created.role}) in namespace {args.namespace}",
                     "the secret is shown only now:",
@@ -315,8 +319,16 @@ def _openapi(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with its refusal of bad arguments in one line (and exit status 2), as every
+    other failure of a command is; its subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="htm", description="HTM memory service")
+    parser = Parser(prog="htm", description="HTM memory service")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="migrate, then serve HTTP (embedded servers if no URLs)")
@@ -334,18 +346,20 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="action", required=True)
     create = keys_sub.add_parser("create", help="create a key (the secret is printed once)")
-    create.add_argument("--namespace", default="default")
+    create.add_argument("--namespace", default="default", type=NAMESPACE)
     create.add_argument("--role", choices=["admin", "writer", "reader"], required=True)
     create.add_argument("--name", required=True)
     listing = keys_sub.add_parser("list", help="list a namespace's keys")
-    listing.add_argument("--namespace", default="default")
+    listing.add_argument("--namespace", default="default", type=NAMESPACE)
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("id", type=int)
-    revoke.add_argument("--namespace", default="default")
+    revoke.add_argument("--namespace", default="default", type=NAMESPACE)
     keys.set_defaults(func=_keys)
 
     mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for a client to start)")
-    mcp.add_argument("--namespace", default="default", help="with auth off: the namespace")
+    mcp.add_argument(
+        "--namespace", default="default", type=NAMESPACE, help="with auth off: the namespace"
+    )
     mcp.add_argument("--key", help="with auth on: the API key (its namespace and role)")
     mcp.set_defaults(func=_mcp)
 
@@ -358,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # bad arguments: argparse's usage and exit 2
+    args = build_parser().parse_args(argv)  # bad arguments: one line and exit 2 (Parser)
     try:
         settings = get_settings()
         configure_logging(settings.log_format, settings.log_level)
@@ -366,6 +380,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"htm {args.command}: interrupted", file=sys.stderr)
         return 130
+    except ValidationError as exc:  # a request model refused an argument, as a route would
+        why = "; ".join(f"--{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print(f"htm {args.command}: {why}", file=sys.stderr)
+        return 2
     except (DataDirectoryError, RedisDirectoryError) as exc:  # an embedded server's data
         print(f"htm {args.command}: {one_line(exc)}", file=sys.stderr)  # directory: what to do
         return 2

@@ -27,7 +27,10 @@ def _fail(args: argparse.Namespace, why: str, code: int = 1) -> int:
 
 
 def _positive(value: str) -> int:
-    n = int(value)
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {value!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
     return n
@@ -174,7 +177,7 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
 
     p = sub.add_parser("reembed", help="embed a namespace again with the configured model")
     p.add_argument("--namespace", default="default", type=NAMESPACE)
-    p.add_argument("--batch", type=int, default=256, help="memories taken out at a time")
+    p.add_argument("--batch", type=_positive, default=256, help="memories taken out at a time")
     common(p)
     p.set_defaults(func=run(_reembed))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 PROBLEM = "application/problem+json"
 
 
@@ -111,3 +113,24 @@ async def test_an_add_by_a_robot_another_process_removed_registers_it_again(
         assert r.status_code == 201, r.text
         assert (await one.get("/v1/robots/r/memories/k")).json()["content"] == "after"
         assert await robots(one) == ["r"]
+
+
+async def test_names_are_checked_where_they_are_registered_whatever_the_way_in(
+    client, ns: str
+) -> None:
+    """The services that register names apply the rule themselves: a way in that skips the
+    HTTP parameter check (the CLI once did) still cannot store a name the API refuses."""
+    from app.errors import Unprocessable
+    from app.namespaces.repository import NamespaceRepository
+    from app.transfer.scope import operator, request
+
+    c = client.app.state.components
+    caller = await operator(c, ns)
+    for bad in ("bad robot!", "", "x" * 65, "group:a"):
+        async with request(c, caller) as r:
+            with pytest.raises(Unprocessable) as refused:
+                await r.robots.register(bad)
+        assert refused.value.extra["errors"][0]["field"] == "robot"
+    with pytest.raises(Unprocessable):
+        await NamespaceRepository.resolve(c.sessionmaker, c.namespace_ids, "bad ns!")
+    assert await robots(client) == []
