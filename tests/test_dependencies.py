@@ -42,4 +42,4 @@ def test_every_dependency_of_every_route_is_async() -> None:
 
 def test_every_route_parses_json_bodies_with_orjson() -> None:
     routes = _api_routes(create_app().routes)
-    assert {type(r).__name__ for r in routes} == {"OrjsonRoute"}
+    assert {type(r).__name__ for r in routes} == {"ApiRoute"}

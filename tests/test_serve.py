@@ -15,9 +15,9 @@ import httpx
 import psutil
 import pytest
 
-from app.cli import is_loopback, refuse_unauthenticated
 from app.config import Settings
 from app.embedded import POSTGRES_MAJOR, free_port
+from app.serving import is_loopback, refuse_unauthenticated
 
 
 def _env(data_dir: Path, port: int) -> dict[str, str]:

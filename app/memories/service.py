@@ -134,9 +134,9 @@ class MemoryService:
         except Exception:
             # The group commits in its own transaction, so the robot's registration was
             # committed before it: a rejected add must not leave a robot behind.
-            if registered:
+            if registered is not None:
                 with contextlib.suppress(Exception):  # the add's own error is the answer
-                    await self.robots.discard(robot)
+                    await self.robots.discard(robot, registered)
             raise
         return await self.writes.acknowledge_new(robot, new, place)
 
@@ -294,7 +294,13 @@ class MemoryService:
                     embedding=vector,
                     embedding_model=model if vector is not None else None,
                 )
-                new, taken = await self.writes.store(robot, [draft])
+                try:
+                    new, taken = await self.writes.store(robot, [draft])
+                except RemovedMeanwhile:  # the robot, read from the cache, was removed
+                    await self.session.rollback()
+                    self.robots.forget(robot_name)
+                    robot = await self.robots.ensure(robot_name)
+                    continue
                 if not taken:
                     return (await self.writes.acknowledge_new(robot, new))[0]
                 continue  # created concurrently (that commit is visible now): replace it

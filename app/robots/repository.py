@@ -9,6 +9,9 @@ _COLUMNS = (
     "id, name, working_memory_budget, working_memory_stale, session_ttl_s, summarize_evictions, "
     "created_at, last_seen_at"
 )
+# The row's version: the transaction that wrote it last (a registration that is undone must
+# find the row as it wrote it, not as a concurrent PUT or working-memory change left it).
+_VERSION = "CAST(CAST(xmin AS text) AS bigint) AS row_version"
 # A robot with its group's working-memory columns (app/groups), which robot_from_row reads.
 _WITH_GROUP = f"""
     SELECT {", ".join("r." + c.strip() for c in _COLUMNS.split(","))},
@@ -31,7 +34,7 @@ class RobotRepository:
                 sql(f"""
                 INSERT INTO robot (namespace_id, name) VALUES (:ns, :name)
                 ON CONFLICT (namespace_id, name) DO NOTHING
-                RETURNING {_COLUMNS}"""),
+                RETURNING {_COLUMNS}, {_VERSION}"""),
                 {"ns": namespace_id, "name": name},
             )
         ).one_or_none()
@@ -124,6 +127,8 @@ class RobotRepository:
             await self.session.execute(
                 sql("""
                 SELECT CAST(:id AS bigint) AS id,
+                       (SELECT CAST(CAST(xmin AS text) AS bigint) FROM robot
+                        WHERE id = CAST(:id AS bigint)) AS row_version,
                        (SELECT count(*) FROM memory
                         WHERE author_robot_id = :id AND deleted_at IS NULL) AS memories,
                        (SELECT count(*) FROM memory

@@ -52,17 +52,18 @@ class RobotService:
         """The robot, registered on first use."""
         return (await self.register(name))[0]
 
-    async def register(self, name: str) -> tuple[Robot, bool]:
-        """The robot, registered on first use, and whether this transaction registered it
-        (then, if the write it was registered for fails after a commit, `discard` it)."""
+    async def register(self, name: str) -> tuple[Robot, int | None]:
+        """The robot, registered on first use, and the version of its row when this
+        transaction registered it (else None): if the write it was registered for fails
+        after that commit, `discard` it with that version."""
         robot = self.cache.get(self.namespace_id, name)
         if robot is not None:
-            return robot, False
+            return robot, None
         names.check("robot", name)
         row, created = await self.repo.ensure(self.namespace_id, name)
         # A robot created by this transaction is not cached: if the request fails (a 409,
         # say) the row is rolled back, and a cached id would point at nothing.
-        return (self._robot(row), True) if created else (self._remember(row), False)
+        return (self._robot(row), row.row_version) if created else (self._remember(row), None)
 
     def forget(self, name: str) -> None:
         """Read the robot again next time (it was removed meanwhile)."""
@@ -128,13 +129,19 @@ class RobotService:
         await self.two_tier.retire(self._robot(row))
         return self._read(row)
 
-    async def discard(self, robot: Robot) -> None:
+    async def discard(self, robot: Robot, version: int) -> None:
         """Undo the registration of a robot whose first write failed after the registration
-        committed (a group commit's 409): removed if it still holds nothing, kept if a
-        concurrent write of the same robot stored something meanwhile."""
+        committed (a group commit's 409): removed if its row is still as that registration
+        wrote it (`version`) and it holds nothing; kept if a concurrent request wrote it
+        (a PUT, a working-memory change) or stored something for it meanwhile."""
         held = await self.repo.lock_for_removal(self.namespace_id, robot.name)
-        if held is not None and held.id == robot.id and not any(_holds(held).values()):
+        if (
+            held is not None
+            and (held.id, held.row_version) == (robot.id, version)
+            and not any(_holds(held).values())
+        ):
             await self.repo.delete(held.id)
+            self.cache.forget(self.namespace_id, robot.name)  # read by a request meanwhile
         await self.two_tier.commit_durable()
 
 

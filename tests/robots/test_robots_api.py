@@ -134,3 +134,34 @@ async def test_names_are_checked_where_they_are_registered_whatever_the_way_in(
     with pytest.raises(Unprocessable):
         await NamespaceRepository.resolve(c.sessionmaker, c.namespace_ids, "bad ns!")
     assert await robots(client) == []
+
+
+async def test_a_put_by_a_robot_another_process_removed_registers_it_again(
+    app_factory, ns: str
+) -> None:
+    async with app_factory() as one, app_factory() as two:
+        for c in (one, two):
+            c.headers["X-Namespace"] = ns
+        assert (await two.put("/v1/robots/r", json={})).is_success
+        assert (await two.get("/v1/robots/r/working-memory")).status_code == 200  # cached
+        assert (await one.delete("/v1/robots/r")).status_code == 200
+        r = await two.put("/v1/robots/r/memories/k", json={"content": "after"})
+        assert r.status_code == 201, r.text
+        assert await robots(one) == ["r"]
+
+
+async def test_a_rejected_add_keeps_a_robot_a_concurrent_request_wrote(client) -> None:
+    """The registration is undone only if the robot's row is still as it wrote it."""
+    from app.transfer.scope import operator, request
+
+    await add(client, "a", "taken")
+    c = client.app.state.components
+    caller = await operator(c, client.headers["X-Namespace"])
+    async with request(c, caller) as r:
+        robot, version = await r.robots.register("fresh")
+        assert version is not None
+    # Another request sets its budget meanwhile (a PUT writes the row).
+    assert (await client.put("/v1/robots/fresh", json={"working_memory_budget": 9})).is_success
+    async with request(c, caller) as r:
+        await r.robots.discard(robot, version)
+    assert (await client.get("/v1/robots/fresh")).json()["working_memory_budget"] == 9
