@@ -18,6 +18,7 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from app import names
+from app.components import Components
 from app.config import Settings, get_settings
 from app.embedded import DataDirectoryError, RedisDirectoryError, embedded_services
 from app.errors import DomainError
@@ -62,8 +63,8 @@ def migrate_first(database_url: str, revision: str = "head", *, down: bool = Fal
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
+    from app.http.serving import refuse_unauthenticated, run
     from app.main import create_app
-    from app.serving import refuse_unauthenticated, run
 
     host = args.host or settings.host
     refusal = refuse_unauthenticated(settings, host)
@@ -94,59 +95,32 @@ def _migrate(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _keys_async(settings: Settings, args: argparse.Namespace) -> int:
+async def _keys_run(c: Components, args: argparse.Namespace) -> int:
     from app.auth.schemas import ApiKeyCreate
-    from app.auth.service import ApiKeyService, KeyCache
-    from app.cache import TtlCache
-    from app.db.engine import create_engine
-    from app.db.session import create_sessionmaker
-    from app.errors import DomainError
-    from app.namespaces.repository import NamespaceRepository
+    from app.unit import operator, unit_of_work
 
     # The request model first, as a route checks its body: bad input writes nothing.
     body = ApiKeyCreate(name=args.name, role=args.role) if args.action == "create" else None
-    engine = create_engine(settings)
-    sessionmaker = create_sessionmaker(engine)
     lines: list[str] = []
-    try:
-        ns_id = await NamespaceRepository.resolve(sessionmaker, TtlCache(0, 1), args.namespace)
-        async with sessionmaker() as session, session.begin():
-            service = ApiKeyService(session, ns_id, KeyCache())
-            if body is not None:
-                created = await service.create(args.namespace, body)
-                lines += [
-                    f"created key {created.id} ({created.role}) in namespace {args.namespace}",
-                    "the secret is shown only now:",
-                    created.key,
-                ]
-            elif args.action == "list":
-                for k in await service.list():
-                    state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
-                    lines.append(f"{k.id}\t{k.prefix}…\t{k.role}\t{k.name}\t{state}")
-            else:
-                try:
-                    k = await service.revoke(args.id)
-                except DomainError as exc:
-                    print(f"htm keys: {exc.detail}", file=sys.stderr)
-                    return 1
-                lines.append(f"revoked key {k.id} ({k.name})")
-    finally:
-        await engine.dispose()
+    async with unit_of_work(c, await operator(c, args.namespace)) as u:
+        if body is not None:
+            created = await u.keys.create(args.namespace, body)
+            lines += [
+                f"created key {created.id} ({created.role}) in namespace {args.namespace}",
+                "the secret is shown only now:",
+                created.key,
+            ]
+        elif args.action == "list":
+            for k in await u.keys.list():
+                state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
+                lines.append(f"{k.id}\t{k.prefix}…\t{k.role}\t{k.name}\t{state}")
+        else:
+            k = await u.keys.revoke(args.id)
+            lines.append(f"revoked key {k.id} ({k.name})")
     # Printed once committed: a key is reported created (or revoked) only when it is.
     for line in lines:
         print(line)
     return 0
-
-
-def _keys(settings: Settings, args: argparse.Namespace) -> int:
-    import asyncio
-
-    with embedded_services(
-        settings.data_dir, database_url=settings.database_url, redis_url=None, redis=False
-    ) as (database_url, _):
-        migrate_first(database_url)
-        settings = settings.model_copy(update={"database_url": database_url})
-        return asyncio.run(_keys_async(settings, args))
 
 
 async def _mcp_async(settings: Settings, args: argparse.Namespace) -> int:
@@ -186,13 +160,19 @@ def _mcp(settings: Settings, args: argparse.Namespace) -> int:
         return asyncio.run(_mcp_async(settings, args))
 
 
-def _with_components(run: Run) -> Callable[[Settings, argparse.Namespace], int]:
-    """A command that runs on the app's components (no HTTP server), like `htm mcp`."""
+def _with_components(
+    run: Run, *, embeds: bool = True
+) -> Callable[[Settings, argparse.Namespace], int]:
+    """A command that runs on the app's components (no HTTP server), like `htm mcp`. One
+    that never embeds (`embeds=False`: keys) does not load the embedding model."""
 
     def command(settings: Settings, args: argparse.Namespace) -> int:
         import asyncio
 
         from app.lifespan import open_components
+
+        if not embeds:
+            settings = settings.model_copy(update={"embedding_provider": "none"})
 
         async def main(settings: Settings) -> int:
             async with open_components(settings) as c:
@@ -215,8 +195,8 @@ def _with_components(run: Run) -> Callable[[Settings, argparse.Namespace], int]:
 
 def _openapi(settings: Settings, args: argparse.Namespace) -> int:
     """Write the OpenAPI spec the app serves to openapi.json (or, with --check, compare)."""
+    from app.http.openapi import SPEC_PATH, render
     from app.main import create_app
-    from app.openapi import SPEC_PATH, render
 
     text = render(create_app(settings))
     if args.check:
@@ -264,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("id", type=int)
     revoke.add_argument("--namespace", default="default", type=NAMESPACE)
-    keys.set_defaults(func=_keys)
+    keys.set_defaults(func=_with_components(_keys_run, embeds=False))
 
     mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for a client to start)")
     mcp.add_argument(

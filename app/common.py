@@ -17,7 +17,6 @@ from typing import Annotated, Any, Generic, TypeVar
 
 import numpy as np
 import pydantic_core
-from fastapi import Path
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -230,17 +229,6 @@ def _check_instant(value: datetime) -> datetime:
 
 Instant = Annotated[AwareDatetime, BeforeValidator(_parse_instant), AfterValidator(_check_instant)]
 """An ISO-8601 date-time with an offset, from MIN_INSTANT (inclusive) to MAX_INSTANT."""
-
-
-# --- paths -------------------------------------------------------------------------------
-
-RobotName = Annotated[
-    str,
-    Path(pattern=NAME_PATTERN, description="Robot name, chosen by the client", examples=["alice"]),
-]
-MemoryKeyPath = Annotated[
-    str, Path(pattern=KEY_PATTERN, description="Memory key, unique in the namespace")
-]
 
 
 class StrictModel(BaseModel):

@@ -1,37 +1,36 @@
-"""The composition root: the one place that builds the app's lifetime components, hands
-them to the app (app.state.components, read by app/deps.py), runs the background workers,
-and closes everything in order at shutdown. Only app/main.py imports this module."""
+"""The composition root: the one place that builds the process's lifetime components
+(`open_components`, for `htm serve` and the commands alike) and closes them in order, and the
+background workers a serving process runs (`background`). Only the entry points (app/main.py,
+app/cli.py) import this module."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
-from fastapi import FastAPI
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.maint_notifications import MaintNotificationsConfig
 
+from app.auth.caller import Caller
 from app.auth.service import KeyCache
 from app.cache import TtlCache
 from app.clock import Clock
+from app.components import Components
 from app.config import Settings
 from app.db.engine import create_engine
 from app.db.session import DatabaseErrors, Sessionmaker, create_sessionmaker
 from app.db.vectors import StoredVectors, stored_dimension
-from app.deps import Components
 from app.embeddings.base import DimensionMismatch
 from app.embeddings.query_cache import QueryEmbeddingCache
 from app.embeddings.timed import TimedEmbedder
 from app.enrichment.worker import EnrichmentWorker
 from app.errors import ServiceUnavailable
-from app.health.service import start_draining
 from app.llm.factory import build_llm
-from app.mcp.http import McpEndpoint
 from app.memories.access import AccessTracker
 from app.memories.adds import GroupCommit, statement_chars
 from app.memories.embedding_worker import EmbeddingWorker
@@ -39,16 +38,17 @@ from app.metrics import Metrics
 from app.metrics.collector import Sources, SourcesCollector
 from app.recall.caches import PgvectorVersions, SearchCaches
 from app.rerank import HttpReranker
-from app.robots.cache import RobotCache
-from app.sessions.consolidation import MemoryParts, SessionExpiryWorker
+from app.sessions.consolidation import SessionExpiryWorker
 from app.sessions.hot import SessionHotStore
 from app.stats.service import ServerFacts
 from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
+from app.unit import UnitOfWork, unit_of_work
 from app.workers import periodic
 from app.working_memory.model import RedisBreaker, RepairQueue
 from app.working_memory.protocol import TwoTier
 from app.working_memory.repair import RepairWorker
+from app.working_memory.robots import RobotCache
 from app.working_memory.store import WorkingMemoryStore
 
 log = logging.getLogger(__name__)
@@ -202,10 +202,13 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
     )
     session_hot = SessionHotStore(redis)
     search_caches = SearchCaches(pgvector=PgvectorVersions(), vectors=vectors)
-    memory_parts = MemoryParts(
-        two_tier, embedder, tokenizer, settings, clock, group_commit, vectors, search_caches
-    )
     llm = build_llm(settings)
+
+    # The workers that write memories open units of work of their own, as a request does;
+    # `components` is bound below, before any worker runs.
+    def units(caller: Caller) -> AbstractAsyncContextManager[UnitOfWork]:
+        return unit_of_work(components, caller)
+
     components = Components(
         settings=settings,
         engine=engine,
@@ -226,15 +229,25 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         access=AccessTracker(sessionmaker),
         repair_worker=RepairWorker(sessionmaker, two_tier),
         session_hot=session_hot,
-        session_worker=SessionExpiryWorker(sessionmaker, memory_parts, session_hot),
+        session_worker=SessionExpiryWorker(sessionmaker=sessionmaker, units=units, clock=clock),
         summary_worker=EvictionSummaryWorker(
-            sessionmaker, memory_parts, settings.summary_target_tokens, llm
+            sessionmaker=sessionmaker,
+            units=units,
+            tokenizer=tokenizer,
+            default_budget=settings.working_memory_budget,
+            target_tokens=settings.summary_target_tokens,
+            llm=llm,
         ),
         llm=llm,
         enrichment_worker=None
         if llm is None
         else EnrichmentWorker(
-            sessionmaker, llm, memory_parts, settings.enrich_propositions_min_tokens
+            sessionmaker=sessionmaker,
+            units=units,
+            llm=llm,
+            min_tokens=settings.enrich_propositions_min_tokens,
+            max_tags=settings.max_tags,
+            llm_timeout_s=settings.llm_timeout_s,
         ),
         reranker=build_reranker(settings),
         server_facts=ServerFacts(),
@@ -259,81 +272,39 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         await engine.dispose()
 
 
-def lifespan_for(
-    settings: Settings, *, background: bool = True, mcp: McpEndpoint | None = None
-) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_components(settings) as components:
-            app.state.components = components
-            app.state.draining = False  # a lifespan that starts serves (again)
-            async with AsyncExitStack() as workers:
-                if mcp is not None:  # the MCP transport's session manager, for /mcp
-                    await workers.enter_async_context(mcp.running(components))
-                if background:
-                    breaker, redis = components.two_tier.breaker, components.redis
-                    await workers.enter_async_context(
-                        periodic("redis probe", lambda: breaker.probe(redis.ping), REDIS_PROBE_S)
-                    )
-                    await workers.enter_async_context(
-                        periodic(
-                            "working-memory repair",
-                            components.repair_worker.run_once,
-                            settings.working_memory_repair_interval_s,
-                            delay_first=True,
-                        )
-                    )
-                    await workers.enter_async_context(
-                        periodic(
-                            "session expiry",
-                            components.session_worker.run_once,
-                            settings.session_expiry_interval_s,
-                            delay_first=True,
-                        )
-                    )
-                    await workers.enter_async_context(
-                        periodic(
-                            "access counts",
-                            components.access.flush,
-                            settings.access_flush_interval_s,
-                            delay_first=True,
-                        )
-                    )
-                    await workers.enter_async_context(
-                        periodic(
-                            "eviction summaries",
-                            components.summary_worker.run_once,
-                            settings.summary_interval_s,
-                            delay_first=True,
-                        )
-                    )
-                    if components.enrichment_worker is not None:  # an LLM is configured
-                        await workers.enter_async_context(
-                            periodic(
-                                "llm enrichment",
-                                components.enrichment_worker.run_once,
-                                settings.enrich_interval_s,
-                                delay_first=True,
-                            )
-                        )
-                    if components.embedder.available:
-                        await workers.enter_async_context(
-                            periodic(
-                                "embedding worker",
-                                components.embedding_worker.drain,
-                                settings.embedding_worker_interval_s,
-                            )
-                        )
-                yield
-                # Shutdown, in this order. 1. The server has stopped taking requests and let
-                # those in flight finish or cancelled them (htm serve: DrainingServer, within
-                # HTM_SHUTDOWN_TIMEOUT_S); /readyz says so from here on too.
-                start_draining(app)
-                log.info("stopping background workers")
-            # 2. The workers have stopped: the embedding worker is cancelled (rows it leased
-            # come back when the lease ends) and so is the working-memory repair worker.
-            # 3. Leaving open_components closes the embedder (it waits for a batch still in
-            # flight, at most HTM_EMBEDDING_TIMEOUT_S), Redis and the database pool.
-        log.info("stopped")
-
-    return lifespan
+@asynccontextmanager
+async def background(components: Components) -> AsyncIterator[None]:
+    """The background workers of a serving process, each a periodic task (app/workers.py),
+    stopped (cancelled) when this exits: the embedding worker's leased rows come back when
+    their lease ends."""
+    c, settings = components, components.settings
+    breaker, redis = c.two_tier.breaker, c.redis
+    jobs: list[tuple[str, Callable[[], Awaitable[Any]], float, bool]] = [
+        ("redis probe", lambda: breaker.probe(redis.ping), REDIS_PROBE_S, False),
+        (
+            "working-memory repair",
+            c.repair_worker.run_once,
+            settings.working_memory_repair_interval_s,
+            True,
+        ),
+        ("session expiry", c.session_worker.run_once, settings.session_expiry_interval_s, True),
+        ("access counts", c.access.flush, settings.access_flush_interval_s, True),
+        ("eviction summaries", c.summary_worker.run_once, settings.summary_interval_s, True),
+    ]
+    if c.enrichment_worker is not None:  # an LLM is configured
+        jobs.append(
+            ("llm enrichment", c.enrichment_worker.run_once, settings.enrich_interval_s, True)
+        )
+    if c.embedder.available:
+        jobs.append(
+            (
+                "embedding worker",
+                c.embedding_worker.drain,
+                settings.embedding_worker_interval_s,
+                False,
+            )
+        )
+    async with AsyncExitStack() as running:
+        for name, run, every_s, delay_first in jobs:
+            await running.enter_async_context(periodic(name, run, every_s, delay_first=delay_first))
+        yield

@@ -1,32 +1,23 @@
-"""create_app(): lifespan, routers, error handlers — nothing else."""
+"""create_app(): the FastAPI app, its lifespan, routes, middleware and error handlers."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from app.auth.router import router as keys_router
 from app.config import Settings, get_settings
-from app.dashboard.router import router as dashboard_router
-from app.errors import install_error_handlers
-from app.groups.router import router as groups_router
-from app.health.router import router as health_router
-from app.lifespan import lifespan_for
+from app.http.draining import start_draining
+from app.http.middleware import BodyGate
+from app.http.openapi import install_openapi
+from app.http.problems import install_error_handlers
+from app.http.routes import ROUTERS
+from app.lifespan import background, open_components
 from app.mcp.http import McpEndpoint
-from app.memories.router import router as memories_router
-from app.metrics.router import router as metrics_router
-from app.middleware import BodyGate
 from app.observability.middleware import RequestObserver
-from app.openapi import install_openapi
-from app.prompt.router import router as prompt_router
-from app.recall.router import router as recall_router
-from app.robots.router import router as robots_router
-from app.sessions.router import router as sessions_router
-from app.stats.router import router as stats_router
-from app.tags.router import router as tags_router
-from app.working_memory.router import router as working_memory_router
 
 log = logging.getLogger(__name__)
 
@@ -47,29 +38,43 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         version="1.0.0",
         summary="Two-tier memory for LLM agents: Redis working memory, PostgreSQL long-term memory",
         description=DESCRIPTION,
-        lifespan=lifespan_for(settings, background=background, mcp=mcp),
+        lifespan=lifespan_for(settings, background_workers=background, mcp=mcp),
     )
     install_error_handlers(app)
     install_openapi(app)
     app.add_middleware(BodyGate, limit=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     # Outermost (added last): it sees the body gate's 413s and 408s too.
     app.add_middleware(RequestObserver)
-    for router in (
-        health_router,
-        robots_router,
-        groups_router,
-        memories_router,
-        recall_router,
-        working_memory_router,
-        sessions_router,
-        prompt_router,
-        stats_router,
-        keys_router,
-        metrics_router,
-        tags_router,
-        dashboard_router,
-    ):
+    for router in ROUTERS:
         app.include_router(router)
     # The MCP transport (an ASGI app of its own, every method): not a REST route.
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
     return app
+
+
+def lifespan_for(
+    settings: Settings, *, background_workers: bool = True, mcp: McpEndpoint | None = None
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_components(settings) as components:
+            app.state.components = components
+            app.state.draining = False  # a lifespan that starts serves (again)
+            async with AsyncExitStack() as running:
+                if mcp is not None:  # the MCP transport's session manager, for /mcp
+                    await running.enter_async_context(mcp.running(components))
+                if background_workers:
+                    await running.enter_async_context(background(components))
+                yield
+                # Shutdown, in this order. 1. The server has stopped taking requests and let
+                # those in flight finish or cancelled them (htm serve: DrainingServer, within
+                # HTM_SHUTDOWN_TIMEOUT_S); /readyz says so from here on too.
+                start_draining(app)
+                log.info("stopping background workers")
+            # 2. The workers have stopped: the embedding worker is cancelled (rows it leased
+            # come back when the lease ends) and so is the working-memory repair worker.
+            # 3. Leaving open_components closes the embedder (it waits for a batch still in
+            # flight, at most HTM_EMBEDDING_TIMEOUT_S), Redis and the database pool.
+        log.info("stopped")
+
+    return lifespan

@@ -51,7 +51,7 @@ from app.working_memory.repository import MembershipRepository, Placed
 from app.working_memory.store import Change, register_scripts, robot_keys
 
 try:  # the service caches robots per process (app/robots/cache.py); so does the floor
-    from app.robots.cache import TTL_S as ROBOT_TTL_S
+    from app.working_memory.robots import TTL_S as ROBOT_TTL_S
 except ImportError:  # pragma: no cover - a service without the cache
     ROBOT_TTL_S = 0.0
 

@@ -1,6 +1,7 @@
-"""The shape ARCHITECTURE.md promises, checked: no import cycles between the app's modules,
-only the entry points reach the composition root, no module grows past 400 lines, and SQL
-runs only in repositories."""
+"""The shape ARCHITECTURE.md promises, checked: packages stand in layers and import only
+those below them (so no package cycle), no import cycles between the app's modules, only the
+entry points reach the composition root, one place builds services, no module grows past 400
+lines, SQL runs only in repositories, and no domain package imports FastAPI."""
 
 from __future__ import annotations
 
@@ -20,6 +21,37 @@ SQL_OUTSIDE_REPOSITORIES = {
 # Receivers whose .execute() runs SQL: a DbSession, an asyncpg or SQLAlchemy connection
 # (Redis pipelines have an execute() too).
 SQL_RECEIVERS = ("session", "conn", "connection")
+
+
+# The packages (and top-level modules) of app/, top to bottom: each imports only those of
+# the layers below its own. A package not in the table fails the test: place it on purpose.
+LAYERS: list[set[str]] = [
+    {"cli"},  # entry points
+    {"main"},
+    {"mcp"},  # the ways in: MCP, HTTP, the CLI's commands
+    {"http", "transfer"},
+    {"lifespan", "observability"},  # the composition root; each request's id, metric, log line
+    {"unit"},  # the unit of work: the one place that builds services
+    {"components"},
+    {"prompt"},  # domain: what is built from other domain packages...
+    {"sessions", "summaries", "enrichment", "metrics"},
+    {"memories"},
+    {"recall", "groups", "stats", "tags"},
+    {"robots", "auth"},
+    {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
+    {"names"},
+    {"db", "embeddings", "llm", "rerank", "tokens", "common", "workers"},  # infrastructure
+    {"errors", "cache", "clock", "config", "embedded", "provider_http"},
+]
+# The HTTP framework stays in the HTTP layer and the entry points (and the embedded server
+# has no business with it either).
+FASTAPI_ALLOWED = {"http", "observability", "main", "mcp", "cli"}
+# What builds services: the unit of work alone (app/unit.py).
+SERVICES = (
+    "MemoryService", "MemoryReader", "VersionService", "Merger", "RecallService",
+    "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
+    "TagService", "GroupService", "ApiKeyService", "RobotService",
+)  # fmt: skip
 
 
 def module_name(path: Path) -> str:
@@ -130,3 +162,63 @@ def test_sql_runs_only_in_repositories() -> None:
         if found := sql_calls(path):
             offenders[str(path.relative_to(APP.parent))] = found
     assert offenders == {}
+
+
+def package_of(module: str) -> str:
+    """app.memories.service -> memories; app.unit -> unit."""
+    return module.split(".")[1]
+
+
+def package_imports() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, deps in imports().items():
+        if module == "app":
+            continue
+        src = package_of(module)
+        graph.setdefault(src, set()).update(
+            package_of(d) for d in deps if d != "app" and package_of(d) != src
+        )
+    return graph
+
+
+def test_packages_import_only_the_layers_below_them() -> None:
+    layer = {package: n for n, packages in enumerate(LAYERS) for package in packages}
+    graph = package_imports()
+    assert set(graph) - set(layer) == set(), "a package not placed in LAYERS"
+    upward = sorted(
+        (src, dst) for src, deps in graph.items() for dst in deps if layer[dst] <= layer[src]
+    )
+    assert upward == []
+
+
+def test_only_the_http_layer_and_the_entry_points_import_fastapi() -> None:
+    offenders = set()
+    for path in APP.rglob("*.py"):
+        if module_name(path) == "app":
+            continue
+        package = package_of(module_name(path))
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n.split(".")[0] in ("fastapi", "starlette") for n in names):
+                if package not in FASTAPI_ALLOWED:
+                    offenders.add(str(path.relative_to(APP.parent)))
+    assert offenders == set()
+
+
+def test_services_are_built_by_the_unit_of_work_alone() -> None:
+    """A service's collaborators are named in one place (app/unit.py) for every way in."""
+    offenders = set()
+    for path in APP.rglob("*.py"):
+        if module_name(path) == "app.unit":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                called = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+                if called in SERVICES:
+                    offenders.add(f"{path.relative_to(APP.parent)}:{node.lineno}: {called}")
+    assert offenders == set()

@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from app.embedded import free_port
+from app.http.openapi import SPEC_PATH, render
 from app.main import create_app
-from app.openapi import SPEC_PATH, render
 from tests.conftest import make_settings
 
 PROBLEM = "application/problem+json"

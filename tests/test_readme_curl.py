@@ -23,7 +23,7 @@ def cookbook() -> list[tuple[str, int]]:
 def test_the_cookbook_covers_every_route() -> None:
     import json
 
-    from app.openapi import SPEC_PATH
+    from app.http.openapi import SPEC_PATH
 
     spec = json.loads(SPEC_PATH.read_text())
     commands = " ".join(c for c, _ in cookbook())

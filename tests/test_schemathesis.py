@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.python import asgi
 
+from app.http.openapi import SPEC_PATH
 from app.main import create_app
-from app.openapi import SPEC_PATH
 from tests.conftest import make_settings
 from tests.stubs import Recorded, StubServer
 

@@ -17,7 +17,7 @@ import pytest
 
 from app.config import Settings
 from app.embedded import POSTGRES_MAJOR, free_port
-from app.serving import is_loopback, refuse_unauthenticated
+from app.http.serving import is_loopback, refuse_unauthenticated
 
 
 def _env(data_dir: Path, port: int) -> dict[str, str]:

@@ -154,7 +154,7 @@ async def test_sigterm_flips_readiness_and_lets_a_request_in_flight_finish(
         "Shutting down",
         "Waiting for connections to close",
         "stopping background workers",
-        "app.lifespan: stopped",
+        "app.main: stopped",
     ]
     positions = [log.find(step) for step in steps]
     assert -1 not in positions and positions == sorted(positions), log
@@ -184,6 +184,6 @@ async def test_requests_still_running_after_the_shutdown_timeout_are_cut_off(
     # for its batch in flight, which the embedding timeout (3 s from the add's start) ends.
     # The stub would have answered after 8 s.
     assert 1.0 < took < 3.0 + 2.0, log
-    assert "Application shutdown complete" in log and "app.lifespan: stopped" in log
+    assert "Application shutdown complete" in log and "app.main: stopped" in log
     assert "timeout graceful shutdown exceeded" in log
     assert await stored(own_database, "cut-off") == 0  # cancelled before anything was written

@@ -121,7 +121,7 @@ async def authenticate(sessionmaker: Sessionmaker, cache: KeyCache, key: str) ->
 
 
 class ApiKeyService:
-    def __init__(self, session: DbSession, namespace_id: int, cache: KeyCache) -> None:
+    def __init__(self, *, session: DbSession, namespace_id: int, cache: KeyCache) -> None:
         self.session = session
         self.repo = ApiKeyRepository(session)
         self.namespace_id = namespace_id

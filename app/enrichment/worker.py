@@ -31,8 +31,8 @@ from app.errors import Conflict
 from app.llm.base import ChatModel, LlmError, reply_json
 from app.memories.dedupe import union
 from app.memories.schemas import MemoryCreate
+from app.memories.units import MemoryUnits
 from app.memories.writes import fields_of
-from app.sessions.consolidation import MemoryParts
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +50,21 @@ def backoff_s(attempts: int) -> float:
 
 class EnrichmentWorker:
     def __init__(
-        self, sessionmaker: Sessionmaker, llm: ChatModel, parts: MemoryParts, min_tokens: int
+        self,
+        *,
+        sessionmaker: Sessionmaker,
+        units: MemoryUnits,
+        llm: ChatModel,
+        min_tokens: int,
+        max_tags: int,
+        llm_timeout_s: float,
     ) -> None:
         self.sessionmaker = sessionmaker
+        self.units = units
         self.llm = llm
-        self.parts = parts
         self.min_tokens = min_tokens
+        self.max_tags = max_tags
+        self.llm_timeout_s = llm_timeout_s
 
     async def run_once(self) -> int:
         """Enrich one leased batch; returns how many memories were enriched."""
@@ -83,10 +92,6 @@ class EnrichmentWorker:
                 )
         return done
 
-    @property
-    def llm_timeout_s(self) -> float:
-        return self.parts.settings.llm_timeout_s
-
     async def _enrich(self, row: Any) -> None:
         async with self.sessionmaker() as session:
             ontology = await EnrichmentRepository(session).ontology(row.namespace_id)
@@ -94,7 +99,7 @@ class EnrichmentWorker:
             reply_json(
                 await self.llm.complete(prompts.tags_prompt(row.content, ontology), json=True)
             ),
-            self.parts.settings.max_tags,
+            self.max_tags,
         )
         found: list[str] = []
         if row.token_count >= self.min_tokens:
@@ -104,12 +109,12 @@ class EnrichmentWorker:
                 )
             )
         caller = Caller(row.namespace_id, row.namespace, "admin")
-        async with self.sessionmaker() as session:
-            service = self.parts.service(session, caller)
+        async with self.units(caller) as unit:
+            service = unit.memories
             current = await service.repo.get(row.namespace_id, row.key, for_update=True)
             if current is None or current.id != row.id:
                 return  # hard-deleted meanwhile (its key may name another memory now)
-            merged = union(list(current.tags), tags)[: self.parts.settings.max_tags]
+            merged = union(list(current.tags), tags)[: self.max_tags]
             if merged != list(current.tags):
                 robot = await service.robots.ensure(ROBOT)
                 fields = fields_of(current, importance=current.importance, tags=merged)
@@ -119,7 +124,7 @@ class EnrichmentWorker:
                 await service.two_tier.commit_durable()
                 await service.writes.place(robot, [], place=False, rewrites=[rewrite])
             else:
-                await session.rollback()
+                await unit.session.rollback()
             for n, text in enumerate(found, 1):
                 body = MemoryCreate(
                     key=f"prop-{row.id}-{n}",

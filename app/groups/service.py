@@ -16,13 +16,14 @@ from app.db.session import DbSession
 from app.errors import Conflict, NotFound
 from app.groups.repository import GroupRepository
 from app.groups.schemas import GroupRead, GroupUpdate
-from app.robots.cache import Robot, RobotCache, group_name, group_row_name
 from app.working_memory.protocol import WriteProtocol
+from app.working_memory.robots import Robot, RobotCache, group_name, group_row_name
 
 
 class GroupService:
     def __init__(
         self,
+        *,
         session: DbSession,
         caller: Caller,
         two_tier: WriteProtocol,

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import FastAPI
-
 from app.db.session import Sessionmaker
 from app.embedded.supervisor import Health
 from app.embeddings.timed import TimedEmbedder
@@ -15,16 +13,6 @@ from app.health.repository import VersionRepository
 from app.tokens import Tokenizer
 
 CHECK_TIMEOUT_S = 2.0
-
-
-def start_draining(app: FastAPI) -> None:
-    """From now on /readyz answers 503: the process is shutting down (SIGTERM, or the
-    lifespan's shutdown). Called from a signal handler, so it only sets a flag."""
-    app.state.draining = True
-
-
-def is_draining(app: FastAPI) -> bool:
-    return bool(getattr(app.state, "draining", False))
 
 
 async def redis_version(redis: Any) -> str:

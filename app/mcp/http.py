@@ -21,9 +21,10 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from app.auth.caller import Caller, identify
+from app.components import Components
 from app.config import Settings
-from app.deps import Components
-from app.errors import DomainError, ServiceUnavailable, problem
+from app.errors import DomainError, ServiceUnavailable
+from app.http.problems import problem
 from app.mcp.server import build_server
 from app.observability import request_id
 

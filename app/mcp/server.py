@@ -1,6 +1,6 @@
 """One tool call, as one REST request would run it: the caller's role checked, the input
-validated by its model (in JSON mode, as a request body is), a session that commits on
-success and rolls back on error, the services the routers build, and the answer as JSON.
+validated by its model (in JSON mode, as a request body is), a unit of work that commits on
+success and rolls back on error (app/unit.py, as a REST request's), and the answer as JSON.
 A domain error or bad input is a tool error (`isError`) carrying the problem+json body."""
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from mcp.server import Server, ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
 from app.auth.caller import Caller, require_role
-from app.deps import Components, get_scope
+from app.components import Components
 from app.errors import PROBLEM_BASE, DomainError
 from app.mcp.tools import TOOLS, Tool
+from app.unit import unit_of_work
 
 log = logging.getLogger(__name__)
 
@@ -82,17 +83,8 @@ async def call(c: Components, caller: Caller, tool: Tool, arguments: dict[str, A
     """Run `tool` for `caller` (DomainError and ValidationError propagate)."""
     require_role(caller, tool.role)
     given = tool.input.model_validate_json(json.dumps(arguments))
-    session = c.sessionmaker()
-    try:
-        scope = await get_scope(session, caller, c)
-        body = await tool.run(scope, given)
-        await session.commit()
-    except BaseException:
-        await session.rollback()
-        raise
-    finally:
-        await session.close()
-    return body
+    async with unit_of_work(c, caller) as unit:
+        return await tool.run(unit, given)
 
 
 def build_server(components: Callable[[], Components], caller_of: CallerOf) -> Server[Any]:

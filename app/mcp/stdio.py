@@ -6,7 +6,7 @@ from __future__ import annotations
 from mcp.server.stdio import stdio_server
 
 from app.auth.caller import Caller
-from app.deps import Components
+from app.components import Components
 from app.mcp.server import build_server
 
 

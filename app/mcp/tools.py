@@ -1,5 +1,6 @@
 """The tool table: each tool's name, description, input model, the role it needs (as its
-REST route's method does) and what it runs, built the way the routers build their services."""
+REST route's method does) and what it runs: a service of the call's unit of work (app/unit.py),
+as the REST route calls it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from app.auth.schemas import Role
-from app.deps import RequestScope
 from app.mcp.schemas import (
     ContextInput,
     ForgetInput,
@@ -23,19 +23,13 @@ from app.mcp.schemas import (
     TagsInput,
     VersionsInput,
 )
-from app.memories.router import memory_reader, memory_service
 from app.memories.schemas import MemoryCreate
-from app.prompt.router import prompt_service
 from app.prompt.schemas import PromptRequest
-from app.recall.router import recall_service
 from app.recall.schemas import RecallRequest
-from app.sessions.router import session_service
 from app.sessions.schemas import MessagesAppend
-from app.stats.router import stats_service
-from app.tags.router import tag_service
-from app.working_memory.router import working_memory_service
+from app.unit import UnitOfWork
 
-Run = Callable[[RequestScope, Any], Awaitable[Any]]
+Run = Callable[[UnitOfWork, Any], Awaitable[Any]]
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -55,55 +49,46 @@ def _without_robot(model: type[M], given: BaseModel) -> M:
     return model.model_construct(fields, **values)
 
 
-async def _remember(r: RequestScope, i: RememberInput) -> Any:
-    service = await memory_service(r)
-    return await service.add(i.robot, _without_robot(MemoryCreate, i))
+async def _remember(u: UnitOfWork, i: RememberInput) -> Any:
+    return await u.memories.add(i.robot, _without_robot(MemoryCreate, i))
 
 
-async def _recall(r: RequestScope, i: RecallInput) -> Any:
-    service = await recall_service(r)
-    return await service.recall(i.robot, _without_robot(RecallRequest, i))
+async def _recall(u: UnitOfWork, i: RecallInput) -> Any:
+    return await u.recall.recall(i.robot, _without_robot(RecallRequest, i))
 
 
-async def _context(r: RequestScope, i: ContextInput) -> Any:
-    service = await working_memory_service(r)
-    return await service.context_body(i.robot, i.strategy, i.max_tokens)
+async def _context(u: UnitOfWork, i: ContextInput) -> Any:
+    return await u.working_memory.context_body(i.robot, i.strategy, i.max_tokens)
 
 
-async def _forget(r: RequestScope, i: ForgetInput) -> Any:
-    service = await memory_service(r)
-    return await service.forget(i.robot, i.key, i.hard, i.confirm)
+async def _forget(u: UnitOfWork, i: ForgetInput) -> Any:
+    return await u.memories.forget(i.robot, i.key, i.hard, i.confirm)
 
 
-async def _stats(r: RequestScope, i: StatsInput) -> Any:
-    service = await stats_service(r)
+async def _stats(u: UnitOfWork, i: StatsInput) -> Any:
     if i.robot is None:
-        return await service.namespace()
-    return await service.robot(i.robot, i.days)
+        return await u.stats.namespace()
+    return await u.stats.robot(i.robot, i.days)
 
 
-async def _list_tags(r: RequestScope, i: TagsInput) -> Any:
-    return await (await tag_service(r)).tree(i.robot, i.timeframe)
+async def _list_tags(u: UnitOfWork, i: TagsInput) -> Any:
+    return await u.tags.tree(i.robot, i.timeframe)
 
 
-async def _versions(r: RequestScope, i: VersionsInput) -> Any:
-    reader = await memory_reader(r)
-    return await reader.versions(i.key, False, i.limit, None)
+async def _versions(u: UnitOfWork, i: VersionsInput) -> Any:
+    return await u.reader.versions(i.key, False, i.limit, None)
 
 
-async def _session_append(r: RequestScope, i: SessionAppendInput) -> Any:
-    service = await session_service(r)
-    return await service.append(i.robot, i.session, _without_robot(MessagesAppend, i))
+async def _session_append(u: UnitOfWork, i: SessionAppendInput) -> Any:
+    return await u.sessions.append(i.robot, i.session, _without_robot(MessagesAppend, i))
 
 
-async def _session_window(r: RequestScope, i: SessionWindowInput) -> Any:
-    service = await session_service(r)
-    return await service.window(i.robot, i.session, i.n, i.max_tokens)
+async def _session_window(u: UnitOfWork, i: SessionWindowInput) -> Any:
+    return await u.sessions.window(i.robot, i.session, i.n, i.max_tokens)
 
 
-async def _prompt(r: RequestScope, i: PromptInput) -> Any:
-    service = await prompt_service(r)
-    return await service.prompt(i.robot, _without_robot(PromptRequest, i))
+async def _prompt(u: UnitOfWork, i: PromptInput) -> Any:
+    return await u.prompt.prompt(i.robot, _without_robot(PromptRequest, i))
 
 
 TOOLS: dict[str, Tool] = {

@@ -39,7 +39,7 @@ class Cluster:
 
 
 class Merger:
-    def __init__(self, service: MemoryService) -> None:
+    def __init__(self, *, service: MemoryService) -> None:
         self.service = service
         self.session = service.session
         self.ns = service.caller.namespace_id

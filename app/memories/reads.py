@@ -19,13 +19,14 @@ from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryRead, MemoryVersionRead, MemoryVersions, to_read
 from app.memories.version_repository import VersionRepository
 from app.robots.service import RobotService
-from app.timeframes.http import resolve_timeframe
+from app.timeframes.resolve import resolve_timeframe
 from app.working_memory.protocol import WriteProtocol
 
 
 class MemoryReader:
     def __init__(
         self,
+        *,
         session: DbSession,
         caller: Caller,
         robots: RobotService,

@@ -49,6 +49,7 @@ UPSERT_ATTEMPTS = 5
 class MemoryService:
     def __init__(
         self,
+        *,
         session: DbSession,
         caller: Caller,
         robots: RobotService,

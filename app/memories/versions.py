@@ -13,7 +13,7 @@ from app.memories.version_repository import VersionRepository
 
 
 class VersionService:
-    def __init__(self, session: DbSession, caller: Caller, memories: MemoryService) -> None:
+    def __init__(self, *, session: DbSession, caller: Caller, memories: MemoryService) -> None:
         self.caller = caller
         self.memories = memories
         self.repo = MemoryRepository(session)

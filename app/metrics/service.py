@@ -20,22 +20,20 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 QUEUE_TIMEOUT_S = 1.0
 
 
-class MetricsService:
-    def __init__(self, sessionmaker: Sessionmaker, metrics: Metrics) -> None:
-        self.sessionmaker = sessionmaker
-        self.metrics = metrics
+async def _queue(sessionmaker: Sessionmaker) -> EmbeddingQueue:
+    async with sessionmaker() as session:
+        pending, lag_s = await MetricsRepository(session).embedding_queue()
+    return EmbeddingQueue(pending, lag_s)
 
-    async def _queue(self) -> EmbeddingQueue | None:
-        async with self.sessionmaker() as session:
-            pending, lag_s = await MetricsRepository(session).embedding_queue()
-        return EmbeddingQueue(pending, lag_s)
 
-    async def scrape(self) -> bytes:
-        sources = self.metrics.sources
-        if sources is not None:
-            try:
-                sources.queue = await asyncio.wait_for(self._queue(), QUEUE_TIMEOUT_S)
-            except (ServiceUnavailable, TimeoutError, OSError) as exc:
-                log.warning("metrics: embedding backlog not read: %s", exc)
-                sources.queue = None
-        return generate_latest(self.metrics.registry)
+async def scrape(sessionmaker: Sessionmaker, metrics: Metrics) -> bytes:
+    """The registry in Prometheus' text format, its embedding backlog read first (left out
+    while PostgreSQL does not answer within QUEUE_TIMEOUT_S)."""
+    sources = metrics.sources
+    if sources is not None:
+        try:
+            sources.queue = await asyncio.wait_for(_queue(sessionmaker), QUEUE_TIMEOUT_S)
+        except (ServiceUnavailable, TimeoutError, OSError) as exc:
+            log.warning("metrics: embedding backlog not read: %s", exc)
+            sources.queue = None
+    return generate_latest(metrics.registry)

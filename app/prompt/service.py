@@ -24,6 +24,7 @@ from app.working_memory.service import WorkingMemoryService
 class PromptService:
     def __init__(
         self,
+        *,
         robots: RobotService,
         working_memory: WorkingMemoryService,
         recall: RecallService,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from datetime import datetime
 
 from app.auth.caller import Caller
 from app.clock import Clock
@@ -12,8 +14,6 @@ from app.db.vectors import check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
-from app.memories.access import AccessTracker
-from app.metrics import Metrics
 from app.recall.caches import SearchCaches
 from app.recall.explain import explain
 from app.recall.fusion import Signals, check_hybrid_only, fusion_for, fusion_read, signals_for
@@ -30,13 +30,13 @@ from app.recall.schemas import (
     TimeframeRead,
 )
 from app.rerank import HttpReranker, RerankError
-from app.robots.cache import Robot
 from app.robots.service import RobotService
 from app.timeframes.extract import extract_timeframe
-from app.timeframes.http import resolve_timeframe
 from app.timeframes.parse import TimeRange
+from app.timeframes.resolve import resolve_timeframe
 from app.working_memory.model import Placement
 from app.working_memory.protocol import WriteProtocol
+from app.working_memory.robots import Robot
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 class RecallService:
     def __init__(
         self,
+        *,
         session: DbSession,
         caller: Caller,
         robots: RobotService,
@@ -53,11 +54,13 @@ class RecallService:
         settings: Settings,
         clock: Clock,
         reranker: HttpReranker | None = None,
-        metrics: Metrics | None = None,
-        access: AccessTracker | None = None,
+        recalled: Callable[[str], None] | None = None,
+        accessed: Callable[[list[int], datetime], None] | None = None,
     ) -> None:
-        self.access = access
-        self.metrics = metrics
+        # What a recall reports beyond its answer: to /metrics (its strategy), and the hits'
+        # accesses (app/memories/access.py counts them off the request's path).
+        self.recalled = recalled
+        self.accessed = accessed
         self.reranker = reranker
         self.caller = caller
         self.robots = robots
@@ -181,11 +184,11 @@ class RecallService:
             {"strategy": req.strategy},
             wait_for_flush=False,
         )
-        if self.access is not None:  # counted off the request's path (app/memories/access.py)
-            self.access.record([h.id for h in hits], self.clock())
+        if self.accessed is not None:
+            self.accessed([h.id for h in hits], self.clock())
         wm = await self._load(robot, hits) if req.load_into_working_memory and hits else None
-        if self.metrics is not None:
-            self.metrics.recalled(req.strategy)
+        if self.recalled is not None:
+            self.recalled(req.strategy)
         return RecallResult(
             strategy=req.strategy,
             query=req.query,

@@ -5,10 +5,10 @@ from typing import Any
 from app import names
 from app.db.session import DbSession
 from app.errors import Conflict, NotFound
-from app.robots.cache import Robot, RobotCache, group_name, robot_from_row
 from app.robots.repository import RobotRepository
 from app.robots.schemas import RobotRead, RobotUpdate
 from app.working_memory.protocol import WriteProtocol
+from app.working_memory.robots import Robot, RobotCache, group_name, robot_from_row
 
 __all__ = ["Robot", "RobotService"]
 
@@ -16,6 +16,7 @@ __all__ = ["Robot", "RobotService"]
 class RobotService:
     def __init__(
         self,
+        *,
         session: DbSession,
         namespace_id: int,
         cache: RobotCache,

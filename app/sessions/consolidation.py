@@ -15,26 +15,20 @@ by hand under such a key stands in for the message.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 from app.auth.caller import Caller
 from app.clock import Clock
 from app.config import Settings
 from app.db.session import DbSession, Sessionmaker
-from app.db.vectors import StoredVectors
-from app.embeddings.timed import TimedEmbedder
 from app.errors import Conflict, DomainError, ServiceUnavailable
-from app.memories.adds import GroupCommit
 from app.memories.schemas import MemoryCreate
 from app.memories.service import MemoryService
-from app.recall.caches import SearchCaches
-from app.robots.service import RobotService
 from app.sessions.hot import SessionHotStore, session_key
 from app.sessions.repository import SessionRepository
-from app.tokens import Tokenizer
-from app.working_memory.model import UNAVAILABLE, Scope
-from app.working_memory.protocol import TwoTier
+from app.working_memory.model import UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +47,7 @@ def promoted_metadata(
 class Consolidator:
     def __init__(
         self,
+        *,
         session: DbSession,
         memories: MemoryService,
         hot: SessionHotStore,
@@ -117,70 +112,41 @@ class Consolidator:
                 return
 
 
-@dataclass(frozen=True)
-class MemoryParts:
-    """What a MemoryService is built from outside a request (the expiry worker)."""
+class ConsolidationUnit(Protocol):
+    """What the expiry worker uses of a unit of work (app/unit.py)."""
 
-    two_tier: TwoTier
-    embedder: TimedEmbedder
-    tokenizer: Tokenizer
-    settings: Settings
-    clock: Clock
-    group_commit: GroupCommit
-    vectors: StoredVectors
-    search_caches: SearchCaches
-
-    def service(self, session: DbSession, caller: Caller) -> MemoryService:
-        protocol = self.two_tier.protocol(session, Scope(caller.namespace_id, caller.namespace))
-        robots = RobotService(
-            session,
-            caller.namespace_id,
-            self.two_tier.robots,
-            self.settings.working_memory_budget,
-            protocol,
-        )
-        return MemoryService(
-            session,
-            caller,
-            robots,
-            protocol,
-            self.embedder,
-            self.tokenizer,
-            self.settings,
-            self.clock,
-            self.group_commit,
-            self.vectors,
-            self.search_caches,
-        )
+    @property
+    def consolidator(self) -> Consolidator: ...
 
 
 class SessionExpiryWorker:
     """Consolidates expired sessions, and ended ones left unfinished (app/workers.periodic)."""
 
     def __init__(
-        self, sessionmaker: Sessionmaker, parts: MemoryParts, hot: SessionHotStore
+        self,
+        *,
+        sessionmaker: Sessionmaker,
+        units: Callable[[Caller], AbstractAsyncContextManager[ConsolidationUnit]],
+        clock: Clock,
     ) -> None:
         self.sessionmaker = sessionmaker
-        self.parts = parts
-        self.hot = hot
+        self.units = units
+        self.clock = clock
 
     async def run_once(self) -> int:
         """Consolidate the sessions due now (by the app's clock); returns how many."""
         async with self.sessionmaker() as session:
-            due = await SessionRepository(session).claim_due(self.parts.clock(), LEASE_S, BATCH)
+            due = await SessionRepository(session).claim_due(self.clock(), LEASE_S, BATCH)
             await session.commit()
         done = 0
         for row in due:
-            async with self.sessionmaker() as session:
-                caller = Caller(row.namespace_id, row.namespace, "admin")
-                consolidator = Consolidator(
-                    session, self.parts.service(session, caller), self.hot, self.parts.settings
-                )
-                try:
-                    await consolidator.run(row.namespace, row.robot, row.id, row.name)
-                    done += 1
-                except ServiceUnavailable:
-                    raise  # the lease brings the rest back on a later pass
-                except Exception:
-                    log.exception("consolidating session %s failed; retried later", row.id)
+            caller = Caller(row.namespace_id, row.namespace, "admin")
+            try:
+                async with self.units(caller) as unit:
+                    await unit.consolidator.run(row.namespace, row.robot, row.id, row.name)
+                done += 1
+            except ServiceUnavailable:
+                raise  # the lease brings the rest back on a later pass
+            except Exception:
+                log.exception("consolidating session %s failed; retried later", row.id)
         return done

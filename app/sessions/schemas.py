@@ -1,23 +1,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.common import MAX_JSON_DEPTH, NAME_PATTERN, JsonObject, StrictModel, Text
+from app.common import MAX_JSON_DEPTH, JsonObject, StrictModel, Text
 
 Role = Literal["system", "user", "assistant", "tool"]
-
-SessionName = Annotated[
-    str,
-    Path(
-        pattern=NAME_PATTERN,
-        description="Session id, chosen by the client (unique among the robot's live sessions)",
-        examples=["chat-42"],
-    ),
-]
 
 _EXAMPLE: dict[str, Any] = {
     "messages": [

@@ -41,6 +41,7 @@ NO_LIMIT = 2**31 - 1
 class SessionService:
     def __init__(
         self,
+        *,
         session: DbSession,
         caller: Caller,
         robots: RobotService,

@@ -10,7 +10,6 @@ from app.clock import Clock
 from app.db.session import DbSession
 from app.embeddings.query_cache import QueryEmbeddingCache
 from app.health.repository import VersionRepository
-from app.robots.cache import Robot, group_name, robot_from_row
 from app.robots.repository import RobotRepository
 from app.robots.service import RobotService
 from app.stats.repository import StatsRepository
@@ -24,6 +23,7 @@ from app.stats.schemas import (
     Versions,
     WorkingMemoryUsage,
 )
+from app.working_memory.robots import Robot, group_name, robot_from_row
 from app.working_memory.service import WorkingMemoryService
 
 
@@ -46,6 +46,7 @@ class ServerFacts:
 class StatsService:
     def __init__(
         self,
+        *,
         session: DbSession,
         caller: Caller,
         robots: RobotService,

@@ -17,9 +17,10 @@ from app.db.session import Sessionmaker
 from app.errors import Conflict
 from app.llm.base import ChatModel, LlmError
 from app.memories.schemas import MemoryCreate
-from app.sessions.consolidation import MemoryParts
+from app.memories.units import MemoryUnits
 from app.summaries.extract import Evicted, Summary, fitted, llm_prompt, summarize
 from app.summaries.repository import SummaryRepository
+from app.tokens import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -31,22 +32,25 @@ SOURCES_IN_METADATA = 50
 class EvictionSummaryWorker:
     def __init__(
         self,
+        *,
         sessionmaker: Sessionmaker,
-        parts: MemoryParts,
+        units: MemoryUnits,
+        tokenizer: Tokenizer,
+        default_budget: int,
         target_tokens: int,
         llm: ChatModel | None = None,
     ) -> None:
         self.llm = llm  # when set, summaries are the LLM's; else extractive
         self.sessionmaker = sessionmaker
-        self.parts = parts
+        self.units = units
+        self.tokenizer = tokenizer
+        self.default_budget = default_budget
         self.target_tokens = target_tokens
 
     async def run_once(self) -> int:
         """Summarise what each robot evicted since its last summary; returns summaries written."""
         async with self.sessionmaker() as session:
-            due = await SummaryRepository(session).due(
-                ROBOTS_PER_PASS, self.parts.settings.working_memory_budget
-            )
+            due = await SummaryRepository(session).due(ROBOTS_PER_PASS, self.default_budget)
         written = 0
         for row in due:
             try:
@@ -74,7 +78,7 @@ class EvictionSummaryWorker:
             for e in events
             if e.key is not None and e.deleted_at is None and e.type != "summary"
         ]
-        count = self.parts.tokenizer.count
+        count = self.tokenizer.count
         if self.llm is not None and evicted:
             reply = await self.llm.complete(llm_prompt(evicted, self.target_tokens))
             summary = fitted(evicted, reply, self.target_tokens, count)
@@ -101,14 +105,13 @@ class EvictionSummaryWorker:
                 "through_event": through,
             },
         )
-        async with self.sessionmaker() as session:
-            held = await SummaryRepository(session).working_memory_tokens(row.robot_id)
-            # Placed only if it fits beside what working memory holds: a summary must not
-            # evict (a placement evicts even more important items to admit its memory).
-            fits = held + self.parts.tokenizer.count(summary.content) <= row.budget
-            service = self.parts.service(session, caller)
-            try:
-                await service.add_many(row.robot, [body], place=fits)
-            except Conflict:
-                return 0  # written by a pass that stopped before moving the watermark
+        try:
+            async with self.units(caller) as unit:
+                held = await SummaryRepository(unit.session).working_memory_tokens(row.robot_id)
+                # Placed only if it fits beside what working memory holds: a summary must not
+                # evict (a placement evicts even more important items to admit its memory).
+                fits = held + self.tokenizer.count(summary.content) <= row.budget
+                await unit.memories.add_many(row.robot, [body], place=fits)
+        except Conflict:
+            return 0  # written by a pass that stopped before moving the watermark
         return 1

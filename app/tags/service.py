@@ -8,12 +8,12 @@ from app.errors import Unprocessable
 from app.robots.service import RobotService
 from app.tags.repository import TagRepository
 from app.tags.schemas import TagNode, TagRenamed, TagTree
-from app.timeframes.http import resolve_timeframe
+from app.timeframes.resolve import resolve_timeframe
 
 
 class TagService:
     def __init__(
-        self, repo: TagRepository, namespace_id: int, robots: RobotService, clock: Clock
+        self, *, repo: TagRepository, namespace_id: int, robots: RobotService, clock: Clock
     ) -> None:
         self.repo = repo
         self.namespace_id = namespace_id

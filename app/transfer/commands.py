@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from app import names
-from app.deps import Components
+from app.components import Components
 from app.errors import DomainError
 from app.transfer.importer import BadFile
 from app.transfer.progress import progress
@@ -74,7 +74,7 @@ async def _import(c: Components, args: argparse.Namespace) -> int:
 
 
 async def _load(c: Components, args: argparse.Namespace) -> int:
-    from app.files.load import load
+    from app.transfer.load import load
 
     try:
         with progress(args.quiet) as bar:
@@ -109,25 +109,22 @@ async def _reembed(c: Components, args: argparse.Namespace) -> int:
 
 
 async def _dedupe(c: Components, args: argparse.Namespace) -> int:
-    from app.memories.merge import Merger
-    from app.memories.router import memory_service
-    from app.transfer.scope import operator, request
+    from app.unit import operator, unit_of_work
 
     threshold = c.settings.dedupe_threshold if args.threshold is None else args.threshold
     if not 0 < threshold <= 1:
         return _fail(args, f"--threshold must be in (0, 1], not {threshold}", 2)
     try:
         caller = await operator(c, args.namespace)
-        async with request(c, caller) as r:
-            merger = Merger(await memory_service(r))
-            clusters = await merger.clusters(args.mode, threshold, args.type)
+        async with unit_of_work(c, caller) as u:
+            clusters = await u.merger.clusters(args.mode, threshold, args.type)
         for cluster in clusters:
             print(f"{cluster.survivor} <- {', '.join(cluster.merged)} ({cluster.type})")
         duplicates = sum(len(cl.merged) for cl in clusters)
         if args.apply:
             for cluster in clusters:
-                async with request(c, caller) as r:
-                    await Merger(await memory_service(r)).merge(args.robot, cluster)
+                async with unit_of_work(c, caller) as u:
+                    await u.merger.merge(args.robot, cluster)
     except DomainError as exc:
         return _fail(args, exc.detail)
     done = "merged" if args.apply else "found (dry run: nothing changed; --apply merges them)"

@@ -10,8 +10,8 @@ from typing import IO, Any
 import orjson
 from rich.progress import Progress
 
+from app.components import Components
 from app.db.vectors import stored_dimension
-from app.deps import Components
 from app.errors import NotFound
 from app.transfer.format import FORMAT_VERSION, Header
 from app.transfer.repository import TransferRepository

@@ -17,15 +17,15 @@ from pydantic import ValidationError
 from rich.progress import Progress
 
 from app.common import parse_json
+from app.components import Components
 from app.config import Settings
 from app.db.vectors import stored_dimension
-from app.deps import Components
 from app.errors import DomainError
 from app.memories.limits import check_fields
 from app.memories.schemas import MemoryCreate
 from app.transfer.format import FORMAT_VERSION, Header, Record
-from app.transfer.scope import operator
 from app.transfer.sync import Counts, Wanted, apply
+from app.unit import operator
 
 # Memories per batch (at most the deployment's max_batch_size), and batches applied at once:
 # two keep two PostgreSQL backends busy, as the batch endpoint's clients do (bench/README.md

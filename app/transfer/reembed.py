@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from rich.progress import Progress
 
-from app.deps import Components
+from app.components import Components
 from app.errors import NotFound
 from app.transfer.repository import TransferRepository
 

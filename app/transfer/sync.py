@@ -10,12 +10,11 @@ from datetime import datetime
 from typing import Any
 
 from app.auth.caller import Caller
-from app.deps import Components
+from app.components import Components
 from app.errors import Conflict
-from app.memories.router import memory_service
 from app.memories.schemas import MemoryCreate, MemoryUpsert
 from app.transfer.repository import TransferRepository
-from app.transfer.scope import request
+from app.unit import unit_of_work
 
 
 @dataclass
@@ -79,7 +78,7 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
     commit), to long-term memory only; changed ones are PUT one by one (which re-places them
     where working memory holds them); a wanted delete is a soft forget."""
     counts = Counts()
-    async with request(c, caller) as r:
+    async with unit_of_work(c, caller) as r:
         current = await TransferRepository(r.session).current(
             caller.namespace_id, [w.key for w in wanted]
         )
@@ -96,8 +95,8 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
     named: dict[str, str] = {}
     for author, group in new.items():
         try:
-            async with request(c, caller) as r:
-                service = await memory_service(r)
+            async with unit_of_work(c, caller) as r:
+                service = r.memories
                 bodies = [MemoryCreate(key=w.key, **_fields(w, vector=True)) for w in group]
                 # Long-term memory only: an import restores history, and placing it would
                 # evict what the robots are focused on now (as `working_memory: false`).
@@ -116,8 +115,8 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
         if row is None or not (w.deleted and row.deleted_at is None and same_fields(w, row)):
             # The stored vector stays when the content does (a PUT keeps it).
             vector = row is None or row.content != w.content
-            async with request(c, caller) as r:
-                service = await memory_service(r)
+            async with unit_of_work(c, caller) as r:
+                service = r.memories
                 await service.upsert(w.author, w.key, MemoryUpsert(**_fields(w, vector=vector)))
             if vector and _named(w):
                 named[w.key] = w.embedding_model  # type: ignore[assignment]
@@ -126,7 +125,7 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
             await forget(c, caller, w.author, w.key)
             counts.forgotten += 1
     if named:
-        async with request(c, caller) as r:
+        async with unit_of_work(c, caller) as r:
             await TransferRepository(r.session).name_models(caller.namespace_id, named)
     return counts
 
@@ -137,6 +136,6 @@ def _named(w: Wanted) -> bool:
 
 async def forget(c: Components, caller: Caller, robot: str, key: str) -> None:
     """A soft delete (restorable), as DELETE /v1/robots/{robot}/memories/{key}."""
-    async with request(c, caller) as r:
-        service = await memory_service(r)
+    async with unit_of_work(c, caller) as r:
+        service = r.memories
         await service.forget(robot, key, hard=False, confirm=None)

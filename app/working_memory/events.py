@@ -32,8 +32,8 @@ from typing import Any
 import orjson
 
 from app.errors import ServiceUnavailable
-from app.robots.cache import Robot, group_name
 from app.working_memory.model import UNAVAILABLE, RedisUnavailable
+from app.working_memory.robots import Robot, group_name
 from app.working_memory.service import WorkingMemoryService
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.db.session import DbSession
-from app.robots.cache import Robot, RobotCache
 from app.working_memory.items import WMItem
 from app.working_memory.model import (
     UNAVAILABLE,
@@ -53,6 +52,7 @@ from app.working_memory.model import (
     to_us,
 )
 from app.working_memory.repository import LockedRobot, Placed
+from app.working_memory.robots import Robot, RobotCache
 from app.working_memory.schemas import WorkingMemoryOutcome
 from app.working_memory.store import (
     Change,

@@ -16,10 +16,10 @@ import logging
 
 from app.db.session import Sessionmaker
 from app.errors import ServiceUnavailable
-from app.robots.cache import Robot
 from app.working_memory.model import RedisUnavailable, Scope
 from app.working_memory.protocol import TwoTier
 from app.working_memory.repository import MembershipRepository
+from app.working_memory.robots import Robot
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from app.robots.cache import Robot, group_name
-from app.robots.service import RobotService
 from app.working_memory.context import SEPARATOR, ContextResult, Strategy, assemble
 from app.working_memory.items import WMItem, eviction_order
 from app.working_memory.model import UNAVAILABLE, RedisUnavailable, from_us, member_items, to_us
 from app.working_memory.protocol import WriteProtocol
+from app.working_memory.robots import Robot, Robots, group_name
 from app.working_memory.schemas import WorkingMemoryCleared, WorkingMemoryEntry, WorkingMemoryRead
 from app.working_memory.store import WorkingMemoryNotInitialized
 
@@ -22,7 +21,7 @@ T = TypeVar("T")
 
 
 class WorkingMemoryService:
-    def __init__(self, protocol: WriteProtocol, robots: RobotService | None = None) -> None:
+    def __init__(self, *, protocol: WriteProtocol, robots: Robots | None = None) -> None:
         self.protocol = protocol
         self.robots = robots
         self.store = protocol.store
@@ -127,7 +126,7 @@ class WorkingMemoryService:
     # --- the API's answers ----------------------------------------------------------------
 
     async def _robot(self, name: str) -> Robot:
-        assert self.robots is not None, "built without a RobotService"
+        assert self.robots is not None, "built without a way to find robots"
         return await self.robots.require(name)
 
     async def read(self, robot_name: str) -> WorkingMemoryRead:

@@ -15,7 +15,6 @@ from typing import Protocol, TypeVar
 
 from app.db.session import DbSession
 from app.errors import RemovedMeanwhile, ServiceUnavailable
-from app.robots.cache import Robot, RobotCache
 from app.working_memory.items import eviction_order
 from app.working_memory.model import (
     UNAVAILABLE,
@@ -28,6 +27,7 @@ from app.working_memory.model import (
     member_items,
 )
 from app.working_memory.repository import LockedRobot, MembershipRepository, Placed
+from app.working_memory.robots import Robot, RobotCache
 from app.working_memory.store import Change, WorkingMemoryNotInitialized, WorkingMemoryStore
 
 log = logging.getLogger(__name__)

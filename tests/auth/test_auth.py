@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from app.auth import keys
 from app.embedded import free_port
-from app.openapi import SPEC_PATH
+from app.http.openapi import SPEC_PATH
 
 PROBLEM = "application/problem+json"
 
@@ -35,9 +35,9 @@ async def make_key(client, namespace: str, role: str, name: str = "k") -> str:
     res = client.app.state.components
     ns_id = await NamespaceRepository.resolve(res.sessionmaker, res.namespace_ids, namespace)
     async with res.sessionmaker() as session, session.begin():
-        created = await ApiKeyService(session, ns_id, res.key_cache).create(
-            namespace, ApiKeyCreate(name=name, role=role)
-        )
+        created = await ApiKeyService(
+            session=session, namespace_id=ns_id, cache=res.key_cache
+        ).create(namespace, ApiKeyCreate(name=name, role=role))
     return created.key
 
 
@@ -316,10 +316,12 @@ async def test_a_lookup_that_read_a_key_before_its_revocation_does_not_cache_it(
     res = auth_client.app.state.components
     ns_id = await NamespaceRepository.resolve(res.sessionmaker, res.namespace_ids, ns)
     async with res.sessionmaker() as session:
-        key_id = (await ApiKeyService(session, ns_id, res.key_cache).list())[0].id
+        key_id = (
+            await ApiKeyService(session=session, namespace_id=ns_id, cache=res.key_cache).list()
+        )[0].id
 
     async with res.sessionmaker() as session, session.begin():
-        await ApiKeyService(session, ns_id, res.key_cache).revoke(key_id)
+        await ApiKeyService(session=session, namespace_id=ns_id, cache=res.key_cache).revoke(key_id)
         # The revoke is not committed: a lookup now reads the unrevoked row, then waits on
         # the row's lock to record the use.
         lookup = asyncio.create_task(authenticate(res.sessionmaker, res.key_cache, secret))

@@ -23,7 +23,7 @@ def client_server(live_server_factory, database_url, redis_url) -> tuple[str, st
         ns = f"client-{uuid.uuid4().hex[:8]}"
         ns_id = await NamespaceRepository.resolve(sm, TtlCache(0, 1), ns)
         async with sm() as session, session.begin():
-            created = await ApiKeyService(session, ns_id, None).create(  # type: ignore[arg-type]
+            created = await ApiKeyService(session=session, namespace_id=ns_id, cache=None).create(  # type: ignore[arg-type]
                 ns, ApiKeyCreate(name="client-test", role="writer")
             )
         await engine.dispose()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.openapi import SPEC_PATH
+from app.http.openapi import SPEC_PATH
 
 
 def test_generated_python_client_round_trip(client_server, tmp_path: Path) -> None:

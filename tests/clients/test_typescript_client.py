@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.openapi import SPEC_PATH
+from app.http.openapi import SPEC_PATH
 
 TS_DIR = Path(__file__).parent / "ts"
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-import app.deps
+import app.http.deps
 from tests.auth.test_auth import bearer, make_key
 
 PROBLEM = "application/problem+json"
@@ -60,13 +60,13 @@ async def test_the_caller_is_identified_once_per_request(authed, monkeypatch) ->
     ns = f"t-{uuid.uuid4().hex[:10]}"
     writer = await make_key(authed, ns, "writer")
     calls: list[str] = []
-    identify = app.deps.identify
+    identify = app.http.deps.identify
 
     async def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(args[0])
         return await identify(*args, **kwargs)
 
-    monkeypatch.setattr(app.deps, "identify", counted)
+    monkeypatch.setattr(app.http.deps, "identify", counted)
     r = await authed.post(M, json={"content": "once", "key": "once"}, headers=bearer(writer))
     assert r.status_code == 201, r.text
     r = await authed.get(M + "/once", headers=bearer(writer))

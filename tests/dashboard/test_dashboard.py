@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from app.config import PROJECT_ROOT
-from app.dashboard.router import CSP
 from app.db.migrate import upgrade
+from app.http.routes.dashboard import CSP
 from tests.auth.test_auth import bearer, make_key
 from tests.stubs import Recorded, StubServer
 
@@ -46,7 +46,7 @@ async def test_the_page_holds_no_data_and_allows_only_its_own_scripts(app_factor
 async def test_the_tag_tree_is_asked_for_only_where_the_route_exists() -> None:
     from fastapi import FastAPI
 
-    from app.dashboard.router import router
+    from app.http.routes.dashboard import router
 
     bare = FastAPI()
     bare.include_router(router)

@@ -80,9 +80,9 @@ async def test_a_postgres_restart_is_503_problem_json_never_500(
         res = authed.app.state.components
         ns_id = await NamespaceRepository.resolve(res.sessionmaker, res.namespace_ids, "ops")
         async with res.sessionmaker() as session, session.begin():
-            created = await ApiKeyService(session, ns_id, res.key_cache).create(
-                "ops", ApiKeyCreate(name="w", role="writer")
-            )
+            created = await ApiKeyService(
+                session=session, namespace_id=ns_id, cache=res.key_cache
+            ).create("ops", ApiKeyCreate(name="w", role="writer"))
         writer = {"Authorization": f"Bearer {created.key}"}
 
         # 500s are answers too here: no exception may escape to the test instead.

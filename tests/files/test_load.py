@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from app.files.chunks import chunks, file_key
+from app.transfer.chunks import chunks, file_key
 from tests.transfer.conftest import Htm
 
 GUIDE = """Read this first.

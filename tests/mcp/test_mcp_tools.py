@@ -230,9 +230,9 @@ async def _key(database_url: str, namespace: str, role: str) -> str:
         sessionmaker = create_sessionmaker(engine)
         ns_id = await NamespaceRepository.resolve(sessionmaker, TtlCache(0, 1), namespace)
         async with sessionmaker() as session, session.begin():
-            created = await ApiKeyService(session, ns_id, KeyCache()).create(
-                namespace, ApiKeyCreate(name=role, role=role)
-            )
+            created = await ApiKeyService(
+                session=session, namespace_id=ns_id, cache=KeyCache()
+            ).create(namespace, ApiKeyCreate(name=role, role=role))
     finally:
         await engine.dispose()
     return created.key

@@ -122,7 +122,8 @@ async def test_names_are_checked_where_they_are_registered_whatever_the_way_in(
     HTTP parameter check (the CLI once did) still cannot store a name the API refuses."""
     from app.errors import Unprocessable
     from app.namespaces.repository import NamespaceRepository
-    from app.transfer.scope import operator, request
+    from app.unit import operator
+    from app.unit import unit_of_work as request
 
     c = client.app.state.components
     caller = await operator(c, ns)
@@ -152,7 +153,8 @@ async def test_a_put_by_a_robot_another_process_removed_registers_it_again(
 
 async def test_a_rejected_add_keeps_a_robot_a_concurrent_request_wrote(client) -> None:
     """The registration is undone only if the robot's row is still as it wrote it."""
-    from app.transfer.scope import operator, request
+    from app.unit import operator
+    from app.unit import unit_of_work as request
 
     await add(client, "a", "taken")
     c = client.app.state.components

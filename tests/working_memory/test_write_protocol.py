@@ -16,8 +16,8 @@ import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from app.components import Components
 from app.db.migrate import upgrade
-from app.deps import Components
 from app.working_memory.items import WMItem
 from app.working_memory.store import robot_keys
 from tests.working_memory.tiers import (

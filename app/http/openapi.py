@@ -1,6 +1,6 @@
 """The OpenAPI contract: problem+json error responses on every route, stable ordering.
 
-`python -m app.openapi` writes openapi/openapi.json (also `make openapi`); a test fails when
+`python -m app.http.openapi` writes openapi/openapi.json (also `make openapi`); a test fails when
 the committed file differs from what the app generates.
 """
 

@@ -2,21 +2,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 
-from app.common import (
-    INSTANT_RANGE,
-    TYPE_PATTERN,
-    Instant,
-    MemoryKeyPath,
-    Page,
-    RobotName,
-    Tag,
-    Text,
-)
-from app.deps import ScopeDep
+from app.common import INSTANT_RANGE, TYPE_PATTERN, Instant, Page, Tag, Text
 from app.errors import PROBLEM_JSON
-from app.memories.reads import MemoryReader
+from app.http.deps import UnitDep
+from app.http.params import MemoryKeyPath, RobotName, TimeframeQuery
+from app.http.routing import ApiRoute
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
     ImportanceChange,
@@ -28,12 +20,8 @@ from app.memories.schemas import (
     MemoryUpsert,
     MemoryVersions,
 )
-from app.memories.service import MemoryService
-from app.memories.versions import VersionService
-from app.routing import OrjsonRoute
-from app.timeframes.http import TimeframeQuery
 
-router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"], route_class=OrjsonRoute)
+router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"], route_class=ApiRoute)
 
 # GETs have no 400 in app/openapi.py's error set; this one has, for a cursor it did not issue.
 BAD_CURSOR: dict[str, Any] = {
@@ -42,41 +30,9 @@ BAD_CURSOR: dict[str, Any] = {
 }
 
 
-async def memory_service(r: ScopeDep) -> MemoryService:
-    c = r.components
-    return MemoryService(
-        r.session,
-        r.caller,
-        r.robots,
-        r.two_tier,
-        c.embedder,
-        c.tokenizer,
-        c.settings,
-        c.clock,
-        c.group_commit,
-        c.vectors,
-        c.search_caches,
-    )
-
-
-Service = Annotated[MemoryService, Depends(memory_service)]
-
 VERSION_MAX = 2**31 - 1  # memory.version is an integer column
 
 
-async def memory_reader(r: ScopeDep) -> MemoryReader:
-    c = r.components
-    return MemoryReader(r.session, r.caller, r.robots, r.two_tier, c.clock, c.access)
-
-
-Reader = Annotated[MemoryReader, Depends(memory_reader)]
-
-
-async def version_service(r: ScopeDep, memories: Service) -> VersionService:
-    return VersionService(r.session, r.caller, memories)
-
-
-Versions = Annotated[VersionService, Depends(version_service)]
 IncludeDeleted = Annotated[bool, Query(description="Also a soft-deleted memory")]
 
 
@@ -94,11 +50,11 @@ IncludeDeleted = Annotated[bool, Query(description="Also a soft-deleted memory")
     },
 )
 async def add_memory(
-    robot: RobotName, body: MemoryCreate, service: Service, response: Response
+    robot: RobotName, body: MemoryCreate, u: UnitDep, response: Response
 ) -> MemoryAdded:
     """Stores the memory durably, then places it in the robot's working memory. With
     `dedupe`, a duplicate of a live memory stores nothing and reinforces that memory."""
-    added = await service.add(robot, body)
+    added = await u.memories.add(robot, body)
     if added.duplicate_of is not None:
         response.status_code = status.HTTP_200_OK
     return added
@@ -110,13 +66,11 @@ async def add_memory(
     operation_id="memories-add-batch",
     summary="Add many memories (all or nothing)",
 )
-async def add_memories(
-    robot: RobotName, body: MemoryBatchCreate, service: Service
-) -> MemoryBatchResult:
+async def add_memories(robot: RobotName, body: MemoryBatchCreate, u: UnitDep) -> MemoryBatchResult:
     """Stores every memory in one transaction, or none of them; then places them in the
     author's working memory, unless `working_memory` is false."""
     return MemoryBatchResult(
-        memories=await service.add_many(robot, body.memories, place=body.working_memory)
+        memories=await u.memories.add_many(robot, body.memories, place=body.working_memory)
     )
 
 
@@ -128,7 +82,7 @@ async def add_memories(
 )
 async def list_memories(
     robot: RobotName,
-    service: Reader,
+    u: UnitDep,
     scope: Annotated[
         Literal["self", "all"],
         Query(description="self: memories this robot authored; all: the namespace's"),
@@ -148,14 +102,14 @@ async def list_memories(
     filters = ListFilters(
         type=type, tags_any=tag, min_importance=min_importance, include_deleted=include_deleted
     )
-    return await service.list(robot, scope, filters, timeframe, limit, cursor)
+    return await u.reader.list(robot, scope, filters, timeframe, limit, cursor)
 
 
 @router.get("/{key}", operation_id="memories-get", summary="Retrieve a memory")
 async def get_memory(
     robot: RobotName,
     key: MemoryKeyPath,
-    service: Reader,
+    u: UnitDep,
     include_deleted: IncludeDeleted = False,
     as_of: Annotated[
         Instant | None,
@@ -167,14 +121,14 @@ async def get_memory(
     ] = None,
 ) -> MemoryRead:
     """Returns the memory and records the access in the robot's working memory."""
-    return await service.retrieve(robot, key, include_deleted, as_of)
+    return await u.reader.retrieve(robot, key, include_deleted, as_of)
 
 
 @router.get("/{key}/versions", operation_id="memories-versions", summary="List a memory's versions")
 async def list_versions(
     robot: RobotName,
     key: MemoryKeyPath,
-    service: Reader,
+    u: UnitDep,
     include_deleted: IncludeDeleted = False,
     before: Annotated[
         int | None, Query(ge=1, le=VERSION_MAX, description="Only versions older than this one")
@@ -182,7 +136,7 @@ async def list_versions(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> MemoryVersions:
     """Newest first, the current version included, each with who wrote it and when."""
-    return await service.versions(key, include_deleted, limit, before)
+    return await u.reader.versions(key, include_deleted, limit, before)
 
 
 @router.post(
@@ -194,10 +148,10 @@ async def restore_version(
     robot: RobotName,
     key: MemoryKeyPath,
     version: Annotated[int, Path(ge=1, le=VERSION_MAX, description="The version to restore")],
-    service: Versions,
+    u: UnitDep,
 ) -> MemoryAdded:
     """Replaces the memory with the version's fields, as a new version (like a PUT)."""
-    return await service.restore(robot, key, version)
+    return await u.versions.restore(robot, key, version)
 
 
 @router.put(
@@ -207,10 +161,10 @@ async def restore_version(
     responses={201: {"model": MemoryAdded, "description": "Created"}},
 )
 async def put_memory(
-    robot: RobotName, key: MemoryKeyPath, body: MemoryUpsert, service: Service, response: Response
+    robot: RobotName, key: MemoryKeyPath, body: MemoryUpsert, u: UnitDep, response: Response
 ) -> MemoryAdded:
     """Creates the key (201) or replaces its fields (200); repeating a PUT changes nothing more."""
-    result = await service.upsert(robot, key, body)
+    result = await u.memories.upsert(robot, key, body)
     response.status_code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
     return result
 
@@ -219,27 +173,27 @@ async def put_memory(
     "/{key}", operation_id="memories-importance", summary="Boost or reduce a memory's importance"
 )
 async def patch_importance(
-    robot: RobotName, key: MemoryKeyPath, body: ImportanceChange, service: Service
+    robot: RobotName, key: MemoryKeyPath, body: ImportanceChange, u: UnitDep
 ) -> MemoryAdded:
     """Sets `importance`, or adds `boost` to it (within 0–10), as a new version."""
-    return await service.adjust_importance(robot, key, body)
+    return await u.memories.adjust_importance(robot, key, body)
 
 
 @router.delete("/{key}", operation_id="memories-forget", summary="Forget a memory")
 async def forget_memory(
     robot: RobotName,
     key: MemoryKeyPath,
-    service: Service,
+    u: UnitDep,
     hard: Annotated[bool, Query(description="Delete permanently (needs `confirm`)")] = False,
     confirm: Annotated[
         Text | None, Query(description="For a hard delete: the memory's key, repeated")
     ] = None,
 ) -> MemoryRead:
     """Soft delete (restorable) by default; `hard=true&confirm=<key>` deletes permanently."""
-    return await service.forget(robot, key, hard, confirm)
+    return await u.memories.forget(robot, key, hard, confirm)
 
 
 @router.post("/{key}/restore", operation_id="memories-restore", summary="Restore a memory")
-async def restore_memory(robot: RobotName, key: MemoryKeyPath, service: Service) -> MemoryRead:
+async def restore_memory(robot: RobotName, key: MemoryKeyPath, u: UnitDep) -> MemoryRead:
     """Undoes a soft delete."""
-    return await service.restore(robot, key)
+    return await u.memories.restore(robot, key)

@@ -3,11 +3,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from app.auth.caller import identify, require_role
-from app.deps import ComponentsDep
-from app.metrics.service import CONTENT_TYPE, MetricsService
-from app.routing import OrjsonRoute
+from app.http.deps import ComponentsDep
+from app.http.routing import ApiRoute
+from app.metrics.service import CONTENT_TYPE, scrape
 
-router = APIRouter(tags=["metrics"], route_class=OrjsonRoute)
+router = APIRouter(tags=["metrics"], route_class=ApiRoute)
 
 EXAMPLE = """\
 # HELP htm_recalls_total Recalls answered, by strategy
@@ -44,5 +44,5 @@ async def metrics(request: Request, c: ComponentsDep) -> Response:
             key_cache=c.key_cache,
         )
         require_role(caller, "admin")
-    body = await MetricsService(c.sessionmaker, c.metrics).scrape()
+    body = await scrape(c.sessionmaker, c.metrics)
     return Response(body, media_type=CONTENT_TYPE)

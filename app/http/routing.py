@@ -29,7 +29,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
 from app.common import parse_json
-from app.deps import get_caller, identify_first
+from app.http.deps import get_caller, identify_first
 
 
 class JsonRequest(Request):
@@ -41,7 +41,7 @@ class JsonRequest(Request):
 
 def resolves(dependant: Dependant, call: Callable[..., Any]) -> bool:
     """Whether FastAPI calls `call` to resolve this route, directly or through another
-    dependency (ScopeDep, AdminDep)."""
+    dependency (UnitDep, AdminDep)."""
     return any(d.call is call or resolves(d, call) for d in dependant.dependencies)
 
 

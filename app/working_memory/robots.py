@@ -1,4 +1,7 @@
-"""Robots seen recently by this process, so the hot paths skip a database round trip.
+"""A robot as working memory knows it (`Robot`: its id, budget, stale flag and group, whose
+working memory it reads and writes), and the robots this process saw recently (`RobotCache`),
+so the hot paths skip a database round trip. app/robots (registration, budgets, removal)
+stands above working memory and fills this cache.
 
 A robot's id never changes; its budget changes only through PUT /v1/robots/{robot}, which
 refreshes the entry here at once. Another process's PUT is seen within TTL_S (the Redis
@@ -10,7 +13,7 @@ working_memory_stale flag set by another process.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from app.cache import TtlCache
 
@@ -77,3 +80,10 @@ class RobotCache:
 
     def forget(self, namespace_id: int, name: str) -> None:
         self._entries.pop((namespace_id, name))
+
+
+class Robots(Protocol):
+    """How working memory finds a robot by name (robots.service.RobotService): a 404 when
+    it does not exist; reads never register robots."""
+
+    async def require(self, name: str) -> Robot: ...

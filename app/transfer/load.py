@@ -9,11 +9,11 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from app.deps import Components
-from app.files.chunks import MARKDOWN, TEXT, chunks
+from app.components import Components
+from app.transfer.chunks import MARKDOWN, TEXT, chunks
 from app.transfer.repository import TransferRepository
-from app.transfer.scope import operator, request
 from app.transfer.sync import Counts, Wanted, apply, forget
+from app.unit import operator, unit_of_work
 
 SOURCE = "htm load"
 BATCH = 100
@@ -70,7 +70,7 @@ async def load(
             progress.advance(task)
     if batch:
         counts += await apply(c, caller, batch)
-    async with request(c, caller) as r:
+    async with unit_of_work(c, caller) as r:
         loaded = await TransferRepository(r.session).loaded(caller.namespace_id, str(root))
     for key in sorted(set(loaded) - keys):
         await forget(c, caller, robot, key)

@@ -3,32 +3,24 @@ from __future__ import annotations
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from app.auth.caller import rechecker
-from app.common import RobotName
-from app.deps import ScopeDep
-from app.routing import OrjsonRoute
+from app.http.deps import UnitDep
+from app.http.params import RobotName
+from app.http.routing import ApiRoute
 from app.working_memory.events import ChangeStream
 from app.working_memory.schemas import ContextRead, WorkingMemoryCleared, WorkingMemoryRead
-from app.working_memory.service import WorkingMemoryService
 from app.working_memory.store import Strategy
 
-router = APIRouter(prefix="/v1/robots/{robot}", tags=["working-memory"], route_class=OrjsonRoute)
-
-
-async def working_memory_service(r: ScopeDep) -> WorkingMemoryService:
-    return WorkingMemoryService(r.two_tier, r.robots)
-
-
-Service = Annotated[WorkingMemoryService, Depends(working_memory_service)]
+router = APIRouter(prefix="/v1/robots/{robot}", tags=["working-memory"], route_class=ApiRoute)
 
 
 @router.get("/working-memory", operation_id="working-memory-get", summary="Inspect working memory")
-async def get_working_memory(robot: RobotName, service: Service) -> WorkingMemoryRead:
+async def get_working_memory(robot: RobotName, u: UnitDep) -> WorkingMemoryRead:
     """The robot's working set in eviction order (next victim first), with its token use."""
-    return await service.read(robot)
+    return await u.working_memory.read(robot)
 
 
 @router.get(
@@ -53,8 +45,7 @@ async def get_working_memory(robot: RobotName, service: Service) -> WorkingMemor
 )
 async def follow_working_memory(
     robot: RobotName,
-    service: Service,
-    r: ScopeDep,
+    u: UnitDep,
     request: Request,
     last_event_id: Annotated[
         str | None,
@@ -66,7 +57,7 @@ async def follow_working_memory(
 ) -> StreamingResponse:
     """The robot's working-memory changes as they happen (its group's, in a group): what a
     standby agent follows to take over at once. See app/working_memory/events.py."""
-    c = r.components
+    c = u.components
     # Idle, the stream wakes at least every 0.5 s: to check its key (see events.py).
     block_ms = max(1, min(500, int(c.settings.redis_timeout_s * 500)))
     allowed = rechecker(
@@ -75,10 +66,10 @@ async def follow_working_memory(
         sessionmaker=c.sessionmaker,
         key_cache=c.key_cache,
     )
-    events = await ChangeStream(service, block_ms, allowed).open(robot, last_event_id)
+    events = await ChangeStream(u.working_memory, block_ms, allowed).open(robot, last_event_id)
     # Nothing below needs PostgreSQL: the request's connection goes back to the pool now.
-    await r.session.commit()
-    await r.session.release()
+    await u.session.commit()
+    await u.session.release()
     return StreamingResponse(
         events,
         media_type="text/event-stream",
@@ -89,9 +80,9 @@ async def follow_working_memory(
 @router.delete(
     "/working-memory", operation_id="working-memory-clear", summary="Clear working memory"
 )
-async def clear_working_memory(robot: RobotName, service: Service) -> WorkingMemoryCleared:
+async def clear_working_memory(robot: RobotName, u: UnitDep) -> WorkingMemoryCleared:
     """Empties the robot's working memory; long-term memory is untouched."""
-    return await service.clear(robot)
+    return await u.working_memory.clear(robot)
 
 
 @router.get(
@@ -99,7 +90,7 @@ async def clear_working_memory(robot: RobotName, service: Service) -> WorkingMem
 )
 async def get_context(
     robot: RobotName,
-    service: Service,
+    u: UnitDep,
     strategy: Annotated[
         Strategy,
         Query(
@@ -112,5 +103,5 @@ async def get_context(
     ] = None,
 ) -> Response:
     """Prompt-ready text from working memory, within a token budget."""
-    body = await service.context_body(robot, strategy, max_tokens)
+    body = await u.working_memory.context_body(robot, strategy, max_tokens)
     return Response(orjson.dumps(body), media_type="application/json")

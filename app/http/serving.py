@@ -13,8 +13,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.config import Settings
-from app.health.service import start_draining
-from app.http_protocol import uvicorn_options
+from app.http.draining import start_draining
+from app.http.protocol import uvicorn_options
 
 log = logging.getLogger("htm")
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.routing import OrjsonRoute
+from app.http.routing import ApiRoute
 
-STATIC = Path(__file__).parent / "static"
+STATIC = Path(__file__).parents[1] / "static"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -22,7 +22,7 @@ TYPES = {"app.js": "text/javascript", "style.css": "text/css"}
 # The tag tree's route is another package's; the page shows it only where it exists.
 TAGS_ROUTE = "/v1/tags"
 
-router = APIRouter(include_in_schema=False, route_class=OrjsonRoute)
+router = APIRouter(include_in_schema=False, route_class=ApiRoute)
 
 
 @cache

@@ -4,13 +4,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from app.deps import ComponentsDep
 from app.embedded.supervisor import embedded_health
 from app.errors import ServiceUnavailable
 from app.health import service
-from app.routing import OrjsonRoute
+from app.http.deps import ComponentsDep
+from app.http.draining import is_draining
+from app.http.routing import ApiRoute
 
-router = APIRouter(tags=["health"], route_class=OrjsonRoute)
+router = APIRouter(tags=["health"], route_class=ApiRoute)
 
 
 @router.get("/healthz", operation_id="health-live", summary="Liveness")
@@ -24,7 +25,7 @@ async def readyz(request: Request, c: ComponentsDep) -> dict[str, Any]:
     """Checks PostgreSQL and Redis; reports their versions, the embedder and the tokenizer,
     and (`embedded`) whether embedded servers are running, being restarted or given up on.
     503 with `draining: true` once the process is shutting down."""
-    if service.is_draining(request.app):
+    if is_draining(request.app):
         raise ServiceUnavailable("not ready: the service is shutting down", draining=True)
     embedded = embedded_health(postgres=c.settings.database_url, redis=c.settings.redis_url)
     return {

@@ -1,1 +1,0 @@
-"""`/ui`: a small read-only dashboard, a static page over the REST API."""

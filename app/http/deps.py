@@ -1,0 +1,94 @@
+"""What a request can be given, as FastAPI dependencies: the app's lifetime components (kept
+on app.state by the lifespan), the caller (identified once per request, before its body is
+read when auth is on: app/http/routing.py) and the request's unit of work (app/unit.py),
+which builds the services a route calls.
+
+Every dependency is an `async def`: FastAPI runs a plain `def` (or a class) in a worker
+thread, a hand-off that costs more than what these do."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from app.auth.caller import Caller, identify, require_role
+from app.components import Components
+from app.unit import UnitOfWork, unit_of_work
+
+
+async def get_components(request: Request) -> Components:
+    return request.app.state.components  # type: ignore[no-any-return]
+
+
+ComponentsDep = Annotated[Components, Depends(get_components)]
+
+
+async def get_caller(
+    request: Request,
+    c: ComponentsDep,
+    x_namespace: Annotated[
+        str | None,
+        Header(description="Namespace to act in when auth is off (default: `default`)"),
+    ] = None,
+) -> Caller:
+    """Who calls, and whether the method is allowed to them (app/auth/caller.py)."""
+    return await _caller(request, c, x_namespace)
+
+
+async def identify_first(request: Request) -> None:
+    """With auth on, identify the caller before the route reads its body (app/routing.py):
+    401 or 403 without holding a body the client was never allowed to send."""
+    c: Components = request.app.state.components
+    if c.settings.auth_enabled:
+        await _caller(request, c, request.headers.get("x-namespace"))
+
+
+async def _caller(request: Request, c: Components, x_namespace: str | None) -> Caller:
+    # Identified once per request: kept in the scope's state by whichever asks first.
+    state = request.scope.setdefault("state", {})
+    caller = state.get("caller")
+    if caller is None:
+        caller = await identify(
+            request.headers.get("authorization", ""),
+            x_namespace,
+            auth_enabled=c.settings.auth_enabled,
+            sessionmaker=c.sessionmaker,
+            namespace_ids=c.namespace_ids,
+            key_cache=c.key_cache,
+        )
+        state["caller"] = caller
+        state["namespace"] = caller.namespace  # for the request's log line
+    return require_role(caller, "reader" if request.method in READ_METHODS else "writer")
+
+
+READ_METHODS = {"GET", "HEAD", "OPTIONS"}
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+async def get_admin(caller: CallerDep) -> Caller:
+    return require_role(caller, "admin")
+
+
+AdminDep = Annotated[Caller, Depends(get_admin)]
+
+
+async def get_writer(caller: CallerDep) -> Caller:
+    """For a GET that writes (a session window's read refreshes the session)."""
+    return require_role(caller, "writer")
+
+
+WriterDep = Annotated[Caller, Depends(get_writer)]
+
+
+async def get_unit(caller: CallerDep, c: ComponentsDep) -> AsyncIterator[UnitOfWork]:
+    """The request's unit of work (app/unit.py): its session commits on success and rolls
+    back on any error."""
+    async with unit_of_work(c, caller) as unit:
+        yield unit
+
+
+# scope="function": the commit happens before the response is sent, so a client never gets
+# a 2xx for a change that then fails to commit (FastAPI's default runs it afterwards).
+UnitDep = Annotated[UnitOfWork, Depends(get_unit, scope="function")]

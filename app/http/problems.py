@@ -1,0 +1,179 @@
+"""Every error as RFC 9457 problem+json: one set of handlers (installed by create_app)
+renders domain errors (app/errors.py), validation, routing and unexpected errors alike, never
+leaking a stack trace or SQL."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import asyncpg
+import sqlalchemy.exc
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
+
+from app.errors import PROBLEM_BASE, PROBLEM_JSON, DomainError, database_failure
+from app.observability import request_id as request_ids
+
+log = logging.getLogger(__name__)
+
+
+def problem(
+    status: int,
+    type_: str,
+    title: str,
+    detail: str,
+    instance: str | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    request_id: str | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": PROBLEM_BASE + type_,
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if instance:
+        body["instance"] = instance
+    body.update(extra)
+    if request_id is not None:
+        body["request_id"] = request_id
+        # Set here too: a 500 is rendered outside the middleware that sets it on the rest.
+        headers = {**(headers or {}), request_ids.HEADER: request_id}
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+_STATUS_TYPES = {
+    400: ("bad-request", "Bad request"),
+    401: ("unauthorized", "Authentication required"),
+    403: ("forbidden", "Not allowed"),
+    404: ("not-found", "Not found"),
+    405: ("method-not-allowed", "Method not allowed"),
+    409: ("conflict", "Conflict"),
+    413: ("payload-too-large", "Payload too large"),
+    415: ("unsupported-media-type", "Unsupported media type"),
+    422: ("validation-error", "Validation failed"),
+    503: ("unavailable", "Service unavailable"),
+}
+
+
+def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    out = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ())]
+        out.append({"field": ".".join(loc), "message": err.get("msg", ""), "type": err.get("type")})
+    return out
+
+
+_METHODS = ("delete", "get", "head", "options", "patch", "post", "put")
+
+
+def _allowed_methods(request: Request) -> str:
+    """The methods the API documents for this path. Starlette's own 405 names only the first
+    matching route's methods, and here each method of a path is a route of its own. As in
+    OpenAPI's path matching, a concrete path wins over a templated one: /memories/batch is
+    that path's, not /memories/{key}'s."""
+    matches: list[tuple[int, list[str]]] = []
+    for template, item in request.app.openapi()["paths"].items():
+        if compile_path(template)[0].match(request.scope["path"]):
+            matches.append((template.count("{"), [m for m in item if m in _METHODS]))
+    if not matches:
+        return ""
+    fewest = min(n for n, _ in matches)
+    methods = {m.upper() for n, ms in matches if n == fewest for m in ms}
+    return ", ".join(sorted(methods))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def _domain(request: Request, exc: DomainError) -> JSONResponse:
+        return problem(
+            exc.status,
+            exc.type,
+            exc.title,
+            exc.detail,
+            request.url.path,
+            request_id=request_ids.of(request.scope),
+            **exc.extra,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _field_errors(exc)
+        # A body that is not JSON at all is a 400, a JSON body of the wrong shape a 422.
+        if any(e["type"] == "json_invalid" for e in errors):
+            return problem(
+                400,
+                "bad-request",
+                "Malformed JSON",
+                "The body is not valid JSON",
+                request.url.path,
+                request_id=request_ids.of(request.scope),
+                errors=errors,
+            )
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        return problem(
+            422,
+            "validation-error",
+            "Validation failed",
+            detail,
+            request.url.path,
+            request_id=request_ids.of(request.scope),
+            errors=errors,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        type_, title = _STATUS_TYPES.get(exc.status_code, ("http-error", "HTTP error"))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # RFC 9110: a 405 lists the allowed methods
+            headers["Allow"] = _allowed_methods(request)
+        return problem(
+            exc.status_code,
+            type_,
+            title,
+            str(exc.detail),
+            request.url.path,
+            headers=headers,
+            request_id=request_ids.of(request.scope),
+        )
+
+    @app.exception_handler(OSError)
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(asyncpg.PostgresError)
+    @app.exception_handler(asyncpg.InterfaceError)
+    @app.exception_handler(sqlalchemy.exc.TimeoutError)
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
+        # Errors from code that talks to the database without a DbSession (which converts
+        # them itself): a restart, a refused connection, a statement timeout, an exhausted
+        # pool are 503. Any other database error is a bug and falls through to 500 below.
+        failure = database_failure(exc)
+        if failure is None:
+            return await _unexpected(request, exc)
+        log.warning(
+            "database unavailable on %s %s: %s",
+            request.method,
+            request.url.path,
+            type(exc).__name__,
+        )
+        return await _domain(request, failure)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem(
+            500,
+            "internal",
+            "Internal error",
+            "The server failed to handle this request",
+            request.url.path,
+            request_id=request_ids.of(request.scope),
+        )

@@ -1,0 +1,41 @@
+"""The REST routes, one module per resource. Each route reads its parameters, asks the
+request's unit of work (app/unit.py) for the service it needs and returns the service's
+answer: no rule and no SQL here."""
+
+from fastapi import APIRouter
+
+from app.http.routes import (
+    dashboard,
+    groups,
+    health,
+    keys,
+    memories,
+    metrics,
+    prompt,
+    recall,
+    robots,
+    sessions,
+    stats,
+    tags,
+    working_memory,
+)
+
+# In the order the OpenAPI spec lists them.
+ROUTERS: tuple[APIRouter, ...] = tuple(
+    m.router
+    for m in (
+        health,
+        robots,
+        groups,
+        memories,
+        recall,
+        working_memory,
+        sessions,
+        prompt,
+        stats,
+        keys,
+        metrics,
+        tags,
+        dashboard,
+    )
+)

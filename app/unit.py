@@ -1,0 +1,232 @@
+"""A unit of work: one caller's transaction and the services that work in it.
+
+This is the one place where services are built, for every way in: the HTTP routes
+(app/http/deps.py), the MCP tools (app/mcp), the CLI's commands (app/transfer, app/files) and
+the background workers (sessions, summaries, enrichment). So a service's collaborators are
+named once, as keyword arguments, and no way in can build a service without what another way
+gives it (the CLI once skipped the robot-name rule that way). Each service is made on first
+use and shared within the unit: the write protocol and the robot service are the same object
+for every service of one request.
+
+`unit_of_work(components, caller)` opens a session, yields the unit, commits on success and
+rolls back on any error; a service that must commit part way (durable first, then working
+memory) does so through `WriteProtocol.commit_durable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import cached_property
+
+from app.auth.caller import Caller
+from app.auth.service import ApiKeyService
+from app.components import Components
+from app.db.session import DbSession
+from app.groups.service import GroupService
+from app.memories.merge import Merger
+from app.memories.reads import MemoryReader
+from app.memories.service import MemoryService
+from app.memories.versions import VersionService
+from app.namespaces.repository import NamespaceRepository
+from app.prompt.service import PromptService
+from app.recall.service import RecallService
+from app.robots.service import RobotService
+from app.sessions.consolidation import Consolidator
+from app.sessions.service import SessionService
+from app.stats.service import StatsService
+from app.tags.repository import TagRepository
+from app.tags.service import TagService
+from app.working_memory.model import Scope
+from app.working_memory.protocol import WriteProtocol
+from app.working_memory.service import WorkingMemoryService
+
+
+class UnitOfWork:
+    """The services of one caller's transaction (`session`), each built on first use."""
+
+    def __init__(self, components: Components, caller: Caller, session: DbSession) -> None:
+        self.components = components
+        self.caller = caller
+        self.session = session
+
+    @cached_property
+    def two_tier(self) -> WriteProtocol:
+        scope = Scope(self.caller.namespace_id, self.caller.namespace)
+        return self.components.two_tier.protocol(self.session, scope)
+
+    @cached_property
+    def robots(self) -> RobotService:
+        c = self.components
+        return RobotService(
+            session=self.session,
+            namespace_id=self.caller.namespace_id,
+            cache=c.two_tier.robots,
+            default_budget=c.settings.working_memory_budget,
+            two_tier=self.two_tier,
+        )
+
+    @cached_property
+    def memories(self) -> MemoryService:
+        c = self.components
+        return MemoryService(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            two_tier=self.two_tier,
+            embedder=c.embedder,
+            tokenizer=c.tokenizer,
+            settings=c.settings,
+            clock=c.clock,
+            adds=c.group_commit,
+            vectors=c.vectors,
+            search_caches=c.search_caches,
+        )
+
+    @cached_property
+    def reader(self) -> MemoryReader:
+        c = self.components
+        return MemoryReader(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            two_tier=self.two_tier,
+            clock=c.clock,
+            access=c.access,
+        )
+
+    @cached_property
+    def versions(self) -> VersionService:
+        return VersionService(session=self.session, caller=self.caller, memories=self.memories)
+
+    @cached_property
+    def merger(self) -> Merger:
+        return Merger(service=self.memories)
+
+    @cached_property
+    def recall(self) -> RecallService:
+        c = self.components
+        return RecallService(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            two_tier=self.two_tier,
+            embedder=c.embedder,
+            caches=c.search_caches,
+            settings=c.settings,
+            clock=c.clock,
+            reranker=c.reranker,
+            recalled=c.metrics.recalled,
+            accessed=c.access.record,
+        )
+
+    @cached_property
+    def working_memory(self) -> WorkingMemoryService:
+        return WorkingMemoryService(protocol=self.two_tier, robots=self.robots)
+
+    @cached_property
+    def consolidator(self) -> Consolidator:
+        c = self.components
+        return Consolidator(
+            session=self.session, memories=self.memories, hot=c.session_hot, settings=c.settings
+        )
+
+    @cached_property
+    def sessions(self) -> SessionService:
+        c = self.components
+        return SessionService(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            hot=c.session_hot,
+            breaker=c.two_tier.breaker,
+            tokenizer=c.tokenizer,
+            settings=c.settings,
+            clock=c.clock,
+            consolidator=self.consolidator,
+        )
+
+    @cached_property
+    def prompt(self) -> PromptService:
+        c = self.components
+        return PromptService(
+            robots=self.robots,
+            working_memory=self.working_memory,
+            recall=self.recall,
+            sessions=self.sessions,
+            tokenizer=c.tokenizer,
+            settings=c.settings,
+        )
+
+    @cached_property
+    def stats(self) -> StatsService:
+        c = self.components
+        return StatsService(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            working_memory=self.working_memory,
+            clock=c.clock,
+            query_cache=c.embedder.query_cache,
+            facts=c.server_facts,
+        )
+
+    @cached_property
+    def tags(self) -> TagService:
+        return TagService(
+            repo=TagRepository(self.session),
+            namespace_id=self.caller.namespace_id,
+            robots=self.robots,
+            clock=self.components.clock,
+        )
+
+    @cached_property
+    def groups(self) -> GroupService:
+        c = self.components
+        return GroupService(
+            session=self.session,
+            caller=self.caller,
+            two_tier=self.two_tier,
+            robots=c.two_tier.robots,
+            default_budget=c.settings.working_memory_budget,
+        )
+
+    @cached_property
+    def keys(self) -> ApiKeyService:
+        return ApiKeyService(
+            session=self.session,
+            namespace_id=self.caller.namespace_id,
+            cache=self.components.key_cache,
+        )
+
+
+@asynccontextmanager
+async def unit_of_work(components: Components, caller: Caller) -> AsyncIterator[UnitOfWork]:
+    """A session that commits on success and rolls back on any error, and its services."""
+    session = components.sessionmaker()
+    try:
+        yield UnitOfWork(components, caller, session)
+        await session.commit()
+    except BaseException:
+        await session.rollback()
+        raise
+    finally:
+        await session.close()
+
+
+# How a worker (or a command) opens units of its own, one per namespace it works in.
+Units = Callable[[Caller], AbstractAsyncContextManager[UnitOfWork]]
+
+
+def units_of(components: Components) -> Units:
+    return lambda caller: unit_of_work(components, caller)
+
+
+async def operator(components: Components, namespace: str) -> Caller:
+    """The namespace's admin: who the CLI and the workers act as. They run where the
+    database's credentials are; the namespace is registered on first use (its name checked
+    by the same rule as X-Namespace's)."""
+    ns_id = await NamespaceRepository.resolve(
+        components.sessionmaker, components.namespace_ids, namespace
+    )
+    return Caller(namespace_id=ns_id, namespace=namespace, role="admin")
