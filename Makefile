@@ -14,7 +14,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install run test lint format openapi schema bench bench-quick bench-large eval eval-quick chaos chaos-quick clean
+.PHONY: install run test lint format openapi schema docs bench bench-quick bench-large eval eval-quick chaos chaos-quick clean
 
 install: $(VENV)/.installed
 
@@ -44,6 +44,11 @@ openapi: install
 # tests/db/test_schema.py fails when a migration changes the schema and this was not run.
 schema: install
 	$(PY) -m app.db.schema $(if $(SERVER),--server $(SERVER))
+
+# docs/configuration.md: generated from the settings (app/config.py's Field descriptions,
+# app/config_docs.py). tests/test_docs.py fails when it differs from what they generate.
+docs: install
+	$(PY) -m app.config_docs
 
 format: install
 	$(VENV)/bin/ruff check --fix .

@@ -35,21 +35,25 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         default=PROJECT_ROOT / ".htm", description="Where embedded servers keep their data"
     )
-    db_pool_size: int = Field(default=10, ge=1, le=200)
-    db_max_overflow: int = Field(default=10, ge=0, le=200)
+    db_pool_size: int = Field(default=10, ge=1, le=200, description="SQLAlchemy pool size")
+    db_max_overflow: int = Field(
+        default=10, ge=0, le=200, description="Connections the pool may open beyond its size"
+    )
     statement_timeout_ms: int = Field(
         default=5000,
         ge=0,
-        description="Server-side limit per SQL statement (0: none); a statement cut off is a 503",
+        description="Server-side limit per SQL statement (0: none); a statement cut off is a "
+        "503 `timeout`",
     )
     hypertable_chunk_interval: str = Field(
-        default="7 days", description="TimescaleDB chunk interval for memory and memory_event"
+        default="7 days",
+        description="TimescaleDB chunk interval for memory and memory_event (migration time)",
     )
 
     # --- HTTP -----------------------------------------------------------------------------
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
-    log_level: str = "info"
+    host: str = Field(default="127.0.0.1", description="Where `htm serve` listens")
+    port: int = Field(default=8000, ge=0, le=65535, description="Where `htm serve` listens")
+    log_level: str = Field(default="info", description="debug, info, warning or error")
     shutdown_grace_s: float = Field(
         default=0.0,
         ge=0,
@@ -61,8 +65,9 @@ class Settings(BaseSettings):
     header_timeout_s: float = Field(
         default=10.0,
         gt=0,
-        description="A request's headers must arrive within this long of its first byte (or "
-        "of the connection's opening): else 408 and the connection is closed",
+        description="A request's line and headers (at most 64 KiB, else 431) must arrive "
+        "within this long of its first byte (or of the connection's opening): else 408 and the "
+        "connection is closed (`htm serve`)",
     )
     body_timeout_s: float = Field(
         default=30.0,
@@ -104,9 +109,23 @@ class Settings(BaseSettings):
     )
 
     # --- embeddings -----------------------------------------------------------------------
-    embedding_provider: EmbeddingProvider = "local"
-    embedding_model: str = "all-MiniLM-L6-v2"
-    embedding_dimension: int = Field(default=384, ge=1, le=16000)
+    embedding_provider: EmbeddingProvider = Field(
+        default="local",
+        description="local (sentence-transformers), ollama, openai (any OpenAI-compatible "
+        "/v1/embeddings), or none (clients send vectors)",
+    )
+    embedding_model: str = Field(
+        default="all-MiniLM-L6-v2",
+        description="The provider's model; for local, any sentence-transformers model on this "
+        "machine (a hub name in its cache, or a path)",
+    )
+    embedding_dimension: int = Field(
+        default=384,
+        ge=1,
+        le=16000,
+        description="Vector dimension, fixed at migration time; the service refuses to start "
+        "when the database's, or the model's own, differs",
+    )
     vector_storage: VectorStorageSetting = Field(
         default="auto",
         description="How migrations store and index embeddings: `vector` (float32), "
@@ -117,26 +136,46 @@ class Settings(BaseSettings):
     embedding_url: str | None = Field(
         default=None, description="Base URL of the Ollama or OpenAI-compatible server"
     )
-    embedding_api_key: SecretStr | None = None
-    embedding_timeout_s: float = Field(default=10.0, gt=0)
-    embedding_batch_size: int = Field(default=64, ge=1, le=4096)
-    embedding_batch_wait_ms: float = Field(default=5.0, ge=0)
-    embedding_worker_interval_s: float = Field(default=2.0, gt=0)
+    embedding_api_key: SecretStr | None = Field(
+        default=None, description="Bearer key for the OpenAI-compatible provider"
+    )
+    embedding_timeout_s: float = Field(default=10.0, gt=0, description="Per embedding call")
+    embedding_batch_size: int = Field(
+        default=64, ge=1, le=4096, description="Micro-batching: embeds sent in one call, at most"
+    )
+    embedding_batch_wait_ms: float = Field(
+        default=5.0, ge=0, description="Micro-batching: how long an embed waits for company"
+    )
+    embedding_worker_interval_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="How often the worker embeds pending memories (a text the provider refuses "
+        "5 times becomes failed; an unreachable provider only delays)",
+    )
 
     # --- tokens ---------------------------------------------------------------------------
-    tiktoken_encoding: str = "cl100k_base"
+    tiktoken_encoding: str = Field(default="cl100k_base", description="Token counting")
 
     # --- auth -----------------------------------------------------------------------------
-    auth_enabled: bool = False
+    auth_enabled: bool = Field(
+        default=False, description="API keys required (on in docker-compose)"
+    )
     allow_unauthenticated: bool = Field(
         default=False,
         description="Let `htm serve` listen on a non-loopback address with auth off",
     )
 
     # --- request limits -------------------------------------------------------------------
-    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
-    max_content_bytes: int = Field(default=256 * 1024, ge=1)
-    max_batch_size: int = Field(default=500, ge=1)
+    max_body_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024,
+        description="Request body limit (413: a declared Content-Length before anything is "
+        "read, else as it is read)",
+    )
+    max_content_bytes: int = Field(
+        default=256 * 1024, ge=1, description="One memory's content limit (413)"
+    )
+    max_batch_size: int = Field(default=500, ge=1, description="Memories per batch request")
     group_commit_max_rows: int = Field(
         default=1000,
         ge=1,
@@ -150,11 +189,13 @@ class Settings(BaseSettings):
         description="Group-commit transactions in flight at once (each on its own connection; "
         "adds arriving while all are busy queue for the next)",
     )
-    max_query_chars: int = Field(default=2000, ge=1)
-    max_recall_limit: int = Field(default=100, ge=1, le=1000)
-    max_metadata_bytes: int = Field(default=16 * 1024, ge=2)
-    max_metadata_depth: int = Field(default=5, ge=1)
-    max_tags: int = Field(default=32, ge=0)
+    max_query_chars: int = Field(default=2000, ge=1, description="Recall query length")
+    max_recall_limit: int = Field(default=100, ge=1, le=1000, description="Largest recall limit")
+    max_metadata_bytes: int = Field(
+        default=16 * 1024, ge=2, description="A memory's metadata size, as JSON"
+    )
+    max_metadata_depth: int = Field(default=5, ge=1, description="Metadata nesting")
+    max_tags: int = Field(default=32, ge=0, description="Tags per memory")
 
     # --- the memory lifecycle (issue 18) ---------------------------------------------------
     dedupe: Literal["off", "exact", "semantic"] = Field(
@@ -185,9 +226,11 @@ class Settings(BaseSettings):
     llm_url: str | None = Field(
         default=None, description="Base URL of the OpenAI-compatible or Ollama server"
     )
-    llm_model: str = "gpt-4o-mini"
-    llm_api_key: SecretStr | None = None
-    llm_timeout_s: float = Field(default=30.0, gt=0)
+    llm_model: str = Field(default="gpt-4o-mini", description="The chat model")
+    llm_api_key: SecretStr | None = Field(
+        default=None, description="Sent as a Bearer token (OpenAI-compatible only)"
+    )
+    llm_timeout_s: float = Field(default=30.0, gt=0, description="Per chat call")
     enrich_interval_s: float = Field(
         default=2.0, gt=0, description="How often the enrichment worker looks for new memories"
     )
@@ -210,17 +253,38 @@ class Settings(BaseSettings):
     # request (RecallRequest.fusion / .signals); the defaults are chosen by `make eval`.
     # `make eval` chose z-scored score fusion weighting full text 0.7 (evals/results/latest.md).
     rrf_k: int = Field(default=60, ge=1, le=1000, description="RRF's k")
-    recall_fusion: Literal["rrf", "score"] = "score"
-    recall_vector_weight: float = Field(default=0.3, ge=0, le=100)
-    recall_fulltext_weight: float = Field(default=0.7, ge=0, le=100)
-    recall_normalization: Literal["minmax", "zscore"] = "zscore"
+    recall_fusion: Literal["rrf", "score"] = Field(
+        default="score",
+        description="Hybrid's fusion: rrf (Σ weight / (k + rank)) or score (a convex "
+        "combination of each list's normalised raw scores)",
+    )
+    recall_vector_weight: float = Field(
+        default=0.3, ge=0, le=100, description="The vector list's weight in the fusion"
+    )
+    recall_fulltext_weight: float = Field(
+        default=0.7, ge=0, le=100, description="The full-text list's weight in the fusion"
+    )
+    recall_normalization: Literal["minmax", "zscore"] = Field(
+        default="zscore", description="Score fusion's normalisation of each list's raw scores"
+    )
     recall_candidates: int | None = Field(
         default=None, ge=1, le=1000, description="Each list's depth (default k + 2·limit)"
     )
-    recall_recency_weight: float = Field(default=0.0, ge=0, le=1)
-    recall_half_life_days: float = Field(default=7.0, gt=0, le=36_500)
-    recall_importance_weight: float = Field(default=0.0, ge=0, le=1)
-    recall_tag_weight: float = Field(default=0.0, ge=0, le=1)
+    recall_recency_weight: float = Field(
+        default=0.0, ge=0, le=1, description="Relevance signal: 0.5^(age / half-life)"
+    )
+    recall_half_life_days: float = Field(
+        default=7.0, gt=0, le=36_500, description="The recency signal's half-life"
+    )
+    recall_importance_weight: float = Field(
+        default=0.0, ge=0, le=1, description="Relevance signal: importance / 10"
+    )
+    recall_tag_weight: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Relevance signal: the fraction of the request's signals.tags a memory carries",
+    )
     query_embedding_cache_size: int = Field(
         default=10_000, ge=0, description="Query embeddings kept per process (0: off)"
     )
@@ -234,12 +298,16 @@ class Settings(BaseSettings):
         description="tei: {query, texts} → [{index, score}]; cohere (also Jina, vLLM, "
         "Infinity, LiteLLM): {model, query, documents} → {results: [{index, relevance_score}]}",
     )
-    rerank_model: str | None = None
-    rerank_api_key: SecretStr | None = None
+    rerank_model: str | None = Field(
+        default=None, description="The model named in a cohere request"
+    )
+    rerank_api_key: SecretStr | None = Field(default=None, description="Sent as a Bearer token")
     rerank_candidates: int = Field(
         default=30, ge=1, le=1000, description="How many fused candidates are reranked"
     )
-    rerank_timeout_s: float = Field(default=5.0, gt=0)
+    rerank_timeout_s: float = Field(
+        default=5.0, gt=0, description="Per rerank call; a failing reranker leaves the fused order"
+    )
     hnsw_ef_search: int = Field(
         default=100, ge=1, le=1000, description="HNSW candidate list size: recall vs speed"
     )
