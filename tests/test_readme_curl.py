@@ -1,4 +1,8 @@
-"""The README's curl cookbook, run line by line against a live server: each status must match."""
+"""The curl lines of the docs, run line by line against a live server: each status must match.
+
+docs/api.md's curl cookbook calls every route; the README's first requests are the first
+lines a reader runs against `make run`. Both run here, the README's first, on one fresh
+database."""
 
 from __future__ import annotations
 
@@ -14,10 +18,24 @@ from app.config import PROJECT_ROOT
 LINE = re.compile(r"^(curl .*?)\s+# → (\d{3})$")
 
 
+def curls(page: str, section: str) -> list[tuple[str, int]]:
+    """The `curl … # → status` lines of one section of a page."""
+    text = (PROJECT_ROOT / page).read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return [(m[1], int(m[2])) for line in body.splitlines() if (m := LINE.match(line))]
+
+
 def cookbook() -> list[tuple[str, int]]:
-    text = (PROJECT_ROOT / "README.md").read_text()
-    section = text.split("## curl cookbook", 1)[1].split("\n## ", 1)[0]
-    return [(m[1], int(m[2])) for line in section.splitlines() if (m := LINE.match(line))]
+    return curls("docs/api.md", "curl cookbook")
+
+
+def readme() -> list[tuple[str, int]]:
+    return curls("README.md", "Three requests")
+
+
+def test_the_readme_adds_a_memory_recalls_it_and_reads_context() -> None:
+    routes = [re.findall(r"/v1/robots/alice/(\w+)", command) for command, _ in readme()]
+    assert routes == [["memories"], ["recall"], ["context"]]
 
 
 def test_the_cookbook_covers_every_route() -> None:
@@ -36,7 +54,7 @@ def test_the_cookbook_covers_every_route() -> None:
                 if re.search(r"\$HTM" + pattern, c)
                 and (f"-X {method.upper()}" in c or (method == "get" and " -X " not in c))
             ]
-            assert hits, f"README has no curl for {method.upper()} {path}"
+            assert hits, f"docs/api.md's cookbook has no curl for {method.upper()} {path}"
     assert "$HTM" in commands
 
 
@@ -46,11 +64,12 @@ async def test_readme_curl_commands_return_the_documented_status(
 ) -> None:
     from app.db.migrate import upgrade
 
-    # A database of its own: the cookbook expects fresh ids (e.g. API key 1).
+    # A database of its own: the cookbook expects fresh ids (e.g. API key 1). The README's
+    # lines come first, as a reader runs them; they take no key the cookbook takes.
     db = await database_factory()
     await asyncio.to_thread(upgrade, db)
     base = live_server_factory(database_url=db)
-    for command, expected in cookbook():
+    for command, expected in readme() + cookbook():
         out = await asyncio.to_thread(
             subprocess.run,
             ["bash", "-c", f"{command} -o /dev/null -w '%{{http_code}}'"],

@@ -1,5 +1,6 @@
 """Prometheus metrics: one registry per app (made by the composition root), exposed at
-GET /metrics. Every figure is per process: run one scrape target per process (see README)."""
+GET /metrics. Every figure is per process: run one scrape target per process
+(docs/operations.md, "Metrics and logs")."""
 
 from app.metrics.registry import Metrics
 

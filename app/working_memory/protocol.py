@@ -1,33 +1,11 @@
-"""The two-tier write protocol: the one way a robot's working memory changes.
+"""The two-tier write protocol: the one way a robot's working memory changes (add, batch,
+upsert, recall loading, retrieve touch, forget, clear, budget).
 
-Every change (add, batch, upsert, recall loading, retrieve touch, forget, clear, budget) goes
-through `WriteProtocol`, in this order:
-
-1. Durable. The caller's PostgreSQL transaction commits (`commit_durable`): memories added,
-   replaced or forgotten, a budget set. A replace or forget first locks the memory's row
-   (FOR UPDATE) and, in the same transaction, marks the membership row of every robot that
-   holds the memory stale (`MembershipRepository.mark_holders_stale`).
-2. Redis. Under the robot's row lock (`MembershipRepository.lock`), one Lua script.
-3. Mirror. What the script did and the (gen, seq) it replied are recorded in PostgreSQL, and
-   the lock's transaction commits.
-
-Why the locks:
-
-- The robot's row lock orders a robot's changes identically in Redis and in PostgreSQL, so
-  after each change the membership mirror equals Redis, and the recorded (gen, seq) says
-  what Redis must hold: the next change must reply (gen, seq + 1). Any other reply means
-  Redis lost data (a restart, a failover to a lagging replica, an fsync-per-second AOF) or
-  a change went unrecorded (PostgreSQL failed after the script): the robot's working memory
-  is rebuilt from PostgreSQL, which is right by construction.
-- A placement locks the memories it places FOR KEY SHARE, at the version it read; a replace
-  or forget takes FOR UPDATE. So a placement either commits before the replace marks the
-  holders (and is withdrawn with them), or sees the new version or the delete and skips the
-  memory: old content is never placed after the change that replaced it.
-
-After step 1 nothing answers 5xx for the change: a failure in steps 2-3 is reported as
-`working_memory.reason = "unavailable"`; the robot is marked stale (or, when PostgreSQL
-cannot take even that, queued in this process) and rebuilt when Redis answers again, by the
-next change or read of that robot or by the repair worker (app/working_memory/repair.py).
+`WriteProtocol` runs each change in three steps: durable (the caller's PostgreSQL transaction
+commits), then one Lua script under the robot's row lock, then its record, with the script's
+(gen, seq), in the PostgreSQL mirror; the steps themselves are `RobotSync`'s
+(app/working_memory/sync.py). The protocol, why each lock is taken and what a failure after
+the commit does are described once, in ARCHITECTURE.md ("The two-tier write protocol").
 """
 
 from __future__ import annotations

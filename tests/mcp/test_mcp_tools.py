@@ -202,14 +202,14 @@ async def test_with_auth_on_mcp_needs_a_key_and_its_role(live_server_factory, da
 
 
 def test_the_readme_names_the_tools_a_reader_may_call() -> None:
-    """README's MCP section says which tools a reader key may call: exactly TOOLS' readers."""
+    """docs/mcp.md says which tools a reader key may call: exactly TOOLS' readers."""
     import re
 
     from app.config import PROJECT_ROOT
     from app.mcp.tools import TOOLS
 
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    said = re.search(r"\(([^()]*) need `reader`, the others `writer`\)", readme)
+    page = (PROJECT_ROOT / "docs" / "mcp.md").read_text()
+    said = re.search(r"\(([^()]*) need `reader`, the others `writer`\)", page)
     assert said is not None
     named = re.findall(r"`([a-z_]+)`", said.group(1))
     assert sorted(named) == sorted(t.name for t in TOOLS.values() if t.role == "reader")
