@@ -112,7 +112,7 @@ _WHERE = re.compile(r" at line (\d+) column (\d+)$")
 
 def parse_json(raw: bytes) -> Any:
     """A request body's (or an import line's) JSON, with integers of any size kept exactly
-    for the schemas to judge (pydantic-core's parser; app/routing.py says why not orjson).
+    for the schemas to judge (pydantic-core's parser; app/http/routing.py says why not orjson).
     Malformed JSON raises json.JSONDecodeError, which FastAPI turns into its `json_invalid`
     error (400 problem+json, app/errors.py)."""
     try:

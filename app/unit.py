@@ -1,7 +1,7 @@
 """A unit of work: one caller's transaction and the services that work in it.
 
 This is the one place where services are built, for every way in: the HTTP routes
-(app/http/deps.py), the MCP tools (app/mcp), the CLI's commands (app/transfer, app/files) and
+(app/http/deps.py), the MCP tools (app/mcp), the CLI's commands (app/transfer) and
 the background workers (sessions, summaries, enrichment). So a service's collaborators are
 named once, as keyword arguments, and no way in can build a service without what another way
 gives it (the CLI once skipped the robot-name rule that way). Each service is made on first

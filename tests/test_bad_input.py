@@ -308,7 +308,7 @@ DEPTH_CASES = [
         "nested deeper than 64",
     ),
     (R, '{"query": "x", "filters": {"metadata": ' + nested(150) + "}}", 422, "than 64"),
-    # Past the JSON parser's own nesting limit (200, app/routing.py) the body is not parsed.
+    # Past the JSON parser's own nesting limit (200, app/http/routing.py) the body is not parsed.
     (M, '{"content": "x", "metadata": ' + nested(1000) + "}", 400, "not valid JSON"),
     (M, '{"content": "x", "metadata": ' + nested(5000) + "}", 400, "not valid JSON"),
 ]

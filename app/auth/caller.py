@@ -3,7 +3,7 @@
 Auth on: `Authorization: Bearer <key>`; the key names the namespace and the role. Reads (GET)
 need `reader`, changes (POST/PUT/DELETE) need `writer`, key management needs `admin`.
 Auth off (the embedded default): the optional X-Namespace header names the namespace
-(default `default`) and the caller may do everything. app/deps.py wires this into requests.
+(default `default`) and the caller may do everything. app/http/deps.py wires this into requests.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ async def get_caller(
 
 
 async def identify_first(request: Request) -> None:
-    """With auth on, identify the caller before the route reads its body (app/routing.py):
+    """With auth on, identify the caller before the route reads its body (app/http/routing.py):
     401 or 403 without holding a body the client was never allowed to send."""
     c: Components = request.app.state.components
     if c.settings.auth_enabled:

@@ -1,7 +1,7 @@
 """How much of a request's body is read, and for how long: 413 and 408 problem+json.
 
 The body is read by whoever needs it (FastAPI for a route's JSON, the MCP SDK for /mcp),
-after the caller is known (app/routing.py identifies before the body with auth on), so an
+after the caller is known (app/http/routing.py identifies before the body with auth on), so an
 unauthenticated client never gets the server to hold its body. Here, around that reading:
 
 - a declared Content-Length over the limit is answered 413 before anything runs;

@@ -3,7 +3,7 @@
 uvicorn bounds neither how long a client takes to send a request's headers nor its body:
 `timeout_keep_alive` closes a connection idle between two requests, and any byte received
 cancels it, so a client sending a byte a second (or nothing, after connecting) holds its
-connection for as long as it likes. The body's deadline is the app's (app/middleware.py:
+connection for as long as it likes. The body's deadline is the app's (app/http/middleware.py:
 there is a request by then, answered 408 through ASGI); the headers' is kept here, before
 there is a request to hand the app: from the connection's opening, or from the first byte
 of the next request on a kept-alive one, its headers must be in within `header_timeout_s`,

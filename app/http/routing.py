@@ -4,8 +4,8 @@ JSON bodies parsed by pydantic-core.
 FastAPI reads and parses a route's body before it resolves any dependency, `get_caller`
 included: with auth on, a client without a key could make the server receive and hold a
 body of up to HTM_MAX_BODY_BYTES before hearing 401. A route whose dependencies include
-`get_caller` identifies its caller first (app/deps.py `identify_first`; the dependency then
-reuses that identity), so that body is never read (app/middleware.py closes the connection).
+`get_caller` identifies its caller first (app/http/deps.py `identify_first`; the dependency then
+reuses that identity), so that body is never read (app/http/middleware.py closes the connection).
 
 JSON is parsed by pydantic-core's parser (jiter), not the standard library's (for a body
 carrying embeddings that is a visible share of the request's CPU: bench/README.md, "Figures
@@ -56,7 +56,3 @@ class ApiRoute(APIRoute):
             return await handler(JsonRequest(request.scope, request.receive))
 
         return handle
-
-
-# The name the routers import (from when bodies were parsed by orjson).
-OrjsonRoute = ApiRoute

@@ -33,7 +33,7 @@ class RecallFilters(StrictModel):
 
 class FusionOptions(StrictModel):
     """How hybrid fuses its vector and full-text lists; an absent field takes the
-    deployment's default (GET /v1/stats shows none of these; see the README)."""
+    deployment's default (HTM_RECALL_* settings: docs/configuration.md)."""
 
     method: Literal["rrf", "score"] | None = Field(
         default=None,

@@ -1,5 +1,5 @@
 """`python -m tests.connections.serving`: `htm serve` itself (its uvicorn protocol options
-included, app/http_protocol.py), on databases the suite started; every setting from HTM_*
+included, app/http/protocol.py), on databases the suite started; every setting from HTM_*
 variables. The connection tests need a real server: socket behaviour, a separate process's
 memory and log lines."""
 

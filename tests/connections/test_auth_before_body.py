@@ -1,6 +1,6 @@
-"""The caller is known before a body is read (app/routing.py), once per request (app/deps.py);
-a body refused while it is read is answered by the gate (app/middleware.py) on every route,
-/mcp included."""
+"""The caller is known before a body is read (app/http/routing.py), once per request
+(app/http/deps.py); a body refused while it is read is answered by the gate
+(app/http/middleware.py) on every route, /mcp included."""
 
 from __future__ import annotations
 

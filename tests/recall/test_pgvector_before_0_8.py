@@ -30,7 +30,7 @@ from tests.recall.test_search import T0, engine_for, nearest, raw_connect, unit
 
 N, AUTHORED, EF_SEARCH, LIMIT = 6_000, 2_500, 20, 20
 OLD = (0, 6, 2)  # what `pgserver` 0.1.4 shipped
-EXACT = "+ 0, m.id"  # the exact vector query's ORDER BY (app.recall.repository._vector_sql)
+EXACT = "+ 0, m.id"  # the exact vector query's ORDER BY (statements.nearest)
 
 
 @dataclass

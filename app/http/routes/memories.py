@@ -23,7 +23,7 @@ from app.memories.schemas import (
 
 router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"], route_class=ApiRoute)
 
-# GETs have no 400 in app/openapi.py's error set; this one has, for a cursor it did not issue.
+# GETs have no 400 in app/http/openapi.py's error set; this one has, for a cursor it did not issue.
 BAD_CURSOR: dict[str, Any] = {
     "description": "A `cursor` this service did not issue",
     "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},

@@ -30,7 +30,7 @@ local ITEM_HASHES = { K_CONTENT, K_TOKENS, K_IMPORTANCE, K_ADDED_AT, K_MEMORY_ID
 -- The eviction order, [importance ASC, added_at ASC], defined here and nowhere else in Lua:
 -- the evict set's score is the importance and its member "%020d(added_at):memory_key". Equal
 -- scores sort by member bytes, so the oldest comes first (then the smaller key), and
--- ZRANGE 0 0 is the next victim. store.eviction_order is the same order in Python.
+-- ZRANGE 0 0 is the next victim. items.eviction_order is the same order in Python.
 local function evict_member(added_at, key)
   return string.format('%020d', added_at) .. ':' .. key
 end
