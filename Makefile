@@ -28,8 +28,13 @@ $(VENV)/.installed: pyproject.toml
 run: install
 	$(VENV)/bin/htm serve
 
+# On every core, a test file per worker (pytest-xdist). schemathesis gives all its cases one
+# test id, which xdist would report as one case: that file runs after, in one process.
+# PYTEST_ARGS narrows the first run (and skips the second), e.g. `make test
+# PYTEST_ARGS="-m storage"` or `PYTEST_ARGS=tests/recall`.
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile --ignore=tests/test_schemathesis.py $(PYTEST_ARGS)
+	$(if $(PYTEST_ARGS),,$(PY) -m pytest tests/test_schemathesis.py)
 
 lint: install
 	$(VENV)/bin/ruff check .

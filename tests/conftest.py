@@ -28,6 +28,24 @@ from app.embedded import EmbeddedPostgres, EmbeddedRedis, redis_server_binary
 from tests.stubs import StubServer
 
 TEST_DATA = PROJECT_ROOT / ".htm" / "test"
+# The tests whose results depend on how embeddings are stored (halfvec or float32 vector:
+# similarities, orders at ties, sizes, the schema): marked `storage`. The suite runs on the
+# default (halfvec); CI runs these again with HTM_VECTOR_STORAGE=vector (`-m storage`).
+STORAGE_DEPENDENT = (
+    "tests/db/",
+    "tests/recall/",
+    "tests/stats/",
+    "tests/transfer/",
+    "tests/memories/",
+    "tests/evals/",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(PROJECT_ROOT).as_posix()
+        if where.startswith(STORAGE_DEPENDENT):
+            item.add_marker(pytest.mark.storage)
 
 
 @pytest.fixture(scope="session")
@@ -226,7 +244,12 @@ def make_settings(database_url: str, redis_url: str, **overrides: object):  # ty
 
 @pytest.fixture(scope="session")
 def app_factory(database_url: str, redis_url: str):  # type: ignore[no-untyped-def]
-    """`async with app_factory(**settings) as client:` — a running app and an httpx client."""
+    """`async with app_factory(**settings) as client:` — a running app and an httpx client.
+
+    Its background workers (repair, session expiry, access counts, summaries, enrichment,
+    embedding) do not run unless `background=True`: a test runs the passes it needs itself
+    (`worker.run_once()`), so no pass races its assertions, and no worker of one test's app
+    picks up another test's rows (their queues span every namespace)."""
     import contextlib
 
     import httpx
@@ -234,9 +257,11 @@ def app_factory(database_url: str, redis_url: str):  # type: ignore[no-untyped-d
     from app.main import create_app
 
     @contextlib.asynccontextmanager
-    async def factory(**overrides: object) -> AsyncIterator[httpx.AsyncClient]:
+    async def factory(
+        *, background: bool = False, **overrides: object
+    ) -> AsyncIterator[httpx.AsyncClient]:
         values = {"database_url": database_url, "redis_url": redis_url, **overrides}
-        app = create_app(make_settings(**values))
+        app = create_app(make_settings(**values), background=background)
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://htm") as client:

@@ -198,9 +198,10 @@ async def test_a_vector_beyond_half_precision_is_a_422_and_writes_nothing(client
         "/v1/robots/r/recall", json={"query": "x", "strategy": "vector", "embedding": vec(1e6)}
     )
     assert r.status_code == 422, r.text
-    r = await client.get("/v1/robots/r/memories")
-    assert r.status_code in (200, 404)
-    assert r.status_code == 404 or r.json()["items"] == []
+    # Nothing was written: not the robot, not a memory of the namespace.
+    assert (await client.get("/v1/robots/r")).status_code == 404
+    r = await client.get("/v1/robots/r/memories")  # the namespace's memories (scope=all)
+    assert (r.status_code, r.json()["items"]) == (200, [])
 
 
 async def test_migrating_between_vector_and_halfvec_keeps_the_data(

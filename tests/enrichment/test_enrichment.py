@@ -29,6 +29,16 @@ def model(request) -> tuple[int, dict]:
 
 @pytest.fixture
 async def client(app_factory, ns, stub):
+    # The enrichment queue spans every namespace: memories other tests' apps queued (with an
+    # LLM configured) would be leased by this test's passes. None is left pending.
+    async with app_factory() as other:
+        async with other.app.state.components.sessionmaker() as s, s.begin():
+            await s.execute(
+                text(
+                    "UPDATE memory SET enrichment_status = 'done' "
+                    "WHERE enrichment_status = 'pending'"
+                )
+            )
     async with app_factory(
         llm_provider="openai",
         llm_url=stub.url,
@@ -55,8 +65,16 @@ async def state(client, key: str) -> tuple:
 
 
 async def due_now(client) -> None:
+    """This test's memories waiting for a retry are due now."""
     async with client.app.state.components.sessionmaker() as s, s.begin():
-        await s.execute(text("UPDATE memory SET enrichment_next_at = now() - interval '1 s'"))
+        await s.execute(
+            text(
+                "UPDATE memory SET enrichment_next_at = now() - interval '1 s' "
+                "WHERE enrichment_status = 'pending' AND namespace_id = "
+                "(SELECT id FROM namespace WHERE name = :ns)"
+            ),
+            {"ns": client.headers["X-Namespace"]},
+        )
 
 
 async def run(client) -> int:

@@ -157,9 +157,10 @@ async def test_no_row_lock_is_held_across_the_provider_call(client, stub: StubSe
     stub.reply = healthy_except("never")
     stub.delay_s = 1.5
     res = client.app.state.components
+    asked = len(stub.requests)  # the add's own attempt, refused
     worker = asyncio.create_task(res.embedding_worker.run_once())
     for _ in range(500):  # the stub records the request before it starts its delay
-        if stub.requests:
+        if len(stub.requests) > asked:
             break
         await asyncio.sleep(0.01)
     # The provider is answering the worker; a replace of the row takes its lock at once.

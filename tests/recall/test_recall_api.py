@@ -190,6 +190,7 @@ async def test_embedder_outage_gives_201_pending_then_the_worker_embeds(
     await asyncio.to_thread(upgrade, url)
     stub.reply = lambda _req: (503, {"error": "overloaded"})
     async with app_factory(
+        background=True,  # the embedding worker's passes are what this test waits for
         database_url=url,
         embedding_provider="openai",
         embedding_model="stub-embed",

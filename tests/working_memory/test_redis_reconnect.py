@@ -40,7 +40,8 @@ async def own_db_factory(app_factory, database_factory):  # type: ignore[no-unty
 
     url = await database_factory()
     await asyncio.to_thread(upgrade, url)
-    return functools.partial(app_factory, database_url=url)
+    # The lifespan's Redis probe (a background job) is part of what these tests measure.
+    return functools.partial(app_factory, database_url=url, background=True)
 
 
 async def test_adds_place_again_within_2_s_of_redis_answering_after_a_kill(

@@ -296,7 +296,7 @@ async def test_postgres_failing_after_the_commit_still_acknowledges_the_add(clie
     }
     assert (await client.get("/v1/robots/b/memories/k2")).json()["content"] == "stored"
     # The robot was queued for repair; the worker rebuilds it from the mirror.
-    assert await repair_once(res) >= 1
+    assert await repair_once(res) == 1  # no background pass races it (app_factory)
     assert await keys_held(client, "a") == {"k1": "before"}
     assert await disagreements(client, ["a"]) == {}
 
