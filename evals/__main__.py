@@ -1,9 +1,11 @@
-"""`python -m evals [--quick] [--sets conv,facts] [--configs PATH.json]`: the recall eval.
+"""`python -m evals [--quick] [--sets conv,facts] [--configs PATH.json] [--deployments ...]`.
 
-Starts PostgreSQL, Redis (embedded, as the bench does) and the service with the local
-embedding model, loads each set through the HTTP API into a fresh database, asks every
-question with every configuration (the baseline vector / fulltext / hybrid, plus those of
---configs), prints a table and writes evals/results/latest.{json,md} and a dated copy.
+The recall eval. Starts PostgreSQL and Redis (embedded, as the bench does), then for each
+deployment (evals/deployments.py: by default `old-default` and `default`) the service with the
+local embedding model and the deployment's environment, loads each set through the HTTP API
+into the deployment's fresh database, asks every question with every configuration (the
+baseline vector / fulltext / hybrid / default, plus those of --configs), stops it; prints a
+table and writes evals/results/latest.{json,md} and a dated copy.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from evals import report
+from evals.deployments import DEFAULTS, Deployment, load_deployments, select
 from evals.runner import BASELINE, Config, load, load_configs, run_config
 from evals.sets import SETS, EvalSet
 
-DATABASE = "htm_eval"
 CONCURRENCY = 4
 STEP_LIMIT_S = 1800.0
+EMBEDDING_TIMEOUT_S = 120
 DESCRIPTIONS = {
     "conv": "Generated multi-session conversations (evals/data/conv/), one namespace each.",
     "facts": "bench/quality.py's labelled facts and paraphrased questions, with background "
@@ -43,6 +46,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sets", default="conv,facts", help="comma-separated: conv, facts")
     p.add_argument("--configs", type=Path, help="a JSON file of more configurations")
     p.add_argument("--no-baseline", action="store_true", help="only the --configs ones")
+    p.add_argument(
+        "--deployments",
+        type=Path,
+        help="a JSON file of deployments (default: old-default and default)",
+    )
+    p.add_argument("--only", metavar="NAMES",
+                   help="comma-separated: run only these deployments")  # fmt: skip
     p.add_argument("--keep-database", action="store_true")
     p.add_argument("--out", type=Path, default=report.RESULTS_DIR)
     args = p.parse_args(argv)
@@ -52,66 +62,104 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-async def run(args: argparse.Namespace, sets: list[EvalSet], configs: list[Config]) -> dict:
-    from bench.http import Http
-    from bench.infra import BENCH_DIR, Servers, ServiceProcess, drop_database, fresh_database
-    from bench.report import versions
+async def run(
+    args: argparse.Namespace, deployments: list[Deployment], configs: list[Config]
+) -> dict[str, Any]:
+    from bench.infra import Servers
 
     results: dict[str, Any] = {
-        "schema": 1,
+        "schema": 2,
         "profile": "quick" if args.quick else "full",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "concurrency": CONCURRENCY,
         "limit": 10,
-        "sets": {},
+        "deployments": {},
     }
     t0 = time.perf_counter()
     servers = Servers.start()
+    try:
+        for d in deployments:
+            say(f"deployment {d.name}: env {d.env or '{}'}, content {d.content}")
+            try:
+                results["deployments"][d.name] = await run_deployment(args, servers, d, configs)
+            except RuntimeError as e:  # the service refused its settings, or failed to load
+                say(f"  deployment {d.name} failed: {e}")
+                results["deployments"][d.name] = {
+                    "status": "failed", "error": str(e), "env": d.env, "content": d.content,
+                    "request": d.request, "headline": d.headline, "sets": {},
+                }  # fmt: skip
+    finally:
+        servers.stop()
+    results["seconds"] = time.perf_counter() - t0
+    return results
+
+
+async def run_deployment(
+    args: argparse.Namespace, servers: Any, d: Deployment, configs: list[Config]
+) -> dict[str, Any]:
+    """One deployment: its own database and service, every set loaded, every configuration
+    asked, then the service stopped (and the database dropped)."""
+    from bench.http import Http
+    from bench.infra import BENCH_DIR, ServiceProcess, drop_database, fresh_database
+    from bench.report import versions
+
+    out: dict[str, Any] = {
+        "status": "ok",
+        "env": d.env,
+        "content": d.content,
+        "request": d.request,
+        "headline": d.headline,
+        "sets": {},
+    }
+    t0 = time.perf_counter()
+    sets: list[EvalSet] = [SETS[n](args.quick, content=d.content) for n in args.sets.split(",")]
     service = None
     try:
-        url = await fresh_database(servers, DATABASE)
-        log = BENCH_DIR / "logs" / "service-eval.log"
-        service = ServiceProcess(url, servers.redis_url, log, embedding_provider="local")
+        url = await fresh_database(servers, d.database)
+        log = BENCH_DIR / "logs" / f"service-eval-{d.name}.log"
+        # a loaded 2-core machine can take more than the default 10 s to embed a batch of
+        # 100: an embedding deferred to the worker would fail the load
+        service = ServiceProcess(url, servers.redis_url, log, embedding_provider="local",
+                                 embedding_timeout_s=str(EMBEDDING_TIMEOUT_S))  # fmt: skip
+        service.env.update(d.env)
         t1 = time.perf_counter()
         await service.start(limit_s=300)
-        results["service_start_s"] = time.perf_counter() - t1
-        results["embedding"] = service.readyz.get("embedding")
-        results["versions"] = versions(service.readyz)
+        out["service_start_s"] = time.perf_counter() - t1
+        out["embedding"] = service.readyz.get("embedding")
+        out["versions"] = versions(service.readyz)
         async with Http(service.base_url, 2 * CONCURRENCY, timeout_s=120.0) as client:
             t1 = time.perf_counter()
             memories = 0
             for s in sets:
-                say(f"loading {s.name}: {sum(len(d) for d in s.groups.values())} memories")
+                say(f"  loading {s.name}: {sum(len(g) for g in s.groups.values())} memories")
                 async with asyncio.timeout(STEP_LIMIT_S):
-                    n = await load(client, s, prefix="eval-")
+                    n = await load(client, s, prefix=d.prefix)
                 memories += n
-                results["sets"][s.name] = {
+                out["sets"][s.name] = {
                     "description": DESCRIPTIONS[s.name],
                     "memories": n,
                     "questions": len(s.questions),
                     "configs": {},
                 }
-            results["load_s"] = time.perf_counter() - t1
-            results["memories"] = memories
-            say(f"loaded {memories} memories in {results['load_s']:.0f}s")
+            out["load_s"] = time.perf_counter() - t1
+            out["memories"] = memories
+            say(f"  loaded {memories} memories in {out['load_s']:.0f}s")
             for s in sets:
                 for c in configs:
                     async with asyncio.timeout(STEP_LIMIT_S):
-                        r = await run_config(client, s, c, prefix="eval-", concurrency=CONCURRENCY)
-                    results["sets"][s.name]["configs"][c.name] = r
+                        r = await run_config(client, s, c, prefix=d.prefix,
+                                             concurrency=CONCURRENCY, base=d.request)  # fmt: skip
+                    out["sets"][s.name]["configs"][c.name] = r
                     state = f"R@10 {r['all']['recall_at_10']:.3f}" if r["status"] == "ok" else (
                         f"failed: {r['http_status']}")  # fmt: skip
-                    say(f"  {s.name} / {c.name}: {state}")
+                    say(f"  {d.name} / {s.name} / {c.name}: {state}")
     finally:
         if service is not None:
             service.stop()
-        try:
-            if not args.keep_database:
-                await drop_database(servers, DATABASE)
-        finally:
-            servers.stop()
-    results["seconds"] = time.perf_counter() - t0
-    return results
+        if not args.keep_database:
+            await drop_database(servers, d.database)
+    out["seconds"] = time.perf_counter() - t0
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,9 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     if not configs or len(set(names)) != len(names):
         say(f"configurations must be at least one, with distinct names: {names}")
         return 2
-    sets = [SETS[name](args.quick) for name in args.sets.split(",")]
     try:
-        results = asyncio.run(run(args, sets, configs))
+        known = load_deployments(args.deployments) if args.deployments else list(DEFAULTS)
+        deployments = select(known, args.only)
+    except (ValueError, KeyError, OSError) as e:
+        say(f"deployments: {e}")
+        return 2
+    try:
+        results = asyncio.run(run(args, deployments, configs))
     except KeyboardInterrupt:
         say("interrupted: everything the eval started is stopped")
         return 130

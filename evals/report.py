@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-KINDS = ("single", "multi_hop", "temporal", "paraphrase", "names")
+KINDS = (
+    "single", "latest", "multi_hop", "temporal", "paraphrase", "synonym", "inverted", "speaker",
+    "names",
+)  # fmt: skip
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -28,9 +31,13 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def set_markdown(name: str, result: dict[str, Any]) -> list[str]:
+def _ok(configs: dict[str, Any]) -> dict[str, Any]:
+    return {n: c for n, c in configs.items() if c["status"] == "ok"}
+
+
+def set_markdown(name: str, result: dict[str, Any], level: str = "###") -> list[str]:
     configs = result["configs"]
-    lines = [f"### {name}", "", f"{result['description']} {result['questions']} questions, "
+    lines = [f"{level} {name}", "", f"{result['description']} {result['questions']} questions, "
              f"{result['memories']} memories.", ""]  # fmt: skip
     head = ["config", "split", "questions", "R@5", "R@10", "MRR", "p50 ms"]
     rows, failed = [], []
@@ -43,23 +50,92 @@ def set_markdown(name: str, result: dict[str, Any]) -> list[str]:
         for split, s in c["split"].items():
             rows.append([f"`{cname}`", split, *_row(s)])
     lines += _table(head, rows)
+    expanded = [(n, c) for n, c in _ok(configs).items() if "recall_with_neighbours" in c["all"]]
+    if expanded:
+        found = ", ".join(f"`{n}` {_f(c['all']['recall_with_neighbours'])}" for n, c in expanded)
+        lines += ["", f"Evidence among the hits and the neighbours returned with them: {found}."]
     kinds = [k for k in KINDS if any(k in c.get("kind", {}) for c in configs.values())]
+    kinds += sorted({k for c in configs.values() for k in c.get("kind", {})} - set(KINDS))
     if len(kinds) > 1:
         lines += ["", "Recall@10 by kind (all / dev / test):", ""]
         krows = []
-        for cname, c in configs.items():
-            if c["status"] != "ok":
-                continue
+        for cname, c in _ok(configs).items():
             cells = []
             for k in kinds:
                 parts = [c["kind"].get(k)] + [c["split_kind"][s].get(k) for s in c["split_kind"]]
                 cells.append(" / ".join(_f(p["recall_at_10"]) if p else "–" for p in parts))
             krows.append([f"`{cname}`", *cells])
-        n = [str(next(iter(configs.values())).get("kind", {}).get(k, {}).get("questions", ""))
-             for k in kinds]  # fmt: skip
+        first = next(iter(_ok(configs).values()), {})
+        n = [str(first.get("kind", {}).get(k, {}).get("questions", "")) for k in kinds]
         lines += _table(["config", *(f"{k} ({c})" for k, c in zip(kinds, n, strict=True))], krows)
     if failed:
         lines += ["", *failed]
+    return lines
+
+
+def headline(deployment: dict[str, Any], set_name: str) -> tuple[str, dict[str, Any]] | None:
+    """The deployment's headline configuration on a set (the first that ran when the
+    headline did not)."""
+    configs = _ok(deployment["sets"].get(set_name, {}).get("configs", {}))
+    if deployment["headline"] in configs:
+        return deployment["headline"], configs[deployment["headline"]]
+    return next(iter(configs.items()), None)
+
+
+FLOOR_ON = (("floors", "score"), ("similarity_floors", "similarity"))
+
+
+def floor_markdown(deployment: dict[str, Any]) -> list[str]:
+    """The floor table of the deployment's headline configuration: for each set, a floor on
+    the hits' `score` and one on their `vector_similarity`."""
+    found = {s: headline(deployment, s) for s in deployment["sets"]}
+    cols = [(s, h[1][key], label) for s, h in found.items() if h is not None
+            for key, label in FLOOR_ON if key in h[1]]  # fmt: skip
+    if not cols:
+        return []
+    names = sorted({h[0] for h in found.values() if h is not None})
+    lines = [
+        f"Floor calibration of `{'`, `'.join(names)}`: a floor on the top 10's returned "
+        "`score` (or on their `vector_similarity`, hits without one left out), per set: the "
+        "fraction of evidence hits kept / of the other hits dropped.",
+        "",
+    ]
+    head = ["floor"] + [f"{s} {label}: kept / dropped" for s, _, label in cols]
+    rows = []
+    for i, r in enumerate(cols[0][1]["grid"]):
+        cells = [f"{_f(f['grid'][i]['evidence_kept'])} / "
+                 f"{_f(f['grid'][i]['non_evidence_dropped'])}" for _, f, _ in cols]  # fmt: skip
+        rows.append([f"{r['floor']:.2f}", *cells])
+    lines += _table(head, rows)
+    best = "; ".join(
+        f"{s} {label} {_f(f['floor_95'], 2)} ({f['evidence_hits']} evidence hits, "
+        f"{f['non_evidence_hits']} others)"
+        for s, f, label in cols
+    )
+    return [*lines, "", f"Highest floor keeping ≥ 95 % of the evidence hits: {best}."]
+
+
+def summary_markdown(results: dict[str, Any]) -> list[str]:
+    """R@10 (all / dev / test) of each configuration on each set, a column per deployment."""
+    deps = {n: d for n, d in results["deployments"].items() if d.get("status") == "ok"}
+    if not deps:
+        return []
+    lines = ["## Summary: R@10 (all / dev / test)", ""]
+    for set_name in dict.fromkeys(s for d in deps.values() for s in d["sets"]):
+        in_set = [d["sets"].get(set_name, {}).get("configs", {}) for d in deps.values()]
+        configs = list(dict.fromkeys(c for cs in in_set for c in cs))
+        rows = []
+        for c in configs:
+            cells = []
+            for d in deps.values():
+                r = d["sets"].get(set_name, {}).get("configs", {}).get(c)
+                if r is None or r["status"] != "ok":
+                    cells.append("–" if r is None else f"failed ({r['http_status']})")
+                    continue
+                parts = [r["all"], *r["split"].values()]
+                cells.append(" / ".join(_f(p["recall_at_10"]) for p in parts))
+            rows.append([f"{set_name} `{c}`", *cells])
+        lines += [*_table(["set, config", *(f"`{n}`" for n in deps)], rows), ""]
     return lines
 
 
@@ -68,37 +144,61 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"# Recall eval ({results['profile']}), {results['date']}",
         "",
-        f"{m['cores']} cores, {m['cpu']}; embedding {results.get('embedding')}; "
-        f"{results['seconds']:.0f} s wall time (service start {results['service_start_s']:.0f} s, "
-        f"load {results['load_s']:.0f} s for {results['memories']} memories).",
+        f"{m['cores']} cores, {m['cpu']}; {results['seconds']:.0f} s wall time.",
         "Recall@k: the fraction of a question's evidence turns in the top k, averaged; MRR: "
         "1 / rank of the first evidence hit in the top 10; p50: a recall's latency at "
-        f"concurrency {results['concurrency']}.",
+        f"concurrency {results['concurrency']}. Each deployment is the service started with "
+        "its environment, on a fresh database, with the sets loaded in its content style "
+        "(evals/deployments.py).",
         "",
+        *summary_markdown(results),
     ]
-    for name, result in results["sets"].items():
-        lines += [*set_markdown(name, result), ""]
+    for dname, d in results["deployments"].items():
+        lines += [f"## Deployment `{dname}`", ""]
+        env = json.dumps(d["env"]) if d["env"] else "the service's defaults"
+        request = json.dumps(d["request"])
+        lines += [f"Environment {env}; content {d['content']}; request fields {request}; "
+                  f"headline configuration `{d['headline']}`."]  # fmt: skip
+        if d.get("status") != "ok":
+            lines += ["", f"**Failed**: {d.get('error')}", ""]
+            continue
+        lines += [
+            f"Embedding {d.get('embedding')}; {d['seconds']:.0f} s (service start "
+            f"{d['service_start_s']:.0f} s, load {d['load_s']:.0f} s for {d['memories']} "
+            "memories).",
+            "",
+            *floor_markdown(d),
+            "",
+        ]
+        for name, result in d["sets"].items():
+            lines += [*set_markdown(name, result), ""]
     return "\n".join(lines)
 
 
 def terminal(results: dict[str, Any]) -> str:
-    """One line per set and configuration: overall, dev, test, and R@10 per kind."""
+    """One line per deployment, set and configuration: overall, dev, test, R@10 per kind."""
     out = []
-    for name, result in results["sets"].items():
-        out.append(f"{name}: {result['questions']} questions, {result['memories']} memories")
-        for cname, c in result["configs"].items():
-            if c["status"] != "ok":
-                out.append(f"  {cname:<22} FAILED {c['http_status']} "
-                           f"{json.dumps(c['problem'])[:160]}")  # fmt: skip
-                continue
-            a = c["all"]
-            splits = "  ".join(f"{s} {v['recall_at_10']:.3f}" for s, v in c["split"].items())
-            kinds = "  ".join(f"{k} {v['recall_at_10']:.3f}" for k, v in c["kind"].items())
-            out.append(
-                f"  {cname:<22} R@5 {a['recall_at_5']:.3f}  R@10 {a['recall_at_10']:.3f}  "
-                f"MRR {a['mrr']:.3f}  p50 {a['p50_ms']:.1f} ms | R@10 {splits}"
-                + (f" | {kinds}" if len(c["kind"]) > 1 else "")
-            )
+    for dname, d in results["deployments"].items():
+        if d.get("status") != "ok":
+            out.append(f"{dname}: FAILED {d.get('error')}")
+            continue
+        for name, result in d["sets"].items():
+            out.append(f"{dname} / {name}: {result['questions']} questions, "
+                       f"{result['memories']} memories")  # fmt: skip
+            for cname, c in result["configs"].items():
+                if c["status"] != "ok":
+                    out.append(f"  {cname:<22} FAILED {c['http_status']} "
+                               f"{json.dumps(c['problem'])[:160]}")  # fmt: skip
+                    continue
+                a = c["all"]
+                splits = "  ".join(f"{s} {v['recall_at_10']:.3f}" for s, v in c["split"].items())
+                kinds = "  ".join(f"{k} {v['recall_at_10']:.3f}" for k, v in c["kind"].items())
+                floor = c.get("floors", {}).get("floor_95")
+                out.append(
+                    f"  {cname:<22} R@5 {a['recall_at_5']:.3f}  R@10 {a['recall_at_10']:.3f}  "
+                    f"MRR {a['mrr']:.3f}  p50 {a['p50_ms']:.1f} ms  floor95 {_f(floor, 2)}"
+                    f" | R@10 {splits}" + (f" | {kinds}" if len(c["kind"]) > 1 else "")
+                )
     return "\n".join(out)
 
 

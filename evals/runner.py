@@ -6,6 +6,10 @@ dated by its session, with {dialogue, session, turn, speaker} as metadata. A con
 a name and the extra fields it adds to every recall request; a configuration whose requests
 are refused (say a field this API does not know yet: 422) is reported as failed, with the
 problem the service returned, and the run goes on.
+
+A hit's `score` and `vector_similarity` are kept (for the floor calibration), and the turns
+returned with a hit as its neighbours (`hit["neighbours"]`, a list of memories with a `key`,
+or of keys) when the service returns them.
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ BASELINE = [
     Config("vector", {"strategy": "vector"}),
     Config("fulltext", {"strategy": "fulltext"}),
     Config("hybrid", {"strategy": "hybrid"}),
+    Config("default", {}),  # whatever the service does with a bare request
 ]
+EVAL_FIELDS = frozenset({"query", "limit", "load_into_working_memory"})
 
 
 def load_configs(path: Path) -> list[Config]:
@@ -45,7 +51,7 @@ def load_configs(path: Path) -> list[Config]:
     items = raw.items() if isinstance(raw, dict) else ((c["name"], c["request"]) for c in raw)
     configs = [Config(str(name), dict(fields)) for name, fields in items]
     for c in configs:
-        if {"query", "limit", "load_into_working_memory"} & c.fields.keys():
+        if EVAL_FIELDS & c.fields.keys():
             raise ValueError(f"config {c.name}: query, limit and working memory are the eval's")
     return configs
 
@@ -106,28 +112,67 @@ async def load(client: Client, evalset: EvalSet, prefix: str, embedded: bool = T
     return loaded
 
 
-async def _ask(client: Client, ns: str, q: EvalQuestion, config: Config) -> Outcome:
-    body = {**config.fields, "query": q.text, "limit": LIMIT, "load_into_working_memory": False}
+def _neighbour_keys(hit: dict[str, Any]) -> list[str] | None:
+    found = hit.get("neighbours", hit.get("neighbors"))
+    if not isinstance(found, list):
+        return None
+    return [n["key"] if isinstance(n, dict) else str(n) for n in found]
+
+
+def _expanded(hits: list[dict[str, Any]]) -> tuple[str, ...] | None:
+    """Each hit's key then its neighbours', without repeats; None when no hit has any."""
+    per_hit = [_neighbour_keys(h) for h in hits]
+    if all(n is None for n in per_hit):
+        return None
+    out: dict[str, None] = {}
+    for h, ns in zip(hits, per_hit, strict=True):
+        out.setdefault(h["key"])
+        for k in ns or ():
+            out.setdefault(k)
+    return tuple(out)
+
+
+def request_body(config: Config, question: str, base: dict[str, Any] | None = None) -> dict:
+    """The recall request: the deployment's fields, the configuration's over them, and the
+    eval's own (the question, the limit, no working memory) over both."""
+    own = {"query": question, "limit": LIMIT, "load_into_working_memory": False}
+    return {**(base or {}), **config.fields, **own}
+
+
+async def _ask(
+    client: Client, ns: str, q: EvalQuestion, config: Config, base: dict[str, Any] | None
+) -> Outcome:
+    body = request_body(config, q.text, base)
     t0 = time.perf_counter()
     status, payload = await _post(client, ns, f"/v1/robots/{ROBOT}/recall", body)
     latency = time.perf_counter() - t0
     if status != 200:
         raise Refused(status, payload)
-    ranked = tuple(h["key"] for h in payload["hits"])
-    return Outcome(q.kind, q.split, q.evidence, ranked, latency)
+    hits = payload["hits"]
+    ranked = tuple(h["key"] for h in hits)
+    scores = tuple(float(h["score"]) for h in hits)
+    sims = tuple(None if h.get("vector_similarity") is None else float(h["vector_similarity"])
+                 for h in hits)  # fmt: skip
+    return Outcome(q.kind, q.split, q.evidence, ranked, latency, scores, sims, _expanded(hits))
 
 
 async def run_config(
-    client: Client, evalset: EvalSet, config: Config, prefix: str, concurrency: int = 4
+    client: Client,
+    evalset: EvalSet,
+    config: Config,
+    prefix: str,
+    concurrency: int = 4,
+    base: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every question with this configuration: its metrics, or `failed` with the first
-    refusal's status and problem (the first question is asked alone, so a configuration
-    the API refuses costs one request)."""
+    """Every question with this configuration (over `base`, the deployment's request
+    fields): its metrics, or `failed` with the first refusal's status and problem (the first
+    question is asked alone, so a configuration the API refuses costs one request)."""
     sem = asyncio.Semaphore(concurrency)
+    request = {**(base or {}), **config.fields}
 
     async def one(q: EvalQuestion) -> Outcome:
         async with sem:
-            return await _ask(client, namespace(prefix, evalset, q.group), q, config)
+            return await _ask(client, namespace(prefix, evalset, q.group), q, config, base)
 
     t0 = time.perf_counter()
     questions = evalset.questions
@@ -135,10 +180,10 @@ async def run_config(
         first = await one(questions[0])
         rest = await asyncio.gather(*(one(q) for q in questions[1:]))
     except Refused as e:
-        return {"request": config.fields, "status": "failed", "http_status": e.status,
+        return {"request": request, "status": "failed", "http_status": e.status,
                 "problem": e.problem}  # fmt: skip
     return {
-        "request": config.fields,
+        "request": request,
         "status": "ok",
         "seconds": time.perf_counter() - t0,
         **breakdown([first, *rest]),

@@ -4,19 +4,28 @@ into a namespace of its own, so a question only searches its own dialogue) and q
 - `conv`: the generated conversations of evals/data/conv/ (evals/generate.py).
 - `facts`: bench/quality.py's set (bench/dataset.py `quality_dataset`): one fact per person
   and relation, a paraphrased question per fact, background noise around them.
+
+A conversation turn is stored in one of two content styles (a deployment's `content`):
+`prefixed`, "Speaker: text" (what a client had to send before the service built a search text
+from a memory's context), or `plain`, the turn's text alone; the metadata
+{dialogue, session, turn, speaker} is sent either way. The facts set has no speakers: its
+content is the same in both styles.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from evals.generate import DATA_DIR
 
 FACTS_SEED = 20260101  # the bench's default seed, so the figures match bench/quality.py's
 QUICK_DIALOGUES = ("d01", "d08")  # one dev and one test dialogue
+ContentStyle = Literal["prefixed", "plain"]
+CONTENT_STYLES: tuple[ContentStyle, ...] = ("prefixed", "plain")
 
 
 @dataclass(frozen=True)
@@ -50,13 +59,19 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def conv_set(quick: bool = False, directory: Path = DATA_DIR) -> EvalSet:
+def turn_content(speaker: str, text: str, style: ContentStyle = "prefixed") -> str:
+    return f"{speaker}: {text}" if style == "prefixed" else text
+
+
+def conv_set(
+    quick: bool = False, directory: Path = DATA_DIR, content: ContentStyle = "prefixed"
+) -> EvalSet:
     keep = set(QUICK_DIALOGUES) if quick else None
     groups: dict[str, list[Doc]] = {}
     for t in _jsonl(directory / "turns.jsonl"):
         if keep is None or t["dialogue"] in keep:
             meta = {k: t[k] for k in ("dialogue", "session", "turn", "speaker")}
-            doc = Doc(t["id"], f"{t['speaker']}: {t['text']}", t["at"], meta)
+            doc = Doc(t["id"], turn_content(t["speaker"], t["text"], content), t["at"], meta)
             groups.setdefault(t["dialogue"], []).append(doc)
     questions = [
         EvalQuestion(
@@ -75,9 +90,12 @@ def conv_set(quick: bool = False, directory: Path = DATA_DIR) -> EvalSet:
     return EvalSet("conv", groups, questions)
 
 
-def facts_set(quick: bool = False, seed: int = FACTS_SEED) -> EvalSet:
+def facts_set(
+    quick: bool = False, seed: int = FACTS_SEED, content: ContentStyle = "prefixed"
+) -> EvalSet:
     """bench/quality.py's set at its profile's size (full: 40 people, 3,000 background
-    memories; quick: 12 and 400). People in the first half are dev, the rest test."""
+    memories; quick: 12 and 400). People in the first half are dev, the rest test. No
+    speakers, so `content` changes nothing."""
     from bench.dataset import quality_dataset
 
     people, background = (12, 400) if quick else (40, 3000)
@@ -92,4 +110,4 @@ def facts_set(quick: bool = False, seed: int = FACTS_SEED) -> EvalSet:
     return EvalSet("facts", {"facts": docs}, questions)
 
 
-SETS = {"conv": conv_set, "facts": facts_set}
+SETS: dict[str, Callable[..., EvalSet]] = {"conv": conv_set, "facts": facts_set}

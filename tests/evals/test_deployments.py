@@ -1,0 +1,119 @@
+"""Deployments: the defaults, the JSON file, the selection; and the report renders several
+deployments, a failed one, and the floor table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evals import report
+from evals.deployments import DEFAULTS, Deployment, load_deployments, select
+from evals.metrics import Outcome, breakdown
+from evals.runner import Config, request_body
+from evals.sets import conv_set
+
+
+def test_the_default_run_compares_the_old_default_with_the_services_defaults() -> None:
+    old, new = DEFAULTS
+    assert (old.name, old.env["HTM_SEARCH_TEXT"], old.content, old.headline) == (
+        "old-default", "plain", "prefixed", "hybrid",
+    )  # fmt: skip
+    assert (new.name, new.env, new.content, new.headline) == ("default", {}, "plain", "default")
+    assert old.prefix == "eval-old-default-" and old.database == "htm_eval_old_default"
+
+
+def test_a_turns_content_is_prefixed_or_plain_and_its_metadata_the_same() -> None:
+    prefixed, plain = conv_set(True, content="prefixed"), conv_set(True, content="plain")
+    a, b = prefixed.groups["d01"][5], plain.groups["d01"][5]
+    assert a.content == f"{a.metadata['speaker']}: {b.content}"
+    assert a.metadata == b.metadata and set(a.metadata) == {"dialogue", "session", "turn",
+                                                             "speaker"}  # fmt: skip
+    assert prefixed.questions == plain.questions
+
+
+def test_deployments_load_from_a_json_list_and_are_checked(tmp_path: Path) -> None:
+    p = tmp_path / "d.json"
+    p.write_text(json.dumps([
+        {"name": "plain-text", "env": {"HTM_SEARCH_TEXT": "plain"}, "content": "prefixed"},
+        {"name": "floor", "request": {"min_score": 0.2}, "headline": "hybrid"},
+    ]))  # fmt: skip
+    got = load_deployments(p)
+    assert got == [
+        Deployment("plain-text", {"HTM_SEARCH_TEXT": "plain"}, "prefixed", {}, "default"),
+        Deployment("floor", {}, "plain", {"min_score": 0.2}, "hybrid"),
+    ]
+    assert [d.name for d in select(got, "floor")] == ["floor"]
+    assert select(got, None) == got
+    with pytest.raises(ValueError, match="unknown deployments"):
+        select(got, "nope")
+    for bad in (
+        [{"name": "Bad Name"}],
+        [{"name": "x", "content": "fancy"}],
+        [{"name": "x", "request": {"limit": 3}}],
+        [{"name": "x", "env": {"HTM_A": 1}}],
+        [{"name": "x", "colour": "red"}],
+        [{"name": "x"}, {"name": "x"}],
+        [],
+    ):
+        p.write_text(json.dumps(bad))
+        with pytest.raises(ValueError):
+            load_deployments(p)
+
+
+def test_a_request_is_the_deployments_fields_under_the_configs_under_the_evals() -> None:
+    body = request_body(Config("c", {"strategy": "vector", "min_score": 0.3}), "q?",
+                        {"min_score": 0.1, "neighbours": 1})  # fmt: skip
+    assert body == {"min_score": 0.3, "neighbours": 1, "strategy": "vector", "query": "q?",
+                    "limit": 10, "load_into_working_memory": False}  # fmt: skip
+
+
+def _deployment(headline: str, failed: bool = False) -> dict[str, Any]:
+    if failed:
+        return {"status": "failed", "error": "service exited at start", "env": {"HTM_X": "1"},
+                "content": "plain", "request": {}, "headline": headline, "sets": {}}  # fmt: skip
+    outcomes = [
+        Outcome("single", "dev", ("a",), ("a", "b"), 0.01, (0.9, 0.2), (0.5, None)),
+        Outcome("latest", "test", ("d",), ("c", "d"), 0.01, (0.7, 0.6), (0.1, 0.3)),
+    ]
+    ok = {"request": {}, "status": "ok", "seconds": 1.0, **breakdown(outcomes)}
+    refused = {"request": {"x": 1}, "status": "failed", "http_status": 422,
+               "problem": {"detail": "x"}}  # fmt: skip
+    return {
+        "status": "ok", "env": {}, "content": "plain", "request": {}, "headline": headline,
+        "embedding": None, "seconds": 3.0, "service_start_s": 1.0, "load_s": 1.0,
+        "memories": 4,
+        "sets": {"conv": {"description": "C.", "memories": 4, "questions": 2,
+                          "configs": {"hybrid": ok, "default": ok, "new": refused}}},
+    }  # fmt: skip
+
+
+def test_the_report_has_a_summary_a_floor_table_per_deployment_and_the_failures() -> None:
+    results = {
+        "profile": "full", "date": "2026-11-26T00:00:00+00:00", "concurrency": 4,
+        "seconds": 9.0, "machine": {"cores": 2, "cpu": "x"},
+        "deployments": {"old-default": _deployment("hybrid"), "default": _deployment("default"),
+                        "broken": _deployment("default", failed=True)},
+    }  # fmt: skip
+    md = report.markdown(results)
+    assert "## Summary: R@10 (all / dev / test)" in md
+    assert "| conv `hybrid` | 1.000 / 1.000 / 1.000 | 1.000 / 1.000 / 1.000 |" in md
+    assert "| conv `new` | failed (422) | failed (422) |" in md
+    assert md.count("Floor calibration of `hybrid`") == 1
+    assert md.count("Floor calibration of `default`") == 1
+    # evidence scores 0.9 and 0.6, the others 0.2 and 0.7
+    # similarities: evidence 0.5 and 0.3, the other 0.1 (and one without)
+    assert "| floor | conv score: kept / dropped | conv similarity: kept / dropped |" in md
+    assert "| 0.60 | 1.000 / 0.500 | 0.000 / 1.000 |" in md
+    assert "| 0.65 | 0.500 / 0.500 | 0.000 / 1.000 |" in md
+    assert "| 0.30 | 1.000 / 0.500 | 1.000 / 1.000 |" in md
+    assert (
+        "Highest floor keeping ≥ 95 % of the evidence hits: conv score 0.60 (2 evidence "
+        "hits, 2 others); conv similarity 0.30 (2 evidence hits, 1 others)"
+    ) in md
+    assert "**Failed**: service exited at start" in md
+    assert "latest (1)" in md
+    text = report.terminal(results)
+    assert "broken: FAILED" in text and "floor95 0.60" in text
