@@ -2,9 +2,10 @@
 
 A `Fact` is what one speaker says about their life, in one or more turns (a second move, a
 new job, a second instrument); `plant` makes it from the per-dialogue pools, and after the
-turns are placed in sessions, `questions` asks about it: single facts, multi-hop (two turns,
-usually in different sessions), temporal ("when did..."), paraphrases (little word overlap,
-checked) and rare names.
+turns are placed in sessions, `questions` asks about it: single facts, the latest of two
+values, multi-hop (two turns, usually in different sessions), temporal ("when did..."),
+paraphrases (little word overlap, checked) and rare names. The harder kinds asked after these
+are evals/harder.py's.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def _pet(who: Speaker, rng: random.Random, pools: Pools) -> Fact:
             f"there's a {breed} asleep on my feet right now. Meet {name}",
         ],
     )
-    return Fact(who, "pet", [line], ("cute",), {"species": species, "name": name}, events=(0,))
+    data = {"species": species, "name": name, "breed": breed}
+    return Fact(who, "pet", [line], ("cute",), data, events=(0,))
 
 
 def _job(who: Speaker, rng: random.Random, pools: Pools) -> Fact:
@@ -132,7 +134,7 @@ def _job(who: Speaker, rng: random.Random, pools: Pools) -> Fact:
                 ],
             )
         )
-    data = {"c1": c1, "r1": r1, "c2": c2, "r2": r2}
+    data = {"c1": c1, "r1": r1, "c2": c2, "r2": r2, "years": years}
     return Fact(who, "job", lines, ("plain", "good"), data, events=(1,), early_first=True)
 
 
@@ -210,7 +212,8 @@ def _trips(who: Speaker, rng: random.Random, pools: Pools) -> Fact:
         zip(trips, reasons, templates, strict=True)  # type: ignore[misc]
     ):
         lines.append(t.format(reason=reason, city=city, landmark=landmark))
-        data.update({f"city{k}": city, f"country{k}": country, f"q{k}": question})
+        data.update({f"city{k}": city, f"country{k}": country, f"q{k}": question,
+                     f"reason{k}": reason})  # fmt: skip
     return Fact(who, "trips", lines, ("neutral", "neutral"), data, events=(0, 1))
 
 
@@ -328,7 +331,8 @@ def questions(f: Fact, rng: random.Random) -> list[Question]:
         ], f.owner, t, d["species"])  # fmt: skip
     elif f.type == "job":
         last, c_last = t[-1], d["c2"] if len(t) == 2 else d["c1"]
-        qs.append(Question("single", f"Where does {p} work now?", [last], c_last))
+        now = "latest" if len(t) == 2 else "single"  # the latest of two values
+        qs.append(Question(now, f"Where does {p} work now?", [last], c_last))
         qs.append(Question("names", f"Who works at {c_last}?", [last], p))
         qs += paraphrase(rng, [
             "Who is {p}'s employer?", "What does {p} do for a living?",
@@ -346,9 +350,10 @@ def questions(f: Fact, rng: random.Random) -> list[Question]:
     elif f.type == "move":
         k = len(t) - 1
         city, street = d[f"city{k}"], d[f"street{k}"]
+        now = "latest" if len(t) == 2 else "single"
         qs += [
-            Question("single", f"Where does {p} live now?", [t[k]], city),
-            Question("single", f"What street is {p}'s place on?", [t[k]], street),
+            Question(now, f"Where does {p} live now?", [t[k]], city),
+            Question(now, f"What street is {p}'s place on?", [t[k]], street),
             Question("names", f"Who lives on {street}?", [t[k]], p),
         ]
         for j in range(len(t)):

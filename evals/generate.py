@@ -4,7 +4,8 @@ Pure Python and seeded (`random.Random` seeded with a string, which CPython hash
 SHA-512, so the output is the same on every machine and every run). Each dialogue is two
 named speakers chatting over 8-15 dated sessions spread over 3-8 months of 2025-2026: mostly
 small talk, with facts about their lives planted in some turns (and some facts updated later:
-a second move, a new job). Questions are asked about the facts; each names its evidence turns.
+a second move, a new job). Questions are asked about the facts (evals/facts.py, then the
+harder kinds of evals/harder.py); each names its evidence turns.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from evals import words as w
 from evals.facts import OPTIONAL, Fact, Pools, Question, Speaker, Turn, linked_questions, plant
 from evals.facts import questions as ask
+from evals.harder import harder_questions
 
 SEED = "htm-conv-2026"
 DIALOGUES = 12
@@ -219,6 +221,9 @@ def dialogue(index: int) -> tuple[dict[str, object], list[Turn], list[Question]]
             qs += ask(f, rng)
         qs += linked_questions(facts[who.name])
         qs += _month_questions(rng, who, list(facts[who.name].values()))
+    # the harder kinds after the first ones, from a generator of their own: adding them left
+    # every earlier question as it was
+    qs += harder_questions(random.Random(f"{SEED}-{index}-harder"), pair, facts)
     unique: dict[str, Question] = {}
     for q in qs:
         unique.setdefault(q.text, q)

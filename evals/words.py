@@ -363,3 +363,66 @@ FOLLOW_UPS = [
     ("Still keeping up with your new hobby?", "Trying to! Twice a week at least."),
     ("How's the recovery going?", "Slowly, a bit better every week."),
 ]  # fmt: skip
+
+# --- the harder kinds (evals/harder.py) -------------------------------------------------------
+
+# synonym: the same event said with other words (each template shares no content word with
+# the turn it asks about but the speaker's name; checked when the set is generated)
+PET_SYNONYMS = {
+    "dog": ["Did {p} get a dog?", "Is there a new hound in {p}'s home?"],
+    "cat": ["Did {p} get a cat?", "Is there a new kitty in {p}'s home?"],
+    "rabbit": ["Did {p} get a rabbit?", "Is there a new hare-like pet in {p}'s home?"],
+    "parakeet": ["Did {p} get a pet bird?", "Is there a parrot living with {p}?"],
+    "tortoise": ["Did {p} get a pet turtle?", "Is there a reptile living with {p}?"],
+}
+# keyed by words of the move line's template
+MOVE_SYNONYMS = {
+    "signed the lease": ["Did {p} rent an apartment?",
+                         "Has {p} put {pos} name on a rental contract?"],
+    "boxes everywhere": ["Is {p} unpacking cartons after relocating?",
+                         "Has {p} settled into a different town?"],
+    "the van is booked": ["Has {p} hired a removal truck?", "Has {p} arranged a moving lorry?"],
+}  # fmt: skip
+INJURY_SYNONYMS = {
+    "ankle": "Did {p} twist {pos} foot on the pavement?",
+    "wrist": "Did {p} break a bone in a cycling crash?",
+    "knee": "Did {p} rip a tendon playing football?",
+    "shoulder": "Did {p} pop {pos} arm out of its socket?",
+    "back": "Did {p} strain {pos} spine moving furniture?",
+}
+ALLERGEN_SYNONYMS = {
+    "shellfish": "prawns and crab", "peanuts": "groundnuts", "sesame": "tahini",
+    "kiwi": "kiwifruit", "walnuts": "tree nuts", "mustard": "dijon", "celery": "celeriac",
+}  # fmt: skip
+ALLERGY_SYNONYMS = [
+    "Did a specialist tell {p} to stop eating {x}?",
+    "Does {x} give {p} a skin reaction?",
+]
+PURCHASE_SYNONYMS = {
+    "Subaru Outback": "a secondhand station wagon", "Volvo V70": "a pre-owned estate car",
+    "Brompton": "a collapsible bicycle", "Gaggia Classic": "a coffee maker",
+    "Fujifilm X100V": "a compact digital camera", "Chesterfield": "an antique couch",
+    "Itiwit": "a blow-up canoe", "Kobo Libra": "an ebook reader",
+    "Hilleberg Nallo": "a backpacking shelter", "Vitamix": "a high-speed food mixer",
+    "Royal Enfield": "an adventure motorcycle", "Yamaha upright": "a piano for the lounge",
+}  # fmt: skip
+PURCHASE_SYNONYM_QUESTIONS = ["Did {p} buy {x}?", "Has {p} acquired {x}?"]
+INSTRUMENT_SYNONYMS = {
+    "ukulele": "the uke", "cello": "the violoncello", "piano": "the keyboard",
+    "drums": "percussion", "violin": "the fiddle", "trumpet": "a brass horn",
+    "saxophone": "the sax", "harmonica": "the mouth organ", "mandolin": "a small lute",
+    "bass guitar": "a four-string electric", "flute": "a woodwind",
+    "accordion": "the squeezebox",
+}  # fmt: skip
+INSTRUMENT_SYNONYM_QUESTIONS = [
+    "Is {p} learning to play {x}?",
+    "Has {p} begun practising {x}?",
+]
+TRIP_REASON_SYNONYMS = {
+    "my cousin's wedding": "a relative's marriage ceremony",
+    "a work conference": "a business convention",
+    "a week with my college friends": "a reunion with university pals",
+    "my parents' anniversary": "a celebration for mum and dad",
+    "my best friend's fortieth": "a close pal's 40th birthday",
+}
+TRIP_SYNONYM_QUESTIONS = ["Did {p} go to {country} for {x}?", "Was {p} in {country} for {x}?"]

@@ -13,7 +13,10 @@ import pytest
 from evals.generate import DATA_DIR, FILES, render
 from evals.overlap import content_words, shared_words
 
-KINDS = {"single", "multi_hop", "temporal", "paraphrase", "names"}
+KINDS = {
+    "single", "latest", "multi_hop", "temporal", "paraphrase", "synonym", "inverted", "speaker",
+    "names",
+}  # fmt: skip
 
 
 def _rows(name: str) -> list[dict[str, Any]]:
@@ -132,7 +135,7 @@ def test_temporal_questions_carry_a_range_holding_their_evidence(data: dict[str,
 def test_paraphrase_questions_share_at_most_one_content_word_with_their_evidence(
     data: dict[str, Any],
 ) -> None:
-    paraphrases = [q for q in data["questions"] if q["kind"] == "paraphrase"]
+    paraphrases = [q for q in data["questions"] if q["kind"] in ("paraphrase", "synonym")]
     for q in paraphrases:
         for e in q["evidence"]:
             t = data["turns"][e]
@@ -149,3 +152,63 @@ def test_names_questions_name_a_token_rare_in_their_dialogue(data: dict[str, Any
     for q in (q for q in data["questions"] if q["kind"] == "names"):
         words = content_words(q["question"]) - content_words(q["speaker"])
         assert any(0 < counts[q["dialogue"]][w] <= 3 for w in words), q["question"]
+
+
+def test_inverted_questions_name_no_speaker_and_speaker_questions_name_theirs(
+    data: dict[str, Any],
+) -> None:
+    speakers = {d["id"]: d["speakers"] for d in data["dialogues"]}
+    for q in data["questions"]:
+        named = [s for s in speakers[q["dialogue"]] if s in q["question"]]
+        if q["kind"] == "inverted":
+            assert named == [] and q["answer"] == q["speaker"], q["question"]
+        elif q["kind"] in ("speaker", "latest", "synonym"):
+            assert named == [q["speaker"]], q["question"]
+
+
+def test_latest_questions_ask_for_one_turn_and_the_speaker_said_something_alike_before(
+    data: dict[str, Any],
+) -> None:
+    """The evidence is the later value's turn; the earlier value is in an earlier turn of the
+    same speaker, which a question about what holds now must not be answered with."""
+    latest = [q for q in data["questions"] if q["kind"] == "latest"]
+    assert len(latest) >= 60
+    for q in latest:
+        assert len(q["evidence"]) == 1
+        turn = data["turns"][q["evidence"][0]]
+        assert turn["session"] > 0 or turn["turn"] > 0
+
+
+def test_speaker_questions_are_about_a_kind_of_fact_the_other_speaker_has_too() -> None:
+    """Generated again with the facts at hand: each speaker question's fact type is one the
+    other speaker of the dialogue has as well."""
+    import random
+
+    from evals import words as w
+    from evals.facts import OPTIONAL, Pools, Speaker
+    from evals.harder import harder_questions
+
+    rng = random.Random("t")
+    pair = (Speaker(*w.SPEAKERS[0]), Speaker(*w.SPEAKERS[1]))
+    pools = Pools(rng)
+    from evals.facts import plant
+
+    facts = {p.name: {k: plant(k, p, rng, pools) for k in ["job", "move", *OPTIONAL]}
+             for p in pair}  # fmt: skip
+    del facts[pair[1].name]["pet"]
+    for p in pair:  # pretend each line was said, in order
+        for f in facts[p.name].values():
+            f.turns = [_turn(p.name, line, i) for i, line in enumerate(f.lines)]
+    qs = harder_questions(random.Random("q"), pair, facts)
+    kinds = Counter(q.kind for q in qs)
+    assert set(kinds) == {"latest", "inverted", "speaker", "synonym"}
+    assert not any(q.kind == "speaker" and "animal" in q.text for q in qs)
+
+
+def _turn(speaker: str, text: str, i: int):  # type: ignore[no-untyped-def]
+    from datetime import UTC, timedelta
+
+    from evals.facts import Turn
+
+    at = datetime(2025, 1, 1, tzinfo=UTC) + timedelta(days=i)
+    return Turn(f"d01-s{i:02d}-t000", "d01", i, 0, speaker, at, text)
