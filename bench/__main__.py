@@ -38,7 +38,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, help="K concurrent clients (default 8)")
     p.add_argument("--seed", type=int, default=20260101)
     p.add_argument("--compare", type=Path, help="a previous results JSON to print deltas against")
-    p.add_argument("--skip-model", action="store_true", help="no local-model run (quality, adds)")
+    p.add_argument(
+        "--skip-model",
+        action="store_true",
+        help="no local-model run (quality, adds, recall with the model in the loop)",
+    )
     p.add_argument("--keep-databases", action="store_true", help="keep the bench databases")
     p.add_argument(
         "--reuse",
@@ -99,6 +103,7 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
             set(args.ops.split(",")) if args.ops else None,
             reuse=args.reuse,
             loaded=_loaded(args.load_from, n),
+            model=not args.skip_model,
         )
     results["quiet_wait_s"] = quiet.spent_s
     if not args.skip_model:

@@ -491,3 +491,22 @@ def quality_dataset(seed: int, people: int, background: int) -> QualityDataset:
             queries.append((q.format(p=person), key))
     bg = scale_memories(seed, background, offset=7).contents
     return QualityDataset(facts, bg, queries)
+
+
+def distinct_questions(seed: int, n: int) -> list[str]:
+    """n different questions in the scale questions' style: the (person, topic, form)
+    questions, alone or about one of the places ("When did Maria go to the support group in
+    Lisbon?"), in a seeded order without repeats (some templates name no person, so a little
+    under 88,560 of them). For recall with the model in the loop: a text the service has not
+    embedded before cannot come from its query cache."""
+    combos = len(PEOPLE) * len(TOPICS) * 2 * (len(PLACES) + 1)
+    seen: dict[str, None] = {}
+    for c in np.random.default_rng([seed, 12]).permutation(combos).tolist():
+        c, place = divmod(c, len(PLACES) + 1)
+        c, form = divmod(c, 2)
+        person, topic = divmod(c, len(TOPICS))
+        q = TOPICS[TOPIC_NAMES[topic]][1][form].format(p=PEOPLE[person])
+        seen[q if place == len(PLACES) else f"{q[:-1]} {PLACES[place]}?"] = None
+        if len(seen) == n:
+            return list(seen)
+    raise ValueError(f"only {len(seen)} distinct questions, {n} asked")

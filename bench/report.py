@@ -169,6 +169,21 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             "",
         ),
     ]
+    e2e = scale[str(n)].get("e2e", {}).get("hybrid", {}).get("c1", {})
+    client = e2e.get("client_vector", {}).get("p50_ms")
+    for way in ("fresh", "cached"):
+        got = e2e.get(way, {}).get("p50_ms")
+        if client and got:
+            rows.append(
+                (
+                    f"recall hybrid, the service embedding the question ({way}), p50 ÷ the "
+                    "same with a client vector (c=1, issue 31)",
+                    got / client,
+                    "<=",
+                    1.1,
+                    "x",
+                )
+            )
     floor = scale[str(n)].get("load", {}).get("copy_floor")
     if floor:
         rows.append(
@@ -277,7 +292,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"Embeddings stored as `{db.get('vector_storage', 'vector')}`. "
             f"Loaded through the batch endpoint at {_f(ld.get('memories_per_s'))} memories/s. "
             f"Table {_mb(db, 'memory')}, HNSW index {_mb(db, 'memory_embedding_hnsw')}, "
-            f"GIN index {_mb(db, 'memory_content_tsv')}; shared_buffers "
+            f"GIN index {_mb(db, 'memory_search_tsv', 'memory_content_tsv')}; shared_buffers "
             f"{db.get('settings', {}).get('shared_buffers')}. "
             f"ANN vs exact at k=10: {_f(ann.get('service'))} at the service's ef_search "
             f"(sweep: {', '.join(f'{e}: {_f(a)}' for e, a in ann.get('by_ef_search', {}).items())}"
@@ -315,6 +330,7 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {_f(sk.get('p99_ms'))} | {_f(fk.get('throughput'))} | {_f(kratio, 'x')} | "
                 f"{_cpu(sk.get('cpu_ms', {}))} |"
             )
+        lines += _e2e(int(n_str), sc, k)
         lines += _load_sizes_ram(int(n_str), sc)
     lines += _plans(results)
     md = results.get("model")
@@ -361,6 +377,88 @@ def markdown(results: dict[str, Any]) -> str:
             ]
     lines += ["", f"Load average at start / end: {m.get('loadavg_start')} / {m.get('loadavg_end')}"]
     return "\n".join(lines) + "\n"
+
+
+_WAYS = ("client_vector", "cached", "fresh")
+
+
+def _e2e(n: int, sc: dict[str, Any], k: int) -> list[str]:
+    """Recall with the service embedding the question (bench/e2e.py) beside client vectors."""
+    e2e = sc.get("e2e")
+    if not e2e:
+        return []
+    ops = sc.get("ops", {})
+    emb = e2e.get("embedding") or {}
+    out = [
+        "",
+        f"### Recall with the model in the loop at N = {n:,}",
+        "",
+        "The request carries only its text; the service embeds it with its local model "
+        f"(`{emb.get('model')}`, a second service process with `HTM_EMBEDDING_PROVIDER=local` "
+        f"on the same database, ready in {_f(e2e.get('service_start_s'))} s, measured after "
+        "the reads). **fresh**: a question this process was never asked, each request a "
+        "different one, so the model embeds it (through the micro-batcher); **cached**: one "
+        f"of {e2e.get('cached_questions')} questions asked before, its vector from the query "
+        "cache; **client vector**: the request carries the 384 floats, as in the table above. "
+        f"c=1: the three request by request in rotating order; c={k}: each in turn. "
+        "÷ floor: over the floor p50 of the same unfiltered recall in the table above (c=1: "
+        f"its floor; c={k}: its floor under load). The service's query-cache counters "
+        "(GET /v1/stats) show the fresh requests missing and the cached ones hitting.",
+        "",
+        "| recall, unfiltered | clients | p50 / p95 ms: client vector | cached | fresh | "
+        "fresh ÷ client vector | ÷ floor: client vector / cached / fresh | req/s: client "
+        "vector / cached / fresh | service CPU ms/req: client vector / cached / fresh | "
+        "query cache: fresh misses, cached hits |",
+        "|---|---:|---:|---:|---:|---:|---|---|---|---|",
+    ]
+    for strategy in ("vector", "hybrid"):
+        r = e2e.get(strategy)
+        if not r:
+            continue
+        base = ops.get(f"recall_{strategy}_all", {})
+        for c, phase, floor_phase, cache in (
+            (1, "c1", "floor", None),
+            (k, "ck", "floor_k", "ck_cache"),
+        ):
+            res = r.get(phase, {})
+            floor = base.get(floor_phase, {}).get("p50_ms")
+            cv, fr = res.get("client_vector", {}), res.get("fresh", {})
+
+            def over(x: float | None, d: float | None) -> str:
+                return _f(x / d, "x") if x and d else "–"
+
+            flag = ""
+            errors = sum(res.get(w, {}).get("errors", 0) or 0 for w in _WAYS)
+            if errors:
+                flag += f" ⚠ {errors} errors"
+            others = [res.get(w, {}).get("cpu_ms", {}).get("other_pct") for w in _WAYS]
+            busiest = max((o for o in others if o is not None), default=None)
+            if busiest is not None and busiest > 10:
+                flag += f" ⚠ other load {busiest:.0f}%"
+            if cache is None:
+                counts = r.get("c1_cache", {})
+                seen = f"{counts.get('misses')}, {counts.get('hits')} (with warm-up)"
+                cpu = "–"
+            else:
+                counts = r.get(cache, {})
+                seen = (
+                    f"{counts.get('fresh', {}).get('misses')}, "
+                    f"{counts.get('cached', {}).get('hits')} (with warm-up)"
+                )
+                cpu = " / ".join(_f(res.get(w, {}).get("cpu_ms", {}).get("service")) for w in _WAYS)
+            out.append(
+                f"| {strategy}{flag} | {c} | "
+                + " | ".join(
+                    f"{_f(res.get(w, {}).get('p50_ms'))} / {_f(res.get(w, {}).get('p95_ms'))}"
+                    for w in _WAYS
+                )
+                + f" | {over(fr.get('p50_ms'), cv.get('p50_ms'))} | "
+                + " / ".join(over(res.get(w, {}).get("p50_ms"), floor) for w in _WAYS)
+                + " | "
+                + " / ".join(_f(res.get(w, {}).get("throughput")) for w in _WAYS)
+                + f" | {cpu} | {seen} |"
+            )
+    return out
 
 
 def _mib(b: float | None) -> str:
@@ -462,6 +560,7 @@ def _load_sizes_ram(n: int, sc: dict[str, Any]) -> list[str]:
                     f"| {i['name']} | {i['table']} | {i['method']} | {_mib(i['bytes'])} | "
                     f"{i['bytes'] / n:,.0f} |"
                 )
+    out += _search_text(sc.get("search_text"))
     for label, key in (("after the load", "ram_after_load"), ("at the end", "ram_end")):
         ram = sc.get(key)
         if not ram:
@@ -482,6 +581,50 @@ def _load_sizes_ram(n: int, sc: dict[str, Any]) -> list[str]:
             f"(MEMORY USAGE of its 9 keys) = {wm['per_item']:,.0f} bytes per item, of which "
             f"{wm['content_bytes'] / wm['items']:,.0f} content.",
         ]
+    return out
+
+
+def _search_text(st: dict[str, Any] | None) -> list[str]:
+    """What the search text costs in storage (bench/search_text.py)."""
+    if not st:
+        return []
+    sd, cv, k = st["scale_data"], st["conversation"], st["memories"]
+    out = [
+        "",
+        f"Search text (issue 31). The scale data is plain: {sd['with_search_text']:,.0f} of "
+        f"{sd['memories']:,.0f} memories have one, {_f(sd['search_text_bytes'])} bytes per "
+        f"memory. {k:,} conversation memories added after the timed phases (metadata "
+        f"`speaker` and `session`: sessions of {st['turns_per_session']} turns, two speakers; "
+        "the scale sentences as contents):",
+        "",
+        "| per conversation memory | plain (content only) | with its search text | ratio |",
+        "|---|---:|---:|---:|",
+        f"| search_text, bytes (pg_column_size; characters: content {_f(cv['content_chars'])},"
+        f" search text {_f(cv['search_text_chars'])}) | 0 | {_f(cv['search_text_bytes'])} "
+        "| – |",
+        f"| search_tsv, bytes (pg_column_size) | {_f(cv['plain_tsv_bytes'])} | "
+        f"{_f(cv['tsv_bytes'])} | {_f(st['tsv_ratio'], 'x')} |",
+        f"| its GIN index, bytes per memory (over these {k:,} rows alone) | "
+        f"{_f(st['gin_plain_bytes'] / k)} | {_f(st['gin_bytes'] / k)} | "
+        f"{_f(st['gin_ratio'], 'x')} |",
+        f"| the whole row, bytes (pg_column_size, with metadata and the speaker tag) | – | "
+        f"{_f(cv['row_bytes'])} | – |",
+    ]
+    extra = cv["search_text_bytes"] + cv["tsv_bytes"] - cv["plain_tsv_bytes"]
+    turns = st.get("session_index_bytes")
+    out += [
+        "",
+        f"So a conversation memory's search text adds {_f(extra)} bytes to its row (the text "
+        "and the larger tsvector) and "
+        f"{_f((st['gin_bytes'] - st['gin_plain_bytes']) / k)} to the GIN index"
+        + (
+            f"; the index of a session's turns (`memory_session_turns`, conversation memories "
+            f"only) holds {_f(turns / k)} bytes per memory"
+            if turns
+            else ""
+        )
+        + ".",
+    ]
     return out
 
 
@@ -510,8 +653,11 @@ def _plans(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def _mb(db: dict[str, Any], rel: str) -> str:
+def _mb(db: dict[str, Any], rel: str, before: str | None = None) -> str:
+    """`rel`'s size in MB, or `before`'s (the name it had in older runs)."""
     b = db.get("bytes", {}).get(rel)
+    if b is None and before is not None:
+        b = db.get("bytes", {}).get(before)
     return "–" if b is None else f"{b / 1024 / 1024:.0f} MB"
 
 

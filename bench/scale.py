@@ -409,7 +409,8 @@ async def db_facts(pool: Any) -> dict[str, Any]:
     async with pool.acquire() as conn:
         sizes = await conn.fetch(
             """SELECT c.relname, pg_relation_size(c.oid) AS bytes FROM pg_class c
-               WHERE c.relname IN ('memory', 'memory_embedding_hnsw', 'memory_content_tsv',
+               WHERE c.relname IN ('memory', 'memory_embedding_hnsw', 'memory_search_tsv',
+                                   'memory_content_tsv',
                                    'memory_event', 'working_memory_item')"""
         )
         settings = {
@@ -828,6 +829,23 @@ def _progress(n: int, name: str, r: dict[str, Any]) -> str:
     return line
 
 
+async def _measure_op(
+    ctx: ScaleContext,
+    op: Op,
+    only: set[str] | None,
+    result: dict[str, Any],
+    say: Callable[[str], None],
+) -> None:
+    if only is not None and op.name not in only:
+        return
+    r = await measure(ctx, op)
+    result["ops"][op.name] = r
+    say(_progress(ctx.n, op.name, r))
+    if op.explain and op.floor is not None:
+        fl = op.floor
+        result["plans"][op.name] = await explain(ctx.floor, lambda fl=fl: fl(0, 0))
+
+
 async def run_scale(
     servers: Servers,
     profile: Profile,
@@ -839,6 +857,7 @@ async def run_scale(
     only: set[str] | None = None,
     reuse: bool = False,
     loaded: dict[str, Any] | None = None,
+    model: bool = False,
 ) -> dict[str, Any]:
     db = f"htm_bench_{n}"
     url = await kept_database(servers, db, n) if reuse else None
@@ -929,15 +948,29 @@ async def run_scale(
             reads, writes = build_ops(ctx, tokenizer)
             result["ops"] = {}
             result["plans"] = {}
-            for op in reads + writes:
-                if only is not None and op.name not in only:
-                    continue
-                r = await measure(ctx, op)
-                result["ops"][op.name] = r
-                say(_progress(n, op.name, r))
-                if op.explain and op.floor is not None:
-                    fl = op.floor
-                    result["plans"][op.name] = await explain(ctx.floor, lambda fl=fl: fl(0, 0))
+            for op in reads:
+                await _measure_op(ctx, op, only, result, say)
+            if model:
+                # Before the writes, so that it searches the same N memories (bench/e2e.py).
+                from bench.e2e import run_e2e
+
+                e2e = await run_e2e(servers, profile, n, url, seed, quiet, say, only)
+                if e2e:
+                    result["e2e"] = e2e
+            for op in writes:
+                await _measure_op(ctx, op, only, result, say)
+            if only is None or "search_text" in only:
+                # After every timed phase: it adds memories (bench/search_text.py).
+                from bench.search_text import search_text_sizes
+
+                st = await search_text_sizes(client, pool, seed, n)
+                if st:
+                    result["search_text"] = st
+                    say(
+                        f"N={n}: search text of {st['memories']} conversation memories: "
+                        f"{st['conversation']['search_text_bytes']:.0f} bytes each; tsvector "
+                        f"x{st['tsv_ratio']:.2f}, GIN x{st['gin_ratio']:.2f} against plain"
+                    )
             result["ram_end"] = await process_memory(servers.postmaster_pid, service.pid, redis)
     finally:
         service.stop()
