@@ -285,6 +285,33 @@ class Settings(BaseSettings):
         le=1,
         description="Relevance signal: the fraction of the request's signals.tags a memory carries",
     )
+    search_text: Literal["contextual", "plain"] = Field(
+        default="contextual",
+        description="What recall searches for a conversation memory (metadata `speaker` or "
+        "`session`): contextual, its date in words, the turn before it in its session and its "
+        "speaker (and its speaker as a tag, `speaker:<name>`); plain, its content only. Other "
+        "memories are searched by their content either way (app/memories/search_text.py)",
+    )
+    recall_vector_query: Literal["without_speakers", "same"] = Field(
+        default="without_speakers",
+        description="The vector list's question when a request sends no `vector_query`: "
+        "without_speakers takes the namespace's speakers' names out of it (full text keeps "
+        "them); same, the question as asked",
+    )
+    recall_speaker_weight: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description="Relevance signal: a memory whose speaker the question names (its "
+        "`speaker:<name>` tag), hybrid only, when the request sends no signals.tags",
+    )
+    recall_min_score: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="A recall's default `min_score`: hits whose relevance (cosine similarity "
+        "to the question's vector) is below it are left out",
+    )
     query_embedding_cache_size: int = Field(
         default=10_000, ge=0, description="Query embeddings kept per process (0: off)"
     )

@@ -39,7 +39,7 @@ LAYERS: list[set[str]] = [
     {"recall", "groups", "stats", "tags"},
     {"robots", "auth"},
     {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
-    {"names"},
+    {"names", "conversation"},
     {"db", "embeddings", "llm", "rerank", "tokens", "common", "workers"},  # infrastructure
     {"errors", "cache", "clock", "config", "embedded", "provider_http"},
 ]

@@ -25,7 +25,7 @@ from app.db.session import Sessionmaker
 from app.db.vectors import StoredVectors
 from app.embeddings import EmbeddingError
 from app.embeddings.timed import TimedEmbedder
-from app.memories.repository import MemoryRepository
+from app.memories.embedding_repository import EmbeddingRepository
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class EmbeddingWorker:
     async def _embed(self, rows: list[Any], out: _Outcome) -> None:
         """Embed rows; on an error that is the texts' own, split the batch to isolate them."""
         try:
-            vectors = await self.embedder.embed([r.content for r in rows])
+            vectors = await self.embedder.embed([r.text for r in rows])  # the search text
         except EmbeddingError as exc:
             if exc.transient or len(rows) == 1:
                 out.failed.append((rows, exc))
@@ -77,7 +77,7 @@ class EmbeddingWorker:
         # Long enough for the batch to be split down to single texts, each within the timeout.
         lease_s = self.embedder.timeout_s * 2 * max(1, size) + 30
         async with self.sessionmaker() as session, session.begin():
-            rows = await MemoryRepository(session).lease_pending(size, lease_s)
+            rows = await EmbeddingRepository(session).lease_pending(size, lease_s)
         if not rows:
             return 0
         out = _Outcome()
@@ -85,7 +85,7 @@ class EmbeddingWorker:
         model = self.embedder.model
         assert model is not None  # available, checked above
         async with self.sessionmaker() as session, session.begin():
-            repo = MemoryRepository(session)
+            repo = EmbeddingRepository(session)
             if out.done:
                 await repo.set_embeddings(
                     [r for r, _ in out.done],

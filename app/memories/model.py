@@ -22,6 +22,7 @@ class MemoryDraft:
     token_count: int
     embedding: list[float] | None
     embedding_model: str | None
+    search_text: str | None = None  # None: its content (app/memories/search_text.py)
 
 
 @dataclass
@@ -38,6 +39,7 @@ class NewMemory:
     token_count: int
     embedding: list[float] | None
     embedding_model: str | None
+    search_text: str | None = None
 
     @classmethod
     def from_draft(
@@ -56,6 +58,7 @@ class NewMemory:
             token_count=d.token_count,
             embedding=d.embedding,
             embedding_model=d.embedding_model,
+            search_text=d.search_text,
         )
 
 

@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from app.config import VectorStorage
-from app.db.lease import lease, lease_statement
 from app.db.session import DbSession
 from app.db.sql import sql, vector_text
 from app.memories.model import (
@@ -23,14 +22,8 @@ from app.memories.model import (
 READ = """
     m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata, r.name AS author,
     m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
-    m.created_at, m.updated_at, m.deleted_at, m.version, m.access_count, m.last_accessed_at"""
-
-# The embedding worker's queue: what it needs of each leased row to embed it and to store the
-# vector only if the content is still what it embedded (set_embeddings).
-_LEASE = lease_statement(
-    "embedding", "m.id, m.created_at, m.content, md5(m.content) AS digest, m.embedding_attempts"
-)
-
+    m.created_at, m.updated_at, m.deleted_at, m.version, m.access_count, m.last_accessed_at,
+    m.search_text"""
 
 # One round trip stores the memories of one or more adds (group commit: app/memories/adds.py).
 # Each add is a group: its keys are claimed (numbering each memory), and only when every key
@@ -49,9 +42,10 @@ _ADD_TEMPLATE = """
                     CAST(:cs AS timestamptz[]), CAST(:contents AS text[]),
                     CAST(:types AS text[]), CAST(:importances AS float8[]),
                     CAST(:tags AS text[]), CAST(:metadata AS text[]), CAST(:tokens AS int[]),
-                    CAST(:embeddings AS text[]), CAST(:models AS text[]))
+                    CAST(:embeddings AS text[]), CAST(:models AS text[]),
+                    CAST(:search_texts AS text[]))
              WITH ORDINALITY AS t(g, ns, robot, at, k, c, content, type, importance, tags,
-                                  metadata, tokens, embedding, model, ord)
+                                  metadata, tokens, embedding, model, search_text, ord)
     ), claimed AS (
         INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
         SELECT ns, k, id, created FROM input ORDER BY ord
@@ -64,16 +58,24 @@ _ADD_TEMPLATE = """
         INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, at)
         SELECT i.ns, i.robot, i.id, 'add', coalesce(i.at, now())
         FROM input i WHERE i.g IN (SELECT g FROM complete)
+    ), speakers AS (
+        INSERT INTO speaker (namespace_id, name)
+        SELECT DISTINCT i.ns, CAST(i.metadata AS jsonb) ->> 'speaker' FROM input i
+        WHERE i.g IN (SELECT g FROM complete) AND {speaker}
+        ORDER BY 1, 2
+        ON CONFLICT DO NOTHING
     ), stored AS (
         INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,
                             importance, tags, metadata, author_robot_id, token_count,
-                            embedding, embedding_model, embedding_status, enrichment_status)
+                            embedding, embedding_model, embedding_status, enrichment_status,
+                            search_text)
         SELECT i.id, i.created, now(), i.ns, i.k, i.content, i.type,
                i.importance, ARRAY(SELECT jsonb_array_elements_text(CAST(i.tags AS jsonb))),
                CAST(i.metadata AS jsonb), i.robot, i.tokens, CAST(i.embedding AS {storage}),
                i.model, CASE WHEN i.embedding IS NULL THEN 'pending' ELSE 'ready' END,
                CASE WHEN CAST(:enrich AS boolean) AND i.type NOT IN ('proposition', 'summary')
-                    THEN 'pending' END
+                    THEN 'pending' END,
+               i.search_text
         FROM input i WHERE i.g IN (SELECT g FROM complete)
         ORDER BY i.ord
     )
@@ -81,8 +83,17 @@ _ADD_TEMPLATE = """
            c.memory_id IS NOT NULL AS claimed, now() AS now
     FROM input i LEFT JOIN claimed c ON c.memory_id = i.id
     ORDER BY i.ord"""
+# A speaker's name as app/memories/search_text.speaker_of takes it: a string of 1-100
+# characters.
+SPEAKER_NAMED = """(jsonb_typeof({md} -> 'speaker') = 'string'
+        AND length({md} ->> 'speaker') BETWEEN 1 AND 100)"""
 _ADD: dict[VectorStorage, Any] = {
-    storage: sql(_ADD_TEMPLATE.replace("{storage}", storage)) for storage in ("vector", "halfvec")
+    storage: sql(
+        _ADD_TEMPLATE.replace("{storage}", storage).replace(
+            "{speaker}", SPEAKER_NAMED.format(md="CAST(i.metadata AS jsonb)")
+        )
+    )
+    for storage in ("vector", "halfvec")
 }
 
 # Keys a group claimed before another of its keys turned out taken.
@@ -132,6 +143,7 @@ class MemoryRepository:
                         for _, _, d in rows
                     ],
                     "models": [d.embedding_model for _, _, d in rows],
+                    "search_texts": [d.search_text for _, _, d in rows],
                     "enrich": enrich,
                 },
             )
@@ -211,6 +223,7 @@ class MemoryRepository:
             "keep": vector.keep,
             "embedding": None if vector.embedding is None else vector_text(vector.embedding),
             "model": vector.model,
+            "search_text": m.search_text,
         }
         new_vector = _NEW_VECTOR.format(storage=storage)
         if m.created_at != row.created_at:
@@ -226,10 +239,12 @@ class MemoryRepository:
                                         type, importance, tags, metadata, author_robot_id,
                                         token_count, embedding, embedding_model,
                                         embedding_status, version, changed_by_robot_id,
-                                        changed_at, access_count, last_accessed_at)
+                                        changed_at, access_count, last_accessed_at,
+                                        search_text)
                     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
                            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
-                           {new_vector}, :version, :by, now(), access_count, last_accessed_at
+                           {new_vector}, :version, :by, now(), access_count, last_accessed_at,
+                           CAST(:search_text AS text)
                     FROM old
                     RETURNING {_REPLACED}"""),
                     params,
@@ -242,7 +257,8 @@ class MemoryRepository:
                 UPDATE memory SET
                     content = :content, type = :type, importance = :importance, tags = :tags,
                     metadata = CAST(:metadata AS jsonb), token_count = :tokens,
-                    deleted_at = NULL, updated_at = now(), version = :version,
+                    search_text = CAST(:search_text AS text), deleted_at = NULL,
+                    updated_at = now(), version = :version,
                     changed_by_robot_id = :by, changed_at = now(),
                     (embedding, embedding_model, embedding_status) = ({new_vector}),
                     embedding_attempts = CASE WHEN :keep THEN embedding_attempts ELSE 0 END,
@@ -318,73 +334,4 @@ class MemoryRepository:
                     params,
                 )
             ).all()
-        )
-
-    # --- pending embeddings (the background worker) ------------------------------------------
-
-    async def lease_pending(self, limit: int, lease_s: float) -> Sequence[Any]:
-        """Claim a batch of memories awaiting an embedding for `lease_s` seconds
-        (app/db/lease.py)."""
-        return await lease(self.session, _LEASE, limit, lease_s)
-
-    async def set_embeddings(
-        self,
-        rows: Sequence[Any],
-        vectors: Sequence[Sequence[float]],
-        model: str,
-        storage: VectorStorage,
-    ) -> None:
-        """Store the vectors of leased rows whose content is still what was embedded (a
-        replace meanwhile reset the row to pending, for its new content)."""
-        await self.session.execute(
-            sql(f"""
-            UPDATE memory m SET embedding = CAST(t.e AS {storage}), embedding_model = :model,
-                   embedding_status = 'ready', embedding_error = NULL, embedding_next_at = NULL
-            FROM unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
-                        CAST(:digests AS text[]), CAST(:es AS text[])) AS t(id, c, digest, e)
-            WHERE m.id = t.id AND m.created_at = t.c AND md5(m.content) = t.digest
-              AND m.embedding_status = 'pending'"""),
-            {
-                "ids": [r.id for r in rows],
-                "cs": [r.created_at for r in rows],
-                "digests": [r.digest for r in rows],
-                "es": [vector_text(v) for v in vectors],
-                "model": model,
-            },
-        )
-
-    async def postpone_embeddings(
-        self,
-        rows: Sequence[Any],
-        error: str,
-        *,
-        max_backoff_s: float,
-        give_up_after: int | None,
-    ) -> None:
-        """Another attempt later: exponential backoff per row (2^attempts seconds, capped; the
-        exponent too, so it never overflows). give_up_after: when the error is the texts'
-        own, a row that failed that many times is marked 'failed' instead (it stays out of
-        vector search, and the API shows why). None: the provider was unreachable, which
-        says nothing about the texts, and they are retried for as long as that lasts."""
-        await self.session.execute(
-            sql("""
-            UPDATE memory m SET embedding_attempts = m.embedding_attempts + 1,
-                   embedding_error = :error,
-                   embedding_status = CASE
-                       WHEN m.embedding_attempts + 1 >= CAST(:give_up AS int) THEN 'failed'
-                       ELSE m.embedding_status END,
-                   embedding_next_at = now() + make_interval(
-                       secs => least(power(2, least(m.embedding_attempts, 30)), :cap))
-            FROM unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
-                        CAST(:digests AS text[])) AS t(id, c, digest)
-            WHERE m.id = t.id AND m.created_at = t.c AND md5(m.content) = t.digest
-              AND m.embedding_status = 'pending'"""),
-            {
-                "ids": [r.id for r in rows],
-                "cs": [r.created_at for r in rows],
-                "digests": [r.digest for r in rows],
-                "error": error[:500],
-                "cap": max_backoff_s,
-                "give_up": give_up_after,
-            },
         )

@@ -6,11 +6,13 @@ import contextlib
 import logging
 import uuid
 from collections import Counter
+from types import EllipsisType
 from typing import Any
 
 from app.auth.caller import Caller
 from app.clock import Clock
 from app.config import Settings, VectorStorage
+from app.conversation import is_conversation
 from app.db.session import DbSession
 from app.db.vectors import StoredVectors, check_storable
 from app.embeddings.timed import TimedEmbedder
@@ -18,8 +20,9 @@ from app.errors import BadRequest, Conflict, NotFound, RemovedMeanwhile
 from app.events.repository import EventRepository
 from app.memories import importance as importance_scorer
 from app.memories.adds import GroupCommit
-from app.memories.dedupe import DedupeRule, lock_keys, rule_for, same, union
-from app.memories.duplicate_repository import DuplicateRepository
+from app.memories.contexts import Written, search_texts
+from app.memories.dedupe import rule_for
+from app.memories.dedupe_adds import DuplicateAdds
 from app.memories.limits import check_batch_size, check_fields
 from app.memories.model import MemoryDraft
 from app.memories.repository import MemoryRepository
@@ -31,9 +34,10 @@ from app.memories.schemas import (
     MemoryRead,
     to_read,
 )
-from app.memories.writes import MemoryWrites, Rewrite, fields_of, key_taken, placement_of
+from app.memories.search_text import searched, with_speaker_tag
+from app.memories.turn_repository import TurnRepository
+from app.memories.writes import MemoryWrites, fields_of, key_taken
 from app.recall.caches import SearchCaches
-from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
 from app.robots.service import Robot, RobotService
 from app.tokens import Tokenizer
@@ -74,6 +78,7 @@ class MemoryService:
         self.settings = settings
         self.clock = clock
         self.repo = MemoryRepository(session)
+        self.turns = TurnRepository(session)
         self.events = EventRepository(session, clock)
         self.writes = MemoryWrites(session, caller, two_tier, clock, adds, vectors)
 
@@ -96,10 +101,30 @@ class MemoryService:
         dupes = sorted(k for k, n in keys.items() if n > 1)
         if dupes:
             raise Conflict(f"keys repeated within the batch: {', '.join(dupes)}", keys=dupes)
-        rules = [rule_for(b.dedupe, b.dedupe_threshold, self.settings) for b in bodies]
-
+        # A conversation's turns are events: the same words said twice are two turns, so the
+        # deployment's default rule leaves them alone (an add's own `dedupe` still applies).
+        rules = [
+            rule_for(
+                "off" if b.dedupe is None and is_conversation(b.metadata) else b.dedupe,
+                b.dedupe_threshold,
+                self.settings,
+            )
+            for b in bodies
+        ]
+        template = self.settings.search_text
+        texts = await search_texts(
+            self.turns,
+            template,
+            self.caller.namespace_id,
+            self.clock(),
+            [Written(b.content, b.created_at, b.metadata) for b in bodies],
+        )
+        if self.embedder.available:
+            await self.session.rollback()  # no transaction open across the provider call
         todo = [i for i, b in enumerate(bodies) if b.embedding is None]
-        vectors, model = await self.embedder.embed_or_defer([bodies[i].content for i in todo])
+        vectors, model = await self.embedder.embed_or_defer(
+            [searched(bodies[i].content, texts[i]) for i in todo]
+        )
         embeddings: list[list[float] | None] = [b.embedding for b in bodies]
         models: list[str | None] = ["client" if b.embedding else None for b in bodies]
         for i, v in zip(todo, vectors, strict=True):
@@ -113,16 +138,26 @@ class MemoryService:
                 content=b.content,
                 type=b.type,
                 importance=self._importance(b),
-                tags=b.tags,
+                tags=with_speaker_tag(b.tags, b.metadata, template),
                 metadata=b.metadata,
                 token_count=tokens[i],
                 embedding=embeddings[i],
                 embedding_model=models[i],
+                search_text=texts[i],
             )
             for i, b in enumerate(bodies)
         ]
         if any(r.mode != "off" for r in rules):  # one transaction: a 409 registers nothing
-            return await self._add_deduplicated(robot, drafts, rules, place)
+            return await DuplicateAdds(
+                session=self.session,
+                namespace_id=self.caller.namespace_id,
+                writes=self.writes,
+                two_tier=self.two_tier,
+                clock=self.clock,
+                search=SearchRepository(
+                    self.session, self.settings.hnsw_ef_search, self.search_caches
+                ),
+            ).add(robot, drafts, rules, place)
         try:
             try:
                 new, taken = await self.writes.store(robot, drafts, group_commit=True)
@@ -148,111 +183,6 @@ class MemoryService:
             return body.importance
         return importance_scorer.score(body.content, body.type, body.metadata)
 
-    async def _add_deduplicated(
-        self, robot: Robot, drafts: list[MemoryDraft], rules: list[DedupeRule], place: bool
-    ) -> list[MemoryAdded]:
-        """An add with a dedupe rule (app/memories/dedupe.py), in the request's transaction
-        under the rule's advisory locks: each draft duplicating a stored memory reinforces
-        it, each duplicating an earlier draft of the batch joins that draft, the rest are
-        stored; one durable commit, then working memory."""
-        ns = self.caller.namespace_id
-        finder = DuplicateRepository(self.session)
-        locks = [lock_keys(ns, d.type, d.content, r) for d, r in zip(drafts, rules, strict=True)]
-        await finder.lock(set().union(*locks))
-        of_stored: dict[str, list[int]] = {}  # a stored memory's key: the drafts duplicating it
-        of_draft: dict[int, int] = {}  # a draft: the earlier draft of the batch it duplicates
-        fresh: list[int] = []
-        for i, (d, rule) in enumerate(zip(drafts, rules, strict=True)):
-            found = await self._stored_duplicate(finder, d, rule)
-            if found is not None:
-                of_stored.setdefault(found, []).append(i)
-                continue
-            j = next(
-                (
-                    j
-                    for j in fresh
-                    if drafts[j].type == d.type
-                    and same(rule, d.content, d.embedding, drafts[j].content, drafts[j].embedding)
-                ),
-                None,
-            )
-            if j is None:
-                fresh.append(i)
-                continue
-            of_draft[i] = j
-            drafts[j].importance = max(drafts[j].importance, d.importance)
-            drafts[j].tags = union(drafts[j].tags, d.tags)
-
-        new, taken = await self.writes.store(robot, [drafts[i] for i in fresh])
-        if taken:
-            raise key_taken(taken)
-        rewrites: list[tuple[Rewrite, Any]] = []
-        for key, sources in of_stored.items():
-            row = await self.repo.get(ns, key, for_update=True)
-            if row is None or row.deleted_at is not None:
-                raise Conflict(
-                    f"memory {key!r}, which this add duplicates, was deleted meanwhile; retry",
-                    keys=[key],
-                )
-            fields = fields_of(
-                row,
-                importance=max([row.importance] + [drafts[i].importance for i in sources]),
-                tags=union(list(row.tags), [t for i in sources for t in drafts[i].tags]),
-            )
-            rewrite = await self.writes.rewrite(
-                robot, row, fields, row.token_count, None, None, {"duplicate": True}
-            )
-            access = await finder.accessed(row.id, row.created_at, len(sources), self.clock())
-            rewrites.append((rewrite, access))
-        await self.two_tier.commit_durable()
-
-        outcomes = await self.writes.place(
-            robot,
-            [placement_of(m) for m, _ in new] + [rw.placement for rw, _ in rewrites],
-            place,
-            [rw for rw, _ in rewrites],
-        )
-        added = {m.key: self.writes.added(robot, m, now, outcomes[m.key]) for m, now in new}
-        for rw, access in rewrites:
-            added[rw.row.key] = self.writes.rewritten(rw, outcomes[rw.row.key]).model_copy(
-                update={
-                    "access_count": access.access_count,
-                    "last_accessed_at": access.last_accessed_at,
-                }
-            )
-        by_draft = {i: key for key, sources in of_stored.items() for i in sources}
-        answers: list[MemoryAdded] = []
-        for i, d in enumerate(drafts):
-            if i in by_draft:
-                key = by_draft[i]
-            elif i in of_draft:
-                key = drafts[of_draft[i]].key
-            else:
-                answers.append(added[d.key])
-                continue
-            answers.append(added[key].model_copy(update={"created": False, "duplicate_of": key}))
-        return answers
-
-    async def _stored_duplicate(
-        self, finder: DuplicateRepository, d: MemoryDraft, rule: DedupeRule
-    ) -> str | None:
-        """The key of the live memory `d` duplicates under `rule`, if any."""
-        if rule.mode == "off":
-            return None
-        exact = await finder.exact(self.caller.namespace_id, d.type, d.content)
-        if exact is not None:
-            return str(exact.key)
-        if rule.mode != "semantic" or d.embedding is None:
-            return None
-        search = SearchRepository(self.session, self.settings.hnsw_ef_search, self.search_caches)
-        filters = SearchFilters(types=[d.type])
-        nearest = await search.vector(
-            SearchQuery(self.caller.namespace_id, 1, filters, vector=d.embedding)
-        )
-        if nearest and (nearest[0].vector_similarity or 0.0) >= rule.threshold:
-            return nearest[0].key
-        return None
-
     async def add(self, robot_name: str, body: MemoryCreate) -> MemoryAdded:
         return (await self.add_many(robot_name, [body]))[0]
 
@@ -270,12 +200,33 @@ class MemoryService:
         namespace_id = self.caller.namespace_id
         # Embed before taking any lock, and only when the stored vector cannot be kept.
         current = await self.repo.get(namespace_id, key)
+        template = self.settings.search_text
+        [text] = await search_texts(
+            self.turns,
+            template,
+            namespace_id,
+            self.clock(),
+            [
+                Written(
+                    body.content,
+                    body.created_at or getattr(current, "created_at", None),
+                    body.metadata,
+                )
+            ],
+            skip=[current.id] if current is not None else None,
+        )
+        body = body.model_copy(
+            update={"tags": with_speaker_tag(body.tags, body.metadata, template)}
+        )
         vector: list[float] | None = body.embedding
         model = "client" if vector is not None else None
-        if vector is None and (current is None or current.content != body.content):
+        wanted = searched(body.content, text)
+        if vector is None and (
+            current is None or searched(current.content, current.search_text) != wanted
+        ):
             if self.embedder.available:
                 await self.session.rollback()  # no transaction open across the provider call
-            [vector], model = await self.embedder.embed_or_defer([body.content])
+            [vector], model = await self.embedder.embed_or_defer([wanted])
         tokens = await self.tokenizer.count_async(body.content)
         robot = await self.robots.ensure(robot_name)
         for _ in range(UPSERT_ATTEMPTS):
@@ -294,6 +245,7 @@ class MemoryService:
                     token_count=tokens,
                     embedding=vector,
                     embedding_model=model if vector is not None else None,
+                    search_text=text,
                 )
                 try:
                     new, taken = await self.writes.store(robot, [draft])
@@ -305,7 +257,7 @@ class MemoryService:
                 if not taken:
                     return (await self.writes.acknowledge_new(robot, new))[0]
                 continue  # created concurrently (that commit is visible now): replace it
-            return await self._replace(robot, row, body, tokens, vector, model)
+            return await self._replace(robot, row, body, tokens, vector, model, text)
         raise Conflict(
             f"memory {key!r} kept being created and deleted concurrently; retry", keys=[key]
         )
@@ -318,10 +270,14 @@ class MemoryService:
         tokens: int,
         vector: list[float] | None,
         model: str | None,
+        search_text: str | EllipsisType | None = ...,
     ) -> MemoryAdded:
-        """The locked row gets the body's fields. Holders of its old content are marked in
-        the same transaction and withdrawn after the commit; the writer gets the new one."""
-        rewrite = await self.writes.rewrite(robot, row, body, tokens, vector, model)
+        """The locked row gets the body's fields (and `search_text`; `...`: it keeps its
+        own). Holders of its old content are marked in the same transaction and withdrawn after
+        the commit; the writer gets the new one."""
+        rewrite = await self.writes.rewrite(
+            robot, row, body, tokens, vector, model, search_text=search_text
+        )
         await self.two_tier.commit_durable()
         outcomes = await self.writes.place(robot, [rewrite.placement], rewrites=[rewrite])
         return self.writes.rewritten(rewrite, outcomes[row.key])

@@ -6,6 +6,7 @@ MemoryService (service.py) decides what to write; this is the one way it is writ
 from __future__ import annotations
 
 from datetime import datetime
+from types import EllipsisType
 from typing import Any, NamedTuple
 
 from app.auth.caller import Caller
@@ -19,6 +20,7 @@ from app.memories.adds import GroupCommit
 from app.memories.model import AddGroup, MemoryDraft, NewMemory, VectorChange
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryAdded, MemoryFields
+from app.memories.search_text import searched
 from app.memories.version_repository import VersionRepository
 from app.robots.service import Robot
 from app.working_memory.model import Holder, Placement
@@ -130,16 +132,19 @@ class MemoryWrites:
         vector: list[float] | None,
         model: str | None,
         detail: dict[str, Any] | None = None,
+        search_text: str | EllipsisType | None = ...,
     ) -> Rewrite:
         """A replace's part in the open transaction: the previous version kept, the row
         rewritten (nothing when no field changes), its holders marked. `detail`: the `add`
-        event's."""
+        event's; `search_text`: the new one (app/memories/search_text.py; `...`: the row's)."""
+        text = row.search_text if isinstance(search_text, EllipsisType) else search_text
         same_content = row.content == body.content
+        same_text = searched(row.content, row.search_text) == searched(body.content, text)
         if body.embedding is not None:
             change = VectorChange(keep=False, embedding=body.embedding, model="client")
-        elif same_content:
+        elif same_text:
             change = VectorChange(keep=True)
-        else:  # vector was embedded for body.content (or is None: pending for the worker)
+        else:  # vector was embedded for the searched text (or is None: pending, the worker's)
             change = VectorChange(keep=False, embedding=vector, model=model)
         m = NewMemory(
             id=row.id,
@@ -154,11 +159,13 @@ class MemoryWrites:
             token_count=tokens,
             embedding=None,
             embedding_model=None,
+            search_text=text,
         )
         unchanged = (
             row.deleted_at is None
             and same_content
             and change.keep
+            and text == row.search_text
             and (m.created_at, m.type, m.importance, m.tags, m.metadata)
             == (row.created_at, row.type, row.importance, list(row.tags), row.metadata)
         )

@@ -30,7 +30,7 @@ class LargeNamespaces:
 
 
 class LexemeStats:
-    """The column statistics of memory.content_tsv as frequencies, re-read at most once per
+    """The column statistics of memory.search_tsv as frequencies, re-read at most once per
     TTL. Full-text search needs to know which question words are rare; counting each word's
     matches costs a scan per common word that grows with the table, while ANALYZE
     (autovacuum) keeps the answer already: exactly in a table it reads whole, to within its

@@ -125,16 +125,25 @@ def fusion_for(req: RecallRequest, settings: Settings) -> Fusion:
     return fusion
 
 
-def signals_for(req: RecallRequest, settings: Settings) -> Signals:
+def signals_for(
+    req: RecallRequest, settings: Settings, speaker_tags: tuple[str, ...] = ()
+) -> Signals:
+    """The request's signals over the deployment's. `speaker_tags`: the tags of the speakers
+    the question names; with no signals.tags of its own, the tag signal is fed them, weighted
+    HTM_RECALL_SPEAKER_WEIGHT (unless the request sets tag_overlap)."""
     if req.strategy != "hybrid":
         return NO_SIGNALS
     o = req.signals or SignalOptions()
+    query_tags = tuple(o.tags or ())
+    tag_weight = settings.recall_tag_weight
+    if not query_tags and speaker_tags:
+        query_tags, tag_weight = speaker_tags, settings.recall_speaker_weight
     signals = Signals(
         recency=_pick(o.recency, settings.recall_recency_weight),
         half_life_days=_pick(o.half_life_days, settings.recall_half_life_days),
         importance=_pick(o.importance, settings.recall_importance_weight),
-        tags=_pick(o.tag_overlap, settings.recall_tag_weight),
-        query_tags=tuple(o.tags or ()),
+        tags=_pick(o.tag_overlap, tag_weight),
+        query_tags=query_tags,
     )
     if signals.total_weight > 1:
         raise Unprocessable(

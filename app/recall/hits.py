@@ -38,6 +38,9 @@ class SearchHit:
     fulltext_rank: int | None
     fulltext_score: float | None
     shares: Shares | None = None
+    # Cosine similarity to the question's vector (None: no vector, or the memory has none
+    # yet): what min_score compares.
+    relevance: float | None = None
 
 
 def hit(
@@ -49,6 +52,7 @@ def hit(
     fulltext_rank: int | None = None,
     fulltext_score: float | None = None,
     shares: Shares | None = None,
+    relevance: float | None = None,
 ) -> SearchHit:
     return SearchHit(
         id=row["id"],
@@ -68,6 +72,7 @@ def hit(
         fulltext_rank=fulltext_rank,
         fulltext_score=fulltext_score,
         shares=shares,
+        relevance=relevance,
     )
 
 
@@ -95,10 +100,11 @@ def hybrid_hit(row: Any, signal_names: tuple[str, ...]) -> SearchHit:
             row["relevance"] if signal_names else None,
             {k: float(v) for k, v in signals.items() if v is not None},
         ),
+        relevance=None if row["any_distance"] is None else similarity(row["any_distance"]),
     )
 
 
 def vector_hit(row: Any) -> SearchHit:
     """A hit of a vector-only search: scored by similarity (1 - cosine distance)."""
     sim = similarity(row["distance"])
-    return hit(row, score=sim, vector_rank=row["vector_rank"], vector_similarity=sim)
+    return hit(row, score=sim, vector_rank=row["vector_rank"], vector_similarity=sim, relevance=sim)

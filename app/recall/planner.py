@@ -86,7 +86,7 @@ class LexemeFrequencies:
 def lexeme_frequencies(
     rows: float, lexemes: list[str] | None, freqs: list[float] | None, min_rows: float
 ) -> LexemeFrequencies | None:
-    """The statistics ANALYZE keeps on memory.content_tsv as estimates, or None when counting
+    """The statistics ANALYZE keeps on memory.search_tsv as estimates, or None when counting
     is the better way: the table is smaller than `min_rows` (counting is cheap) or has no
     statistics yet."""
     if not lexemes or freqs is None or rows < min_rows:

@@ -124,6 +124,27 @@ class RecallRequest(StrictModel):
         "when one is configured); 422 when none is",
     )
     explain: bool = Field(default=False, description="Say how each hit's score was made")
+    vector_query: Text | None = Field(
+        default=None,
+        min_length=1,
+        description="The vector list's own question (full text keeps `query`); default: the "
+        "query without the names of the namespace's speakers (HTM_RECALL_VECTOR_QUERY)",
+    )
+    min_score: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Leave out hits whose `relevance` (cosine similarity to the question's "
+        "vector) is below this; default HTM_RECALL_MIN_SCORE. Hits without a vector (strategy "
+        "fulltext, an embedding still pending) are not judged",
+    )
+    neighbours: int = Field(
+        default=0,
+        ge=0,
+        le=5,
+        description="For each hit of a conversation (metadata `session`), up to this many "
+        "turns of its session before it and after it, in `neighbours`",
+    )
 
 
 class ListExplanation(BaseModel):
@@ -156,6 +177,14 @@ class HitExplanation(BaseModel):
     score: float
 
 
+class Neighbour(BaseModel):
+    position: int = Field(description="−1: the turn just before the hit, 1: just after")
+    key: str
+    content: str
+    speaker: str | None
+    created_at: datetime
+
+
 class RecallHit(BaseModel):
     key: str
     content: str
@@ -171,6 +200,16 @@ class RecallHit(BaseModel):
     vector_similarity: float | None = Field(description="1 − cosine distance")
     fulltext_rank: int | None
     fulltext_score: float | None
+    relevance: float | None = Field(
+        default=None,
+        description="Cosine similarity of the memory to the question's vector (the vector "
+        "query's): what min_score compares; null without a vector",
+    )
+    neighbours: list[Neighbour] | None = Field(
+        default=None,
+        description="With `neighbours` > 0 and a hit of a session: the turns around it, in "
+        "order (position −n…−1 before, 1…n after)",
+    )
     explain: HitExplanation | None = Field(default=None, description="With `explain: true`")
 
 
@@ -202,6 +241,17 @@ class RecallResult(BaseModel):
     strategy: Strategy
     query: str
     searched: str = Field(description="The text searched: the query minus an auto timeframe")
+    vector_query: str | None = Field(
+        default=None,
+        description="What the vector list searched, when not `searched` (a `vector_query`, or "
+        "the query without speakers' names)",
+    )
+    speakers: list[str] = Field(
+        default_factory=list,
+        description="The namespace's speakers the query names (their memories get the speaker "
+        "signal, hybrid)",
+    )
+    min_score: float = Field(description="The floor applied to hits' relevance")
     timeframe: TimeframeRead | None
     embedding: EmbeddingState = Field(
         description="unavailable: the embedder failed, so hybrid ran on full text only"

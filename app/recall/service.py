@@ -9,12 +9,14 @@ from datetime import datetime
 from app.auth.caller import Caller
 from app.clock import Clock
 from app.config import Settings
+from app.conversation import named_in, session_of, speaker_of, speaker_tag, without_names
 from app.db.session import DbSession
 from app.db.vectors import check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
 from app.recall.caches import SearchCaches
+from app.recall.conversation_repository import Around, ConversationRepository
 from app.recall.explain import explain
 from app.recall.fusion import Signals, check_hybrid_only, fusion_for, fusion_read, signals_for
 from app.recall.query import SearchFilters, SearchQuery
@@ -22,6 +24,7 @@ from app.recall.repository import SearchHit, SearchRepository
 from app.recall.schemas import (
     EmbeddingState,
     FusionRead,
+    Neighbour,
     RecallHit,
     RecallRequest,
     RecallResult,
@@ -69,6 +72,7 @@ class RecallService:
         self.settings = settings
         self.clock = clock
         self.search = SearchRepository(session, settings.hnsw_ef_search, caches)
+        self.conversations = ConversationRepository(session)
         self.events = EventRepository(session, clock)
 
     def _check(self, req: RecallRequest) -> None:
@@ -112,18 +116,36 @@ class RecallService:
             return found.range, found.phrase, found.searched
         return resolve_timeframe(req.timeframe, now), None, req.query
 
+    async def _speakers(self, req: RecallRequest, text: str) -> tuple[list[str], str]:
+        """(the namespace's speakers the question names, the vector list's question)."""
+        wanted = req.strategy == "hybrid" or (
+            req.strategy == "vector"
+            and req.vector_query is None
+            and self.settings.recall_vector_query == "without_speakers"
+        )
+        speakers = await self.conversations.speakers(self.caller.namespace_id) if wanted else []
+        named = named_in(text, speakers)
+        if req.vector_query is not None:
+            return named, req.vector_query
+        if self.settings.recall_vector_query == "without_speakers":
+            return named, without_names(text, named)
+        return named, text
+
     async def recall(self, robot_name: str, req: RecallRequest) -> RecallResult:
         self._check(req)
         fusion = fusion_for(req, self.settings)
-        signals = signals_for(req, self.settings)
         if req.embedding is not None:
             search = self.search
             check_storable([req.embedding], await search.vectors.storage(search.session))
         tr, phrase, text = self._timeframe(req)
         robot = await self.robots.ensure(robot_name)
+        named, vector_text = await self._speakers(req, text)
+        tags = tuple(t for t in map(speaker_tag, named) if t is not None)
+        signals = signals_for(req, self.settings, tags)
+        floor = req.min_score if req.min_score is not None else self.settings.recall_min_score
         vector = None
         if req.strategy != "fulltext":
-            vector = await self._query_vector(req, text)
+            vector = await self._query_vector(req, vector_text)
         embedding_state: EmbeddingState = (
             "not_needed"
             if req.strategy == "fulltext"
@@ -172,6 +194,8 @@ class RecallService:
         page: list[tuple[SearchHit, RerankExplanation | None]] = (
             list(ranked) if ranked is not None else [(h, None) for h in hits[: req.limit]]
         )
+        if floor > 0:
+            page = [(h, r) for h, r in page if h.relevance is None or h.relevance >= floor]
         hits = [h for h, _ in page]
 
         # A recall changes nothing a client is told is stored: its log rows (and working
@@ -189,18 +213,43 @@ class RecallService:
         wm = await self._load(robot, hits) if req.load_into_working_memory and hits else None
         if self.recalled is not None:
             self.recalled(req.strategy)
+        answered = [self._hit(h, r, req.explain, signals) for h, r in page]
+        if req.neighbours:
+            await self._neighbours(hits, answered, req.neighbours)
         return RecallResult(
             strategy=req.strategy,
             query=req.query,
             searched=text,
+            vector_query=vector_text if vector is not None and vector_text != text else None,
+            speakers=named,
+            min_score=floor,
             timeframe=TimeframeRead(start=tr.start, end=tr.end, phrase=phrase) if tr else None,
             embedding=embedding_state,
             fusion=fusion_used,
             reranked=reranked,
-            hits=[self._hit(h, r, req.explain, signals) for h, r in page],
+            hits=answered,
             working_memory=wm
             or RecallWorkingMemory(loaded=[], evicted=[], not_admitted=[], reason="skipped"),
         )
+
+    async def _neighbours(self, hits: list[SearchHit], answered: list[RecallHit], n: int) -> None:
+        """Each answered hit of a session gets the turns around it."""
+        of_session = [(i, session_of(h.metadata)) for i, h in enumerate(hits)]
+        around = [(i, Around(s, hits[i].created_at, hits[i].id)) for i, s in of_session if s]
+        found = await self.conversations.neighbours(
+            self.caller.namespace_id, [a for _, a in around], n
+        )
+        for (i, _), rows in zip(around, found, strict=True):
+            answered[i].neighbours = [
+                Neighbour(
+                    position=r.position,
+                    key=r.key,
+                    content=r.content,
+                    speaker=speaker_of(r.metadata),
+                    created_at=r.created_at,
+                )
+                for r in rows
+            ]
 
     async def _reranked(
         self, text: str, hits: list[SearchHit], limit: int
@@ -260,5 +309,6 @@ class RecallService:
             vector_similarity=h.vector_similarity,
             fulltext_rank=h.fulltext_rank,
             fulltext_score=h.fulltext_score,
+            relevance=h.relevance,
             explain=explain(h, signals, rerank, h.score) if explained else None,
         )

@@ -19,7 +19,7 @@ def qvec(storage: VectorStorage) -> str:
     return f"CAST(CAST(:qvec AS text) AS {storage})"
 
 
-# The same text search configuration as the generated memory.content_tsv column.
+# The same text search configuration as the generated memory.search_tsv column.
 TS_CONFIG = "'english'::regconfig"
 
 # A lexeme as a one-term tsquery. Quoting keeps punctuation in lexemes (e-mails, URLs) from
@@ -59,7 +59,7 @@ SETTINGS_FIRST = f"(SELECT count(*) FROM (SELECT {SET_LOCAL}) AS s) >= 0"
 
 PGVECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 
-# The statistics ANALYZE keeps on memory.content_tsv: the lexemes found in more than a few
+# The statistics ANALYZE keeps on memory.search_tsv: the lexemes found in more than a few
 # rows, with the fraction of rows holding each, and the table's row estimate. On a
 # TimescaleDB hypertable both live on the chunks (inheritance children) as well.
 LEXEME_STATS = """
@@ -72,7 +72,7 @@ LEXEME_STATS = """
     LEFT JOIN LATERAL (
         SELECT most_common_elems, most_common_elem_freqs FROM pg_stats
         WHERE schemaname = current_schema() AND tablename = 'memory'
-          AND attname = 'content_tsv' AND most_common_elems IS NOT NULL
+          AND attname = 'search_tsv' AND most_common_elems IS NOT NULL
         ORDER BY inherited DESC LIMIT 1) s ON true
     WHERE c.oid = 'memory'::regclass"""
 
@@ -189,7 +189,7 @@ def lexeme_counts(eligible: str, n_terms: int, count_vectors: bool) -> str:
         f"""
         SELECT {i} AS i, (SELECT count(*) FROM (
             SELECT 1 FROM memory m
-            WHERE {eligible} AND m.content_tsv @@ CAST(:t{i} AS tsquery)
+            WHERE {eligible} AND m.search_tsv @@ CAST(:t{i} AS tsquery)
             LIMIT :df_cap) AS hit) AS matches"""
         for i in range(n_terms)
     ]
@@ -212,37 +212,37 @@ def text_params(
 
 def text_ctes(eligible: str, plan: TextPlan) -> str:
     """CTEs ending in `text_hits(id, created_at, text_score, text_rank)`, the top :text_n."""
-    score = "ts_rank(m.content_tsv, CAST(:all_q AS tsquery))"
+    score = "ts_rank(m.search_tsv, CAST(:all_q AS tsquery))"
     if plan.common_q is None:
         # Every lexeme is rare enough: rank all matches, at most the candidate budget.
         candidates = f"""
         text_candidates AS (
             SELECT m.id, m.created_at, {score} AS text_score
             FROM memory m
-            WHERE {eligible} AND m.content_tsv @@ CAST(:all_q AS tsquery)
+            WHERE {eligible} AND m.search_tsv @@ CAST(:all_q AS tsquery)
         )"""
     else:
         parts = []
         window_where = eligible
-        fill_where = "w.content_tsv @@ CAST(:common_q AS tsquery)"
+        fill_where = "w.search_tsv @@ CAST(:common_q AS tsquery)"
         if plan.rare_q is not None:
             parts.append(f"""
         text_rare AS MATERIALIZED (
             SELECT m.id, m.created_at, {score} AS text_score
             FROM memory m
-            WHERE {eligible} AND m.content_tsv @@ CAST(:rare_q AS tsquery)
+            WHERE {eligible} AND m.search_tsv @@ CAST(:rare_q AS tsquery)
         )""")
             # Only when the rare lexemes leave the page short: a one-time filter, so the
             # window is not even read otherwise.
             window_where += " AND (SELECT count(*) FROM text_rare) < :text_n"
-            fill_where += " AND NOT (w.content_tsv @@ CAST(:rare_q AS tsquery))"
+            fill_where += " AND NOT (w.search_tsv @@ CAST(:rare_q AS tsquery))"
         # The newest :fill_window eligible memories (an index range read, whatever the
         # words), and among them those matching the common words.
         parts.append(f"""
         text_fill AS (
             SELECT w.id, w.created_at,
-                   ts_rank(w.content_tsv, CAST(:all_q AS tsquery)) AS text_score
-            FROM (SELECT m.id, m.created_at, m.content_tsv
+                   ts_rank(w.search_tsv, CAST(:all_q AS tsquery)) AS text_score
+            FROM (SELECT m.id, m.created_at, m.search_tsv
                   FROM memory m
                   WHERE {window_where}
                   ORDER BY m.created_at DESC
@@ -305,6 +305,13 @@ def hybrid_search(
     text = text_ctes(eligible, plan) if plan is not None else f"text_hits AS ({NO_TEXT_HITS})"
     vec_part, text_part = fusion_parts(fusion)
     sig_columns, score = signal_columns(signals)
+    # Every hit's distance to the question's vector, on the vector list or not: its
+    # relevance, what a recall's min_score compares (hits.hybrid_hit).
+    any_distance = (
+        f"coalesce(f.distance, CASE WHEN {READY} THEN m.embedding <=> {qvec(storage)} END)"
+        if with_vector
+        else "NULL::float8"
+    )
     # A zero-length stored vector has a NaN distance (hits.similarity): it counts as 0.
     # float8 arithmetic throughout: 1.0 alone is numeric, and the driver would return Decimals.
     return f"""
@@ -324,6 +331,7 @@ def hybrid_search(
         fused AS (SELECT s.*, s.vec_part + s.text_part AS fused FROM shares s)
         SELECT {HIT_COLUMNS}, f.vector_rank, f.distance, f.text_rank, f.text_score,
                f.vec_part, f.text_part, f.fused{sig_columns}, {score} AS score,
+               {any_distance} AS any_distance,
                (SELECT count(*) FROM vec) AS vector_found
         FROM fused f
         JOIN memory m ON m.id = f.id AND m.created_at = f.created_at

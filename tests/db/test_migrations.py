@@ -20,6 +20,7 @@ TABLES = {
     "memory_version",  # earlier versions of replaced memories (migration 0006)
     "session",  # sessions (migration 0007)
     "session_message",
+    "speaker",  # the speakers a namespace's memories name (0016)
     "memory_alias",  # keys merged by htm dedupe resolve to the survivor (migration 0011)
     "alembic_version",
 }
@@ -28,7 +29,8 @@ MEMORY_INDEXES = {
     "memory_namespace_created",
     "memory_author_created",
     "memory_embedding_hnsw",
-    "memory_content_tsv",
+    "memory_search_tsv",  # full text of coalesce(search_text, content) (0016)
+    "memory_session_turns",  # a session's turns in order (0016)
     "memory_pending_embedding",
     "memory_tag_paths",  # GIN on tag_paths(tags): hierarchical tag filters (0006)
     "memory_metadata",  # GIN (jsonb_path_ops): metadata containment filters

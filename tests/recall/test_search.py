@@ -697,9 +697,9 @@ async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_
     params = {**text_params(plan, 3), **eligible.params}
     sql = "WITH " + text_ctes(eligible.sql, plan)
     explain = await big_session.execute(text(f"EXPLAIN {sql} SELECT * FROM text_hits"), params)
-    # On TimescaleDB each chunk has its own copy: _hyper_1_2_chunk_memory_content_tsv.
+    # On TimescaleDB each chunk has its own copy: _hyper_1_2_chunk_memory_search_tsv.
     plan = "\n".join(explain.scalars())
-    assert re.search(r"Bitmap Index Scan on (_hyper_\d+_\d+_chunk_)?memory_content_tsv\b", plan)
+    assert re.search(r"Bitmap Index Scan on (_hyper_\d+_\d+_chunk_)?memory_search_tsv\b", plan)
 
 
 async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statistics(

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.session import DbSession
 from app.db.sql import sql
-from app.memories.repository import MemoryRepository
+from app.memories.embedding_repository import EmbeddingRepository
 from app.stats.repository import StatsRepository
 
 # The statistics SQL before the counters (app/stats/repository.py at 759606b, plain tables).
@@ -271,7 +271,7 @@ async def test_counters_equal_counting_through_a_mixed_workload(client, ns: str)
                 {"ns": ns_id},
             )
         )
-        repo = MemoryRepository(s)
+        repo = EmbeddingRepository(s)
         await repo.set_embeddings(pending[:3], [vec(i) for i in range(3)], "stub", "vector")
         await repo.postpone_embeddings(pending[3:], "refused", max_backoff_s=60, give_up_after=1)
         await s.commit()
