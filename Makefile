@@ -81,12 +81,14 @@ bench-large: install
 	$(PY) -m bench --large --skip-model $(BENCH_ARGS)
 
 # The recall eval (evals/): a generated multi-session conversational set and the bench's
-# labelled facts, loaded and asked through the HTTP API with the local model; recall@5/@10,
-# MRR and p50 per configuration, kind and split (a few minutes). Writes evals/results/.
-# The baseline (vector, fulltext, hybrid with the deployment's defaults) runs beside the
-# fusion alternatives of evals/configs/fusion.json; CONFIGS=<file.json> runs others instead.
-CONFIGS ?= evals/configs/fusion.json
-EVAL_ARGS = --configs $(CONFIGS)
+# labelled facts, loaded and asked through the HTTP API with the local model, for two
+# deployments (old-default and the service's defaults); recall@5/@10, MRR, p50 and the
+# min_score floor calibration per deployment, configuration, kind and split (~15 minutes).
+# Writes evals/results/. The baseline (vector, fulltext, hybrid, default) runs beside the
+# configurations of evals/configs/fusion.json and recall.json; CONFIGS="<a.json> ..." runs
+# others instead.
+CONFIGS ?= evals/configs/fusion.json evals/configs/recall.json
+EVAL_ARGS = $(foreach c,$(CONFIGS),--configs $(c))
 
 eval: install
 	$(PY) -m evals $(EVAL_ARGS)

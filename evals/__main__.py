@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evals import report
-from evals.deployments import DEFAULTS, Deployment, load_deployments, select
+from evals.deployments import DEFAULTS, Deployment, configs_of, load_deployments, select
 from evals.runner import BASELINE, Config, load, load_configs, run_config
 from evals.sets import SETS, EvalSet
 
@@ -44,7 +44,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m evals", description=__doc__)
     p.add_argument("--quick", action="store_true", help="2 dialogues and a small facts set")
     p.add_argument("--sets", default="conv,facts", help="comma-separated: conv, facts")
-    p.add_argument("--configs", type=Path, help="a JSON file of more configurations")
+    p.add_argument("--configs", type=Path, action="append", default=[],
+                   help="a JSON file of more configurations (repeatable)")  # fmt: skip
     p.add_argument("--no-baseline", action="store_true", help="only the --configs ones")
     p.add_argument(
         "--deployments",
@@ -109,6 +110,7 @@ async def run_deployment(
         "content": d.content,
         "request": d.request,
         "headline": d.headline,
+        "configs": [c.name for c in configs_of(d, configs)],
         "sets": {},
     }
     t0 = time.perf_counter()
@@ -145,7 +147,7 @@ async def run_deployment(
             out["memories"] = memories
             say(f"  loaded {memories} memories in {out['load_s']:.0f}s")
             for s in sets:
-                for c in configs:
+                for c in configs_of(d, configs):
                     async with asyncio.timeout(STEP_LIMIT_S):
                         r = await run_config(client, s, c, prefix=d.prefix,
                                              concurrency=CONCURRENCY, base=d.request)  # fmt: skip
@@ -171,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     configs = [] if args.no_baseline else list(BASELINE)
-    if args.configs:
-        configs += load_configs(args.configs)
+    for path in args.configs:
+        configs += load_configs(path)
     names = [c.name for c in configs]
     if not configs or len(set(names)) != len(names):
         say(f"configurations must be at least one, with distinct names: {names}")

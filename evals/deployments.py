@@ -5,15 +5,16 @@ A deployment is a name, environment overrides for the service (`{"HTM_SEARCH_TEX
 ignored by the service), how the client stores a conversation turn (`content`: "prefixed",
 "Speaker: text", or "plain", the text alone; the metadata {dialogue, session, turn, speaker}
 is sent either way), fields added under every configuration's request (`request`), and the
-configuration its floor table is drawn from (`headline`). Each deployment gets a fresh
-database and namespaces prefixed by its name, and runs every configuration.
+configuration its floor table is drawn from (`headline`), and the configurations it runs
+(`configs`: their names; all when absent). Each deployment gets a fresh database and
+namespaces prefixed by its name.
 
 The default run compares two:
 
 - `old-default`: the service as it was before contextual search text: `HTM_SEARCH_TEXT=plain`
   (and the recall settings added with it at their neutral values: the question's vector as
   asked, no speaker boost, no floor), content "Speaker: text", its headline the plain
-  `{"strategy": "hybrid"}` request.
+  `{"strategy": "hybrid"}` request; it runs the baseline's `vector`, `fulltext` and `hybrid`.
 - `default`: the service's own defaults, content the turn's text alone (the speaker and session
   in the metadata only), its headline a bare request (`default`: `{}`).
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from evals.runner import EVAL_FIELDS
+from evals.runner import EVAL_FIELDS, Config
 from evals.sets import CONTENT_STYLES, ContentStyle
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,29}")
@@ -39,6 +40,7 @@ class Deployment:
     content: ContentStyle = "plain"
     request: dict[str, Any] = field(default_factory=dict)
     headline: str = "default"
+    configs: tuple[str, ...] | None = None  # None: every configuration of the run
 
     @property
     def prefix(self) -> str:
@@ -58,7 +60,10 @@ OLD_ENV = {
     "HTM_RECALL_SPEAKER_WEIGHT": "0",
     "HTM_RECALL_MIN_SCORE": "0",
 }
-OLD_DEFAULT = Deployment("old-default", OLD_ENV, "prefixed", {}, "hybrid")
+# The baseline only: the fusion alternatives are measured on the service's defaults.
+OLD_DEFAULT = Deployment(
+    "old-default", OLD_ENV, "prefixed", {}, "hybrid", ("vector", "fulltext", "hybrid")
+)
 DEFAULT = Deployment("default", {}, "plain", {}, "default")
 DEFAULTS = (OLD_DEFAULT, DEFAULT)
 
@@ -76,13 +81,13 @@ def check(d: Deployment) -> Deployment:
 
 
 def load_deployments(path: Path) -> list[Deployment]:
-    """A JSON list of {"name", "env"?, "content"?, "request"?, "headline"?}."""
+    """A JSON list of {"name", "env"?, "content"?, "request"?, "headline"?, "configs"?}."""
     raw = json.loads(path.read_text())
     if not isinstance(raw, list):
         raise ValueError(f"{path}: a list of deployments")
     out = []
     for item in raw:
-        unknown = set(item) - {"name", "env", "content", "request", "headline"}
+        unknown = set(item) - {"name", "env", "content", "request", "headline", "configs"}
         if unknown:
             raise ValueError(f"{path}: unknown deployment fields {sorted(unknown)}")
         out.append(
@@ -93,6 +98,7 @@ def load_deployments(path: Path) -> list[Deployment]:
                     cast(ContentStyle, item.get("content", "plain")),
                     dict(item.get("request", {})),
                     str(item.get("headline", "default")),
+                    None if item.get("configs") is None else tuple(map(str, item["configs"])),
                 )
             )
         )
@@ -100,6 +106,11 @@ def load_deployments(path: Path) -> list[Deployment]:
     if not out or len(set(names)) != len(names):
         raise ValueError(f"{path}: at least one deployment, with distinct names: {names}")
     return out
+
+
+def configs_of(d: Deployment, configs: list[Config]) -> list[Config]:
+    """The run's configurations this deployment runs, in the run's order."""
+    return [c for c in configs if d.configs is None or c.name in d.configs]
 
 
 def select(deployments: list[Deployment], names: str | None) -> list[Deployment]:

@@ -37,6 +37,8 @@ class Outcome:
     # the ranked hits with the neighbouring turns the service returned with each (in order,
     # without repeats); None when the response carried no neighbours
     expanded: tuple[str, ...] | None = None
+    # each ranked hit's `relevance`, what `min_score` compares (None: no vector)
+    relevances: tuple[float | None, ...] = ()
 
 
 def summary(outcomes: Sequence[Outcome]) -> dict[str, Any]:
@@ -70,8 +72,9 @@ KEEP = 0.95
 def floors(
     outcomes: Sequence[Outcome], grid: Sequence[float] = FLOORS, on: str = "scores"
 ) -> dict[str, Any]:
-    """What a floor on the returned `score` (`min_score`; `on="similarities"`: on the hits'
-    `vector_similarity`, hits without one left out) would have done to these hits: for each
+    """What a floor on the returned `score` (`on="relevances"`: on the hits' `relevance`, what
+    `min_score` compares; `on="similarities"`: on their `vector_similarity`; hits without a
+    value left out) would have done to these hits: for each
     floor, the fraction of evidence hits kept (score ≥ floor) and of non-evidence hits
     dropped (score < floor); and `floor_95`, the highest floor of the grid keeping at least
     95 % of the evidence hits (None when there is none, or no scores)."""
@@ -118,6 +121,8 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     for kind in sorted({o.kind for o in outcomes}):
         out["kind"][kind] = summary([o for o in outcomes if o.kind == kind])
     out["floors"] = floors(outcomes)
+    if any(x is not None for o in outcomes for x in o.relevances):
+        out["relevance_floors"] = floors(outcomes, on="relevances")
     if any(x is not None for o in outcomes for x in o.similarities):
         out["similarity_floors"] = floors(outcomes, on="similarities")
     return out

@@ -82,12 +82,13 @@ def headline(deployment: dict[str, Any], set_name: str) -> tuple[str, dict[str, 
     return next(iter(configs.items()), None)
 
 
-FLOOR_ON = (("floors", "score"), ("similarity_floors", "similarity"))
+FLOOR_ON = (("relevance_floors", "relevance"), ("floors", "score"))
 
 
 def floor_markdown(deployment: dict[str, Any]) -> list[str]:
     """The floor table of the deployment's headline configuration: for each set, a floor on
-    the hits' `score` and one on their `vector_similarity`."""
+    the hits' `relevance` (what `min_score` compares, when the service returns it) and one
+    on their `score` (`vector_similarity`'s is in the JSON)."""
     found = {s: headline(deployment, s) for s in deployment["sets"]}
     cols = [(s, h[1][key], label) for s, h in found.items() if h is not None
             for key, label in FLOOR_ON if key in h[1]]  # fmt: skip
@@ -95,9 +96,9 @@ def floor_markdown(deployment: dict[str, Any]) -> list[str]:
         return []
     names = sorted({h[0] for h in found.values() if h is not None})
     lines = [
-        f"Floor calibration of `{'`, `'.join(names)}`: a floor on the top 10's returned "
-        "`score` (or on their `vector_similarity`, hits without one left out), per set: the "
-        "fraction of evidence hits kept / of the other hits dropped.",
+        f"Floor calibration of `{'`, `'.join(names)}`: a floor on the top 10's `relevance` "
+        "(what `min_score` compares; hits without one left out) or on their `score`, per set: "
+        "the fraction of evidence hits kept / of the other hits dropped.",
         "",
     ]
     head = ["floor"] + [f"{s} {label}: kept / dropped" for s, _, label in cols]

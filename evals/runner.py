@@ -7,7 +7,8 @@ a name and the extra fields it adds to every recall request; a configuration who
 are refused (say a field this API does not know yet: 422) is reported as failed, with the
 problem the service returned, and the run goes on.
 
-A hit's `score` and `vector_similarity` are kept (for the floor calibration), and the turns
+A hit's `score`, `relevance` and `vector_similarity` are kept (for the floor calibration;
+`min_score` compares `relevance`), and the turns
 returned with a hit as its neighbours (`hit["neighbours"]`, a list of memories with a `key`,
 or of keys) when the service returns them.
 """
@@ -41,6 +42,7 @@ BASELINE = [
     Config("hybrid", {"strategy": "hybrid"}),
     Config("default", {}),  # whatever the service does with a bare request
 ]
+QUESTION = "{query}"
 EVAL_FIELDS = frozenset({"query", "limit", "load_into_working_memory"})
 
 
@@ -134,9 +136,12 @@ def _expanded(hits: list[dict[str, Any]]) -> tuple[str, ...] | None:
 
 def request_body(config: Config, question: str, base: dict[str, Any] | None = None) -> dict:
     """The recall request: the deployment's fields, the configuration's over them, and the
-    eval's own (the question, the limit, no working memory) over both."""
+    eval's own (the question, the limit, no working memory) over both. A field whose value is
+    "{query}" gets the question (`{"vector_query": "{query}"}`: the vector list searches the
+    question as asked)."""
     own = {"query": question, "limit": LIMIT, "load_into_working_memory": False}
-    return {**(base or {}), **config.fields, **own}
+    body = {**(base or {}), **config.fields, **own}
+    return {k: question if v == QUESTION else v for k, v in body.items()}
 
 
 async def _ask(
@@ -151,9 +156,10 @@ async def _ask(
     hits = payload["hits"]
     ranked = tuple(h["key"] for h in hits)
     scores = tuple(float(h["score"]) for h in hits)
-    sims = tuple(None if h.get("vector_similarity") is None else float(h["vector_similarity"])
-                 for h in hits)  # fmt: skip
-    return Outcome(q.kind, q.split, q.evidence, ranked, latency, scores, sims, _expanded(hits))
+    sims, rels = (tuple(None if h.get(f) is None else float(h[f]) for h in hits)
+                  for f in ("vector_similarity", "relevance"))  # fmt: skip
+    expanded = _expanded(hits)
+    return Outcome(q.kind, q.split, q.evidence, ranked, latency, scores, sims, expanded, rels)
 
 
 async def run_config(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from evals import report
-from evals.deployments import DEFAULTS, Deployment, load_deployments, select
+from evals.deployments import DEFAULTS, Deployment, configs_of, load_deployments, select
 from evals.metrics import Outcome, breakdown
 from evals.runner import Config, request_body
 from evals.sets import conv_set
@@ -37,15 +37,21 @@ def test_a_turns_content_is_prefixed_or_plain_and_its_metadata_the_same() -> Non
 def test_deployments_load_from_a_json_list_and_are_checked(tmp_path: Path) -> None:
     p = tmp_path / "d.json"
     p.write_text(json.dumps([
-        {"name": "plain-text", "env": {"HTM_SEARCH_TEXT": "plain"}, "content": "prefixed"},
+        {"name": "plain-text", "env": {"HTM_SEARCH_TEXT": "plain"}, "content": "prefixed",
+         "configs": ["hybrid"]},
         {"name": "floor", "request": {"min_score": 0.2}, "headline": "hybrid"},
     ]))  # fmt: skip
     got = load_deployments(p)
     assert got == [
-        Deployment("plain-text", {"HTM_SEARCH_TEXT": "plain"}, "prefixed", {}, "default"),
+        Deployment(
+            "plain-text", {"HTM_SEARCH_TEXT": "plain"}, "prefixed", {}, "default", ("hybrid",)
+        ),
         Deployment("floor", {}, "plain", {"min_score": 0.2}, "hybrid"),
     ]
     assert [d.name for d in select(got, "floor")] == ["floor"]
+    run = [Config("vector", {}), Config("hybrid", {})]
+    assert configs_of(got[0], run) == [Config("hybrid", {})]
+    assert configs_of(got[1], run) == run
     assert select(got, None) == got
     with pytest.raises(ValueError, match="unknown deployments"):
         select(got, "nope")
@@ -64,6 +70,8 @@ def test_deployments_load_from_a_json_list_and_are_checked(tmp_path: Path) -> No
 
 
 def test_a_request_is_the_deployments_fields_under_the_configs_under_the_evals() -> None:
+    asked = request_body(Config("q", {"vector_query": "{query}"}), "Who is Biscuit?")
+    assert asked["vector_query"] == asked["query"] == "Who is Biscuit?"
     body = request_body(Config("c", {"strategy": "vector", "min_score": 0.3}), "q?",
                         {"min_score": 0.1, "neighbours": 1})  # fmt: skip
     assert body == {"min_score": 0.3, "neighbours": 1, "strategy": "vector", "query": "q?",
@@ -75,8 +83,8 @@ def _deployment(headline: str, failed: bool = False) -> dict[str, Any]:
         return {"status": "failed", "error": "service exited at start", "env": {"HTM_X": "1"},
                 "content": "plain", "request": {}, "headline": headline, "sets": {}}  # fmt: skip
     outcomes = [
-        Outcome("single", "dev", ("a",), ("a", "b"), 0.01, (0.9, 0.2), (0.5, None)),
-        Outcome("latest", "test", ("d",), ("c", "d"), 0.01, (0.7, 0.6), (0.1, 0.3)),
+        Outcome("single", "dev", ("a",), ("a", "b"), 0.01, (0.9, 0.2), relevances=(0.5, None)),
+        Outcome("latest", "test", ("d",), ("c", "d"), 0.01, (0.7, 0.6), relevances=(0.1, 0.3)),
     ]
     ok = {"request": {}, "status": "ok", "seconds": 1.0, **breakdown(outcomes)}
     refused = {"request": {"x": 1}, "status": "failed", "http_status": 422,
@@ -104,14 +112,14 @@ def test_the_report_has_a_summary_a_floor_table_per_deployment_and_the_failures(
     assert md.count("Floor calibration of `hybrid`") == 1
     assert md.count("Floor calibration of `default`") == 1
     # evidence scores 0.9 and 0.6, the others 0.2 and 0.7
-    # similarities: evidence 0.5 and 0.3, the other 0.1 (and one without)
-    assert "| floor | conv score: kept / dropped | conv similarity: kept / dropped |" in md
-    assert "| 0.60 | 1.000 / 0.500 | 0.000 / 1.000 |" in md
-    assert "| 0.65 | 0.500 / 0.500 | 0.000 / 1.000 |" in md
-    assert "| 0.30 | 1.000 / 0.500 | 1.000 / 1.000 |" in md
+    # relevances: evidence 0.5 and 0.3, the other 0.1 (and one without)
+    assert "| floor | conv relevance: kept / dropped | conv score: kept / dropped |" in md
+    assert "| 0.60 | 0.000 / 1.000 | 1.000 / 0.500 |" in md
+    assert "| 0.65 | 0.000 / 1.000 | 0.500 / 0.500 |" in md
+    assert "| 0.30 | 1.000 / 1.000 | 1.000 / 0.500 |" in md
     assert (
-        "Highest floor keeping ≥ 95 % of the evidence hits: conv score 0.60 (2 evidence "
-        "hits, 2 others); conv similarity 0.30 (2 evidence hits, 1 others)"
+        "Highest floor keeping ≥ 95 % of the evidence hits: conv relevance 0.30 (2 evidence "
+        "hits, 1 others); conv score 0.60 (2 evidence hits, 2 others)"
     ) in md
     assert "**Failed**: service exited at start" in md
     assert "latest (1)" in md
