@@ -25,7 +25,9 @@ async def build_embedder(settings: Settings) -> Embedder | None:
     if provider == "none":
         return None
     if provider == "local":
-        inner = await LocalEmbedder.create(model, dimension)
+        inner = await LocalEmbedder.create(
+            model, dimension, models_dir=settings.data_dir / "models"
+        )
     elif provider == "ollama":
         inner = OllamaEmbedder(
             model,

