@@ -61,7 +61,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="HTM_VECTOR_STORAGE for the bench databases' migration (default: the setting's)",
     )
     p.add_argument(
-        "--ops", help="comma-separated operations to measure (default: all), e.g. add,recall"
+        "--ops",
+        help="comma-separated operations to measure (default: all), e.g. "
+        "add,recall_hybrid_all,recall_hybrid_e2e,search_text; `quality` is the model run "
+        "(quality, adds with the model), left out when --ops does not name it",
     )
     p.add_argument(
         "--service",
@@ -106,7 +109,7 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
             model=not args.skip_model,
         )
     results["quiet_wait_s"] = quiet.spent_s
-    if not args.skip_model:
+    if not args.skip_model and (args.ops is None or "quality" in args.ops.split(",")):
         from bench.quality import run_model
 
         results["model"] = await run_model(servers, profile, args.seed, args.keep_databases, say)
