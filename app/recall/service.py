@@ -220,7 +220,11 @@ class RecallService:
             strategy=req.strategy,
             query=req.query,
             searched=text,
-            vector_query=vector_text if vector is not None and vector_text != text else None,
+            vector_query=(
+                vector_text
+                if req.embedding is None and vector is not None and vector_text != text
+                else None
+            ),
             speakers=named,
             min_score=floor,
             timeframe=TimeframeRead(start=tr.start, end=tr.end, phrase=phrase) if tr else None,

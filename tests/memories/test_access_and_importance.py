@@ -114,7 +114,7 @@ def test_heuristic_signals_and_scores(content, type_, metadata, found, expected)
 
 
 async def test_the_scorer_applies_only_to_adds_without_an_importance(app_factory, ns) -> None:
-    async with app_factory(importance_scorer="heuristic") as client:
+    async with app_factory(importance_scorer="heuristic", dedupe="off") as client:
         client.headers["X-Namespace"] = ns
         bodies = [
             {"key": "k1", "content": "My name is Ada"},

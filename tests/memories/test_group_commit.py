@@ -182,7 +182,7 @@ async def test_more_concurrent_adds_than_pooled_connections_all_commit(app_facto
     """An add waiting for its group holds no connection: with 2 pooled connections, 12
     concurrent adds (each of which also uses one before and after the group's commit) all
     finish. Holding one while waiting would starve the group's own transaction."""
-    async with app_factory(db_pool_size=2, db_max_overflow=0) as c:
+    async with app_factory(db_pool_size=2, db_max_overflow=0, dedupe="off") as c:
         c.headers["X-Namespace"] = f"pool-{uuid.uuid4().hex[:8]}"
         # New robots: each add registers its robot on its own connection first.
         responses = await asyncio.wait_for(

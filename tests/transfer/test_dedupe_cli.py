@@ -32,7 +32,7 @@ async def live(client, ns: str) -> list[tuple[str, float, list[str], int, bool]]
 async def test_dedupe_reports_then_merges_and_merged_keys_resolve_to_the_survivor(
     app_factory, htm, ns
 ) -> None:
-    async with app_factory() as client:
+    async with app_factory(dedupe="off") as client:  # duplicates stored, for htm dedupe
         client.headers["X-Namespace"] = ns
         seed = [
             {
