@@ -302,6 +302,14 @@ def scale_memories(seed: int, n: int, offset: int = 0) -> ScaleMemories:
         tags.append(list(topic_tags))
         created.append(YEAR_START + timedelta(seconds=int(seconds[i])))
 
+    # Every memory new: a repeated (type, content) would be a duplicate under the service's
+    # default dedupe (`exact`), stored as a reinforcement of the first, not as a memory
+    # (781 of 100,000 repeat one before them). A repeat gets its number: "... (2)".
+    seen: dict[tuple[str, str], int] = {}
+    for i, key in enumerate(zip(types, contents, strict=True)):
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:
+            contents[i] = f"{contents[i]} ({seen[key]})"
     noise = rng.standard_normal((n, DIM)).astype(np.float32) * np.float32(0.055)
     vectors = (
         space.person[person] * np.float32(1.0)

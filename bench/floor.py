@@ -38,9 +38,11 @@ from app.db.rows import Result
 from app.db.sql import bound
 from app.events.repository import EventRepository
 from app.memories.adds import GroupCommit
+from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.model import AddGroup, MemoryDraft, NewMemory
 from app.memories.repository import MemoryRepository
 from app.recall.caches import SearchCaches
+from app.recall.conversation_repository import ConversationRepository
 from app.recall.fusion import Fusion, deployment_fusion
 from app.recall.planner import EF_SEARCH_DEFAULT
 from app.recall.query import SearchFilters, SearchQuery
@@ -157,6 +159,7 @@ class Floor:
         namespace_id: int,
         default_budget: int,
         fusion: Fusion | None = None,
+        dedupe: str | None = None,
     ) -> None:
         self.pool = pool
         self.redis = redis
@@ -164,7 +167,12 @@ class Floor:
         self.ns_id = namespace_id
         self.default_budget = default_budget
         # The service's default fusion, as a request naming none gets it.
-        self.fusion = fusion or deployment_fusion(Settings(_env_file=None))  # type: ignore[call-arg]
+        defaults = Settings(_env_file=None)  # type: ignore[call-arg]
+        self.fusion = fusion or deployment_fusion(defaults)
+        # The deployment's dedupe rule for adds that ask for none (HTM_DEDUPE): under `exact`
+        # an add of new content costs one more statement (MemoryService._may_duplicate).
+        self.exact_dedupe = (dedupe or defaults.dedupe) == "exact"
+        self.vector_query = defaults.recall_vector_query
         self.capture: list[Any] | None = None
         self._robots: dict[str, tuple[float, Any]] = {}
         self._caches = SearchCaches()  # as the service keeps one per app
@@ -264,7 +272,12 @@ class Floor:
     async def add(self, robot_name: str, items: Sequence[AddItem]) -> None:
         """MemoryService.add_many with client vectors: commit, then working memory."""
         async with self.pool.acquire() as conn, conn.transaction():
-            robot = await self._robot(self._session(conn), robot_name)
+            s = self._session(conn)
+            robot = await self._robot(s, robot_name)
+            if self.exact_dedupe and await DuplicateRepository(s).any_exact(  # type: ignore[arg-type]
+                self.ns_id, [(it.type, it.content) for it in items]
+            ):
+                raise RuntimeError("floor add: a duplicate (the bench's adds are all new)")
         # No connection is held while the group commits (it needs one from the same pool).
         keys = [f"m-{uuid.uuid4().hex}" for _ in items]
         drafts = [
@@ -307,6 +320,10 @@ class Floor:
         async with self.pool.acquire() as conn, conn.transaction():
             s = self._session(conn)
             robot = await self._robot(s, robot_name)
+            if spec.strategy == "hybrid" or (
+                spec.strategy == "vector" and self.vector_query == "without_speakers"
+            ):  # RecallService._speakers: the namespace's speakers a question may name
+                await ConversationRepository(s).speakers(self.ns_id)  # type: ignore[arg-type]
             hits = await self._search(s, spec, robot.id if spec.self_scope else None)
             await _events(s).record(
                 self.ns_id,

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -151,10 +152,15 @@ async def run_model(
                 )
 
             texts = dataset.scale_memories(seed, 4000, offset=13).contents
-            bodies = [json.dumps({"content": t}).encode() for t in texts]
+            drawn = itertools.count()
 
-            async def add(w: int, i: int) -> None:
-                body = bodies[i % len(bodies)]
+            def body(w: int, i: int) -> bytes:
+                # Every add new content, over all three phases: under the deployment's
+                # default dedupe (`exact`) a repeat is a reinforcement (200), not an add.
+                j = next(drawn)
+                return json.dumps({"content": f"{texts[j % len(texts)]} [{j}]"}).encode()
+
+            async def add(w: int, body: bytes) -> None:
                 path = f"/v1/robots/mwriter-{w}/memories"
                 r = await client.post(path, content=body, headers=JSON)
                 if _check(r, 201).json()["embedding_status"] != "ready":
@@ -164,7 +170,7 @@ async def run_model(
             adds: dict[str, Any] = {}
             phases = ((1, profile.model_c1), (k, profile.model_ck), (4 * k, profile.model_ck))
             for c, limits in phases:
-                r = await closed_loop(add, c, limits, meter)
+                r = await closed_loop(add, c, limits, meter, body)
                 adds[f"c{c}"] = r.to_json()
                 say(
                     f"  add with the model, c={c}: {r.throughput:.0f}/s, p50 {r.p50_ms:.1f} ms, "

@@ -648,7 +648,6 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
 
     # --- writes: every request inserts vectors never inserted before (see fresh_vectors) ---
     pool = dataset.scale_memories(ctx.seed, 1000, offset=11)
-    pool_tokens = tokenizer.count_many(pool.contents)
     draws = itertools.count()
     # The core INSERT's author: a scribe, so that the scope=self set (the rare robot's 1 %)
     # stays what it was loaded as when a kept database is measured again (--reuse).
@@ -665,17 +664,22 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         """`count` new memories (contents from a pool, fresh vectors) and their JSON body."""
         draw = next(draws)
         rows = (np.arange(count) + draw * count) % len(pool.contents)
+        # Every add is new content: the deployment's default dedupe (`exact`) would make a
+        # repeat a reinforcement of the stored memory (200), not an add.
         vectors = [vec_json(v) for v in dataset.fresh_vectors(ctx.seed, count, draw)]
+        contents = [f"{pool.contents[j]} [{draw}]" for j in rows.tolist()]
         items = [
             AddItem(
-                pool.contents[j],
-                pool_tokens[j],
+                content,
+                tokens,
                 json.loads(v),  # the numbers the service parses from the body
                 pool.types[j],
                 float(pool.importance[j]),
                 tuple(pool.tags[j]),
             )
-            for j, v in zip(rows.tolist(), vectors, strict=True)
+            for j, content, tokens, v in zip(
+                rows.tolist(), contents, tokenizer.count_many(contents), vectors, strict=True
+            )
         ]
         parts = [add_json(it, v) for it, v in zip(items, vectors, strict=True)]
         body = '{"memories":[' + ",".join(parts) + "]}" if batch else parts[0]
@@ -928,7 +932,9 @@ async def run_scale(
                 ns_id = await conn.fetchval("SELECT id FROM namespace WHERE name = $1", NAMESPACE)
                 rows = await conn.fetch("SELECT id, name FROM robot")
             ctx.robot_ids = {r["name"]: r["id"] for r in rows}
-            ctx.floor = floor = Floor(pool, redis, NAMESPACE, ns_id, 128_000)
+            ctx.floor = floor = Floor(
+                pool, redis, NAMESPACE, ns_id, 128_000, dedupe=profile.service.get("dedupe")
+            )
             result["db"] = await db_facts(pool)
             result["sizes"] = await relation_sizes(pool)
             result["ram_after_load"] = await process_memory(
