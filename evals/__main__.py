@@ -29,6 +29,7 @@ from evals.sets import SETS, EvalSet
 CONCURRENCY = 4
 STEP_LIMIT_S = 1800.0
 EMBEDDING_TIMEOUT_S = 120
+EVAL_DIR = Path(__file__).resolve().parent.parent / ".htm" / "eval"
 DESCRIPTIONS = {
     "conv": "Generated multi-session conversations (evals/data/conv/), one namespace each.",
     "facts": "bench/quality.py's labelled facts and paraphrased questions, with background "
@@ -66,8 +67,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def run(
     args: argparse.Namespace, deployments: list[Deployment], configs: list[Config]
 ) -> dict[str, Any]:
-    from bench.infra import Servers
-
     results: dict[str, Any] = {
         "schema": 2,
         "profile": "quick" if args.quick else "full",
@@ -77,7 +76,7 @@ async def run(
         "deployments": {},
     }
     t0 = time.perf_counter()
-    servers = Servers.start()
+    servers = start_servers()
     try:
         for d in deployments:
             say(f"deployment {d.name}: env {d.env or '{}'}, content {d.content}")
@@ -95,13 +94,34 @@ async def run(
     return results
 
 
+def start_servers() -> Any:
+    """The bench's servers (HTM_BENCH_DATABASE_URL / HTM_BENCH_REDIS_URL), or embedded ones of
+    the eval's own under .htm/eval/: a bench run stops the embedded servers of .htm/bench/
+    when it ends, which would cut an eval running beside it."""
+    from app.embedded import EmbeddedPostgres, EmbeddedRedis
+    from bench.infra import Servers
+
+    if os.environ.get("HTM_BENCH_DATABASE_URL") or os.environ.get("HTM_BENCH_REDIS_URL"):
+        return Servers.start()
+    servers = Servers(server_url="", redis_url="")
+    try:
+        servers.pg = EmbeddedPostgres(EVAL_DIR / "pgdata", database="postgres").start()
+        servers.server_url = servers.pg.url("postgres")
+        servers.redis = EmbeddedRedis(EVAL_DIR / "redis", persistent=False).start()
+        servers.redis_url = servers.redis.url
+    except BaseException:
+        servers.stop()
+        raise
+    return servers
+
+
 async def run_deployment(
     args: argparse.Namespace, servers: Any, d: Deployment, configs: list[Config]
 ) -> dict[str, Any]:
     """One deployment: its own database and service, every set loaded, every configuration
     asked, then the service stopped (and the database dropped)."""
     from bench.http import Http
-    from bench.infra import BENCH_DIR, ServiceProcess, drop_database, fresh_database
+    from bench.infra import ServiceProcess, drop_database, fresh_database
     from bench.report import versions
 
     out: dict[str, Any] = {
@@ -110,6 +130,7 @@ async def run_deployment(
         "content": d.content,
         "request": d.request,
         "headline": d.headline,
+        "calibrate": d.calibrate,
         "configs": [c.name for c in configs_of(d, configs)],
         "sets": {},
     }
@@ -118,11 +139,12 @@ async def run_deployment(
     service = None
     try:
         url = await fresh_database(servers, d.database)
-        log = BENCH_DIR / "logs" / f"service-eval-{d.name}.log"
+        log = EVAL_DIR / "logs" / f"service-{d.name}.log"
         # a loaded 2-core machine can take more than the default 10 s to embed a batch of
         # 100: an embedding deferred to the worker would fail the load
         service = ServiceProcess(url, servers.redis_url, log, embedding_provider="local",
                                  embedding_timeout_s=str(EMBEDDING_TIMEOUT_S))  # fmt: skip
+        service.env["HTM_DATA_DIR"] = str(EVAL_DIR / "service")
         service.env.update(d.env)
         t1 = time.perf_counter()
         await service.start(limit_s=300)

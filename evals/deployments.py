@@ -41,6 +41,9 @@ class Deployment:
     request: dict[str, Any] = field(default_factory=dict)
     headline: str = "default"
     configs: tuple[str, ...] | None = None  # None: every configuration of the run
+    # the configuration the floor table is drawn from when it ran (a floor already applied
+    # would hide the hits below it); else the headline
+    calibrate: str | None = None
 
     @property
     def prefix(self) -> str:
@@ -59,12 +62,13 @@ OLD_ENV = {
     "HTM_RECALL_VECTOR_QUERY": "same",
     "HTM_RECALL_SPEAKER_WEIGHT": "0",
     "HTM_RECALL_MIN_SCORE": "0",
+    "HTM_DEDUPE": "off",
 }
 # The baseline only: the fusion alternatives are measured on the service's defaults.
 OLD_DEFAULT = Deployment(
     "old-default", OLD_ENV, "prefixed", {}, "hybrid", ("vector", "fulltext", "hybrid")
 )
-DEFAULT = Deployment("default", {}, "plain", {}, "default")
+DEFAULT = Deployment("default", {}, "plain", {}, "default", calibrate="default-no-floor")
 DEFAULTS = (OLD_DEFAULT, DEFAULT)
 
 
@@ -87,7 +91,8 @@ def load_deployments(path: Path) -> list[Deployment]:
         raise ValueError(f"{path}: a list of deployments")
     out = []
     for item in raw:
-        unknown = set(item) - {"name", "env", "content", "request", "headline", "configs"}
+        fields = {"name", "env", "content", "request", "headline", "configs", "calibrate"}
+        unknown = set(item) - fields
         if unknown:
             raise ValueError(f"{path}: unknown deployment fields {sorted(unknown)}")
         out.append(
@@ -99,6 +104,7 @@ def load_deployments(path: Path) -> list[Deployment]:
                     dict(item.get("request", {})),
                     str(item.get("headline", "default")),
                     None if item.get("configs") is None else tuple(map(str, item["configs"])),
+                    None if item.get("calibrate") is None else str(item["calibrate"]),
                 )
             )
         )

@@ -85,11 +85,21 @@ def headline(deployment: dict[str, Any], set_name: str) -> tuple[str, dict[str, 
 FLOOR_ON = (("relevance_floors", "relevance"), ("floors", "score"))
 
 
+def calibration(deployment: dict[str, Any], set_name: str) -> tuple[str, dict[str, Any]] | None:
+    """The configuration the floor table is drawn from: `calibrate` when it ran, else the
+    headline."""
+    configs = _ok(deployment["sets"].get(set_name, {}).get("configs", {}))
+    name = deployment.get("calibrate")
+    if name in configs:
+        return name, configs[name]
+    return headline(deployment, set_name)
+
+
 def floor_markdown(deployment: dict[str, Any]) -> list[str]:
-    """The floor table of the deployment's headline configuration: for each set, a floor on
-    the hits' `relevance` (what `min_score` compares, when the service returns it) and one
+    """The floor table of the deployment's calibration configuration: for each set, a floor
+    on the hits' `relevance` (what `min_score` compares, when the service returns it) and one
     on their `score` (`vector_similarity`'s is in the JSON)."""
-    found = {s: headline(deployment, s) for s in deployment["sets"]}
+    found = {s: calibration(deployment, s) for s in deployment["sets"]}
     cols = [(s, h[1][key], label) for s, h in found.items() if h is not None
             for key, label in FLOOR_ON if key in h[1]]  # fmt: skip
     if not cols:

@@ -41,6 +41,9 @@ BASELINE = [
     Config("fulltext", {"strategy": "fulltext"}),
     Config("hybrid", {"strategy": "hybrid"}),
     Config("default", {}),  # whatever the service does with a bare request
+    # the same without a relevance floor: the floor calibration's hits (a service without
+    # min_score refuses it, and the calibration falls back to the headline configuration)
+    Config("default-no-floor", {"min_score": 0}),
 ]
 QUESTION = "{query}"
 EVAL_FIELDS = frozenset({"query", "limit", "load_into_working_memory"})

@@ -102,15 +102,16 @@ def test_the_report_has_a_summary_a_floor_table_per_deployment_and_the_failures(
     results = {
         "profile": "full", "date": "2026-11-26T00:00:00+00:00", "concurrency": 4,
         "seconds": 9.0, "machine": {"cores": 2, "cpu": "x"},
-        "deployments": {"old-default": _deployment("hybrid"), "default": _deployment("default"),
+        "deployments": {"old-default": _deployment("hybrid"),
+                        "default": {**_deployment("default"), "calibrate": "hybrid"},
                         "broken": _deployment("default", failed=True)},
     }  # fmt: skip
     md = report.markdown(results)
     assert "## Summary: R@10 (all / dev / test)" in md
     assert "| conv `hybrid` | 1.000 / 1.000 / 1.000 | 1.000 / 1.000 / 1.000 |" in md
     assert "| conv `new` | failed (422) | failed (422) |" in md
-    assert md.count("Floor calibration of `hybrid`") == 1
-    assert md.count("Floor calibration of `default`") == 1
+    assert md.count("Floor calibration of `hybrid`") == 2  # default's calibrates on hybrid
+    assert md.count("Floor calibration of `default`") == 0
     # evidence scores 0.9 and 0.6, the others 0.2 and 0.7
     # relevances: evidence 0.5 and 0.3, the other 0.1 (and one without)
     assert "| floor | conv relevance: kept / dropped | conv score: kept / dropped |" in md
