@@ -35,6 +35,9 @@ class PromptRecall(StrictModel):
     timeframe: Text | None = Field(default=None, max_length=200, description="As in recall")
     scope: Literal["self", "all"] = "all"
     filters: RecallFilters = Field(default_factory=RecallFilters)
+    min_score: float | None = Field(
+        default=None, ge=0, le=1, description="As in recall (default HTM_RECALL_MIN_SCORE)"
+    )
 
 
 class Quotas(StrictModel):

@@ -78,6 +78,7 @@ class PromptService:
                         timeframe=r.timeframe,
                         scope=r.scope,
                         filters=r.filters,
+                        min_score=r.min_score,
                         load_into_working_memory=False,
                     ),
                 )

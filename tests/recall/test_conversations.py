@@ -13,6 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import Settings
+from tests.stubs import Recorded, StubServer
 from tests.vectors import similarity
 
 DIM = 384
@@ -255,3 +256,76 @@ async def test_a_default_recall_in_a_shared_namespace_loads_nothing_below_the_fl
     assert sorted(body["working_memory"]["loaded"]) == ["above", "deploy"]
     wm = (await client.get("/v1/robots/planner/working-memory")).json()
     assert sorted(i["key"] for i in wm["items"]) == ["above", "deploy"]
+
+
+# --- with an embedder: a real local HTTP server speaking OpenAI's embeddings API ------------
+
+
+def embed_reply(vectors: dict[str, list[float]]):  # type: ignore[no-untyped-def]
+    """Each text's vector from `vectors`, unit(2) for any other."""
+
+    def reply(req: Recorded) -> tuple[int, Any]:
+        data = [
+            {"index": i, "embedding": vectors.get(t, [float(x) for x in unit(2)])}
+            for i, t in enumerate(req.body["input"])
+        ]
+        return 200, {"data": data}
+
+    return reply
+
+
+async def test_the_embedder_gets_search_texts_and_the_question_without_names(
+    app_factory, stub: StubServer, ns: str
+) -> None:
+    stub.reply = embed_reply({})
+    async with app_factory(
+        embedding_provider="openai", embedding_model="stub-embed", embedding_url=stub.url
+    ) as client:
+        client.headers["X-Namespace"] = ns
+        await add_dialogue(client)
+        assert [r.body["input"] for r in stub.requests] == [
+            [
+                f"[March 14, 2026] Mia: {HEY}",
+                f"[March 14, 2026] Mia: {HEY}\nLeo: {PUPPY}",
+                "The beagle exhibition opens in May.",
+            ],
+            [f"[March 14, 2026] Leo: {PUPPY}\nMia: Cute!"],
+        ]
+        stub.requests.clear()
+        r = await client.post(
+            "/v1/robots/scribe/recall",
+            json={"query": "What did Leo's family get?", "load_into_working_memory": False},
+        )
+        assert r.status_code == 200, r.text
+        assert (r.json()["speakers"], r.json()["vector_query"]) == (["Leo"], "What did family get?")
+        r = await client.post(
+            "/v1/robots/scribe/recall",
+            json={
+                "query": "What did Leo get?",
+                "vector_query": "a new pet",
+                "load_into_working_memory": False,
+            },
+        )
+        assert r.json()["vector_query"] == "a new pet"
+        assert [q.body["input"] for q in stub.requests] == [["What did family get?"], ["a new pet"]]
+
+
+async def test_the_prompt_leaves_out_recall_hits_below_the_floor(
+    app_factory, stub: StubServer, ns: str
+) -> None:
+    stub.reply = embed_reply({"When can we deploy?": [float(x) for x in unit(0)]})
+    async with app_factory(
+        embedding_provider="openai", embedding_model="stub-embed", embedding_url=stub.url
+    ) as client:
+        client.headers["X-Namespace"] = ns
+        await add_scored(client, "ops", {"deploy": 1.0, "window": 0.6})
+        await add_scored(client, "support", {"coffee": 0.05})
+        r = await client.post(
+            "/v1/robots/planner/prompt",
+            json={"input": "When can we deploy?", "context_window": 4000},
+        )
+        assert r.status_code == 200, r.text
+        recalled = [
+            (e["key"], e["included"]) for e in r.json()["manifest"] if e["source"] == "recall"
+        ]
+        assert recalled == [("deploy", True), ("window", True)]
