@@ -6,7 +6,7 @@ scale run's other settings) is started on the same database, so it searches exac
 memories the client-vector rows searched. Unfiltered vector and hybrid recall, three ways:
 
 - **client vector**: the request carries the 384-float vector, as in the scale table (the
-  same questions and bodies as `recall_<strategy>_all`);
+  same questions and vectors as `recall_<strategy>_all`);
 - **cached**: the text only, one of `CACHED_QUESTIONS` questions asked before, so its
   vector comes from the service's query-embedding cache (app/embeddings/query_cache.py);
 - **fresh**: the text only, a question this service process has never been asked (every
@@ -19,7 +19,7 @@ read around every phase, so the report can show that fresh requests missed the c
 cached ones hit it. Fresh and cached questions come from one generator, so fresh − cached is
 the model's share; cached − client vector is what remains (the model's query vectors are
 not in the latent space of the bench's client vectors, so the HNSW walk can differ, and
-hybrid's full-text list sees other words).
+hybrid's full-text list sees other words). Every way asks with `min_score: 0` (see `_body`).
 """
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ def _body(strategy: str, text: str, vector_json: str | None = None) -> bytes:
         "strategy": strategy,
         "limit": RECALL_LIMIT,
         "load_into_working_memory": False,
+        # The bench's stored vectors are not the model's, so the model's question vectors
+        # are near none of them and the default relevance floor would drop every hit: at 0
+        # each way answers its 10 hits (the floor filters after the search, in Python).
+        "min_score": 0,
     }
     raw = json.dumps(body)
     if vector_json is not None:
