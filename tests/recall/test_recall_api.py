@@ -68,9 +68,21 @@ async def test_vector_recall_ranks_semantic_matches_above_unrelated(ns_client) -
             "explain": "query performance with EXPLAIN ANALYZE",
         },
     )
-    keys = await recall_keys(ns_client, "a", "database optimization", "vector", limit=7)
+    keys = await recall_keys(
+        ns_client, "a", "database optimization", "vector", limit=7, min_score=0
+    )
     assert set(keys[:2]) == {"pg-index", "explain"}
     assert len(keys) == 7
+    # The default floor (HTM_RECALL_MIN_SCORE) leaves out exactly the hits below it.
+    r = await ns_client.post(
+        "/v1/robots/a/recall",
+        json={"query": "database optimization", "strategy": "vector", "limit": 7, "min_score": 0},
+    )
+    everything = {h["key"]: h["relevance"] for h in r.json()["hits"]}
+    floor = ns_client.app.state.components.settings.recall_min_score  # type: ignore[attr-defined]
+    kept = await recall_keys(ns_client, "a", "database optimization", "vector", limit=7)
+    assert kept == [k for k, rel in everything.items() if rel >= floor]
+    assert 2 <= len(kept) < 7
 
 
 @pytest.mark.slow
@@ -150,8 +162,8 @@ async def test_recall_reports_ranks_scores_and_loads_working_memory(ns_client) -
     assert body["fusion"] == {
         "method": "score",
         "k": None,
-        "vector_weight": 0.3,
-        "fulltext_weight": 0.7,
+        "vector_weight": 0.7,
+        "fulltext_weight": 0.3,
         "normalization": "zscore",
         "candidates": 64,  # k + 2·limit
     }
