@@ -63,6 +63,8 @@ OLD_ENV = {
     "HTM_RECALL_SPEAKER_WEIGHT": "0",
     "HTM_RECALL_MIN_SCORE": "0",
     "HTM_DEDUPE": "off",
+    "HTM_RECALL_VECTOR_WEIGHT": "0.3",  # hybrid's fusion before the search text
+    "HTM_RECALL_FULLTEXT_WEIGHT": "0.7",
 }
 # The baseline only: the fusion alternatives are measured on the service's defaults.
 OLD_DEFAULT = Deployment(
