@@ -32,6 +32,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("name", ["export", "--namespace", BAD_NS], ns_rule),
         ("name", ["import", str(not_json), "--namespace", BAD_NS], ns_rule),
         ("name", ["reembed", "--namespace", BAD_NS], ns_rule),
+        ("name", ["reindex", "--namespace", BAD_NS], ns_rule),
         ("name", ["dedupe", "--namespace", BAD_NS], ns_rule),
         ("name", ["mcp", "--namespace", BAD_NS], ns_rule),
         (
@@ -44,6 +45,7 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("number", ["import", str(not_json), "--batch", "0"], "must be at least 1, not 0"),
         ("number", ["reembed", "--batch", "-5"], "must be at least 1, not -5"),
         ("number", ["reembed", "--batch", "many"], "must be a whole number, not 'many'"),
+        ("number", ["reindex", "--batch", "0"], "must be at least 1, not 0"),
         ("number", ["dedupe", "--threshold", "2"], "--threshold must be in (0, 1], not 2.0"),
         ("number", ["keys", "revoke", "first"], "invalid int value: 'first'"),
         ("number", ["serve", "--port", "http"], "invalid int value: 'http'"),
@@ -74,7 +76,7 @@ async def _counts(database_url: str) -> tuple[int, ...]:
     return tuple(row)
 
 
-@pytest.mark.parametrize("index", range(27))
+@pytest.mark.parametrize("index", range(29))
 async def test_each_command_refuses_each_class_of_bad_input_in_one_line(
     htm,  # noqa: F811
     database_url: str,

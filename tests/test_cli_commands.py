@@ -68,6 +68,7 @@ FRESH = [
     (["keys", "revoke", "7"], 1, "htm keys: "),
     (["export"], 1, "htm export: namespace 'default' does not exist"),
     (["reembed", "-q"], 2, "htm reembed: no embedding model to re-embed with"),
+    (["reindex", "-q"], 2, "htm reindex: no embedding model to embed the new search texts"),
 ]  # fmt: skip
 
 
@@ -114,6 +115,7 @@ UNREACHABLE = [
     ["import", "{file}"],
     ["load", "{docs}"],
     ["reembed"],
+    ["reindex"],
     ["dedupe"],
 ]
 

@@ -1,4 +1,4 @@
-"""The arguments and the runs of `htm export / import / load / reembed`. app/cli.py opens
+"""The arguments and the runs of `htm export / import / load / reembed / reindex`. app/cli.py opens
 the components (app/lifespan.py) and hands them to a run; progress goes to stderr, data to
 stdout or the files named, a summary line at the end."""
 
@@ -108,6 +108,28 @@ async def _reembed(c: Components, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _reindex(c: Components, args: argparse.Namespace) -> int:
+    from app.transfer.reembed import Stalled
+    from app.transfer.reindex import reindex
+
+    if not c.embedder.available:
+        why = c.embedder.load_error or "HTM_EMBEDDING_PROVIDER is none"
+        return _fail(args, f"no embedding model to embed the new search texts with: {why}", 2)
+    try:
+        with progress(args.quiet) as bar:
+            done = await reindex(c, args.namespace, args.batch, bar)
+    except Stalled as exc:
+        return _fail(args, str(exc))
+    except DomainError as exc:
+        return _fail(args, exc.detail)
+    print(
+        f"reindexed namespace {args.namespace} with the {c.settings.search_text} search text: "
+        f"{done.checked} checked, {done.rebuilt} rebuilt, {done.embedded} embedded, "
+        f"{done.failed} failed"
+    )
+    return 0
+
+
 async def _dedupe(c: Components, args: argparse.Namespace) -> int:
     from app.unit import operator, unit_of_work
 
@@ -177,6 +199,14 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     p.add_argument("--batch", type=_positive, default=256, help="memories taken out at a time")
     common(p)
     p.set_defaults(func=run(_reembed))
+
+    p = sub.add_parser(
+        "reindex", help="rebuild a namespace's search texts (HTM_SEARCH_TEXT) and their vectors"
+    )
+    p.add_argument("--namespace", default="default", type=NAMESPACE)
+    p.add_argument("--batch", type=_positive, default=256, help="memories taken out at a time")
+    common(p)
+    p.set_defaults(func=run(_reindex))
 
     p = sub.add_parser("dedupe", help="find near-duplicate memories and (--apply) merge them")
     p.add_argument("--namespace", default="default", type=NAMESPACE)

@@ -1,5 +1,5 @@
-"""The SQL of export, import, load and re-embed: pages of a namespace in key order of time,
-the current state of given keys, and the re-embedding queue."""
+"""The SQL of export, import, load, re-embed and re-index: pages of a namespace in key order
+of time, the current state of given keys, the re-embedding queue, search texts rewritten."""
 
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ _PAGE = """
 _STALE = """
     m.namespace_id = :ns AND m.deleted_at IS NULL AND m.embedding_status = 'ready'
     AND m.embedding_model IS DISTINCT FROM :model AND m.embedding_model <> 'client'"""
+
+# What `htm reindex` checks: the live conversation memories (app/conversation.py), and any
+# other live row with a search text (under `plain`, or no longer a conversation, it is NULL).
+_INDEXED = """
+    m.namespace_id = :ns AND m.deleted_at IS NULL
+    AND (m.metadata ? 'speaker' OR m.metadata ? 'session' OR m.search_text IS NOT NULL)"""
+_CLIENT = "m.embedding_model = 'client'"  # a client's vector: kept, with its state
 
 
 class TransferRepository:
@@ -155,3 +162,90 @@ class TransferRepository:
             {"ns": namespace_id, "model": model, "limit": limit},
         )
         return len(rows.all())
+
+    # --- re-indexing (search texts) --------------------------------------------------------
+
+    async def count_reindex(self, namespace_id: int) -> int:
+        """The memories of the namespace `htm reindex` checks."""
+        return int(
+            (
+                await self.session.execute(
+                    sql(f"SELECT count(*) FROM memory m WHERE {_INDEXED}"), {"ns": namespace_id}
+                )
+            ).scalar_one()
+        )
+
+    async def reindex_page(
+        self, namespace_id: int, after: tuple[datetime, int] | None, limit: int
+    ) -> Sequence[Any]:
+        """The next memories to check in (created_at, id) order: `limit` of them, and the
+        rest of the last one's instant, so that no page ends between two turns of one
+        instant (the turn before a page's first turn of a session is read as stored before
+        its instant)."""
+        keyset = "AND (m.created_at, m.id) > (:at, :id)" if after else ""
+        return (
+            await self.session.execute(
+                sql(f"""
+                WITH page AS (
+                    SELECT m.created_at FROM memory m WHERE {_INDEXED} {keyset}
+                    ORDER BY m.created_at, m.id LIMIT :limit)
+                SELECT m.id, m.created_at, m.version, m.content, m.metadata, m.search_text
+                FROM memory m WHERE {_INDEXED} {keyset}
+                  AND m.created_at <= (SELECT max(created_at) FROM page)
+                ORDER BY m.created_at, m.id"""),
+                {"ns": namespace_id, "limit": limit}
+                | ({"at": after[0], "id": after[1]} if after else {}),
+            )
+        ).all()
+
+    async def set_search_texts(
+        self, rows: Sequence[Any], texts: Sequence[str | None]
+    ) -> tuple[int, list[tuple[int, datetime]]]:
+        """Write the search texts that differ, on rows still at the version read (one
+        rewritten meanwhile got its text from its write). Each becomes pending, first in the
+        embedding worker's queue (its old vector unused until the new one is written),
+        except a client's vector, kept with its state. Returns (rows rewritten, the (id,
+        created_at) of those now waiting for a vector)."""
+        done = (
+            await self.session.execute(
+                sql(f"""
+                UPDATE memory m SET search_text = t.text,
+                       embedding_status = CASE WHEN {_CLIENT} THEN m.embedding_status
+                                               ELSE 'pending' END,
+                       embedding_next_at = CASE WHEN {_CLIENT} THEN m.embedding_next_at END,
+                       embedding_attempts = CASE WHEN {_CLIENT} THEN m.embedding_attempts
+                                                 ELSE 0 END,
+                       embedding_error = CASE WHEN {_CLIENT} THEN m.embedding_error END
+                FROM unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
+                            CAST(:versions AS int[]), CAST(:texts AS text[]))
+                     AS t(id, c, v, text)
+                WHERE m.id = t.id AND m.created_at = t.c AND m.version = t.v
+                  AND m.deleted_at IS NULL AND m.search_text IS DISTINCT FROM t.text
+                RETURNING m.id, m.created_at, NOT coalesce({_CLIENT}, false) AS waits"""),
+                {
+                    "ids": [r.id for r in rows],
+                    "cs": [r.created_at for r in rows],
+                    "versions": [r.version for r in rows],
+                    "texts": list(texts),
+                },
+            )
+        ).all()
+        return len(done), [(r.id, r.created_at) for r in done if r.waits]
+
+    async def vector_states(self, rows: Sequence[tuple[int, datetime]]) -> tuple[int, int, int]:
+        """Of these memories, (how many have a vector, how many the provider refused, how
+        many live ones still wait for one)."""
+        row = (
+            await self.session.execute(
+                sql("""
+                SELECT count(*) FILTER (WHERE m.embedding_status = 'ready') AS ready,
+                       count(*) FILTER (WHERE m.embedding_status = 'failed') AS failed,
+                       count(*) FILTER (WHERE m.embedding_status = 'pending'
+                                          AND m.deleted_at IS NULL) AS waiting
+                FROM memory m
+                JOIN unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[])) AS t(id, c)
+                  ON m.id = t.id AND m.created_at = t.c"""),
+                {"ids": [i for i, _ in rows], "cs": [c for _, c in rows]},
+            )
+        ).one()
+        return int(row.ready), int(row.failed), int(row.waiting)
