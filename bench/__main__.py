@@ -153,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM takes the Ctrl-C path: the run is cancelled and every `finally` stops what it
     # started (the service, the databases, the embedded servers).
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    # A shell starts a background job (`make bench &`) with SIGINT ignored; asyncio's runner
+    # then installs no handler and the SIGTERM above did nothing (the run went on).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     import uvloop
 
