@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import Settings
-from app.embeddings import packaged
+import app.embeddings.packaged as packaged
 from app.embeddings.base import DimensionMismatch, EmbeddingError, unit_vectors
 
 BUNDLED_MODEL = packaged.MINILM

@@ -15,13 +15,14 @@ searched by its content alone (search_text NULL), as with `plain`. Why this temp
 evals/README.md (make eval, deployments `default` and `old-default`).
 
 A memory's search text is built when it is written (add, PUT, a version restored); a turn
-stored later does not change the text of the turn before it.
+stored later does not change the text of the turn before it. After a change of template,
+`htm reindex` builds every conversation memory's again (app/transfer/reindex.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from app.conversation import is_conversation, speaker_of, speaker_tag
@@ -50,6 +51,8 @@ def with_speaker_tag(
 
 
 def date_words(at: datetime) -> str:
+    """The UTC date, as stored times are read back (so that `htm reindex` builds the same)."""
+    at = at.astimezone(UTC) if at.tzinfo is not None else at
     return f"{at:%B} {at.day}, {at.year}"
 
 
