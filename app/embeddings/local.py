@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from app.config import Settings
 import app.embeddings.packaged as packaged
+from app.config import Settings
 from app.embeddings.base import DimensionMismatch, EmbeddingError, unit_vectors
 
 BUNDLED_MODEL = packaged.MINILM
