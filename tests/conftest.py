@@ -237,6 +237,9 @@ def make_settings(database_url: str, redis_url: str, **overrides: object):  # ty
         "redis_url": redis_url,
         "embedding_provider": "none",
         "db_pool_size": 5,
+        # The suite's tests add the same words under many keys; the default rule (`exact`)
+        # is pinned by tests/memories/test_dedupe_default.py, which asks for it.
+        "dedupe": "off",
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[arg-type]

@@ -188,13 +188,14 @@ async def test_a_stored_zero_vector_is_recalled_with_similarity_zero_not_nan(cli
         )
         await s.commit()
 
-    r = await client.post(R, json={"query": "memory", "strategy": "vector", "embedding": vec(1)})
+    ask = {"query": "memory", "strategy": "vector", "embedding": vec(1), "min_score": 0}
+    r = await client.post(R, json=ask)
     assert r.status_code == 200
     assert [(h["key"], h["score"], h["vector_similarity"]) for h in r.json()["hits"]] == [
         ("real", 1.0, 1.0),
         ("zero", 0.0, 0.0),
     ]
-    r = await client.post(R, json={"query": "nothing", "strategy": "hybrid", "embedding": vec(1)})
+    r = await client.post(R, json={**ask, "query": "nothing", "strategy": "hybrid"})
     assert r.status_code == 200
     assert [(h["key"], h["vector_rank"], h["vector_similarity"]) for h in r.json()["hits"]] == [
         ("real", 1, 1.0),

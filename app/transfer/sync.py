@@ -97,7 +97,10 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
         try:
             async with unit_of_work(c, caller) as r:
                 service = r.memories
-                bodies = [MemoryCreate(key=w.key, **_fields(w, vector=True)) for w in group]
+                # Every key is wanted as it is: no near-duplicate rule merges two of them.
+                bodies = [
+                    MemoryCreate(key=w.key, dedupe="off", **_fields(w, vector=True)) for w in group
+                ]
                 # Long-term memory only: an import restores history, and placing it would
                 # evict what the robots are focused on now (as `working_memory: false`).
                 await service.add_many(author, bodies, place=False)

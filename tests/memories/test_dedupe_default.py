@@ -4,9 +4,20 @@ all kept; an add of new content keeps group commit."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import httpx
+import pytest
 
 from app.config import Settings
+
+
+@pytest.fixture
+async def client(app_factory, ns: str) -> AsyncIterator[httpx.AsyncClient]:  # type: ignore[no-untyped-def]
+    """The suite's app with the deployment's default rule (the suite pins `off`)."""
+    async with app_factory(dedupe=Settings(_env_file=None).dedupe) as c:  # type: ignore[call-arg]
+        c.headers["X-Namespace"] = ns
+        yield c
 
 
 async def test_exact_is_the_default_rule() -> None:

@@ -142,7 +142,7 @@ async def test_recall_skips_a_memory_waiting_for_its_new_vector_and_a_rerun_fini
             assert r.status_code == 200, r.text
             return {h["key"] for h in r.json()["hits"]}
 
-        ask = {"query": "harbour", "limit": 10, "load_into_working_memory": False}
+        ask = {"query": "harbour", "limit": 10, "load_into_working_memory": False, "min_score": 0}
         # The question's vector is given: the app's worker may be batching refused notes with
         # it through the provider at this moment (the micro-batcher shares one call).
         vector_hits = await client.post(
