@@ -159,6 +159,7 @@ def watch(c: Components) -> None:
         **c.key_cache.caches(),
         "robots": c.two_tier.robots.cache,
         "vector_storage": c.vectors.cache,
+        "speakers": c.search_caches.speakers.cache,
     }
     c.metrics.watch(
         SourcesCollector(

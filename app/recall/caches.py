@@ -85,6 +85,21 @@ class PgvectorVersions:
         self._read.put(None, version)
 
 
+class Speakers:
+    """Each namespace's speakers (the speaker table), re-read at most once per TTL: a recall
+    takes their names out of the question's vector and lifts a named speaker's turns. A
+    speaker first named within the TTL is found by the recalls after it."""
+
+    def __init__(self, ttl_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cache: TtlCache[int, tuple[str, ...]] = TtlCache(ttl_s, 10_000, clock)
+
+    def current(self, namespace_id: int) -> tuple[str, ...] | None:
+        return self.cache.get(namespace_id)
+
+    def remember(self, namespace_id: int, names: list[str]) -> None:
+        self.cache.put(namespace_id, tuple(names))
+
+
 @dataclass
 class SearchCaches:
     large_namespaces: LargeNamespaces = field(default_factory=LargeNamespaces)
@@ -92,3 +107,4 @@ class SearchCaches:
     pgvector: PgvectorVersions = field(default_factory=PgvectorVersions)
     vectors: StoredVectors = field(default_factory=StoredVectors)
     table_rows: TableRows = field(default_factory=TableRows)
+    speakers: Speakers = field(default_factory=Speakers)

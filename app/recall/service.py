@@ -71,6 +71,7 @@ class RecallService:
         self.embedder = embedder
         self.settings = settings
         self.clock = clock
+        self.caches = caches
         self.search = SearchRepository(session, settings.hnsw_ef_search, caches)
         self.conversations = ConversationRepository(session)
         self.events = EventRepository(session, clock)
@@ -116,6 +117,15 @@ class RecallService:
             return found.range, found.phrase, found.searched
         return resolve_timeframe(req.timeframe, now), None, req.query
 
+    async def _namespace_speakers(self) -> tuple[str, ...]:
+        ns = self.caller.namespace_id
+        found = self.caches.speakers.current(ns)
+        if found is None:
+            names = await self.conversations.speakers(ns)
+            self.caches.speakers.remember(ns, names)
+            found = tuple(names)
+        return found
+
     async def _speakers(self, req: RecallRequest, text: str) -> tuple[list[str], str]:
         """(the namespace's speakers the question names, the vector list's question)."""
         wanted = req.strategy == "hybrid" or (
@@ -123,7 +133,7 @@ class RecallService:
             and req.vector_query is None
             and self.settings.recall_vector_query == "without_speakers"
         )
-        speakers = await self.conversations.speakers(self.caller.namespace_id) if wanted else []
+        speakers = list(await self._namespace_speakers()) if wanted else []
         named = named_in(text, speakers)
         if req.vector_query is not None:
             return named, req.vector_query
