@@ -6,6 +6,9 @@ turns) read them."""
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 MAX_SPEAKER_CHARS = 100
@@ -38,27 +41,33 @@ def is_conversation(metadata: dict[str, Any]) -> bool:
 
 
 def speaker_tag(speaker: str) -> str | None:
-    """`speaker:<name>` in the tag alphabet (lowercase, other characters as `-`), or None
-    when nothing of the name is left."""
-    slug = re.sub(r"[^a-z0-9._-]+", "-", speaker.lower()).strip("-")[:50]
+    """`speaker:<name>` in the tag alphabet (lowercase ASCII, accents dropped, other
+    characters as `-`), or None when nothing of the name is left."""
+    ascii_name = unicodedata.normalize("NFKD", speaker).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9._-]+", "-", ascii_name.lower()).strip("-")[:50]
     return f"{SPEAKER_TAG}:{slug}" if slug else None
 
 
-def named_in(question: str, speakers: list[str]) -> list[str]:
+def named_in(question: str, speakers: Sequence[str]) -> list[str]:
     """The speakers the question names, as whole words (any case; "Mia's" names Mia), in the
     order of `speakers`."""
-    return [s for s in speakers if _name(s).search(question)]
+    if not speakers:
+        return []
+    found = {m.group(1).casefold() for m in _names(tuple(speakers)).finditer(question)}
+    return [s for s in speakers if s.casefold() in found]
 
 
-def without_names(question: str, speakers: list[str]) -> str:
+def without_names(question: str, speakers: Sequence[str]) -> str:
     """The question with these speakers' names taken out (and a possessive 's), spaces
     collapsed; the question itself when nothing else would be left."""
-    text = question
-    for s in speakers:
-        text = _name(s).sub(" ", text)
-    text = " ".join(text.split())
+    if not speakers:
+        return question
+    text = " ".join(_names(tuple(speakers)).sub(" ", question).split())
     return text if any(c.isalnum() for c in text) else question
 
 
-def _name(speaker: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<!\w){re.escape(speaker)}(?:['’]s)?(?!\w)", re.IGNORECASE)
+@lru_cache(maxsize=1024)
+def _names(speakers: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for a namespace's speakers (longest first, so "Ann Lee" wins over "Ann")."""
+    alternatives = "|".join(re.escape(s) for s in sorted(speakers, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)({alternatives})(?:['’]s)?(?!\w)", re.IGNORECASE)
