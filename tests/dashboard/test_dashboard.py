@@ -125,7 +125,9 @@ async def test_the_dashboard_in_a_browser_shows_robots_activity_and_explained_re
         usage = {
             r["robot"]: r["working_memory"] for r in (await api.get("/v1/stats")).json()["robots"]
         }
-    assert {h["key"] for h in expected} == {"xss", "deploy-db", "deploy-friday", "lunch"}
+    # "Lunch is at noon on weekdays." shares no word with "deploy": below the floor
+    # (HTM_RECALL_MIN_SCORE), it is left out, on the page as in the API.
+    assert {h["key"] for h in expected} == {"xss", "deploy-db", "deploy-friday"}
 
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=path)
