@@ -17,8 +17,9 @@ from typing import Any
 
 from app.config import get_settings
 from bench import report
+from bench.base import PROFILES, Profile, QuietBudget
 from bench.infra import Servers, offline_env
-from bench.scale import PROFILES, Profile, QuietBudget, run_scale
+from bench.scale import run_scale
 
 
 def say(msg: str) -> None:

@@ -34,10 +34,10 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bench import dataset
+from bench.base import JSON, RECALL_LIMIT, Profile, QuietBudget, check_status, vec_json
 from bench.driver import closed_loop, interleaved
 from bench.http import Http
 from bench.infra import BENCH_DIR, CpuMeter, Servers, ServiceProcess, wait_for_quiet
-from bench.scale import JSON, RECALL_LIMIT, Profile, QuietBudget, _check, vec_json
 
 log = logging.getLogger("bench")
 
@@ -70,7 +70,7 @@ def _body(strategy: str, text: str, vector_json: str | None = None) -> bytes:
 
 
 async def _cache_counts(client: Http) -> dict[str, int]:
-    c = _check(await client.get("/v1/stats"), 200).json()["query_embedding_cache"]
+    c = check_status(await client.get("/v1/stats"), 200).json()["query_embedding_cache"]
     return {"hits": c["hits"], "misses": c["misses"], "entries": c["entries"]}
 
 
@@ -157,7 +157,9 @@ async def _measure(
 
     async def ask(body: bytes) -> None:
         async with sem:
-            _check(await client.post("/v1/robots/e2e-warm/recall", content=body, headers=JSON), 200)
+            check_status(
+                await client.post("/v1/robots/e2e-warm/recall", content=body, headers=JSON), 200
+            )
 
     await asyncio.gather(*(ask(b) for b in cached))
 
@@ -165,18 +167,18 @@ async def _measure(
         async def cv(w: int, i: int) -> None:
             body = client_vector[i % len(client_vector)]
             r = await client.post(f"/v1/robots/e2e-{w}/recall", content=body, headers=JSON)
-            _check(r, 200)
+            check_status(r, 200)
 
         async def hit(w: int, i: int) -> None:
             body = cached[i % len(cached)]
             r = await client.post(f"/v1/robots/e2e-{w}/recall", content=body, headers=JSON)
-            _check(r, 200)
+            check_status(r, 200)
 
         async def new(w: int, i: int) -> None:
             # Each request index once per phase, and each phase its own slice: never repeated.
             body = fresh[fresh_base + i]
             r = await client.post(f"/v1/robots/e2e-{w}/recall", content=body, headers=JSON)
-            _check(r, 200)
+            check_status(r, 200)
 
         return {"client_vector": cv, "cached": hit, "fresh": new}
 

@@ -22,10 +22,10 @@ import numpy as np
 import redis.asyncio as aioredis
 
 from bench import dataset
+from bench.base import JSON, Profile, check_status
 from bench.driver import closed_loop, summarize
 from bench.http import Http
 from bench.infra import BENCH_DIR, CpuMeter, Servers, ServiceProcess, drop_database, fresh_database
-from bench.scale import JSON, Profile, _check
 
 STRATEGIES = ("vector", "fulltext", "hybrid")
 STEP_LIMIT_S = 900.0  # a bound on each step's wall time, on top of its request count
@@ -36,7 +36,7 @@ async def _load(client: Http, items: list[tuple[str, str]], robot: str) -> float
     t0 = time.perf_counter()
     for j in range(0, len(items), 100):
         body = {"memories": [{"key": k, "content": c} for k, c in items[j : j + 100]]}
-        r = _check(await client.post(f"/v1/robots/{robot}/memories/batch", json=body), 201)
+        r = check_status(await client.post(f"/v1/robots/{robot}/memories/batch", json=body), 201)
         pending = [m["key"] for m in r.json()["memories"] if m["embedding_status"] != "ready"]
         if pending:
             raise RuntimeError(f"{len(pending)} memories left pending: the embedder failed")
@@ -67,7 +67,7 @@ async def _recall_quality(
                     },
                 )
                 lat.append(time.perf_counter() - t0)
-            keys = [h["key"] for h in _check(r, 200).json()["hits"]]
+            keys = [h["key"] for h in check_status(r, 200).json()["hits"]]
             return keys.index(answer) + 1 if answer in keys else None
 
         async with asyncio.timeout(STEP_LIMIT_S):
@@ -163,7 +163,7 @@ async def run_model(
             async def add(w: int, body: bytes) -> None:
                 path = f"/v1/robots/mwriter-{w}/memories"
                 r = await client.post(path, content=body, headers=JSON)
-                if _check(r, 201).json()["embedding_status"] != "ready":
+                if check_status(r, 201).json()["embedding_status"] != "ready":
                     raise RuntimeError("stored as pending: the embedder did not answer in time")
 
             meter = CpuMeter(service.pid, servers.postmaster_pid, redis)

@@ -33,10 +33,21 @@ from app.timeframes.parse import parse_timeframe
 from app.tokens import Tokenizer
 from app.working_memory.store import robot_keys
 from bench import dataset
+from bench.base import (
+    BATCH,
+    JSON,
+    RECALL_LIMIT,
+    SESSION,
+    Profile,
+    QuietBudget,
+    check_status,
+    vec_json,
+    vec_list,
+)
 from bench.bulk import copy_floor, process_memory, relation_sizes, working_memory_bytes
-from bench.driver import Limits, closed_loop, interleaved
+from bench.driver import closed_loop, interleaved
 from bench.floor import AddItem, Floor, RawSession, RecallSpec, explain
-from bench.http import Http, Response
+from bench.http import Http
 from bench.infra import (
     BENCH_DIR,
     CpuMeter,
@@ -52,117 +63,12 @@ from bench.infra import (
 
 log = logging.getLogger("bench")
 
-JSON = {"content-type": "application/json"}
 NAMESPACE = "default"
-BATCH = 500  # memories per load request (the service's max_batch_size)
-SESSION = 100  # consecutive memories one robot writes (see _authors)
 CONTEXT_ROBOT, CONTEXT_ITEMS, CONTEXT_BUDGET = "ctx", 1000, 1_000_000
 CONTEXT_MAX_TOKENS = 8000  # a prompt-sized context; `context_all` takes all 1,000 items
 RARE_ROBOT, RARE_SHARE = "rare", 0.01
 SCRIBES = 6
-RECALL_LIMIT = 10
 WEEK = "last week"
-_VEC_FMT = ",".join(["%.6g"] * dataset.DIM)
-
-
-def vec_json(v: np.ndarray) -> str:
-    return "[" + _VEC_FMT % tuple(v.tolist()) + "]"
-
-
-def vec_list(v: np.ndarray) -> list[float]:
-    """The vector as the service receives it: the JSON numbers we send, parsed back."""
-    return json.loads(vec_json(v))
-
-
-@dataclass
-class Profile:
-    name: str
-    sizes: list[int]
-    concurrency: int
-    c1: Limits
-    ck: Limits
-    questions: int
-    ann_queries: int
-    quality_people: int
-    quality_background: int
-    model_c1: Limits
-    model_ck: Limits
-    model_texts: int
-    quiet_wait_s: float  # per operation: wait this long at most for other work to settle
-    quiet_budget_s: float  # in all, over the whole run
-    session: int = SESSION  # consecutive memories one robot writes (the load's batch size)
-    loaders: int = 2  # load requests in flight
-    copy_floor: int = 0  # K: raw COPY of the first K memories beside the load (0: off)
-    service: dict[str, str] = field(default_factory=dict)  # settings of the service under test
-
-
-PROFILES = {
-    "quick": Profile(
-        name="quick",
-        sizes=[2_000, 10_000],
-        concurrency=8,
-        c1=Limits(max_requests=100, max_seconds=0.4, warmup=6, min_requests=12),
-        ck=Limits(max_requests=400, max_seconds=0.7, warmup=16, min_requests=24),
-        questions=200,
-        ann_queries=100,
-        quality_people=12,
-        quality_background=400,
-        model_c1=Limits(max_requests=40, max_seconds=1.5, warmup=4, min_requests=10),
-        model_ck=Limits(max_requests=400, max_seconds=2.5, warmup=16, min_requests=40),
-        model_texts=256,
-        quiet_wait_s=5.0,
-        quiet_budget_s=30.0,
-    ),
-    "full": Profile(
-        name="full",
-        sizes=[10_000, 100_000],
-        concurrency=8,
-        c1=Limits(max_requests=500, max_seconds=4.0, warmup=20, min_requests=50),
-        ck=Limits(max_requests=3000, max_seconds=6.0, warmup=32, min_requests=100),
-        questions=400,
-        ann_queries=300,
-        quality_people=40,
-        quality_background=3000,
-        model_c1=Limits(max_requests=150, max_seconds=5.0, warmup=8, min_requests=30),
-        model_ck=Limits(max_requests=2000, max_seconds=8.0, warmup=32, min_requests=100),
-        model_texts=2048,
-        quiet_wait_s=60.0,
-        quiet_budget_s=900.0,
-    ),
-    # `make bench-large`: one point at 1,000,000 (bench/README.md). Sessions of 500, so every
-    # load request carries the endpoint's maximum of 500 memories; the raw COPY floor beside
-    # the first 50,000; fewer ANN queries (each exact kNN scans a million vectors).
-    "large": Profile(
-        name="large",
-        sizes=[1_000_000],
-        concurrency=8,
-        c1=Limits(max_requests=500, max_seconds=4.0, warmup=20, min_requests=50),
-        ck=Limits(max_requests=3000, max_seconds=6.0, warmup=32, min_requests=100),
-        questions=400,
-        ann_queries=100,
-        quality_people=40,
-        quality_background=3000,
-        model_c1=Limits(max_requests=150, max_seconds=5.0, warmup=8, min_requests=30),
-        model_ck=Limits(max_requests=2000, max_seconds=8.0, warmup=32, min_requests=100),
-        model_texts=2048,
-        quiet_wait_s=60.0,
-        quiet_budget_s=900.0,
-        session=BATCH,
-        loaders=2,
-        copy_floor=50_000,
-        # Near 1,000,000 memories on 2 cores one 500-memory INSERT can run past the default
-        # 5 s (the 2026-11-24 run stopped there): a deployment loading batches that large
-        # at that size raises it too (README, "Benchmark").
-        service={"statement_timeout_ms": "30000"},
-    ),
-}
-
-
-@dataclass
-class QuietBudget:
-    """Seconds spent waiting for other work to settle, over the whole run."""
-
-    spent_s: float = 0.0
 
 
 @dataclass
@@ -193,12 +99,6 @@ class ScaleContext:
     quiet: QuietBudget = field(default_factory=QuietBudget)
     floor_pool: Any = None  # the floor's asyncpg pool, before the Floor exists
     service_env: dict[str, str] = field(default_factory=dict)  # for `htm import`
-
-
-def _check(r: Response, status: int) -> Response:
-    if r.status_code != status:
-        raise RuntimeError(f"HTTP {r.status_code}: {r.text[:200]}")
-    return r
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -242,7 +142,7 @@ async def load_memories(
     mem = dataset.scale_memories(ctx.seed, ctx.n)
     gen_s = time.perf_counter() - t0
     authors = _authors(ctx.n, ctx.seed, ctx.profile.session)
-    _check(
+    check_status(
         await ctx.client.put(
             f"/v1/robots/{CONTEXT_ROBOT}", json={"working_memory_budget": CONTEXT_BUDGET}
         ),
@@ -386,7 +286,7 @@ async def _post_batches(
                     break
                 out["retried_503"] = out.get("retried_503", 0) + 1
                 await asyncio.sleep(1.0 + attempt)
-            _check(r, 201)
+            check_status(r, 201)
             done += len(idx)
             if k and done >= k and "first_k" not in out:
                 s = time.perf_counter() - t_load
@@ -513,7 +413,7 @@ async def seed_prompt_session(ctx: ScaleContext) -> None:
         for j in range(PROMPT_SESSION_MESSAGES)
     ]  # fmt: skip
     path = f"/v1/robots/{CONTEXT_ROBOT}/sessions/{PROMPT_SESSION}/messages"
-    _check(await ctx.client.post(path, json={"messages": messages}), 201)
+    check_status(await ctx.client.post(path, json={"messages": messages}), 201)
 
 
 def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[Op]]:
@@ -569,7 +469,7 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
 
         async def service(w: int, i: int) -> None:
             r = await c.post(f"/v1/robots/{robot(w)}/recall", content=bodies[i % nq], headers=JSON)
-            _check(r, 200)
+            check_status(r, 200)
 
         async def floor_call(w: int, i: int) -> None:
             await floor.recall(("f" if load else "") + robot(w), specs[i % nq])
@@ -584,7 +484,7 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         q = f"?strategy={strategy}" + (f"&max_tokens={max_tokens}" if max_tokens else "")
 
         async def service(w: int, i: int) -> None:
-            _check(await c.get(f"/v1/robots/{CONTEXT_ROBOT}/context{q}"), 200)
+            check_status(await c.get(f"/v1/robots/{CONTEXT_ROBOT}/context{q}"), 200)
 
         async def floor_call(w: int, i: int) -> None:
             await floor.context(CONTEXT_ROBOT, strategy, max_tokens)
@@ -595,11 +495,11 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         return Op(name, service, floor_call, core)
 
     async def healthz(w: int, i: int) -> None:
-        _check(await c.get("/healthz"), 200)
+        check_status(await c.get("/healthz"), 200)
 
     async def retrieve(w: int, i: int) -> None:
         key = key_order[i % len(key_order)]
-        _check(await c.get(f"/v1/robots/reader-{w}/memories/{key}"), 200)
+        check_status(await c.get(f"/v1/robots/reader-{w}/memories/{key}"), 200)
 
     async def retrieve_floor(w: int, i: int) -> None:
         await floor.retrieve(f"reader-{w}", key_order[i % len(key_order)])
@@ -608,13 +508,13 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         await floor.core_get(key_order[i % len(key_order)])
 
     async def stats_robot(w: int, i: int) -> None:
-        _check(await c.get(f"/v1/robots/{RARE_ROBOT}/stats"), 200)
+        check_status(await c.get(f"/v1/robots/{RARE_ROBOT}/stats"), 200)
 
     async def stats_robot_floor(w: int, i: int) -> None:
         await floor.robot_stats(RARE_ROBOT)
 
     async def stats_ns(w: int, i: int) -> None:
-        _check(await c.get("/v1/stats"), 200)
+        check_status(await c.get("/v1/stats"), 200)
 
     async def stats_ns_floor(w: int, i: int) -> None:
         await floor.namespace_stats()
@@ -642,7 +542,7 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
             "reserve": {"system": 500, "tools": 500, "output": 1000},
             "recall": {"strategy": "hybrid", "limit": 10},
         }
-        _check(await c.post(f"/v1/robots/{CONTEXT_ROBOT}/prompt", json=body), 200)
+        check_status(await c.post(f"/v1/robots/{CONTEXT_ROBOT}/prompt", json=body), 200)
 
     reads.append(Op("prompt", prompt, note="window + context + recall + fitting; no floor"))
 
@@ -693,7 +593,7 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
 
     async def add(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
         path = f"/v1/robots/writer-{w}/memories"
-        _check(await c.post(path, content=prepared[1], headers=JSON), 201)
+        check_status(await c.post(path, content=prepared[1], headers=JSON), 201)
 
     def one_deduplicated(w: int, i: int) -> tuple[list[AddItem], bytes]:
         # Contents repeat in the pool: a unique suffix makes each add new, as most are, so
@@ -707,11 +607,11 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         # A fresh vector can still be within 0.92 of a stored one: then it is a duplicate (200).
         path = f"/v1/robots/writer-{w}/memories"
         r = await c.post(path, content=prepared[1], headers=JSON)
-        _check(r, 200 if r.status_code == 200 else 201)
+        check_status(r, 200 if r.status_code == 200 else 201)
 
     async def add_batch(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
         path = f"/v1/robots/writer-{w}/memories/batch"
-        _check(await c.post(path, content=prepared[1], headers=JSON), 201)
+        check_status(await c.post(path, content=prepared[1], headers=JSON), 201)
 
     async def add_floor(w: int, prepared: tuple[list[AddItem], bytes]) -> None:
         await floor.add(f"fwriter-{w}", prepared[0])
@@ -722,7 +622,7 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
     async def session_append(w: int, i: int) -> None:
         body = {"messages": [{"role": "user", "content": pool.contents[i % len(pool.contents)]}]}
         path = f"/v1/robots/writer-{w}/sessions/bench-{w}/messages"
-        _check(await c.post(path, json=body), 201)
+        check_status(await c.post(path, json=body), 201)
 
     writes = [
         recall_op("hybrid", "all", load=True),

@@ -27,8 +27,8 @@ from typing import Any
 import asyncpg
 
 from bench import dataset
+from bench.base import BATCH, JSON, check_status, vec_json
 from bench.http import Http
-from bench.scale import BATCH, JSON, _check, vec_json
 
 ROBOT = "talker"
 TURNS = 20  # turns per session
@@ -92,7 +92,7 @@ async def search_text_sizes(client: Http, pool: asyncpg.Pool, seed: int, n: int)
                 f'"metadata":{json.dumps(meta)},"embedding":{vec_json(m.vectors[i])}}}'
             )
         body = ('{"working_memory":false,"memories":[' + ",".join(parts) + "]}").encode()
-        _check(
+        check_status(
             await client.post(f"/v1/robots/{ROBOT}/memories/batch", content=body, headers=JSON), 201
         )
     load_s = time.perf_counter() - t0

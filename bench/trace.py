@@ -19,10 +19,10 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bench import dataset
+from bench.base import vec_list
 from bench.floor import AddItem, Floor, RecallSpec
 from bench.http import Http
 from bench.infra import BENCH_DIR, Servers, ServiceProcess, admin, floor_pool, fresh_database
-from bench.scale import vec_list
 
 DB = "htm_bench_trace"
 QUESTION = "When did Caroline go to the support group?"
