@@ -120,8 +120,8 @@ class MemoryService:
             self.clock(),
             [Written(b.content, b.created_at, b.metadata) for b in bodies],
         )
-        if self.embedder.available:
-            await self.session.rollback()  # no transaction open across the provider call
+        if self.embedder.available and any(is_conversation(b.metadata) for b in bodies):
+            await self.session.rollback()  # the turns read: no transaction across the provider
         todo = [i for i, b in enumerate(bodies) if b.embedding is None]
         vectors, model = await self.embedder.embed_or_defer(
             [searched(bodies[i].content, texts[i]) for i in todo]
