@@ -71,12 +71,19 @@ class WriteProtocol(RobotSync):
         self, robot: Robot, placements: Sequence[Placement], *, from_recall: bool = False
     ) -> dict[str, WorkingMemoryOutcome]:
         """Put memories in the robot's working memory, evicting by policy, and record it.
-        A memory replaced or forgotten since it was read is skipped (`superseded`)."""
+        A memory replaced or forgotten since it was read is skipped (`superseded`).
+
+        A recall's placement first tries `_refresh`: when both tiers hold every hit as it
+        would be placed, only the last accesses move, without the lock."""
         robot = robot.working_memory  # a group member places in the group's
         if not placements:
             return {}
         if self.breaker.open:
             return _all(placements, "unavailable")
+        if from_recall:
+            refreshed = await self._refresh(robot, placements)
+            if refreshed is not None:
+                return refreshed
         try:
             state = await self._lock(
                 robot, [(p.memory_id, p.created_at, p.version) for p in placements]
@@ -97,6 +104,48 @@ class WriteProtocol(RobotSync):
         except Exception:
             await self._failed(robot)
             return _all(placements, "unavailable")
+
+    async def _refresh(
+        self, robot: Robot, placements: Sequence[Placement]
+    ) -> dict[str, WorkingMemoryOutcome] | None:
+        """A recall whose hits are all in place already (a question asked again): placing
+        them would change nothing but their last access, so that is all this does, as a
+        touch does: one script that moves the accesses in Redis if every hit is held as it
+        would be placed, then one statement that moves them in the mirror for the hits it
+        holds too. No robot lock, no (gen, seq), no change-stream entry, no memory row locked.
+        None when a hit is not in place in both tiers: the caller places them all."""
+        now_ms = to_us(self.clock()) // 1000
+        items = [
+            WMItem(p.key, p.content, p.tokens, p.importance, 0, now_ms, True, p.memory_id)
+            for p in placements
+        ]
+        try:
+            missing = await self.store.refresh(self.namespace, robot.name, items)
+        except WorkingMemoryNotInitialized:
+            return None  # the placement rebuilds first
+        except UNAVAILABLE as exc:
+            # The script may have run: the mirror learns of a possible change by a rebuild.
+            self.breaker.trip()
+            log.warning("redis unavailable refreshing %s/%s: %s", self.namespace, robot.name, exc)
+            await self._mark_stale(robot)
+            await self._commit_or_queue(robot)
+            return _all(placements, "unavailable")
+        self.breaker.reset()
+        if missing:
+            return None
+        try:
+            held = await self.members.touch_held(
+                robot.id, [p.memory_id for p in placements], from_us(now_ms * 1000)
+            )
+            await self.session.commit()
+        except Exception:
+            await self._failed(robot)
+            return _all(placements, "unavailable")
+        if len(held) < len(placements):
+            # Redis holds what the mirror does not list (the robot is stale, or a change is
+            # unrecorded): the placement's lock and (gen, seq) check settle it.
+            return None
+        return {p.key: WorkingMemoryOutcome(admitted=True) for p in placements}
 
     async def _place_live(
         self, robot: Robot, state: LockedRobot, live: list[Placement], from_recall: bool

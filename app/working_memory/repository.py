@@ -322,6 +322,32 @@ class MembershipRepository:
             {"robot": robot_id, "id": memory_id, "at": at},
         )
 
+    async def touch_held(self, robot_id: int, memory_ids: Sequence[int], at: datetime) -> set[int]:
+        """A recall's hits that Redis held already (store.refresh): move their last access
+        forward, without the robot's lock, and return those the mirror holds too (in working
+        memory, placed by a recall, owing no withdrawal, the robot not stale); the caller
+        places the others through the protocol. Rows another change has locked are skipped,
+        not waited for: this transaction then holds rows only while it never waits, so it
+        cannot deadlock with a change that holds the robot's lock and wants them."""
+        rows = await self.session.execute(
+            sql(f"""
+            WITH {RELAXED_FLUSH_CTE}, held AS (
+                SELECT w.memory_id FROM working_memory_item w
+                WHERE w.robot_id = :robot AND w.memory_id = ANY(CAST(:ids AS bigint[]))
+                  AND w.in_working_memory AND w.stale_at IS NULL AND w.from_recall
+                  AND NOT EXISTS (SELECT 1 FROM robot r
+                                  WHERE r.id = :robot AND r.working_memory_stale)
+                FOR NO KEY UPDATE OF w SKIP LOCKED
+            )
+            UPDATE working_memory_item w
+            SET last_access_at = greatest(w.last_access_at, :at)
+            FROM held, flush
+            WHERE w.robot_id = :robot AND w.memory_id = held.memory_id
+            RETURNING w.memory_id"""),
+            {"robot": robot_id, "ids": list(memory_ids), "at": at},
+        )
+        return {r.memory_id for r in rows}
+
     async def needing_repair(self, older_than_s: float, limit: int) -> list[Any]:
         """Robots whose Redis may be out of line with the mirror: marked stale, or owing a
         withdrawal for longer than a change normally takes. (id, name, namespace name)."""

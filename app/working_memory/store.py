@@ -29,7 +29,8 @@ context takes, ordered and cut in Redis). A missing ``meta`` means Redis lost th
 Every change (place, remove, clear, load) replies with the robot's (gen, seq): the
 generation started by its last load and a counter bumped once per change. The write
 protocol (protocol.py) records them in Postgres and checks that each change follows the
-recorded one. A touch only moves a last access forward and changes neither.
+recorded one. A touch (or a refresh: a recall's hits all in place already) only moves last
+accesses forward and changes neither.
 """
 
 from __future__ import annotations
@@ -69,7 +70,16 @@ KEY_PREFIX = "htm:v2"
 SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
     **{
         name: ("common", name)
-        for name in ("place", "load", "touch", "remove", "clear", "snapshot", "usage")
+        for name in (
+            "place",
+            "refresh",
+            "load",
+            "touch",
+            "remove",
+            "clear",
+            "snapshot",
+            "usage",
+        )
     },
     **{f"context_{s}": ("common", "context_common", f"context_{s}") for s in STRATEGIES},
 }
@@ -225,6 +235,14 @@ class WorkingMemoryStore:
         """
         reply = await self._run("place", ns, robot, place_args(items, budget))
         return self._place_result(reply)
+
+    async def refresh(self, ns: str, robot: str, items: list[WMItem]) -> list[str]:
+        """If every item is held exactly as place() would leave it (the same memory under its
+        key, with the same content, tokens, importance and from_recall), move each one's last
+        access forward to its last_access_ms and return []; otherwise change nothing and
+        return the keys not held so. Not a change: no seq, no event (a recall repeated)."""
+        (missing,) = await self._run("refresh", ns, robot, place_args(items, 0))
+        return list(missing)
 
     async def touch(self, ns: str, robot: str, key: str, access_ms: int) -> int | None:
         """Record an access; the memory id found under the key, None if the key is not in
