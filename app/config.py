@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 EmbeddingProvider = Literal["local", "ollama", "openai", "none"]
+EmbeddingRuntime = Literal["auto", "onnx", "onnx-int8", "torch"]
 VectorStorage = Literal["vector", "halfvec"]
 VectorStorageSetting = Literal["auto", "vector", "halfvec"]
 
@@ -145,6 +146,24 @@ class Settings(BaseSettings):
         "database on pgvector >= 0.7, and an existing one keeps what it has. Read at "
         "migration time; the service detects what the database holds",
     )
+    embedding_runtime: EmbeddingRuntime = Field(
+        default="auto",
+        description="How the local model runs: `onnx` (ONNX Runtime, the model exported once "
+        "from the local weights into HTM_DATA_DIR/models/onnx; 2.4x faster per single text "
+        "than torch, the same vectors: bench/results/embedders.md), `onnx-int8` (its int8 "
+        "copy: faster again, but other vectors, recorded as `<model>@int8`: a database "
+        "embedded with another runtime needs `htm reembed`), `torch` (sentence-transformers), "
+        "or `auto`: onnx when onnxruntime is installed and the model exports, else torch",
+    )
+    embedding_threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="CPU threads the local model may use. Unset: 1 on up to 2 cores, half the "
+        "cores (at most 4) above that. More threads than that fight PostgreSQL, Redis and the "
+        "event loop for the same cores: on 2 cores under load, torch's default threads took "
+        "697 ms for one text against 39 ms with one (issue 32)",
+    )
     embedding_url: str | None = Field(
         default=None, description="Base URL of the Ollama or OpenAI-compatible server"
     )
@@ -156,7 +175,12 @@ class Settings(BaseSettings):
         default=64, ge=1, le=4096, description="Micro-batching: embeds sent in one call, at most"
     )
     embedding_batch_wait_ms: float = Field(
-        default=5.0, ge=0, description="Micro-batching: how long an embed waits for company"
+        default=0.0,
+        ge=0,
+        description="Micro-batching: how long an embed waits for company. 0: a text is sent at "
+        "once when the model is idle, and texts that arrive while it works go together in the "
+        "next batch (a 5 ms wait cost every single request 5 ms and gained no throughput: "
+        "bench/results/embedders.md)",
     )
     embedding_worker_interval_s: float = Field(
         default=2.0,

@@ -2,14 +2,53 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 
 from app.config import Settings
-from app.embeddings.base import Embedder
+from app.embeddings import onnx_model
+from app.embeddings.base import Embedder, EmbeddingError
 from app.embeddings.batcher import MicroBatcher
 from app.embeddings.local import LocalEmbedder
 from app.embeddings.ollama import DEFAULT_OLLAMA_URL, OllamaEmbedder
 from app.embeddings.openai import DEFAULT_OPENAI_URL, OpenAIEmbedder
+
+log = logging.getLogger(__name__)
+
+
+def default_threads(cores: int | None = None) -> int:
+    """The local model's thread budget when HTM_EMBEDDING_THREADS is unset: 1 on up to 2
+    cores, half the cores (at most 4) above that."""
+    n = cores if cores is not None else (os.cpu_count() or 1)
+    return 1 if n <= 2 else min(4, n // 2)
+
+
+async def build_local(settings: Settings) -> Embedder:
+    """The local model on the configured runtime (HTM_EMBEDDING_RUNTIME; `auto`: ONNX Runtime
+    when it is installed and the model exports, else torch) and thread budget."""
+    model, dimension = settings.embedding_model, settings.embedding_dimension
+    threads = settings.embedding_threads or default_threads()
+    models_dir = settings.data_dir / "models"
+    runtime = settings.embedding_runtime
+    if runtime == "auto" and onnx_model.available():
+        try:
+            return await onnx_model.OnnxEmbedder.create(
+                model, dimension, models_dir=models_dir, threads=threads
+            )
+        except EmbeddingError as exc:
+            if isinstance(exc, onnx_model.DimensionMismatch):
+                raise
+            log.warning("the local model runs on torch: %s", exc)
+    elif runtime in ("onnx", "onnx-int8"):
+        return await onnx_model.OnnxEmbedder.create(
+            model,
+            dimension,
+            models_dir=models_dir,
+            threads=threads,
+            quantized=runtime == "onnx-int8",
+        )
+    return await LocalEmbedder.create(model, dimension, models_dir=models_dir, threads=threads)
 
 
 async def build_embedder(settings: Settings) -> Embedder | None:
@@ -25,9 +64,7 @@ async def build_embedder(settings: Settings) -> Embedder | None:
     if provider == "none":
         return None
     if provider == "local":
-        inner = await LocalEmbedder.create(
-            model, dimension, models_dir=settings.data_dir / "models"
-        )
+        inner = await build_local(settings)
     elif provider == "ollama":
         inner = OllamaEmbedder(
             model,
@@ -55,4 +92,12 @@ def describe(embedder: Embedder | None) -> dict[str, Any]:
     """{provider, model, dimension} of the embedder, or {provider: "none"} without one."""
     if embedder is None:
         return {"provider": "none"}
-    return {"provider": embedder.provider, "model": embedder.model, "dimension": embedder.dimension}
+    described = {
+        "provider": embedder.provider,
+        "model": embedder.model,
+        "dimension": embedder.dimension,
+    }
+    inner: Any = getattr(embedder, "embedder", embedder)
+    if hasattr(inner, "runtime"):
+        described |= {"runtime": inner.runtime, "threads": inner.threads}
+    return described

@@ -19,14 +19,18 @@ BUNDLED_MODEL = packaged.MINILM
 DEFAULT_MODELS_DIR = Settings.model_fields["data_dir"].default / "models"
 
 
-def _load(model: str, models_dir: Path) -> Any:
+def _load(model: str, models_dir: Path, threads: int | None) -> Any:
     """Load a SentenceTransformer (blocking: run it in a thread)."""
     try:
+        import torch
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
         raise EmbeddingError(
             "the local embedding provider needs sentence-transformers; install the 'local' extra"
         ) from exc
+    if threads is not None:
+        # Process-wide: the model is torch's only user in the service.
+        torch.set_num_threads(threads)
     source = packaged.resolve(model, models_dir)
     # A path that is not there would otherwise be taken for a hub name, and fail as one.
     is_path = os.path.isabs(source) or source.startswith(".")
@@ -53,6 +57,7 @@ class LocalEmbedder:
     """
 
     provider = "local"
+    runtime = "torch"
 
     def __init__(self, model: str, dimension: int, st_model: Any) -> None:
         self.model = model
@@ -63,13 +68,18 @@ class LocalEmbedder:
 
     @classmethod
     async def create(
-        cls, model: str = BUNDLED_MODEL, dimension: int = 384, *, models_dir: Path | None = None
+        cls,
+        model: str = BUNDLED_MODEL,
+        dimension: int = 384,
+        *,
+        models_dir: Path | None = None,
+        threads: int | None = None,
     ) -> LocalEmbedder:
         """Load the model off the event loop and check it yields `dimension`-sized vectors
         (DimensionMismatch otherwise: the service does not start)."""
         where = DEFAULT_MODELS_DIR if models_dir is None else models_dir
         try:
-            st_model = await asyncio.to_thread(_load, model, where)
+            st_model = await asyncio.to_thread(_load, model, where, threads)
         except EmbeddingError:
             raise
         except Exception as exc:  # missing files, unknown hub id while offline, bad weights
@@ -86,6 +96,12 @@ class LocalEmbedder:
         # Both spellings of a packaged model are one model: record one name with the vectors.
         name = packaged.canonical(model) or model
         return cls(name, dimension, st_model)
+
+    @property
+    def threads(self) -> int:
+        import torch
+
+        return int(torch.get_num_threads())
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:

@@ -7,13 +7,14 @@ from pydantic import SecretStr
 
 from app.config import Settings
 from app.embeddings import (
-    LocalEmbedder,
     MicroBatcher,
     OllamaEmbedder,
     OpenAIEmbedder,
     build_embedder,
     describe,
 )
+from app.embeddings.factory import default_threads
+from app.embeddings.onnx_model import OnnxEmbedder
 from tests.stubs import Recorded, StubServer
 
 
@@ -92,11 +93,13 @@ async def test_local_provider_builds_the_bundled_model_behind_a_batcher():
     embedder = await build_embedder(settings(embedding_provider="local"))
 
     assert isinstance(embedder, MicroBatcher)
-    assert isinstance(embedder.embedder, LocalEmbedder)
+    assert isinstance(embedder.embedder, OnnxEmbedder)
     assert describe(embedder) == {
         "provider": "local",
         "model": "all-MiniLM-L6-v2",
         "dimension": 384,
+        "runtime": "onnx",
+        "threads": default_threads(),
     }
     assert len((await embedder.embed(["hello"]))[0]) == 384
     await embedder.aclose()
