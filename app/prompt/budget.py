@@ -24,11 +24,16 @@ allocating is its token count plus one for the separator (plus its header, and t
 message's framing, for the first one taken); BPE may merge across a separator, so the
 assembled messages are counted again exactly and, while over the budget, the last item taken
 (recall's, then working memory's, then the oldest session message) is dropped.
+
+Nothing counted before is encoded again: an item's `tokens` is its content's count (stored at
+write time), roles, headers, the input and the system text are counted once per call, and the
+exact count of the joined system message comes from the parts' counts (`count_joined`,
+app/tokens.py `Tokenizer.count_joined`, which encodes only where a join can merge).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -41,9 +46,11 @@ RECALL_HEADER = "Relevant memories:"
 Source = Literal["input", "session", "working_memory", "recall"]
 Reason = Literal["budget", "duplicate", "section_quota"]
 Count = Callable[[str], int]
+# count(SEPARATOR.join(parts)) given each part's count.
+CountJoined = Callable[[Sequence[str], Sequence[int]], int]
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     """A candidate: its text, and its own token count (`tokens`, the content's)."""
 
@@ -88,18 +95,25 @@ def chat_tokens(count: Count, messages: list[dict[str, str]]) -> int:
 
 
 def _messages(system: str | None, input_text: str, items: list[Item]) -> list[dict[str, str]]:
-    wm = [i.content for i in items if i.included and i.source == "working_memory"]
-    hits = [i.content for i in items if i.included and i.source == "recall"]
     parts = [system] if system else []
-    if wm:
-        parts += [WORKING_MEMORY_HEADER, *wm]
-    if hits:
-        parts += [RECALL_HEADER, *hits]
+    for header, section in _sections(items):
+        parts += [header, *(i.content for i in section)]
     messages = [{"role": "system", "content": SEPARATOR.join(parts)}] if parts else []
     session = [i for i in items if i.included and i.source == "session"]
     messages += [{"role": i.role, "content": i.content} for i in reversed(session)]
     messages.append({"role": "user", "content": input_text})
     return messages
+
+
+def _sections(items: list[Item]) -> list[tuple[str, list[Item]]]:
+    """The system message's sections after the system text: header and items taken."""
+    wm = [i for i in items if i.included and i.source == "working_memory"]
+    hits = [i for i in items if i.included and i.source == "recall"]
+    return [(h, s) for h, s in ((WORKING_MEMORY_HEADER, wm), (RECALL_HEADER, hits)) if s]
+
+
+def _default_joined(count: Count) -> CountJoined:
+    return lambda parts, _counts: count(SEPARATOR.join(parts))
 
 
 def assemble(
@@ -111,13 +125,20 @@ def assemble(
     working_memory: list[Item],
     recall: list[Item],
     quotas: Quotas,
+    count_joined: CountJoined | None = None,
 ) -> Assembly:
-    """session: newest first; working_memory and recall: in their own order."""
-    user = Item("input", input_text, count(input_text), included=True)
-    used = REPLY_PRIMER + message_tokens(count, "user", input_text)
+    """session: newest first; working_memory and recall: in their own order. `count` is
+    called with the input, the system text, roles and headers (it may remember them);
+    `count_joined` (default: encoding the joined text) counts the system message."""
+    joined = count_joined or _default_joined(count)
+    input_tokens = count(input_text)
+    system_tokens = count(system) if system else 0
+    user = Item("input", input_text, input_tokens, included=True)
+    used = REPLY_PRIMER + TOKENS_PER_MESSAGE + count("user") + input_tokens
     has_system = bool(system)
+    empty_system = TOKENS_PER_MESSAGE + count("system")
     if system:
-        used += message_tokens(count, "system", system)
+        used += empty_system + system_tokens
     if used > budget:
         raise InputTooLarge(used, budget)
 
@@ -129,7 +150,7 @@ def assemble(
 
     cut: Reason | None = None
     for item in session:
-        cost = message_tokens(count, item.role, item.content)
+        cost = TOKENS_PER_MESSAGE + count(item.role) + item.tokens
         left = quota_left("session")
         if cut is None and left is not None and item.tokens > left:
             cut = "section_quota"
@@ -147,17 +168,18 @@ def assemble(
         ("recall", RECALL_HEADER, recall),
     ):
         started = False
+        header_cost = count(header) + 1
+        q = getattr(quotas, source)
         for item in items:
             if source == "recall" and item.key in wm_keys:
                 item.reason = "duplicate"
                 continue
             cost = item.tokens + 1
             if not started:
-                cost += count(header) + 1
+                cost += header_cost
             if not has_system:
-                cost += message_tokens(count, "system", "")
-            left = quota_left(source)  # type: ignore[arg-type]
-            if left is not None and item.tokens > left:
+                cost += empty_system
+            if q is not None and item.tokens > q - spent[source]:
                 item.reason = "section_quota"
             elif used + cost > budget:
                 item.reason = "budget"
@@ -166,13 +188,26 @@ def assemble(
                 spent[source] += item.tokens
 
     manifest = [user, *session, *working_memory, *recall]
+
+    def exact() -> int:
+        """The counting rule over the messages _messages() would build, from the counts."""
+        tokens = REPLY_PRIMER + TOKENS_PER_MESSAGE + count("user") + input_tokens
+        for i in session:
+            if i.included:
+                tokens += TOKENS_PER_MESSAGE + count(i.role) + i.tokens
+        parts, counts = ([system], [system_tokens]) if system else ([], [])
+        for header, section in _sections(manifest):
+            parts += [header, *(i.content for i in section)]
+            counts += [count(header), *(i.tokens for i in section)]
+        if parts:
+            tokens += empty_system + joined(parts, counts)
+        return tokens
+
     # Taken last first: recall's, working memory's, then the oldest session message.
     order = [*reversed(recall), *reversed(working_memory), *reversed(session)]
-    messages = _messages(system, input_text, manifest)
-    tokens = chat_tokens(count, messages)
+    tokens = exact()
     while tokens > budget:
         last = next(i for i in order if i.included)
         last.included, last.reason = False, "budget"
-        messages = _messages(system, input_text, manifest)
-        tokens = chat_tokens(count, messages)
-    return Assembly(messages, tokens, manifest)
+        tokens = exact()
+    return Assembly(_messages(system, input_text, manifest), tokens, manifest)

@@ -3,6 +3,8 @@ also when the count of the joined system message is not the sum of its parts."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from app.prompt.budget import (
@@ -13,6 +15,7 @@ from app.prompt.budget import (
     assemble,
     chat_tokens,
 )
+from app.tokens import Tokenizer
 
 
 def chars(s: str) -> int:
@@ -71,3 +74,63 @@ def test_input_and_system_text_alone_over_the_budget_is_refused() -> None:
         assemble(chars, 23, "hi", "sys", [], [], [], Quotas())
     assert (exc.value.needed, exc.value.budget) == (24, 23)
     assert assemble(chars, 24, "hi", "sys", [], [], [], Quotas()).tokens == 24
+
+
+# --- with tiktoken and the stored counts -----------------------------------------------------
+
+TRICKY = [
+    "Ends in a full stop.",
+    "ends in a space ",
+    "ends in a newline\n",
+    "\nstarts with a newline",
+    "  starts with spaces",
+    "/starts with a slash",
+    "it's",
+    "ends in two blank lines\n\n",
+    "漢字。",
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    return Tokenizer.load("cl100k_base")
+
+
+def tricky_candidates(count: Callable[[str], int]) -> tuple[list[Item], list[Item], list[Item]]:
+    session = [Item("session", c, count(c), seq=i, role="assistant") for i, c in
+               enumerate(["said. ", " \n"], 1)][::-1]  # fmt: skip
+    wm = [Item("working_memory", c, count(c), key=f"w{i}") for i, c in enumerate(TRICKY)]
+    recall = [Item("recall", c, count(c), key=f"r{i}") for i, c in enumerate(TRICKY[::-1])]
+    return session, wm, recall
+
+
+@pytest.mark.parametrize("budget", range(60, 200, 3))
+def test_stored_counts_and_joined_count_give_the_encoded_count_and_the_same_manifest(
+    tokenizer: Tokenizer, budget: int
+) -> None:
+    # The stored counts path (count_joined) against encoding every assembled message: the
+    # same count, the same messages and the same manifest, at every budget.
+    count = tokenizer.count
+    fast = assemble(count, budget, "hi ", "sys.", *tricky_candidates(count), Quotas(),
+                    tokenizer.count_joined)  # fmt: skip
+    slow = assemble(count, budget, "hi ", "sys.", *tricky_candidates(count), Quotas())
+    assert fast.tokens == chat_tokens(count, fast.messages) <= budget
+    assert (fast.messages, fast.tokens, fast.manifest) == (slow.messages, slow.tokens,
+                                                           slow.manifest)  # fmt: skip
+
+
+def test_with_room_for_all_the_count_is_exact_and_not_the_sum_of_the_parts(
+    tokenizer: Tokenizer,
+) -> None:
+    count = tokenizer.count
+    session, wm, recall = tricky_candidates(count)
+    done = assemble(count, 10_000, "hi ", "sys.", session, wm, recall, Quotas(),
+                    tokenizer.count_joined)  # fmt: skip
+    assert all(i.included for i in done.manifest)
+    assert done.tokens == chat_tokens(count, done.messages) == 126
+    parts = ["sys.", "Working memory:", *TRICKY, "Relevant memories:", *TRICKY[::-1]]
+    system = SEPARATOR.join(parts)
+    assert done.messages[0] == {"role": "system", "content": system}
+    # Summing the parts' counts, one token per blank line, would be 14 too many here.
+    assert count(system) == 101
+    assert sum(map(count, parts)) + len(parts) - 1 == 101 + 14
