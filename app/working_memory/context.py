@@ -36,6 +36,23 @@ def balanced_scores(
     ]
 
 
+def order(items: list[WMItem], strategy: Strategy, now_ms: int) -> list[tuple[float, WMItem]]:
+    """(score, item) of every item in the strategy's order (assemble() says which)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}: expected one of {STRATEGIES}")
+    if strategy == "recent":
+        scores = [float(i.last_access_ms) for i in items]
+    elif strategy == "important":
+        scores = [float(i.importance) for i in items]
+    else:
+        scores = balanced_scores(
+            [i.importance for i in items], [i.added_at_us for i in items], now_ms
+        )
+    return sorted(
+        zip(scores, items, strict=True), key=lambda p: (-p[0], -p[1].added_at_us, p[1].key)
+    )
+
+
 def assemble(
     items: list[WMItem], strategy: Strategy, max_tokens: int, now_ms: int
 ) -> ContextResult:
@@ -49,22 +66,9 @@ def assemble(
     so the context is always a prefix of the strategy's order. ``tokens`` is the sum of the
     included items' token counts: the "\\n\\n" separators are not counted.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}: expected one of {STRATEGIES}")
+    ranked = order(items, strategy, now_ms)  # an unknown strategy is refused first
     if max_tokens < 0:
         raise ValueError("max_tokens must be >= 0")
-
-    if strategy == "recent":
-        scores = [float(i.last_access_ms) for i in items]
-    elif strategy == "important":
-        scores = [float(i.importance) for i in items]
-    else:
-        scores = balanced_scores(
-            [i.importance for i in items], [i.added_at_us for i in items], now_ms
-        )
-    ranked = sorted(
-        zip(scores, items, strict=True), key=lambda p: (-p[0], -p[1].added_at_us, p[1].key)
-    )
     taken: list[tuple[float, WMItem]] = []
     total = 0
     for s, item in ranked:
