@@ -4,19 +4,18 @@ says how) with a manifest of every candidate."""
 
 from __future__ import annotations
 
-import sys
+import functools
 
 from app.config import Settings
 from app.errors import Unprocessable
 from app.prompt import budget
-from app.prompt.schemas import ChatMessage, ManifestEntry, PromptRequest, PromptResult
+from app.prompt.schemas import PromptRequest, PromptResult
 from app.recall.schemas import RecallRequest
 from app.recall.service import RecallService
 from app.robots.service import RobotService
-from app.sessions.schemas import MessageRead
-from app.sessions.service import SessionService
+from app.sessions.service import SessionService, Turn
 from app.tokens import Tokenizer
-from app.working_memory.context import assemble as order_context
+from app.working_memory.context import order
 from app.working_memory.model import to_us
 from app.working_memory.service import WorkingMemoryService
 
@@ -50,7 +49,9 @@ class PromptService:
         return left
 
     async def prompt(self, robot_name: str, req: PromptRequest) -> PromptResult:
-        count = self.tokenizer.count
+        # The input, the system text, roles and headers are encoded once per request; the
+        # candidates' counts are the stored ones (budget.py).
+        count = functools.cache(self.tokenizer.count)
         limit = self._budget(req)
         # Refused before anything is read or written when the input alone cannot fit.
         base = budget.REPLY_PRIMER + budget.message_tokens(count, "user", req.input)
@@ -91,7 +92,7 @@ class PromptService:
         robot = await self.robots.ensure(robot_name)
 
         session_id: int | None = None
-        messages: list[MessageRead] = []
+        messages: list[Turn] = []
         session_degraded = False
         if req.session is not None:
             session_id, messages, session_degraded = await self.sessions.latest(
@@ -104,11 +105,9 @@ class PromptService:
 
         items, _, wm_degraded = await self.working_memory.snapshot(robot)
         now_ms = to_us(self.working_memory.protocol.clock()) // 1000
-        ordered = order_context(items, req.strategy, sys.maxsize, now_ms).items
-        by_key = {i.key: i for i in items}
         working = [
-            budget.Item("working_memory", by_key[o["key"]].content, o["tokens"], key=o["key"])
-            for o in ordered
+            budget.Item("working_memory", i.content, i.tokens, key=i.key)
+            for _, i in order(items, req.strategy, now_ms)
         ]
 
         q = req.quotas
@@ -121,25 +120,30 @@ class PromptService:
             working,
             hits,
             budget.Quotas(q.session, q.working_memory, q.recall),
+            self.tokenizer.count_joined,
         )
         if session_id is not None:
             await self.sessions.count_accesses(
                 session_id, [i.seq for i in session if i.included and i.seq is not None]
             )
-        return PromptResult(
-            messages=[ChatMessage.model_validate(m) for m in done.messages],
-            tokens=done.tokens,
-            budget=limit,
-            manifest=[
-                ManifestEntry(
-                    source=i.source,
-                    key=i.key,
-                    seq=i.seq,
-                    tokens=i.tokens,
-                    included=i.included,
-                    reason=i.reason,
-                )
-                for i in done.manifest
-            ],
-            degraded=wm_degraded or session_degraded,
+        # Validated in one call (pydantic-core) rather than a model per candidate: the
+        # manifest lists every working-memory item.
+        return PromptResult.model_validate(
+            {
+                "messages": done.messages,
+                "tokens": done.tokens,
+                "budget": limit,
+                "manifest": [
+                    {
+                        "source": i.source,
+                        "key": i.key,
+                        "seq": i.seq,
+                        "tokens": i.tokens,
+                        "included": i.included,
+                        "reason": i.reason,
+                    }
+                    for i in done.manifest
+                ],
+                "degraded": wm_degraded or session_degraded,
+            }
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.auth.caller import Caller
 from app.clock import Clock
@@ -36,6 +36,15 @@ APPEND_ATTEMPTS = 5
 # The hot copy outlives its session's expiry by this much: the expiry worker deletes it.
 HOT_GRACE_MS = 60_000
 NO_LIMIT = 2**31 - 1
+
+
+class Turn(NamedTuple):
+    """A message as a prompt takes it: no access count, no metadata."""
+
+    seq: int
+    role: str
+    content: str
+    tokens: int
 
 
 class SessionService:
@@ -166,17 +175,21 @@ class SessionService:
 
     async def latest(
         self, robot_name: str, name: str, max_tokens: int
-    ) -> tuple[int | None, list[MessageRead], bool]:
+    ) -> tuple[int | None, list[Turn], bool]:
         """For a prompt: (the session's id, the last messages whose contents fit max_tokens,
         degraded), refreshing its expiry but counting no access (`count_accesses` does, for
-        the messages the prompt takes); no messages when the session does not exist."""
+        the messages the prompt takes) and reading none; no messages when the session does
+        not exist."""
         try:
-            row, messages, degraded = await self._window(
-                robot_name, name, None, max_tokens, refresh=True, count=False
-            )
+            row, taken, held = await self._hot(robot_name, name, NO_LIMIT, max_tokens, refresh=True)
         except NotFound:
             return None, [], False
-        return row.id, messages, degraded
+        if taken is not None:
+            turns = [Turn(m.seq, m.role, m.content, m.tokens) for m in taken]
+        else:
+            rows = await self._cold(robot_name, row, held, NO_LIMIT, max_tokens, count=False)
+            turns = [Turn(r.seq, r.role, r.content, r.token_count) for r in rows]
+        return row.id, turns, held is None
 
     async def count_accesses(self, session_id: int, seqs: list[int]) -> None:
         if seqs:
@@ -192,25 +205,47 @@ class SessionService:
         refresh: bool,
         count: bool,
     ) -> tuple[Any, list[MessageRead], bool]:
-        robot = await self.robots.require(robot_name)
-        row = await self.repo.touch(robot.id, name, self.clock(), refresh=refresh)
-        if row is None:
-            raise NotFound(f"session {name!r} of robot {robot_name!r} does not exist or ended")
         limit_n = n or (DEFAULT_WINDOW if max_tokens is None else NO_LIMIT)
         limit_tokens = NO_LIMIT if max_tokens is None else max_tokens
-        key = self._key(robot_name, row.id)
-        held = await self._redis(lambda: self.hot.read(key, self._ttl_ms(row.ttl_s)))
-        taken = None if held is None else self._cut(held, row.last_seq, limit_n, limit_tokens)
+        row, taken, held = await self._hot(robot_name, name, limit_n, limit_tokens, refresh=refresh)
         if taken is not None:
             seqs = [m.seq for m in taken]
             accesses = await self.repo.count_accesses(row.id, seqs, count=count)
             messages = [_read(m, accesses[m.seq]) for m in taken]
         else:
-            rows = await self.repo.window(row.id, limit_n, limit_tokens, count=count)
+            rows = await self._cold(robot_name, row, held, limit_n, limit_tokens, count=count)
             messages = [_row_read(r) for r in rows]
-            if held is not None and not self._complete(held, row.last_seq):
-                await self._rebuild(key, row)
         return row, messages, held is None
+
+    async def _hot(
+        self, robot_name: str, name: str, n: int, max_tokens: int, *, refresh: bool
+    ) -> tuple[Any, list[HotMessage] | None, dict[int, HotMessage] | None]:
+        """(the live session's row, the window from the hot copy or None when PostgreSQL
+        must answer, the hot copy or None while Redis is unreachable)."""
+        robot = await self.robots.require(robot_name)
+        row = await self.repo.touch(robot.id, name, self.clock(), refresh=refresh)
+        if row is None:
+            raise NotFound(f"session {name!r} of robot {robot_name!r} does not exist or ended")
+        key = self._key(robot_name, row.id)
+        held = await self._redis(lambda: self.hot.read(key, self._ttl_ms(row.ttl_s)))
+        taken = None if held is None else self._cut(held, row.last_seq, n, max_tokens)
+        return row, taken, held
+
+    async def _cold(
+        self,
+        robot_name: str,
+        row: Any,
+        held: dict[int, HotMessage] | None,
+        n: int,
+        max_tokens: int,
+        *,
+        count: bool,
+    ) -> list[Any]:
+        """The window from PostgreSQL, rebuilding the hot copy when it misses its tail."""
+        rows = await self.repo.window(row.id, n, max_tokens, count=count)
+        if held is not None and not self._complete(held, row.last_seq):
+            await self._rebuild(self._key(robot_name, row.id), row)
+        return rows
 
     def _first_held(self, last_seq: int) -> int:
         return max(1, last_seq - self.settings.session_hot_messages + 1)

@@ -215,3 +215,41 @@ async def test_bad_input_or_an_input_that_cannot_fit_is_422_and_writes_nothing(
     assert r.headers["content-type"] == PROBLEM
     assert [e["field"] for e in r.json()["errors"]] == [field]
     assert (await client.get("/v1/robots")).json() == []  # not even the robot registered
+
+
+async def test_contents_that_merge_across_the_blank_lines_are_counted_exactly(
+    client: httpx.AsyncClient,
+) -> None:
+    # Stored counts joined by count_joined: BPE merges ".\n\n", " \n\n", "\n\n\n" across
+    # the separators, so the sum of the stored counts is not the count; the answer's is.
+    contents = [
+        "Ends in a full stop.",
+        "ends in a space ",
+        "ends in a newline\n",
+        "\nstarts with a newline",
+        "  starts with spaces",
+        "/starts with a slash",
+    ]
+    for i, content in enumerate(contents):
+        r = await client.post(
+            "/v1/robots/erin/memories",
+            json={"key": f"e{i}", "content": content, "importance": 9 - i},
+        )
+        assert r.status_code == 201, r.text
+    r = await client.post(
+        "/v1/robots/erin/prompt",
+        json={"input": "hi ", "context_window": 500, "strategy": "important", "recall": None},
+    )
+    assert r.status_code == 200, r.text
+    result = r.json()
+    system = "\n\n".join(["Working memory:", *contents])
+    assert result["messages"] == [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "hi "},
+    ]
+    assert result["tokens"] == count_chat(result["messages"]) == 48
+    assert toks(system) < sum(map(toks, ["Working memory:", *contents])) + len(contents)
+    assert result["manifest"] == [
+        entry("input", toks("hi ")),
+        *(entry("working_memory", toks(c), key=f"e{i}") for i, c in enumerate(contents)),
+    ]
