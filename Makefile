@@ -14,7 +14,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install run test lint format openapi schema docs bench bench-quick bench-large eval eval-quick chaos chaos-quick clean
+.PHONY: install run test lint format openapi schema docs bench bench-quick bench-large bench-peer eval eval-quick chaos chaos-quick clean
 
 install: $(VENV)/.installed
 
@@ -79,6 +79,14 @@ bench-quick: install
 # Writes bench/results/<date>-<host>-large.json and latest-large.{json,md}.
 bench-large: install
 	$(PY) -m bench --large --skip-model $(BENCH_ARGS)
+
+# `make bench-peer`: this service and mem0 (PyPI mem0ai, installed into its own venv under
+# .htm/peer/, never this one) side by side on this machine: the same model and threads, each
+# on its own embedded PostgreSQL, N = 10,000, interleaved rounds (~20-30 minutes on 2 cores;
+# optional, not in CI). Writes bench/results/peer-<date>-<host>.json and bench/peer/RESULTS.md.
+# PEER_ARGS="--n 2000 --rounds 3" for a shorter run; see bench/README.md.
+bench-peer: install
+	$(PY) -m bench.peer $(PEER_ARGS)
 
 # The recall eval (evals/): a generated multi-session conversational set and the bench's
 # labelled facts, loaded and asked through the HTTP API with the local model, for two
