@@ -25,8 +25,10 @@ hybrid's full-text list sees other words). Every way asks with `min_score: 0` (s
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,22 +44,24 @@ from bench.infra import BENCH_DIR, CpuMeter, Servers, ServiceProcess, wait_for_q
 log = logging.getLogger("bench")
 
 STRATEGIES = ("vector", "hybrid")
-OPS = tuple(f"recall_{s}_e2e" for s in STRATEGIES)
-WAYS = ("client_vector", "cached", "fresh")
+OPS = (*(f"recall_{s}_e2e" for s in STRATEGIES), "add_e2e", "prompt_e2e")
+WAYS = ("client_vector", "cached", "fresh", "fresh_load")
 CACHED_QUESTIONS = 200
+# The embedding floor: this many single-text calls to the model alone, after a warm-up.
+FLOOR_TEXTS = 200
 
 
-def _fresh_per_strategy(p: Profile) -> int:
-    """Fresh questions one strategy can use: every request of its c=1 and c=K phases."""
+def _fresh_per_phase(p: Profile) -> int:
+    """Fresh texts one way can use: every request of its c=1 and c=K phases."""
     return p.c1.warmup + p.c1.max_requests + p.ck.warmup + p.ck.max_requests
 
 
-def _body(strategy: str, text: str, vector_json: str | None = None) -> bytes:
+def _body(strategy: str, text: str, vector_json: str | None = None, load: bool = False) -> bytes:
     body = {
         "query": text,
         "strategy": strategy,
         "limit": RECALL_LIMIT,
-        "load_into_working_memory": False,
+        "load_into_working_memory": load,
         # The bench's stored vectors are not the model's, so the model's question vectors
         # are near none of them and the default relevance floor would drop every hit: at 0
         # each way answers its 10 hits (the floor filters after the search, in Python).
@@ -85,10 +89,11 @@ async def run_e2e(
     only: set[str] | None = None,
 ) -> dict[str, Any]:
     strategies = [s for s in STRATEGIES if only is None or f"recall_{s}_e2e" in only]
-    if not strategies:
+    extra = [op for op in ("add_e2e", "prompt_e2e") if only is None or op in only]
+    if not strategies and not extra:
         return {}
     p, k = profile, profile.concurrency
-    say(f"N={n}: recall with the model in the loop: a service with HTM_EMBEDDING_PROVIDER=local")
+    say(f"N={n}: the model in the loop: a service with HTM_EMBEDDING_PROVIDER=local")
     service = ServiceProcess(
         url,
         servers.redis_url,
@@ -96,9 +101,15 @@ async def run_e2e(
         **{**profile.service, "embedding_provider": "local"},
     )
     redis = aioredis.from_url(servers.redis_url, decode_responses=True)
-    per = _fresh_per_strategy(p)
-    texts = dataset.distinct_questions(seed, CACHED_QUESTIONS + per * len(strategies))
+    per = _fresh_per_phase(p)
+    # One seeded stream of distinct questions, cut into disjoint slices: the cached ones, the
+    # embedding floor's, then per strategy its fresh and fresh-with-loading ones, then the
+    # prompts' inputs. No text is ever asked twice outside the cached slice.
+    need = CACHED_QUESTIONS + FLOOR_TEXTS + per * (2 * len(strategies) + 1)
+    texts = dataset.distinct_questions(seed, need)
     cached_texts = texts[:CACHED_QUESTIONS]
+    floor_texts = texts[CACHED_QUESTIONS : CACHED_QUESTIONS + FLOOR_TEXTS]
+    rest = texts[CACHED_QUESTIONS + FLOOR_TEXTS :]
     qs = dataset.scale_questions(seed, p.questions)
     qvec_json = [vec_json(v) for v in qs.vectors]
     out: dict[str, Any] = {"cached_questions": CACHED_QUESTIONS}
@@ -107,28 +118,172 @@ async def run_e2e(
         await service.start(limit_s=300)
         out["service_start_s"] = time.perf_counter() - t0
         out["embedding"] = service.readyz.get("embedding")
+        out["embedding_floor"] = await embedding_floor(out["embedding"] or {}, floor_texts, k)
+        f = out["embedding_floor"]
+        say(
+            f"  N={n:<7} embedding floor ({f['runtime']}, {f['threads']} thread(s)): one text "
+            f"{f['c1']['p50_ms']:.1f} ms p50; batches of {k}: {f['ck']['texts_per_s']:.0f}/s"
+        )
         meter = CpuMeter(service.pid, servers.postmaster_pid, redis)
         async with Http(service.base_url, k * 2) as client:
             for j, strategy in enumerate(strategies):
-                fresh = [_body(strategy, t) for t in texts[CACHED_QUESTIONS + j * per :][:per]]
+                mine = rest[2 * j * per : 2 * (j + 1) * per]
+                fresh = [_body(strategy, t) for t in mine[:per]]
+                fresh_load = [_body(strategy, t, load=True) for t in mine[per:]]
                 cached = [_body(strategy, t) for t in cached_texts]
                 client_vector = [
                     _body(strategy, t, v) for t, v in zip(qs.texts, qvec_json, strict=True)
                 ]
                 out[strategy] = await _measure(
-                    client, meter, p, quiet, strategy, client_vector, cached, fresh
+                    client, meter, p, quiet, strategy, client_vector, cached, fresh, fresh_load
                 )
                 r = out[strategy]
                 say(
                     f"  N={n:<7} recall_{strategy}_e2e p50 c=1: client vector "
                     f"{_ms(r['c1']['client_vector'])}, cached {_ms(r['c1']['cached'])}, fresh "
-                    f"{_ms(r['c1']['fresh'])} ms; c={k}: {_ms(r['ck']['client_vector'])}, "
-                    f"{_ms(r['ck']['cached'])}, {_ms(r['ck']['fresh'])} ms"
+                    f"{_ms(r['c1']['fresh'])}, fresh loading {_ms(r['c1']['fresh_load'])} ms; "
+                    f"c={k}: {_ms(r['ck']['client_vector'])}, {_ms(r['ck']['cached'])}, "
+                    f"{_ms(r['ck']['fresh'])}, {_ms(r['ck']['fresh_load'])} ms"
+                )
+            inputs = rest[2 * len(strategies) * per :]
+            if "add_e2e" in extra:
+                out["add"] = await _adds(client, meter, p, quiet, seed)
+                r = out["add"]
+                say(
+                    f"  N={n:<7} add_e2e p50 c=1: client vector {_ms(r['c1']['client_vector'])}"
+                    f", text {_ms(r['c1']['text'])} ms; c={k}: "
+                    f"{_tp(r['ck']['client_vector'])}, {_tp(r['ck']['text'])} req/s"
+                )
+            if "prompt_e2e" in extra:
+                out["prompt"] = await _prompts(client, meter, p, quiet, inputs)
+                r = out["prompt"]
+                say(
+                    f"  N={n:<7} prompt_e2e p50 c=1: {_ms(r['c1'])} ms; c={k}: {_tp(r['ck'])} req/s"
                 )
     finally:
         service.stop()
         await redis.aclose()
     return out
+
+
+async def embedding_floor(embedding: dict[str, Any], texts: list[str], k: int) -> dict[str, Any]:
+    """The service's model alone, in this process, on texts of the same kind: single texts one
+    after another (c=1), and batches of k (what the micro-batcher sends at c=k). Built as the
+    service built it (its /readyz names the runtime and the threads)."""
+    from app.config import Settings
+    from app.embeddings.factory import build_local
+
+    runtime = embedding.get("runtime", "torch")
+    threads = int(embedding.get("threads") or 1)
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        embedding_provider="local",
+        embedding_model=embedding.get("model", "all-MiniLM-L6-v2"),
+        embedding_dimension=int(embedding.get("dimension", 384)),
+        embedding_runtime=runtime if runtime in ("onnx", "onnx-int8", "torch") else "auto",
+        embedding_threads=threads,
+        data_dir=BENCH_DIR / "service",
+    )
+    model = await build_local(settings)
+    try:
+        await model.embed(texts[:8])
+        single = []
+        for t in texts:
+            t0 = time.perf_counter()
+            await model.embed([t])
+            single.append(time.perf_counter() - t0)
+        batches = []
+        for i in range(0, len(texts) - k + 1, k):
+            t0 = time.perf_counter()
+            await model.embed(texts[i : i + k])
+            batches.append(time.perf_counter() - t0)
+    finally:
+        await model.aclose()
+    single.sort()
+    batch_s = statistics.median(batches)
+    return {
+        "runtime": runtime,
+        "threads": threads,
+        "texts": len(texts),
+        "c1": {
+            "p50_ms": statistics.median(single) * 1000,
+            "p95_ms": single[round(0.95 * (len(single) - 1))] * 1000,
+        },
+        "ck": {"batch": k, "batch_ms": batch_s * 1000, "texts_per_s": k / batch_s},
+    }
+
+
+async def _adds(
+    client: Http, meter: CpuMeter, p: Profile, quiet: QuietBudget, seed: int
+) -> dict[str, Any]:
+    """One memory per request: its text only (the service embeds it) or with a client vector.
+    Every add is new content (a unique suffix), so none is a duplicate."""
+    k = p.concurrency
+    budget = min(p.quiet_wait_s, max(0.0, p.quiet_budget_s - quiet.spent_s))
+    out: dict[str, Any] = {"quiet": await wait_for_quiet(budget)}
+    quiet.spent_s += out["quiet"]["waited_s"]
+    pool = dataset.scale_memories(seed, 1000, offset=23).contents
+    vectors = dataset.fresh_vectors(seed, 1000, 77)
+    counter = itertools.count()
+
+    def body(with_vector: bool) -> bytes:
+        i = next(counter)
+        content = f"{pool[i % len(pool)]} [e2e {i}]"
+        b = {"content": content, "type": "fact", "importance": 0.5}
+        raw = json.dumps(b)
+        if with_vector:
+            raw = raw[:-1] + f',"embedding":{vec_json(vectors[i % len(vectors)])}}}'
+        return raw.encode()
+
+    def call(with_vector: bool) -> Callable[[int, int], Any]:
+        async def add(w: int, i: int) -> None:
+            path = f"/v1/robots/e2e-writer-{w}/memories"
+            check_status(await client.post(path, content=body(with_vector), headers=JSON), 201)
+
+        return add
+
+    ways = {"client_vector": call(True), "text": call(False)}
+    res = await interleaved(list(ways.items()), p.c1)
+    out["c1"] = {w: r.to_json() for w, r in res.items()}
+    out["ck"] = {w: (await closed_loop(c, k, p.ck, meter)).to_json() for w, c in ways.items()}
+    return out
+
+
+async def _prompts(
+    client: Http, meter: CpuMeter, p: Profile, quiet: QuietBudget, inputs: list[str]
+) -> dict[str, Any]:
+    """The scale run's `prompt` (the robot with 1,000 working-memory items and a 50-message
+    session, a hybrid recall of 10), each input a question never asked: the model embeds it."""
+    from bench.scale import CONTEXT_ROBOT, PROMPT_SESSION
+
+    k = p.concurrency
+    budget = min(p.quiet_wait_s, max(0.0, p.quiet_budget_s - quiet.spent_s))
+    out: dict[str, Any] = {"quiet": await wait_for_quiet(budget)}
+    quiet.spent_s += out["quiet"]["waited_s"]
+
+    def call(base: int) -> Callable[[int, int], Any]:
+        async def prompt(w: int, i: int) -> None:
+            body = {
+                "input": inputs[base + i],
+                "session": PROMPT_SESSION,
+                "context_window": 16_000,
+                "reserve": {"system": 500, "tools": 500, "output": 1000},
+                "recall": {"strategy": "hybrid", "limit": 10},
+            }
+            path = f"/v1/robots/{CONTEXT_ROBOT}/prompt"
+            check_status(await client.post(path, json=body), 200)
+
+        return prompt
+
+    res = await interleaved([("prompt", call(0))], p.c1)
+    out["c1"] = res["prompt"].to_json()
+    out["ck"] = (await closed_loop(call(p.c1.warmup + p.c1.max_requests), k, p.ck, meter)).to_json()
+    return out
+
+
+def _tp(r: dict[str, Any]) -> str:
+    x = r.get("throughput")
+    return "-" if x is None else f"{x:.1f}"
 
 
 def _ms(r: dict[str, Any]) -> str:
@@ -145,6 +300,7 @@ async def _measure(
     client_vector: list[bytes],
     cached: list[bytes],
     fresh: list[bytes],
+    fresh_load: list[bytes],
 ) -> dict[str, Any]:
     k = p.concurrency
     out: dict[str, Any] = {}
@@ -180,7 +336,12 @@ async def _measure(
             r = await client.post(f"/v1/robots/e2e-{w}/recall", content=body, headers=JSON)
             check_status(r, 200)
 
-        return {"client_vector": cv, "cached": hit, "fresh": new}
+        async def new_load(w: int, i: int) -> None:
+            body = fresh_load[fresh_base + i]
+            r = await client.post(f"/v1/robots/e2e-{w}/recall", content=body, headers=JSON)
+            check_status(r, 200)
+
+        return {"client_vector": cv, "cached": hit, "fresh": new, "fresh_load": new_load}
 
     before = await _cache_counts(client)
     c1_calls = calls(0)

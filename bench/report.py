@@ -184,6 +184,23 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     "x",
                 )
             )
+    rows.append(("prompt, p50 (no model: full-text recall)", _p50(ops, "prompt"), "<=", 10.0, "ms"))
+    full = scale[str(n)].get("e2e", {})
+    ef = full.get("embedding_floor")
+    for strategy in ("vector", "hybrid"):
+        fresh = full.get(strategy, {}).get("c1", {}).get("fresh", {}).get("p50_ms")
+        sql = ops.get(f"recall_{strategy}_all", {}).get("floor", {}).get("p50_ms")
+        if ef and fresh and sql:
+            rows.append(
+                (
+                    f"recall {strategy}, fresh question, c=1: p50 − (embedding floor + SQL "
+                    "floor) (issue 32)",
+                    fresh - ef["c1"]["p50_ms"] - sql,
+                    "<=",
+                    5.0,
+                    "ms",
+                )
+            )
     floor = scale[str(n)].get("load", {}).get("copy_floor")
     if floor:
         rows.append(
@@ -379,7 +396,7 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_WAYS = ("client_vector", "cached", "fresh")
+_WAYS = ("client_vector", "cached", "fresh", "fresh_load")
 
 
 def _e2e(n: int, sc: dict[str, Any], k: int) -> list[str]:
@@ -399,17 +416,18 @@ def _e2e(n: int, sc: dict[str, Any], k: int) -> list[str]:
         "the reads). **fresh**: a question this process was never asked, each request a "
         "different one, so the model embeds it (through the micro-batcher); **cached**: one "
         f"of {e2e.get('cached_questions')} questions asked before, its vector from the query "
-        "cache; **client vector**: the request carries the 384 floats, as in the table above. "
-        f"c=1: the three request by request in rotating order; c={k}: each in turn. "
+        "cache; **client vector**: the request carries the 384 floats, as in the table above; "
+        "**fresh, loading**: fresh, with `load_into_working_memory: true` (the others do not "
+        f"load). c=1: the four request by request in rotating order; c={k}: each in turn. "
         "÷ floor: over the floor p50 of the same unfiltered recall in the table above (c=1: "
         f"its floor; c={k}: its floor under load). The service's query-cache counters "
         "(GET /v1/stats) show the fresh requests missing and the cached ones hitting.",
         "",
         "| recall, unfiltered | clients | p50 / p95 ms: client vector | cached | fresh | "
-        "fresh ÷ client vector | ÷ floor: client vector / cached / fresh | req/s: client "
-        "vector / cached / fresh | service CPU ms/req: client vector / cached / fresh | "
-        "query cache: fresh misses, cached hits |",
-        "|---|---:|---:|---:|---:|---:|---|---|---|---|",
+        "fresh, loading | fresh ÷ client vector | ÷ floor: client vector / cached / fresh / "
+        "loading | req/s: client vector / cached / fresh / loading | service CPU ms/req: "
+        "client vector / cached / fresh / loading | query cache: fresh misses, cached hits |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for strategy in ("vector", "hybrid"):
         r = e2e.get(strategy)
@@ -457,6 +475,74 @@ def _e2e(n: int, sc: dict[str, Any], k: int) -> list[str]:
                 + " | "
                 + " / ".join(_f(res.get(w, {}).get("throughput")) for w in _WAYS)
                 + f" | {cpu} | {seen} |"
+            )
+    return out + _model_floors(n, sc, k)
+
+
+def _model_floors(n: int, sc: dict[str, Any], k: int) -> list[str]:
+    """Each operation with the model in the loop against the sum of its floors: the model
+    alone on texts of the same kind (bench/e2e.py's embedding floor) and the raw SQL of the
+    same operation (the scale table's floor)."""
+    e2e, ops = sc.get("e2e", {}), sc.get("ops", {})
+    ef = e2e.get("embedding_floor")
+    if not ef:
+        return []
+    emb1, embk = ef["c1"]["p50_ms"], ef["ck"]["texts_per_s"]
+    out = [
+        "",
+        f"Floors at N = {n:,}: the model alone (`{ef['runtime']}`, {ef['threads']} thread(s), "
+        f"in the bench process, on {ef['texts']} other questions): one text {_f(emb1)} ms "
+        f"p50, batches of {k} {_f(embk)} texts/s. The service with its model ÷ (embedding "
+        "floor + SQL floor): what the service adds to the two things it cannot avoid.",
+        "",
+        "| with the model in the loop, c=1 | service p50 ms | embedding floor | SQL floor | "
+        f"service − floors ms | service ÷ floors | req/s c={k} | SQL floor req/s c={k} |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def row(
+        label: str, c1: dict[str, Any], ck: dict[str, Any], sql: dict[str, Any], model: bool = True
+    ) -> None:
+        got, fl = c1.get("p50_ms"), sql.get("floor", {}).get("p50_ms")
+        emb = emb1 if model else 0.0
+        floors = emb + fl if fl else None
+        out.append(
+            f"| {label} | {_f(got)} | {_f(emb1) if model else '–'} | {_f(fl)} | "
+            f"{_f(got - floors if got and floors else None)} | "
+            f"{_f(got / floors if got and floors else None, 'x')} | "
+            f"{_f(ck.get('throughput'))} | {_f(sql.get('floor_k', {}).get('throughput'))} |"
+        )
+
+    for strategy in ("vector", "hybrid"):
+        r = e2e.get(strategy)
+        if r:
+            base = ops.get(f"recall_{strategy}_all", {})
+            for way, label in (("fresh", "fresh question"), ("fresh_load", "fresh, loading")):
+                row(
+                    f"recall {strategy}, {label}",
+                    r.get("c1", {}).get(way, {}),
+                    r.get("ck", {}).get(way, {}),
+                    base,
+                )
+    add = e2e.get("add")
+    if add:
+        sql = ops.get("add", {})
+        row("add, text only", add["c1"].get("text", {}), add["ck"].get("text", {}), sql)
+        row(
+            "add, client vector (no model)",
+            add["c1"].get("client_vector", {}),
+            add["ck"].get("client_vector", {}),
+            sql,
+            model=False,
+        )
+    prompt = e2e.get("prompt")
+    if prompt:
+        row("prompt, fresh input (hybrid recall of 10)", prompt["c1"], prompt["ck"], {})
+        plain = ops.get("prompt", {})
+        if plain:
+            out.append(
+                f"| prompt without the model (scale table) | {_f(plain['service'].get('p50_ms'))}"
+                f" | – | – | – | – | {_f(plain.get('service_k', {}).get('throughput'))} | – |"
             )
     return out
 

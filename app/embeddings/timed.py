@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from app.embeddings.base import Embedder, EmbeddingError
+from app.embeddings.factory import describe
 from app.embeddings.query_cache import QueryEmbeddingCache
 
 log = logging.getLogger(__name__)
@@ -81,12 +82,7 @@ class TimedEmbedder:
     def describe(self) -> dict[str, Any]:
         if self.embedder is None:
             return {"provider": self.provider, "loaded": False}
-        return {
-            "provider": self.embedder.provider,
-            "model": self.embedder.model,
-            "dimension": self.embedder.dimension,
-            "loaded": True,
-        }
+        return describe(self.embedder) | {"loaded": True}
 
     async def aclose(self) -> None:
         if self.embedder is not None:

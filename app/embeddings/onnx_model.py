@@ -1,0 +1,336 @@
+"""The local model through ONNX Runtime: exported once from the local weights, then run
+without torch.
+
+A sentence-transformers folder (the packaged all-MiniLM-L6-v2, all-mpnet-base-v2, or a
+folder by path) whose pipeline is a transformer, mean pooling and normalisation is exported
+on first use into `<models_dir>/onnx/<name>-<fingerprint>/` (the transformer and the pooling
+in one graph, `torch.onnx.export`; 2-3 s for MiniLM), with its `tokenizer.json` beside it.
+Later starts, and every other process, load that folder: no torch, no transformers, only
+onnxruntime and the tokenizers library. The fingerprint is taken from the source folder's
+configuration and file sizes, so other weights get another folder. An export is written to a
+temporary folder and renamed into place, so processes starting together never read half of
+one.
+
+`quantized=True` runs an int8 copy (onnxruntime's dynamic quantization, per channel): 2-3x
+faster, but its vectors differ from the float model's (top-10 agreement 0.83 on the eval's
+conversations; bench/results/embedders.md), so it records its vectors under another model
+name (`<model>@int8`) and a database embedded with the float model needs `htm reembed`.
+
+Inference runs on one dedicated thread, with `threads` intra-op threads and no spinning
+(idle ORT threads would otherwise busy-wait for work, taking CPU from PostgreSQL and the
+event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import app.embeddings.packaged as packaged
+from app.embeddings.base import DimensionMismatch, EmbeddingError, unit_vectors
+
+__all__ = ["DimensionMismatch", "OnnxEmbedder", "available", "ensure_exported"]
+
+log = logging.getLogger(__name__)
+
+MODEL_FILE = "model.onnx"
+INT8_FILE = "model-int8.onnx"
+MANIFEST = "htm-onnx.json"
+# Bump when the exported graph changes: older folders are then exported again.
+EXPORT_VERSION = 1
+MEAN_POOLING = "sentence_transformers.models.Pooling"
+# Texts per forward pass: a batch is run in chunks of similar length.
+CHUNK = 32
+_EXPORTING = threading.Lock()
+
+
+def available() -> bool:
+    """Whether onnxruntime and the tokenizers library can be imported (the `local` extra)."""
+    try:
+        import onnxruntime  # noqa: F401
+        import tokenizers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _pipeline(source: Path) -> tuple[int, bool]:
+    """(max_seq_length, normalize) of a sentence-transformers folder this module can export:
+    a transformer, mean pooling, optionally normalisation. EmbeddingError otherwise."""
+    modules = _read_json(source / "modules.json") if (source / "modules.json").exists() else None
+    if not modules:
+        raise EmbeddingError(f"{source} is not a sentence-transformers model folder")
+    kinds = [m.get("type", "") for m in modules]
+    normalize = kinds[-1].endswith(".Normalize")
+    body = kinds[:-1] if normalize else kinds
+    if len(body) != 2 or not body[0].endswith(".Transformer") or body[1] != MEAN_POOLING:
+        raise EmbeddingError(f"{source}: only transformer + pooling models export to ONNX")
+    pooling = _read_json(source / modules[1]["path"] / "config.json")
+    modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v}
+    if modes != {"pooling_mode_mean_tokens"}:
+        raise EmbeddingError(f"{source}: only mean pooling exports to ONNX")
+    config = source / "sentence_bert_config.json"
+    max_len = _read_json(config).get("max_seq_length", 512) if config.exists() else 512
+    return int(max_len), normalize
+
+
+def fingerprint(source: Path) -> str:
+    """A digest of the folder's configuration files and the sizes of all its files."""
+    h = hashlib.sha256(f"export-{EXPORT_VERSION}".encode())
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        rel = path.relative_to(source).as_posix()
+        h.update(f"{rel}:{path.stat().st_size}\n".encode())
+        if path.suffix == ".json" or path.name == "vocab.txt":
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _export(source: Path, into: Path, max_len: int, normalize: bool) -> None:
+    """Export the transformer with mean pooling (and normalisation) into `into` (blocking;
+    needs torch and transformers, which only this step imports)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    tokenizer = AutoTokenizer.from_pretrained(str(source))
+    model = AutoModel.from_pretrained(str(source)).eval()
+    if not (source / "tokenizer.json").exists():
+        tokenizer.save_pretrained(str(into))  # a fast tokenizer writes tokenizer.json
+    else:
+        shutil.copy(source / "tokenizer.json", into / "tokenizer.json")
+    uses_types = "token_type_ids" in tokenizer.model_input_names
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs: Any) -> Any:
+            ids, mask = inputs[0], inputs[1]
+            kwargs = {"input_ids": ids, "attention_mask": mask}
+            if uses_types:
+                kwargs["token_type_ids"] = inputs[2]
+            out = self.model(**kwargs).last_hidden_state
+            weights = mask.unsqueeze(-1).to(out.dtype)
+            pooled = (out * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1) if normalize else pooled
+
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if uses_types else [])
+    sample = tokenizer(["an example", "another, longer example"], padding=True, return_tensors="pt")
+    axes = {n: {0: "batch", 1: "sequence"} for n in names} | {"embedding": {0: "batch"}}
+    # The exporter warns about every traced branch of the model's Python; none is ours to fix.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            Pooled(),
+            tuple(sample[n] for n in names),
+            str(into / MODEL_FILE),
+            input_names=names,
+            output_names=["embedding"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
+    (into / MANIFEST).write_text(
+        json.dumps({"inputs": names, "max_seq_length": max_len, "version": EXPORT_VERSION}),
+        encoding="utf-8",
+    )
+
+
+def _quantize(folder: Path) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = folder / f".{INT8_FILE}.{os.getpid()}"
+    quantize_dynamic(
+        str(folder / MODEL_FILE),
+        str(tmp),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
+    os.replace(tmp, folder / INT8_FILE)
+
+
+def ensure_exported(model: str, models_dir: Path, *, quantized: bool = False) -> Path:
+    """The folder holding `model`'s ONNX export (and its int8 copy when `quantized`),
+    exporting it first if needed. Blocking: run it in a thread."""
+    source = Path(packaged.resolve(model, models_dir))
+    if not source.is_dir():
+        raise EmbeddingError(f"local embedding model {model!r}: no model folder at {source}")
+    max_len, normalize = _pipeline(source)
+    name = packaged.canonical(model) or source.name
+    root = models_dir / "onnx"
+    folder = root / f"{name}-{fingerprint(source)}"
+    with _EXPORTING:  # torch's exporter keeps global state: one export per process at a time
+        if not (folder / MANIFEST).exists():
+            _export_into(root, folder, source, name, max_len, normalize)
+        if quantized and not (folder / INT8_FILE).exists():
+            _quantize(folder)
+    return folder
+
+
+def _export_into(
+    root: Path, folder: Path, source: Path, name: str, max_len: int, normalize: bool
+) -> None:
+    """Export into a temporary folder, then rename it into place: a process that loses the
+    race to another uses the winner's export."""
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+    try:
+        log.info("exporting the embedding model %s to ONNX in %s", name, folder)
+        _export(source, work, max_len, normalize)
+        try:
+            work.rename(folder)
+        except OSError:
+            if not (folder / MANIFEST).exists():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class OnnxEmbedder:
+    """A sentence-transformers model exported to ONNX, run on CPU in this process.
+
+    Build it with `await OnnxEmbedder.create(...)`.
+    """
+
+    provider = "local"
+
+    def __init__(
+        self, model: str, dimension: int, session: Any, tokenizer: Any, inputs: list[str]
+    ) -> None:
+        self.model = model
+        self.dimension = dimension
+        self.runtime = "onnx-int8" if model.endswith("@int8") else "onnx"
+        self._session = session
+        self._tokenizer = tokenizer
+        self._inputs = inputs
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="htm-embed")
+        self._closed = False
+
+    @property
+    def threads(self) -> int:
+        return int(self._session.get_session_options().intra_op_num_threads)
+
+    @classmethod
+    async def create(
+        cls,
+        model: str,
+        dimension: int,
+        *,
+        models_dir: Path,
+        threads: int = 1,
+        quantized: bool = False,
+    ) -> OnnxEmbedder:
+        try:
+            embedder = await asyncio.to_thread(
+                cls._load, model, dimension, models_dir, threads, quantized
+            )
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # a failed export, an unreadable graph
+            raise EmbeddingError(
+                f"local embedding model {model!r} could not be loaded with ONNX Runtime: {exc}"
+            ) from exc
+        return embedder
+
+    @classmethod
+    def _load(
+        cls, model: str, dimension: int, models_dir: Path, threads: int, quantized: bool
+    ) -> OnnxEmbedder:
+        import numpy as np
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        folder = ensure_exported(model, models_dir, quantized=quantized)
+        manifest = _read_json(folder / MANIFEST)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        session = ort.InferenceSession(
+            str(folder / (INT8_FILE if quantized else MODEL_FILE)),
+            options,
+            providers=["CPUExecutionProvider"],
+        )
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tokenizer.enable_truncation(int(manifest["max_seq_length"]))
+        tokenizer.enable_padding()
+        name = packaged.canonical(model) or model
+        embedder = cls(
+            f"{name}@int8" if quantized else name,
+            dimension,
+            session,
+            tokenizer,
+            [str(n) for n in manifest["inputs"]],
+        )
+        actual = int(np.asarray(embedder._encode(["dimension check"])).shape[1])
+        if actual != dimension:
+            raise DimensionMismatch(
+                f"local embedding model {model!r} produces {actual}-dimensional vectors, but "
+                f"embedding_dimension is {dimension}: set HTM_EMBEDDING_DIMENSION={actual} "
+                "for a new database, or use the model this database was built with"
+            )
+        return embedder
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if self._closed:
+            raise EmbeddingError("the local embedder is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            raw = await loop.run_in_executor(self._executor, self._encode, list(texts))
+        except Exception as exc:
+            raise EmbeddingError(
+                f"local embedding model {self.model!r} failed: {exc}", transient=False
+            ) from exc
+        return unit_vectors(
+            raw, count=len(texts), dimension=self.dimension, source=f"local model {self.model!r}"
+        )
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._executor.shutdown, wait=True)
+
+    def _encode(self, texts: list[str]) -> Any:
+        """Vectors for texts, in order. Texts are run by length, CHUNK at a time, so a long
+        text pads only its neighbours in length (as sentence-transformers does)."""
+        import numpy as np
+
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), CHUNK):
+            chunk = order[start : start + CHUNK]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in chunk])
+            feed = {
+                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            }
+            if "token_type_ids" in self._inputs:
+                feed["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+            vectors = self._session.run(None, feed)[0]
+            if vectors.shape[1] != self.dimension:
+                return vectors  # the caller reports the dimension
+            out[chunk] = vectors
+        return out
