@@ -36,6 +36,11 @@ COPY app ./app
 RUN pip install --no-deps -e . \
     && useradd --system --uid 10001 --home-dir /srv/htm htm
 
+# 6. The default model exported to ONNX (HTM_EMBEDDING_RUNTIME=auto runs it), where the
+#    service looks for it (HTM_DATA_DIR/models/onnx): the first start does not pay the export.
+RUN python -c "from pathlib import Path; from app.embeddings.onnx_model import ensure_exported; ensure_exported('all-MiniLM-L6-v2', Path('/srv/htm/.htm/models'))" \
+    && chown -R htm /srv/htm/.htm
+
 USER htm
 EXPOSE 8000
 # On 0.0.0.0 `htm serve` refuses to start with auth off: set HTM_AUTH_ENABLED=true (as
