@@ -253,3 +253,18 @@ async def test_contents_that_merge_across_the_blank_lines_are_counted_exactly(
         entry("input", toks("hi ")),
         *(entry("working_memory", toks(c), key=f"e{i}") for i, c in enumerate(contents)),
     ]
+
+
+async def test_a_session_lost_from_redis_is_taken_from_postgres_the_same(
+    client: httpx.AsyncClient, world: list[str], redis: Any
+) -> None:
+    # SessionService.latest's PostgreSQL path (the hot copy misses its tail): the same
+    # messages, counts and manifest, one access counted per message taken, the copy rebuilt.
+    first = (await client.post("/v1/robots/alice/prompt", json=body())).json()
+    [key] = [k async for k in redis.scan_iter(f"*{client.headers['X-Namespace']}/alice*session*")]
+    await redis.delete(key)
+    again = (await client.post("/v1/robots/alice/prompt", json=body())).json()
+    assert again == first
+    assert again["tokens"] == count_chat(again["messages"])
+    assert await window_accesses(client) == [3, 3, 3]
+    assert sorted(await redis.hkeys(key)) == ["1", "2", "3"]
