@@ -69,6 +69,8 @@ CONTEXT_MAX_TOKENS = 8000  # a prompt-sized context; `context_all` takes all 1,0
 RARE_ROBOT, RARE_SHARE = "rare", 0.01
 SCRIBES = 6
 WEEK = "last week"
+# recall_*_again_load: the questions a robot asks again (a warm-up places their hits)
+AGAIN_QUESTIONS = 4
 
 
 @dataclass
@@ -457,15 +459,19 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
             load=load,
         )
 
-    def recall_op(strategy: str, variant: str, load: bool = False) -> Op:
-        nq = len(qs.texts)
+    def recall_op(strategy: str, variant: str, load: bool = False, note: str = "") -> Op:
+        # `again`: an unfiltered recall whose question the robot asked a moment ago (one of
+        # AGAIN_QUESTIONS, in turn; the warm-up asks each), so its hits are in working memory.
+        nq = AGAIN_QUESTIONS if variant == "again" else len(qs.texts)
         bodies = [recall_body(i, strategy, variant, load) for i in range(nq)]
         specs = [recall_spec(i, strategy, variant, load) for i in range(nq)]
 
         def robot(w: int) -> str:
             if variant == "self":
                 return RARE_ROBOT  # scope=self: every client is the 1% robot
-            return f"loader-{w}" if load else f"reader-{w}"
+            if variant == "again" and load:
+                return f"again-{strategy}-{w}"
+            return f"loader-{strategy}-{w}" if load else f"reader-{w}"
 
         async def service(w: int, i: int) -> None:
             r = await c.post(f"/v1/robots/{robot(w)}/recall", content=bodies[i % nq], headers=JSON)
@@ -478,7 +484,7 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
             await floor.core_search(specs[i % nq], rare_id if variant == "self" else None)
 
         name = f"recall_{strategy}_{variant}" + ("_load" if load else "")
-        return Op(name, service, floor_call, core, explain=not load)
+        return Op(name, service, floor_call, core, explain=not load, note=note)
 
     def context_op(strategy: str, max_tokens: int | None, name: str) -> Op:
         q = f"?strategy={strategy}" + (f"&max_tokens={max_tokens}" if max_tokens else "")
@@ -523,6 +529,8 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
     for strategy in ("vector", "fulltext", "hybrid"):
         for variant in ("all", "self", "week"):
             reads.append(recall_op(strategy, variant))
+    for strategy in ("vector", "hybrid"):  # beside recall_<strategy>_again_load (the writes)
+        reads.append(recall_op(strategy, "again", note="one of 4 questions, asked again"))
     for strategy in ("recent", "important", "balanced"):
         reads.append(context_op(strategy, CONTEXT_MAX_TOKENS, f"context_{strategy}"))
     reads.append(context_op("balanced", None, "context_all"))
@@ -624,8 +632,17 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         path = f"/v1/robots/writer-{w}/sessions/bench-{w}/messages"
         check_status(await c.post(path, json=body), 201)
 
+    # Recall loading its 10 hits into working memory, beside the same recall without
+    # (recall_<strategy>_all above): `all_load` asks the robot questions it has not asked
+    # (at c=1 nearly every request; the protocol's placement), `again_load` one it asked a
+    # moment ago (its hits in place: a refresh). The floor places them all (bench/floor.py).
+    load_note = "loads the hits: lock, place script, mirror record"
+    again_note = "hits in place already: refresh script + one mirror statement"
     writes = [
-        recall_op("hybrid", "all", load=True),
+        recall_op("hybrid", "all", load=True, note=load_note),
+        recall_op("hybrid", "again", load=True, note=again_note),
+        recall_op("vector", "all", load=True, note=load_note),
+        recall_op("vector", "again", load=True, note=again_note),
         Op("session_append", session_append, note="one message, durable first; no floor"),
         Op("add", add, add_floor, add_core, prepare=one, checkpoint=True),
         Op(
