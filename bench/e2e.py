@@ -30,6 +30,7 @@ import json
 import logging
 import statistics
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,7 @@ import redis.asyncio as aioredis
 from bench import dataset
 from bench.base import JSON, RECALL_LIMIT, Profile, QuietBudget, check_status, vec_json
 from bench.driver import closed_loop, interleaved
+from bench.floor import Floor, RecallSpec
 from bench.http import Http
 from bench.infra import BENCH_DIR, CpuMeter, Servers, ServiceProcess, wait_for_quiet
 
@@ -87,6 +89,7 @@ async def run_e2e(
     quiet: QuietBudget,
     say: Callable[[str], None],
     only: set[str] | None = None,
+    floor: Floor | None = None,
 ) -> dict[str, Any]:
     strategies = [s for s in STRATEGIES if only is None or f"recall_{s}_e2e" in only]
     extra = [op for op in ("add_e2e", "prompt_e2e") if only is None or op in only]
@@ -118,12 +121,23 @@ async def run_e2e(
         await service.start(limit_s=300)
         out["service_start_s"] = time.perf_counter() - t0
         out["embedding"] = service.readyz.get("embedding")
-        out["embedding_floor"] = await embedding_floor(out["embedding"] or {}, floor_texts, k)
+        memory_texts = [
+            f"{t} [floor {i}]"
+            for i, t in enumerate(dataset.scale_memories(seed, FLOOR_TEXTS, offset=29).contents)
+        ]
+        out["embedding_floor"], vectors = await embedding_floor(
+            out["embedding"] or {}, floor_texts, memory_texts, k
+        )
         f = out["embedding_floor"]
         say(
-            f"  N={n:<7} embedding floor ({f['runtime']}, {f['threads']} thread(s)): one text "
-            f"{f['c1']['p50_ms']:.1f} ms p50; batches of {k}: {f['ck']['texts_per_s']:.0f}/s"
+            f"  N={n:<7} embedding floor ({f['runtime']}, {f['threads']} thread(s)): a "
+            f"question {f['c1']['p50_ms']:.1f} ms p50, a memory "
+            f"{f['memories']['p50_ms']:.1f} ms; batches of {k}: {f['ck']['texts_per_s']:.0f}/s"
         )
+        if floor is not None:
+            out["sql_floor_model_vectors"] = await model_vector_floor(
+                floor, strategies, floor_texts, vectors
+            )
         meter = CpuMeter(service.pid, servers.postmaster_pid, redis)
         async with Http(service.base_url, k * 2) as client:
             for j, strategy in enumerate(strategies):
@@ -166,10 +180,13 @@ async def run_e2e(
     return out
 
 
-async def embedding_floor(embedding: dict[str, Any], texts: list[str], k: int) -> dict[str, Any]:
-    """The service's model alone, in this process, on texts of the same kind: single texts one
-    after another (c=1), and batches of k (what the micro-batcher sends at c=k). Built as the
-    service built it (its /readyz names the runtime and the threads)."""
+async def embedding_floor(
+    embedding: dict[str, Any], texts: list[str], memories: list[str], k: int
+) -> tuple[dict[str, Any], list[list[float]]]:
+    """The service's model alone, in this process: questions one after another (c=1), memory
+    contents one after another (what an add embeds), and batches of k questions (what the
+    micro-batcher sends at c=k). Built as the service built it (its /readyz names the
+    runtime and the threads). Also returns the questions' vectors."""
     from app.config import Settings
     from app.embeddings.factory import build_local
 
@@ -185,13 +202,19 @@ async def embedding_floor(embedding: dict[str, Any], texts: list[str], k: int) -
         data_dir=BENCH_DIR / "service",
     )
     model = await build_local(settings)
+
+    async def singles(pool: list[str]) -> tuple[list[float], list[list[float]]]:
+        took, vectors = [], []
+        for t in pool:
+            t0 = time.perf_counter()
+            vectors += await model.embed([t])
+            took.append(time.perf_counter() - t0)
+        return sorted(took), vectors
+
     try:
         await model.embed(texts[:8])
-        single = []
-        for t in texts:
-            t0 = time.perf_counter()
-            await model.embed([t])
-            single.append(time.perf_counter() - t0)
+        single, vectors = await singles(texts)
+        memory, _ = await singles(memories)
         batches = []
         for i in range(0, len(texts) - k + 1, k):
             t0 = time.perf_counter()
@@ -199,18 +222,46 @@ async def embedding_floor(embedding: dict[str, Any], texts: list[str], k: int) -
             batches.append(time.perf_counter() - t0)
     finally:
         await model.aclose()
-    single.sort()
     batch_s = statistics.median(batches)
-    return {
+
+    def ms(xs: list[float]) -> dict[str, float]:
+        return {
+            "p50_ms": statistics.median(xs) * 1000,
+            "p95_ms": xs[round(0.95 * (len(xs) - 1))] * 1000,
+        }
+
+    out = {
         "runtime": runtime,
         "threads": threads,
         "texts": len(texts),
-        "c1": {
-            "p50_ms": statistics.median(single) * 1000,
-            "p95_ms": single[round(0.95 * (len(single) - 1))] * 1000,
-        },
+        "c1": ms(single),
+        "memories": ms(memory),
         "ck": {"batch": k, "batch_ms": batch_s * 1000, "texts_per_s": k / batch_s},
     }
+    return out, vectors
+
+
+async def model_vector_floor(
+    floor: Floor, strategies: list[str], texts: list[str], vectors: list[list[float]]
+) -> dict[str, Any]:
+    """The raw-SQL floor of an unfiltered recall (bench/floor.py, as the scale table's) asked
+    with the model's vectors of the embedding floor's questions: the search a fresh question
+    makes, without the service. The scale table's floor searches with the bench's own vectors,
+    which walk the HNSW graph and match the full text differently."""
+    out: dict[str, Any] = {}
+    for strategy in strategies:
+        specs = [
+            RecallSpec(strategy, t, v, False, None, None, RECALL_LIMIT, False)
+            for t, v in zip(texts, vectors, strict=True)
+        ]
+        await floor.recall("e2e-floor", specs[0])
+        took = []
+        for spec in specs:
+            t0 = time.perf_counter()
+            await floor.recall("e2e-floor", spec)
+            took.append(time.perf_counter() - t0)
+        out[strategy] = {"p50_ms": statistics.median(took) * 1000, "requests": len(took)}
+    return out
 
 
 async def _adds(
@@ -225,10 +276,11 @@ async def _adds(
     pool = dataset.scale_memories(seed, 1000, offset=23).contents
     vectors = dataset.fresh_vectors(seed, 1000, 77)
     counter = itertools.count()
+    run = uuid.uuid4().hex[:8]  # a kept database (--reuse) holds an earlier run's adds
 
     def body(with_vector: bool) -> bytes:
         i = next(counter)
-        content = f"{pool[i % len(pool)]} [e2e {i}]"
+        content = f"{pool[i % len(pool)]} [e2e {run} {i}]"
         b = {"content": content, "type": "fact", "importance": 0.5}
         raw = json.dumps(b)
         if with_vector:

@@ -189,7 +189,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     ef = full.get("embedding_floor")
     for strategy in ("vector", "hybrid"):
         fresh = full.get(strategy, {}).get("c1", {}).get("fresh", {}).get("p50_ms")
-        sql = ops.get(f"recall_{strategy}_all", {}).get("floor", {}).get("p50_ms")
+        sql = full.get("sql_floor_model_vectors", {}).get(strategy, {}).get("p50_ms") or ops.get(
+            f"recall_{strategy}_all", {}
+        ).get("floor", {}).get("p50_ms")
         if ef and fresh and sql:
             rows.append(
                 (
@@ -488,12 +490,19 @@ def _model_floors(n: int, sc: dict[str, Any], k: int) -> list[str]:
     if not ef:
         return []
     emb1, embk = ef["c1"]["p50_ms"], ef["ck"]["texts_per_s"]
+    emb_memory = ef.get("memories", {}).get("p50_ms", emb1)
+    model_sql = e2e.get("sql_floor_model_vectors", {})
     out = [
         "",
         f"Floors at N = {n:,}: the model alone (`{ef['runtime']}`, {ef['threads']} thread(s), "
-        f"in the bench process, on {ef['texts']} other questions): one text {_f(emb1)} ms "
-        f"p50, batches of {k} {_f(embk)} texts/s. The service with its model ÷ (embedding "
-        "floor + SQL floor): what the service adds to the two things it cannot avoid.",
+        f"in the bench process, on {ef['texts']} other questions): a question {_f(emb1)} ms "
+        f"p50, a memory's content {_f(emb_memory)} ms, batches of {k} questions {_f(embk)} "
+        "texts/s. SQL floor: for a fresh question, the raw SQL of the same recall asked with "
+        "the model's vectors of those questions (they walk the HNSW graph and match the full "
+        "text otherwise than the bench's own vectors, which the scale table's floor uses; "
+        "that one where this run has no such floor); for an add, the scale table's. The "
+        "service with its model ÷ (embedding floor + SQL floor): what the service adds to "
+        "the two things it cannot avoid.",
         "",
         "| with the model in the loop, c=1 | service p50 ms | embedding floor | SQL floor | "
         f"service − floors ms | service ÷ floors | req/s c={k} | SQL floor req/s c={k} |",
@@ -501,13 +510,17 @@ def _model_floors(n: int, sc: dict[str, Any], k: int) -> list[str]:
     ]
 
     def row(
-        label: str, c1: dict[str, Any], ck: dict[str, Any], sql: dict[str, Any], model: bool = True
+        label: str,
+        c1: dict[str, Any],
+        ck: dict[str, Any],
+        sql: dict[str, Any],
+        emb: float | None = emb1,
+        sql_p50: float | None = None,
     ) -> None:
-        got, fl = c1.get("p50_ms"), sql.get("floor", {}).get("p50_ms")
-        emb = emb1 if model else 0.0
-        floors = emb + fl if fl else None
+        got, fl = c1.get("p50_ms"), sql_p50 or sql.get("floor", {}).get("p50_ms")
+        floors = (emb or 0.0) + fl if fl else None
         out.append(
-            f"| {label} | {_f(got)} | {_f(emb1) if model else '–'} | {_f(fl)} | "
+            f"| {label} | {_f(got)} | {_f(emb) if emb else '–'} | {_f(fl)} | "
             f"{_f(got - floors if got and floors else None)} | "
             f"{_f(got / floors if got and floors else None, 'x')} | "
             f"{_f(ck.get('throughput'))} | {_f(sql.get('floor_k', {}).get('throughput'))} |"
@@ -523,17 +536,18 @@ def _model_floors(n: int, sc: dict[str, Any], k: int) -> list[str]:
                     r.get("c1", {}).get(way, {}),
                     r.get("ck", {}).get(way, {}),
                     base,
+                    sql_p50=model_sql.get(strategy, {}).get("p50_ms"),
                 )
     add = e2e.get("add")
     if add:
         sql = ops.get("add", {})
-        row("add, text only", add["c1"].get("text", {}), add["ck"].get("text", {}), sql)
+        row("add, text only", add["c1"].get("text", {}), add["ck"].get("text", {}), sql, emb_memory)
         row(
             "add, client vector (no model)",
             add["c1"].get("client_vector", {}),
             add["ck"].get("client_vector", {}),
             sql,
-            model=False,
+            None,
         )
     prompt = e2e.get("prompt")
     if prompt:

@@ -557,6 +557,9 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
     # --- writes: every request inserts vectors never inserted before (see fresh_vectors) ---
     pool = dataset.scale_memories(ctx.seed, 1000, offset=11)
     draws = itertools.count()
+    # Contents new to a kept database too (--reuse): the default dedupe would make a repeat of
+    # an earlier run's add a 200 reinforcement.
+    run = uuid.uuid4().hex[:8]
     # The core INSERT's author: a scribe, so that the scope=self set (the rare robot's 1 %)
     # stays what it was loaded as when a kept database is measured again (--reuse).
     writer_id = ctx.robot_ids["scribe-0"]
@@ -575,7 +578,7 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
         # Every add is new content: the deployment's default dedupe (`exact`) would make a
         # repeat a reinforcement of the stored memory (200), not an add.
         vectors = [vec_json(v) for v in dataset.fresh_vectors(ctx.seed, count, draw)]
-        contents = [f"{pool.contents[j]} [{draw}]" for j in rows.tolist()]
+        contents = [f"{pool.contents[j]} [{run} {draw}]" for j in rows.tolist()]
         items = [
             AddItem(
                 content,
@@ -877,7 +880,7 @@ async def run_scale(
                 # Before the writes, so that it searches the same N memories (bench/e2e.py).
                 from bench.e2e import run_e2e
 
-                e2e = await run_e2e(servers, profile, n, url, seed, quiet, say, only)
+                e2e = await run_e2e(servers, profile, n, url, seed, quiet, say, only, floor)
                 if e2e:
                     result["e2e"] = e2e
             for op in writes:
