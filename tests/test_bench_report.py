@@ -31,8 +31,8 @@ def _phase(p50: float, requests: int = 10) -> dict[str, Any]:
 def _results() -> dict[str, Any]:
     e2e = {
         s: {
-            "c1": {w: _phase(p) for w, p in zip(WAYS, (8.0, 8.4, 20.0), strict=True)},
-            "ck": {w: _phase(p) for w, p in zip(WAYS, (30.0, 31.0, 90.0), strict=True)},
+            "c1": {w: _phase(p) for w, p in zip(WAYS, (8.0, 8.4, 20.0, 25.0), strict=True)},
+            "ck": {w: _phase(p) for w, p in zip(WAYS, (30.0, 31.0, 90.0, 100.0), strict=True)},
             "c1_cache": {"hits": 16, "misses": 16},
             "ck_cache": {
                 "client_vector": {"hits": 0, "misses": 0},
@@ -50,6 +50,27 @@ def _results() -> dict[str, Any]:
             "floor_k": _phase(15.0),
         }
         for s in ("vector", "hybrid")
+    }
+    ops["add"] = {
+        "service": _phase(9.0),
+        "floor": _phase(6.0),
+        "service_k": _phase(5.0),
+        "floor_k": _phase(4.0),
+    }
+    model = {
+        "embedding_floor": {
+            "runtime": "onnx",
+            "threads": 1,
+            "texts": 200,
+            "c1": {"p50_ms": 5.0, "p95_ms": 6.0},
+            "memories": {"p50_ms": 7.0, "p95_ms": 8.0},
+            "ck": {"batch": 8, "batch_ms": 32.0, "texts_per_s": 250.0},
+        },
+        "sql_floor_model_vectors": {"vector": {"p50_ms": 3.0}, "hybrid": {"p50_ms": 9.0}},
+        "add": {
+            "c1": {"client_vector": _phase(10.0), "text": _phase(20.0)},
+            "ck": {"client_vector": _phase(5.0), "text": _phase(12.5)},
+        },
     }
     search_text = {
         "memories": 100,
@@ -86,7 +107,7 @@ def _results() -> dict[str, Any]:
         "scale": {
             "1000": {
                 "ops": ops,
-                "e2e": {"service_start_s": 9.0, "cached_questions": 200, **e2e},
+                "e2e": {"service_start_s": 9.0, "cached_questions": 200, **e2e, **model},
                 "search_text": search_text,
             }
         },
@@ -100,14 +121,29 @@ def test_report_prints_the_model_in_the_loop_beside_client_vectors() -> None:
     assert "### Recall with the model in the loop at N = 1,000" in md
     # vector at c=1: client vector, cached, fresh; fresh ÷ client vector; ÷ the floor (4 ms)
     assert (
-        "| vector | 1 | 8.00 / 12.0 | 8.40 / 12.6 | 20.0 / 30.0 | 2.50× | 2.00× / 2.10× / 5.00×"
-        in md
+        "| vector | 1 | 8.00 / 12.0 | 8.40 / 12.6 | 20.0 / 30.0 | 25.0 / 37.5 | 2.50× | "
+        "2.00× / 2.10× / 5.00× / 6.25×" in md
     )
     # at c=8 the ratios are against the floor under load (15 ms)
     assert (
-        "| hybrid | 8 | 30.0 / 45.0 | 31.0 / 46.5 | 90.0 / 135 | 3.00× | 2.00× / 2.07× / 6.00×"
-        in md
+        "| hybrid | 8 | 30.0 / 45.0 | 31.0 / 46.5 | 90.0 / 135 | 100 / 150 | 3.00× | "
+        "2.00× / 2.07× / 6.00× / 6.67×" in md
     )
+    # issue 32: each against the model alone + the raw SQL asked with the model's vectors
+    assert (
+        "| recall vector, fresh question | 20.0 | 5.00 | 3.00 | 12.0 | 2.50× | 11.1 | 66.7 |" in md
+    )
+    assert (
+        "| recall hybrid, fresh, loading | 25.0 | 5.00 | 9.00 | 11.0 | 1.79× | 10.0 | 66.7 |" in md
+    )
+    # an add embeds a memory's content: its own floor (7 ms), and the add's SQL floor (6 ms)
+    assert "| add, text only | 20.0 | 7.00 | 6.00 | 7.00 | 1.54× | 80.0 | 250 |" in md
+    assert "| add, client vector (no model) | 10.0 | – | 6.00 | 4.00 | 1.67× | 200 | 250 |" in md
+    bound = [t for t in results["targets"] if "issue 32" in t["target"]]
+    assert [(t["target"].split(",")[0], t["value"], t["ok"]) for t in bound] == [
+        ("recall vector", 12.0, False),
+        ("recall hybrid", 6.0, False),
+    ]
     fresh = [t for t in results["targets"] if "(fresh)" in t["target"]]
     assert [(t["value"], t["ok"]) for t in fresh] == [(2.5, False)]
     assert "| search_tsv, bytes (pg_column_size) | 130 | 300 | 2.31× |" in md
