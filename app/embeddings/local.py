@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import app.embeddings.packaged as packaged
 from app.config import Settings
-from app.embeddings.base import DimensionMismatch, EmbeddingError, unit_vectors
+from app.embeddings.base import EmbeddingError
+from app.embeddings.in_process import InProcessModel, dimension_mismatch
 
 BUNDLED_MODEL = packaged.MINILM
 # A packaged model unpacked from its packages (all-mpnet-base-v2) goes under this folder unless
@@ -48,7 +48,7 @@ def _dimension_of(st_model: Any) -> int | None:
     return st_model.get_sentence_embedding_dimension()
 
 
-class LocalEmbedder:
+class LocalEmbedder(InProcessModel):
     """A sentence-transformers model run on CPU in this process.
 
     Build it with `await LocalEmbedder.create(...)`. Inference runs on one dedicated thread:
@@ -56,15 +56,11 @@ class LocalEmbedder:
     competing for the same cores while the event loop stays free.
     """
 
-    provider = "local"
     runtime = "torch"
 
     def __init__(self, model: str, dimension: int, st_model: Any) -> None:
-        self.model = model
-        self.dimension = dimension
+        super().__init__(model, dimension)
         self._st_model = st_model
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="htm-embed")
-        self._closed = False
 
     @classmethod
     async def create(
@@ -88,11 +84,7 @@ class LocalEmbedder:
             ) from exc
         actual = _dimension_of(st_model)
         if actual != dimension:
-            raise DimensionMismatch(
-                f"local embedding model {model!r} produces {actual}-dimensional vectors, but "
-                f"embedding_dimension is {dimension}: set HTM_EMBEDDING_DIMENSION={actual} "
-                "for a new database, or use the model this database was built with"
-            )
+            raise dimension_mismatch(model, actual or 0, dimension)
         # Both spellings of a packaged model are one model: record one name with the vectors.
         name = packaged.canonical(model) or model
         return cls(name, dimension, st_model)
@@ -102,29 +94,6 @@ class LocalEmbedder:
         import torch
 
         return int(torch.get_num_threads())
-
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        if self._closed:
-            raise EmbeddingError("the local embedder is closed")
-        loop = asyncio.get_running_loop()
-        try:
-            raw = await loop.run_in_executor(self._executor, self._encode, list(texts))
-        except Exception as exc:
-            raise EmbeddingError(
-                f"local embedding model {self.model!r} failed: {exc}", transient=False
-            ) from exc
-        return unit_vectors(
-            raw, count=len(texts), dimension=self.dimension, source=f"local model {self.model!r}"
-        )
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        # Let a running batch finish without blocking the loop while it does.
-        await asyncio.to_thread(self._executor.shutdown, wait=True)
 
     def _encode(self, texts: list[str]) -> Any:
         return self._st_model.encode(

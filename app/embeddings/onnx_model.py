@@ -32,14 +32,12 @@ import shutil
 import tempfile
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import app.embeddings.packaged as packaged
-from app.embeddings.base import DimensionMismatch, EmbeddingError, unit_vectors
-
-__all__ = ["DimensionMismatch", "OnnxEmbedder", "available", "ensure_exported"]
+from app.embeddings.base import EmbeddingError
+from app.embeddings.in_process import InProcessModel, dimension_mismatch
 
 log = logging.getLogger(__name__)
 
@@ -204,25 +202,20 @@ def _export_into(
         shutil.rmtree(work, ignore_errors=True)
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(InProcessModel):
     """A sentence-transformers model exported to ONNX, run on CPU in this process.
 
     Build it with `await OnnxEmbedder.create(...)`.
     """
 
-    provider = "local"
-
     def __init__(
         self, model: str, dimension: int, session: Any, tokenizer: Any, inputs: list[str]
     ) -> None:
-        self.model = model
-        self.dimension = dimension
+        super().__init__(model, dimension)
         self.runtime = "onnx-int8" if model.endswith("@int8") else "onnx"
         self._session = session
         self._tokenizer = tokenizer
         self._inputs = inputs
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="htm-embed")
-        self._closed = False
 
     @property
     def threads(self) -> int:
@@ -284,34 +277,8 @@ class OnnxEmbedder:
         )
         actual = int(np.asarray(embedder._encode(["dimension check"])).shape[1])
         if actual != dimension:
-            raise DimensionMismatch(
-                f"local embedding model {model!r} produces {actual}-dimensional vectors, but "
-                f"embedding_dimension is {dimension}: set HTM_EMBEDDING_DIMENSION={actual} "
-                "for a new database, or use the model this database was built with"
-            )
+            raise dimension_mismatch(model, actual, dimension)
         return embedder
-
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        if self._closed:
-            raise EmbeddingError("the local embedder is closed")
-        loop = asyncio.get_running_loop()
-        try:
-            raw = await loop.run_in_executor(self._executor, self._encode, list(texts))
-        except Exception as exc:
-            raise EmbeddingError(
-                f"local embedding model {self.model!r} failed: {exc}", transient=False
-            ) from exc
-        return unit_vectors(
-            raw, count=len(texts), dimension=self.dimension, source=f"local model {self.model!r}"
-        )
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        await asyncio.to_thread(self._executor.shutdown, wait=True)
 
     def _encode(self, texts: list[str]) -> Any:
         """Vectors for texts, in order. Texts are run by length, CHUNK at a time, so a long
