@@ -71,6 +71,11 @@ def server(database_url: str, redis_url: str, tmp_path_factory) -> Iterator[Serv
         "HTM_METRICS_PUBLIC": "true",
         "HTM_HEADER_TIMEOUT_S": "1",
         "HTM_BODY_TIMEOUT_S": "1",
+        # Its background workers' queues span every namespace of the shared test database:
+        # left on, a pass would summarise, repair or expire another test's rows mid-assertion.
+        "HTM_SUMMARY_INTERVAL_S": "3600",
+        "HTM_WORKING_MEMORY_REPAIR_INTERVAL_S": "3600",
+        "HTM_SESSION_EXPIRY_INTERVAL_S": "3600",
     }
     with log.open("ab") as err:
         command = [sys.executable, "-m", "tests.connections.serving"]
