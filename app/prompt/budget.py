@@ -116,6 +116,23 @@ def _default_joined(count: Count) -> CountJoined:
     return lambda parts, _counts: count(SEPARATOR.join(parts))
 
 
+@dataclass
+class Fitting:
+    """What allocate() decided, before the exact count: the included working-memory items'
+    contents may still be missing (the caller reads them, then finish())."""
+
+    count: Count
+    joined: CountJoined
+    budget: int
+    input_text: str
+    input_tokens: int
+    system: str | None
+    session: list[Item]
+    working_memory: list[Item]
+    recall: list[Item]
+    manifest: list[Item]
+
+
 def assemble(
     count: Count,
     budget: int,
@@ -127,9 +144,30 @@ def assemble(
     quotas: Quotas,
     count_joined: CountJoined | None = None,
 ) -> Assembly:
+    """allocate(), then finish(): every item's content known up front."""
+    return finish(
+        allocate(
+            count, budget, input_text, system, session, working_memory, recall, quotas,
+            count_joined,
+        )
+    )  # fmt: skip
+
+
+def allocate(
+    count: Count,
+    budget: int,
+    input_text: str,
+    system: str | None,
+    session: list[Item],
+    working_memory: list[Item],
+    recall: list[Item],
+    quotas: Quotas,
+    count_joined: CountJoined | None = None,
+) -> Fitting:
     """session: newest first; working_memory and recall: in their own order. `count` is
     called with the input, the system text, roles and headers (it may remember them);
-    `count_joined` (default: encoding the joined text) counts the system message."""
+    `count_joined` (default: encoding the joined text) counts the system message. Decides
+    by token counts alone: no content is read."""
     joined = count_joined or _default_joined(count)
     input_tokens = count(input_text)
     system_tokens = count(system) if system else 0
@@ -188,26 +226,38 @@ def assemble(
                 spent[source] += item.tokens
 
     manifest = [user, *session, *working_memory, *recall]
+    return Fitting(
+        count, joined, budget, input_text, input_tokens, system, session, working_memory,
+        recall, manifest,
+    )  # fmt: skip
+
+
+def finish(f: Fitting) -> Assembly:
+    """The exact count of the messages allocate()'s choice builds, dropping the last item
+    taken while over the budget (BPE may merge across a separator), and the messages."""
+    count, system = f.count, f.system
+    system_tokens = count(system) if system else 0
+    empty_system = TOKENS_PER_MESSAGE + count("system")
 
     def exact() -> int:
         """The counting rule over the messages _messages() would build, from the counts."""
-        tokens = REPLY_PRIMER + TOKENS_PER_MESSAGE + count("user") + input_tokens
-        for i in session:
+        tokens = REPLY_PRIMER + TOKENS_PER_MESSAGE + count("user") + f.input_tokens
+        for i in f.session:
             if i.included:
                 tokens += TOKENS_PER_MESSAGE + count(i.role) + i.tokens
         parts, counts = ([system], [system_tokens]) if system else ([], [])
-        for header, section in _sections(manifest):
+        for header, section in _sections(f.manifest):
             parts += [header, *(i.content for i in section)]
             counts += [count(header), *(i.tokens for i in section)]
         if parts:
-            tokens += empty_system + joined(parts, counts)
+            tokens += empty_system + f.joined(parts, counts)
         return tokens
 
     # Taken last first: recall's, working memory's, then the oldest session message.
-    order = [*reversed(recall), *reversed(working_memory), *reversed(session)]
+    order = [*reversed(f.recall), *reversed(f.working_memory), *reversed(f.session)]
     tokens = exact()
-    while tokens > budget:
+    while tokens > f.budget:
         last = next(i for i in order if i.included)
         last.included, last.reason = False, "budget"
         tokens = exact()
-    return Assembly(_messages(system, input_text, manifest), tokens, manifest)
+    return Assembly(_messages(system, f.input_text, f.manifest), tokens, f.manifest)

@@ -4,20 +4,48 @@ says how) with a manifest of every candidate."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
+from collections.abc import Iterator, Sequence
 
 from app.config import Settings
 from app.errors import Unprocessable
 from app.prompt import budget
 from app.prompt.schemas import PromptRequest, PromptResult
-from app.recall.schemas import RecallRequest
+from app.recall.schemas import RecallHit, RecallRequest
 from app.recall.service import RecallService
 from app.robots.service import RobotService
 from app.sessions.service import SessionService, Turn
 from app.tokens import Tokenizer
 from app.working_memory.context import order
+from app.working_memory.items import Outline, WMItem
 from app.working_memory.model import to_us
+from app.working_memory.robots import Robot
 from app.working_memory.service import WorkingMemoryService
+from app.working_memory.store import Strategy
+
+
+@contextlib.contextmanager
+def _recall_fields() -> Iterator[None]:
+    """A recall's refusal names its fields as the prompt request has them (recall.<field>)."""
+    try:
+        yield
+    except Unprocessable as exc:
+        for e in exc.extra.get("errors", []):
+            e["field"] = f"recall.{e['field']}"
+        raise
+
+
+def _working(
+    items: Sequence[Outline | WMItem], strategy: Strategy, now_ms: int
+) -> list[budget.Item]:
+    """Working memory's candidates in the strategy's order; an outline's contents are read
+    later, for the items taken (PromptService._fill)."""
+    return [
+        budget.Item("working_memory", getattr(i, "content", ""), i.tokens, key=i.key)
+        for _, i in order(items, strategy, now_ms)
+    ]
 
 
 class PromptService:
@@ -37,6 +65,32 @@ class PromptService:
         self.sessions = sessions
         self.tokenizer = tokenizer
         self.settings = settings
+
+    def _recall_request(self, req: PromptRequest) -> RecallRequest | None:
+        r = req.recall
+        if r is None:
+            return None
+        return RecallRequest(
+            query=req.input[: self.settings.max_query_chars],
+            strategy=r.strategy,
+            limit=r.limit,
+            timeframe=r.timeframe,
+            scope=r.scope,
+            filters=r.filters,
+            min_score=r.min_score,
+            load_into_working_memory=False,
+        )
+
+    async def _fill(self, robot: Robot, working: list[budget.Item]) -> bool:
+        """The taken working-memory items' contents, from Redis; False when one no longer
+        holds what its outline said (removed or replaced between the reads)."""
+        taken = [i for i in working if i.included]
+        found = await self.working_memory.contents(robot, [i.key or "" for i in taken])
+        for item, got in zip(taken, found, strict=True):
+            if got is None or got[1] != item.tokens:
+                return False
+            item.content = got[0]
+        return True
 
     def _budget(self, req: PromptRequest) -> int:
         r = req.reserve
@@ -64,67 +118,64 @@ class PromptService:
                 needed=base,
                 budget=limit,
             )
-        # Recall first: its own checks (limit, timeframe, options) refuse bad options
-        # before anything is registered or read.
-        hits: list[budget.Item] = []
-        if req.recall is not None:
-            r = req.recall
-            try:
-                result = await self.recall_service.recall(
-                    robot_name,
-                    RecallRequest(
-                        query=req.input[: self.settings.max_query_chars],
-                        strategy=r.strategy,
-                        limit=r.limit,
-                        timeframe=r.timeframe,
-                        scope=r.scope,
-                        filters=r.filters,
-                        min_score=r.min_score,
-                        load_into_working_memory=False,
-                    ),
-                )
-            except Unprocessable as exc:  # name the fields as this request has them
-                for e in exc.extra.get("errors", []):
-                    e["field"] = f"recall.{e['field']}"
-                raise
-            hits = [budget.Item("recall", h.content, h.token_count, key=h.key) for h in result.hits]
-
+        recall = self._recall_request(req)
+        if recall is not None:
+            # Its own checks (limit, timeframe, options) refuse bad options before anything
+            # is registered or read.
+            with _recall_fields():
+                self.recall_service.check(recall)
         robot = await self.robots.ensure(robot_name)
-
-        session_id: int | None = None
-        messages: list[Turn] = []
-        session_degraded = False
-        if req.session is not None:
-            session_id, messages, session_degraded = await self.sessions.latest(
-                robot_name, req.session, limit - base
-            )
-        session = [
-            budget.Item("session", m.content, m.tokens, seq=m.seq, role=m.role)
-            for m in reversed(messages)
-        ]
-
-        items, _, wm_degraded = await self.working_memory.snapshot(robot)
-        now_ms = to_us(self.working_memory.protocol.clock()) // 1000
-        working = [
-            budget.Item("working_memory", i.content, i.tokens, key=i.key)
-            for _, i in order(items, req.strategy, now_ms)
-        ]
-
+        # Working memory's outline comes from Redis while PostgreSQL answers the recall and
+        # the session (one database session: its statements go one after another).
+        outlining = asyncio.ensure_future(self.working_memory.outline_from_redis(robot))
+        try:
+            found: list[RecallHit] = []
+            if recall is not None:
+                with _recall_fields():
+                    found = (await self.recall_service.recall(robot_name, recall)).hits
+            session_id: int | None = None
+            messages: list[Turn] = []
+            session_degraded = False
+            if req.session is not None:
+                session_id, messages, session_degraded = await self.sessions.latest(
+                    robot_name, req.session, limit - base
+                )
+            outlined: list[Outline] | list[WMItem] | None = await outlining
+        finally:
+            if not outlining.done():
+                outlining.cancel()
         q = req.quotas
-        done = budget.assemble(
-            count,
-            limit,
-            req.input,
-            req.system,
-            session,
-            working,
-            hits,
-            budget.Quotas(q.session, q.working_memory, q.recall),
-            self.tokenizer.count_joined,
-        )
+        quotas = budget.Quotas(q.session, q.working_memory, q.recall)
+        now_ms = to_us(self.working_memory.protocol.clock()) // 1000
+
+        def fit(items: list[Outline] | list[WMItem]) -> budget.Fitting:
+            return budget.allocate(
+                count, limit, req.input, req.system,
+                [budget.Item("session", m.content, m.tokens, seq=m.seq, role=m.role)
+                 for m in reversed(messages)],
+                _working(items, req.strategy, now_ms),
+                [budget.Item("recall", h.content, h.token_count, key=h.key) for h in found],
+                quotas, self.tokenizer.count_joined,
+            )  # fmt: skip
+
+        # Fitted by the outline's counts, then the contents of the items taken are read; an
+        # item that left between the two reads (rare) means reading it all again, then whole.
+        wm_degraded = False
+        for _ in range(2):
+            if outlined is None:
+                outlined, wm_degraded = await self.working_memory.outline(robot)
+            fitting = fit(outlined)
+            if wm_degraded or await self._fill(robot, fitting.working_memory):
+                break
+            outlined = None
+        else:
+            items, _, wm_degraded = await self.working_memory.snapshot(robot)
+            fitting = fit(items)
+        done = budget.finish(fitting)
         if session_id is not None:
             await self.sessions.count_accesses(
-                session_id, [i.seq for i in session if i.included and i.seq is not None]
+                session_id,
+                [i.seq for i in fitting.session if i.included and i.seq is not None],
             )
         # Validated in one call (pydantic-core) rather than a model per candidate: the
         # manifest lists every working-memory item.

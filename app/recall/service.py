@@ -102,6 +102,12 @@ class RecallService:
                 errors=[{"field": "rerank", "message": "no reranker configured"}],
             )
 
+    def check(self, req: RecallRequest) -> None:
+        """What recall() refuses before it reads or registers anything (limit, options,
+        timeframe): a caller that does other work first (a prompt) asks this up front."""
+        self._check(req)
+        self._timeframe(req)
+
     async def _query_vector(self, req: RecallRequest, text: str) -> list[float] | None:
         if req.embedding is not None:
             return req.embedding

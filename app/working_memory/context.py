@@ -6,15 +6,32 @@ assemble() itself only on Postgres membership while Redis is down."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Protocol, TypeVar
 
 from app.working_memory.items import WMItem
 from app.working_memory.store import STRATEGIES, ContextItem, Strategy
 
 SEPARATOR = "\n\n"
 US_PER_HOUR = 3_600_000_000
+
+
+class Orderable(Protocol):
+    """What order() reads of an item: a WMItem, or an Outline (no content)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def importance(self) -> float: ...
+    @property
+    def added_at_us(self) -> int: ...
+    @property
+    def last_access_ms(self) -> int: ...
+
+
+Ordered = TypeVar("Ordered", bound=Orderable)
 
 
 @dataclass(frozen=True)
@@ -37,7 +54,7 @@ def balanced_scores(
     ]
 
 
-def order(items: list[WMItem], strategy: Strategy, now_ms: int) -> list[tuple[float, WMItem]]:
+def order(items: Sequence[Ordered], strategy: Strategy, now_ms: int) -> list[tuple[float, Ordered]]:
     """(score, item) of every item in the strategy's order (assemble() says which)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}: expected one of {STRATEGIES}")

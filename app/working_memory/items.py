@@ -26,6 +26,17 @@ class WMItem(NamedTuple):
     memory_id: int = 0
 
 
+class Outline(NamedTuple):
+    """An item without its content: what ordering and fitting need (WorkingMemoryStore.outline).
+    Its fields are WMItem's of the same names, so context.order() takes either."""
+
+    key: str
+    tokens: int
+    importance: float
+    added_at_us: int
+    last_access_ms: int
+
+
 def eviction_order(items: Iterable[WMItem]) -> list[WMItem]:
     """The items in eviction order, next victim first: importance ascending, then the oldest
     added_at, then the key (by code point, i.e. the UTF-8 bytes Redis compares). The evict set

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from app.working_memory.context import SEPARATOR, ContextResult, Strategy, assemble
-from app.working_memory.items import WMItem, eviction_order
+from app.working_memory.items import Outline, WMItem, eviction_order
 from app.working_memory.model import UNAVAILABLE, RedisUnavailable, from_us, member_items, to_us
 from app.working_memory.protocol import WriteProtocol
 from app.working_memory.robots import Robot, Robots, group_name
@@ -63,6 +63,53 @@ class WorkingMemoryService:
         except RedisUnavailable:
             items = await self._membership_items(robot)
             return items, sum(i.tokens for i in items), True
+
+    async def outline(self, robot: Robot) -> tuple[list[Outline] | list[WMItem], bool]:
+        """Every item in eviction order, and whether this came from Postgres (degraded).
+        From Redis: outlines, without contents (contents() reads those a caller takes);
+        from Postgres: whole items."""
+        robot = robot.working_memory
+        fast = await self.outline_from_redis(robot)
+        if fast is not None:
+            return fast, False
+        try:
+            read = await self._read(robot, lambda: self.store.outline(self.namespace, robot.name))
+            return read, False
+        except RedisUnavailable:
+            return await self._membership_items(robot), True
+
+    async def outline_from_redis(self, robot: Robot) -> list[Outline] | None:
+        """outline() when Redis alone can answer it; None when it takes PostgreSQL too (a
+        robot to rebuild, or Redis down: outline() then does that). Touches no database
+        session, so a caller may run it beside its own statements (a prompt, beside recall)."""
+        robot = robot.working_memory
+        if self.protocol.breaker.open or robot.stale:
+            return None
+        try:
+            items = await self.store.outline(self.namespace, robot.name)
+        except WorkingMemoryNotInitialized:
+            return None
+        except UNAVAILABLE as exc:
+            self.protocol.breaker.trip()
+            log.warning("redis unavailable: %s", exc)
+            return None
+        self.protocol.breaker.reset()
+        return items
+
+    async def contents(self, robot: Robot, keys: list[str]) -> list[tuple[str, int] | None]:
+        """(content, tokens) of each key from Redis, None where the key holds no item (or
+        Redis cannot answer): the caller read an outline and takes these."""
+        robot = robot.working_memory
+        if not keys:
+            return []
+        try:
+            return await self.store.contents(self.namespace, robot.name, keys)
+        except WorkingMemoryNotInitialized:
+            return [None] * len(keys)
+        except UNAVAILABLE as exc:
+            self.protocol.breaker.trip()
+            log.warning("redis unavailable: %s", exc)
+            return [None] * len(keys)
 
     async def _membership_items(self, robot: Robot) -> list[WMItem]:
         """The working set as Postgres knows it, in eviction order (serving while Redis is down)."""

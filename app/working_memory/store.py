@@ -47,6 +47,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from app.working_memory.items import (
     MAX_INT,
+    Outline,
     WMItem,
     check_int,
     items_from_fields,
@@ -78,6 +79,8 @@ SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
             "remove",
             "clear",
             "snapshot",
+            "outline",
+            "contents",
             "usage",
         )
     },
@@ -293,6 +296,22 @@ class WorkingMemoryStore:
         none): following the stream after it, a client misses no change and sees none twice."""
         tokens, keys, *fields, last_id = await self._run("snapshot", ns, robot, [])
         return items_from_fields(keys, fields), int(tokens), str(last_id)
+
+    async def outline(self, ns: str, robot: str) -> list[Outline]:
+        """Every item without its content, in eviction order, read atomically: what an order
+        and a budget need (a prompt), several times lighter than snapshot() for a large
+        working memory. The contents of those taken: contents()."""
+        _tokens, keys, *numbers = await self._run("outline", ns, robot, [])
+        toks, imps, added, access = map(orjson.loads, numbers)
+        return list(map(Outline, keys, toks, imps, added, access))
+
+    async def contents(self, ns: str, robot: str, keys: list[str]) -> list[tuple[str, int] | None]:
+        """(content, tokens) of each key, read atomically; None where the key holds no item."""
+        contents, tokens = await self._run("contents", ns, robot, keys)
+        return [
+            None if c is None or t is None else (c, int(t))
+            for c, t in zip(contents, tokens, strict=True)
+        ]
 
     async def events_after(
         self, ns: str, robot: str, after: str, block_ms: int, count: int = 100

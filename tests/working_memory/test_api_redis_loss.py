@@ -72,6 +72,20 @@ async def add(client, key: str, tokens: int, importance: float, word: str = "not
     return r.json()["working_memory"]
 
 
+async def prompt(client) -> dict:
+    """A prompt of working memory alone, in a window that holds part of it."""
+    r = await client.post(
+        "/v1/robots/a/prompt",
+        json={"input": "What now?", "context_window": 45, "recall": None},
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def taken(prompted: dict) -> list[str]:
+    return [e["key"] for e in prompted["manifest"] if e["key"] and e["included"]]
+
+
 async def get_ok(client, path: str, **params) -> dict:
     r = await client.get(path, params=params)
     assert r.status_code == 200, r.text
@@ -113,7 +127,11 @@ async def test_flushall_rebuilds_the_identical_working_set(own_db_factory, redis
             for s in ("recent", "important", "balanced")
         }
 
+        prompted = await prompt(client)
+        assert taken(prompted) == ["c", "e"]  # balanced: c (5, 10 min old), e (3, new); a b: over
+
         await flushall(server)
+        assert await prompt(client) == prompted  # rebuilt from Postgres, then read
         assert await get_ok(client, "/v1/robots/a/working-memory") == before
         for strategy, ctx in contexts.items():
             assert await get_ok(client, "/v1/robots/a/context", strategy=strategy) == ctx
@@ -145,6 +163,8 @@ async def test_requests_degrade_while_redis_is_down_and_recover_after(
         before = await get_ok(client, "/v1/robots/a/working-memory")
         ctx = await get_ok(client, "/v1/robots/a/context")
         assert [i["key"] for i in ctx["items"]] == ["high", "low"]
+        prompted = await prompt(client)
+        assert taken(prompted) == ["high", "low"]
 
         server.stop()
         assert await add(client, "during", 4, 9, "zebra") == {
@@ -169,6 +189,7 @@ async def test_requests_degrade_while_redis_is_down_and_recover_after(
         assert down_ctx == {**ctx, "degraded": True}
         down_wm = await get_ok(client, "/v1/robots/a/working-memory")
         assert down_wm == {**before, "degraded": True}
+        assert await prompt(client) == {**prompted, "degraded": True}
 
         stats = await get_ok(client, "/v1/robots/a/stats")
         assert stats["working_memory"] == {

@@ -236,3 +236,31 @@ async def test_flushall_gives_noinit_and_load_restores_identical_snapshot(redis_
     assert await store.snapshot(NS, robot) == before
     assert await access_order(client, NS, robot) == access_before
     await client.aclose()
+
+
+async def test_outline_is_the_snapshot_without_contents_and_contents_reads_the_taken(store, robot):
+    with pytest.raises(WorkingMemoryNotInitialized):
+        await store.outline(NS, robot)
+    with pytest.raises(WorkingMemoryNotInitialized):
+        await store.contents(NS, robot, ["a"])
+    items = [
+        item("a", importance=2.5, added=100),
+        item("b", tokens=7, importance=1.0, added=200),
+        item("c", tokens=3, importance=10.0, added=50),
+    ]
+    await store.load(NS, robot, items, 100)
+    await store.touch(NS, robot, "b", 9_000_000_000_000)
+    snap, _ = await store.snapshot(NS, robot)
+    outline = await store.outline(NS, robot)
+    assert [tuple(o) for o in outline] == [
+        (i.key, i.tokens, i.importance, i.added_at_us, i.last_access_ms) for i in snap
+    ]
+    assert [o.key for o in outline] == ["b", "a", "c"]  # eviction order
+    assert outline[0].last_access_ms == 9_000_000_000_000
+    by_key = {i.key: i for i in snap}
+    assert await store.contents(NS, robot, ["c", "gone", "b"]) == [
+        (by_key["c"].content, 3),
+        None,
+        (by_key["b"].content, 7),
+    ]
+    assert await store.contents(NS, robot, []) == []
