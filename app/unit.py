@@ -144,6 +144,7 @@ class UnitOfWork:
             settings=c.settings,
             clock=c.clock,
             consolidator=self.consolidator,
+            accessed=c.access.record_messages,
         )
 
     @cached_property

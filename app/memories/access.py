@@ -1,5 +1,6 @@
-"""Access counts off the request's path: retrieves and recall hits are counted in this
-process and written about once a second (app/workers.periodic), one statement for all.
+"""Access counts off the request's path: retrieves and recall hits (memories), and the
+session messages a prompt takes, are counted in this process and written about once a second
+(app/workers.periodic), one statement for each table.
 
 A request only adds to a dict; the flush swaps the dict out and writes it. A flush that
 fails puts its counts back for the next one, so an outage of PostgreSQL loses none; a
@@ -23,6 +24,9 @@ class AccessTracker:
     def __init__(self, sessionmaker: Sessionmaker) -> None:
         self.sessionmaker = sessionmaker
         self._pending: dict[int, tuple[int, datetime]] = {}
+        # (session id, seq) -> accesses: a prompt takes up to hundreds of messages, and an
+        # UPDATE of each per prompt was most of a prompt's work in PostgreSQL.
+        self._messages: dict[tuple[int, int], int] = {}
         self.flushed = 0  # accesses written so far (tests, /metrics)
 
     def record(self, memory_ids: Iterable[int], at: datetime) -> None:
@@ -30,26 +34,40 @@ class AccessTracker:
             n, last = self._pending.get(id_, (0, at))
             self._pending[id_] = (n + 1, max(last, at))
 
+    def record_messages(self, session_id: int, seqs: Iterable[int]) -> None:
+        for seq in seqs:
+            key = (session_id, seq)
+            self._messages[key] = self._messages.get(key, 0) + 1
+
     @property
     def pending(self) -> int:
-        return sum(n for n, _ in self._pending.values())
+        return sum(n for n, _ in self._pending.values()) + sum(self._messages.values())
 
     async def flush(self) -> int:
         """Write the counts gathered so far; returns how many accesses were written."""
-        if not self._pending:
+        if not self._pending and not self._messages:
             return 0
         batch, self._pending = self._pending, {}
+        messages, self._messages = self._messages, {}
         ids = sorted(batch)
+        keys = sorted(messages)
         try:
             async with self.sessionmaker() as session, session.begin():
-                await AccessRepository(session).add(
-                    ids, [batch[i][0] for i in ids], [batch[i][1] for i in ids]
-                )
+                if ids:
+                    await AccessRepository(session).add(
+                        ids, [batch[i][0] for i in ids], [batch[i][1] for i in ids]
+                    )
+                if keys:
+                    await AccessRepository(session).add_messages(
+                        [k[0] for k in keys], [k[1] for k in keys], [messages[k] for k in keys]
+                    )
         except Exception:
             for id_, (n, at) in batch.items():  # kept for the next flush
                 m, last = self._pending.get(id_, (0, at))
                 self._pending[id_] = (m + n, max(last, at))
+            for key, n in messages.items():
+                self._messages[key] = self._messages.get(key, 0) + n
             raise
-        written = sum(n for n, _ in batch.values())
+        written = sum(n for n, _ in batch.values()) + sum(messages.values())
         self.flushed += written
         return written

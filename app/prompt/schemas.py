@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
 from app.common import Integer, StrictModel, Text, integral
 from app.recall.schemas import RecallFilters, Strategy
@@ -76,15 +77,18 @@ class ChatMessage(BaseModel):
     content: str
 
 
-class ManifestEntry(BaseModel):
+# A TypedDict, not a model: a manifest lists every candidate (a thousand working-memory
+# items), and validating dicts is about 4x cheaper than making a model of each.
+class ManifestEntry(TypedDict):
     source: Literal["input", "session", "working_memory", "recall"]
-    key: str | None = Field(description="The memory's key (working_memory, recall)")
-    seq: int | None = Field(description="The message's seq (session)")
-    tokens: int = Field(description="The content's token count")
+    key: Annotated[str | None, Field(description="The memory's key (working_memory, recall)")]
+    seq: Annotated[int | None, Field(description="The message's seq (session)")]
+    tokens: Annotated[int, Field(description="The content's token count")]
     included: bool
-    reason: Literal["budget", "duplicate", "section_quota"] | None = Field(
-        description="Why it was left out (null when included)"
-    )
+    reason: Annotated[
+        Literal["budget", "duplicate", "section_quota"] | None,
+        Field(description="Why it was left out (null when included)"),
+    ]
 
 
 class PromptResult(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -60,7 +61,11 @@ class SessionService:
         settings: Settings,
         clock: Clock,
         consolidator: Consolidator,
+        accessed: Callable[[int, list[int]], None],
     ) -> None:
+        # Where the messages a prompt takes are counted: off the request's path
+        # (app/memories/access.py AccessTracker.record_messages).
+        self.accessed = accessed
         self.session = session
         self.caller = caller
         self.robots = robots
@@ -192,8 +197,10 @@ class SessionService:
         return row.id, turns, held is None
 
     async def count_accesses(self, session_id: int, seqs: list[int]) -> None:
+        """One more access of each of these messages (a prompt took them): counted off the
+        request's path, written within about a second (HTM_ACCESS_FLUSH_INTERVAL_S)."""
         if seqs:
-            await self.repo.count_accesses(session_id, seqs, count=True)
+            self.accessed(session_id, seqs)
 
     async def _window(
         self,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import text
 
 from app.db.engine import create_engine
 from app.db.session import create_sessionmaker
@@ -84,6 +85,49 @@ async def test_a_flush_that_fails_keeps_its_counts_for_the_next(client, database
     assert await c.access.flush() == 2
     got = await counts(client)
     assert got["k1"][0] == 5
+
+
+async def message_counts(client) -> list[int]:
+    """The session's counts as stored, read as a reader (whose read counts nothing)."""
+    async with client.app.state.components.sessionmaker() as s:
+        rows = await s.execute(
+            text(
+                "SELECT access_count FROM session_message m JOIN session s ON s.id = m.session_id"
+                " JOIN robot r ON r.id = s.robot_id JOIN namespace n ON n.id = r.namespace_id"
+                " WHERE s.name = 's' AND r.name = 'a' AND n.name = :ns ORDER BY m.seq"
+            ),
+            {"ns": client.headers["X-Namespace"]},
+        )
+        return [r.access_count for r in rows]
+
+
+async def test_session_messages_a_prompt_takes_are_counted_off_its_path_and_kept_through_an_outage(
+    client,
+) -> None:
+    c = client.app.state.components
+    r = await client.post(
+        "/v1/robots/a/sessions/s/messages",
+        json={"messages": [{"role": "user", "content": f"turn {i}"} for i in range(3)]},
+    )
+    assert r.status_code == 201, r.text
+    prompt = {"input": "and now?", "session": "s", "context_window": 1000, "recall": None}
+    for _ in range(2):
+        assert (await client.post("/v1/robots/a/prompt", json=prompt)).status_code == 200
+    assert await message_counts(client) == [0, 0, 0]  # nothing written on the path
+    assert c.access.pending == 6
+
+    dead = create_engine(
+        make_settings("postgresql+asyncpg://htm@127.0.0.1:1/none", "redis://127.0.0.1:1")
+    )
+    live, c.access.sessionmaker = c.access.sessionmaker, create_sessionmaker(dead)
+    with pytest.raises(ServiceUnavailable):
+        await c.access.flush()
+    assert c.access.pending == 6  # kept for the next flush
+    c.access.sessionmaker = live
+    await dead.dispose()
+    assert (await client.post("/v1/robots/a/prompt", json=prompt)).status_code == 200
+    assert await c.access.flush() == 9
+    assert await message_counts(client) == [3, 3, 3]
 
 
 @pytest.mark.parametrize(

@@ -117,6 +117,9 @@ def manifest(order: list[str], **changes: tuple[bool, str | None]) -> list[dict[
 
 
 async def window_accesses(client: httpx.AsyncClient) -> list[int]:
+    """The window's access counts once the process's counts are written: a prompt counts
+    the messages it takes off its path (app/memories/access.py), as recall counts hits."""
+    await client.app.state.components.access.flush()  # type: ignore[attr-defined]
     r = await client.get("/v1/robots/alice/sessions/s1/messages")
     return [m["access_count"] for m in r.json()["messages"]]
 
