@@ -408,13 +408,18 @@ PROMPT_SESSION, PROMPT_SESSION_MESSAGES = "bench", 50
 
 
 async def seed_prompt_session(ctx: ScaleContext) -> None:
-    """The 50-message session the prompt operation reads (alternating user and assistant)."""
+    """The 50-message session the prompt operation reads (alternating user and assistant),
+    seeded once: a database kept for --reuse has it already, and seeding again would grow
+    the session the prompt reads run after run."""
+    path = f"/v1/robots/{CONTEXT_ROBOT}/sessions/{PROMPT_SESSION}/messages"
+    held = await ctx.client.get(f"{path}?n=1")
+    if held.status_code == 200 and held.json()["total_messages"] >= PROMPT_SESSION_MESSAGES:
+        return
     messages = [
         {"role": "user" if j % 2 == 0 else "assistant",
          "content": f"Message {j} of the conversation about the staging database and deploys."}
         for j in range(PROMPT_SESSION_MESSAGES)
     ]  # fmt: skip
-    path = f"/v1/robots/{CONTEXT_ROBOT}/sessions/{PROMPT_SESSION}/messages"
     check_status(await ctx.client.post(path, json={"messages": messages}), 201)
 
 
