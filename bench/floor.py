@@ -20,6 +20,7 @@ one snapshot or context script.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
@@ -48,6 +49,8 @@ from app.recall.planner import EF_SEARCH_DEFAULT
 from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
 from app.robots.repository import RobotRepository
+from app.sessions.hot import SessionHotStore, session_key
+from app.sessions.repository import SessionRepository
 from app.stats.repository import StatsRepository
 from app.working_memory.repository import MembershipRepository, Placed
 from app.working_memory.store import Change, register_scripts, robot_keys
@@ -134,7 +137,7 @@ class AddItem:
 class RecallSpec:
     strategy: str
     query: str
-    vector: list[float]
+    vector: list[float] | None  # None: hybrid is full text alone (a service without a model)
     self_scope: bool
     start: datetime | None
     end: datetime | None
@@ -368,6 +371,44 @@ class Floor:
         if spec.strategy == "fulltext":
             return await search.fulltext(query)
         return await search.hybrid(query)
+
+    async def prompt(self, robot_name: str, spec: RecallSpec, session: str, max_tokens: int) -> int:
+        """PromptService.prompt: the recall (as recall(), without loading) and the session's
+        touch in one transaction, working memory's outline from Redis beside them (as the
+        service reads it), the session's hot copy, then the contents of the items whose
+        counts fit what the session left of `max_tokens`. Returns the items read."""
+        outlining = asyncio.ensure_future(
+            self._script("outline", robot_name, [], self.default_budget)
+        )
+        async with self.pool.acquire() as conn, conn.transaction():
+            s = self._session(conn)
+            robot = await self._robot(s, robot_name)
+            await ConversationRepository(s).speakers(self.ns_id)  # type: ignore[arg-type]
+            hits = await self._search(s, spec, None)
+            await _events(s).record(
+                self.ns_id,
+                "recall",
+                robot.id,
+                [h.id for h in hits],
+                {"strategy": spec.strategy},
+                wait_for_flush=False,
+            )
+            live = await SessionRepository(s).touch(  # type: ignore[arg-type]
+                robot.id, session, datetime.now(UTC), refresh=True
+            )
+        assert live is not None, f"floor prompt: no session {session!r}"
+        held = await SessionHotStore(self.redis).read(
+            session_key(self.ns, robot_name, live.id), live.ttl_s * 1000
+        )
+        left = max_tokens - sum(m.tokens for m in held.values())
+        _total, keys, tokens, *_ = await outlining
+        taken: list[str] = []
+        for key, n in zip(keys, json.loads(tokens), strict=True):
+            if n + 1 <= left:
+                taken.append(key)
+                left -= n + 1
+        await self._script("contents", robot_name, taken, self.default_budget)
+        return len(taken)
 
     async def context(
         self, robot_name: str, strategy: str = "balanced", max_tokens: int | None = None

@@ -405,6 +405,8 @@ async def ann_agreement(ctx: ScaleContext, k: int = 10) -> dict[str, Any]:
 # --- the operations --------------------------------------------------------------------------
 
 PROMPT_SESSION, PROMPT_SESSION_MESSAGES = "bench", 50
+PROMPT_WINDOW, PROMPT_RESERVE = 16_000, {"system": 500, "tools": 500, "output": 1000}
+PROMPT_BUDGET = PROMPT_WINDOW - sum(PROMPT_RESERVE.values())
 
 
 async def seed_prompt_session(ctx: ScaleContext) -> None:
@@ -545,19 +547,24 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
 
     # Prompt assembly for the robot with 1,000 working-memory items and a 50-message session
     # (seeded by seed_prompt_session before the reads): the session window, working memory's
-    # context, a hybrid recall of 10 (full text alone without an embedder) and the exact
-    # token fitting, in one call. No floor: it is the composition of the ops above.
+    # outline and the contents taken, a hybrid recall of 10 (full text alone without an
+    # embedder) and the exact token fitting, in one call. Floor: Floor.prompt, the same
+    # statements and scripts with the outline read beside the SQL, as the service does.
     async def prompt(w: int, i: int) -> None:
         body = {
             "input": qs.texts[i % len(qs.texts)],
             "session": PROMPT_SESSION,
-            "context_window": 16_000,
-            "reserve": {"system": 500, "tools": 500, "output": 1000},
+            "context_window": PROMPT_WINDOW,
+            "reserve": PROMPT_RESERVE,
             "recall": {"strategy": "hybrid", "limit": 10},
         }
         check_status(await c.post(f"/v1/robots/{CONTEXT_ROBOT}/prompt", json=body), 200)
 
-    reads.append(Op("prompt", prompt, note="window + context + recall + fitting; no floor"))
+    async def prompt_floor(w: int, i: int) -> None:
+        spec = RecallSpec("hybrid", qs.texts[i % len(qs.texts)], None, False, None, None, 10, False)
+        await floor.prompt(CONTEXT_ROBOT, spec, PROMPT_SESSION, PROMPT_BUDGET)
+
+    reads.append(Op("prompt", prompt, prompt_floor, note="session + working memory + recall"))
 
     # --- writes: every request inserts vectors never inserted before (see fresh_vectors) ---
     pool = dataset.scale_memories(ctx.seed, 1000, offset=11)
