@@ -21,10 +21,11 @@ and is rebuilt from Postgres like one Redis lost.
 
 Every change is one script (scripts/*.lua, each after scripts/common.lua), so the token
 budget holds under any concurrency with no locks and no read-modify-write from Python. Reads
-are scripts too: snapshot (every item) and one context script per strategy (the items a
-context takes, ordered and cut in Redis). A missing ``meta`` means Redis lost the robot's data
-(or never had it): calls then raise WorkingMemoryNotInitialized and the caller rebuilds with
-``load`` (from Postgres) and retries.
+are scripts too: snapshot (every item), outline (every item without its content) and contents
+(the contents of named items: what a prompt takes after fitting an outline), and one context
+script per strategy (the items a context takes, ordered and cut in Redis). A missing
+``meta`` means Redis lost the robot's data (or never had it): calls then raise
+WorkingMemoryNotInitialized and the caller rebuilds with ``load`` (from Postgres) and retries.
 
 Every change (place, remove, clear, load) replies with the robot's (gen, seq): the
 generation started by its last load and a counter bumped once per change. The write
