@@ -234,7 +234,8 @@ class Settings(BaseSettings):
     access_flush_interval_s: float = Field(
         default=1.0,
         gt=0,
-        description="Retrieves and recall hits are counted in memory and written this often",
+        description="Retrieves, recall hits and the session messages a prompt takes are "
+        "counted in memory and written this often",
     )
 
     # --- the optional LLM (app/llm): enrichment and eviction summaries ----------------------
