@@ -101,6 +101,9 @@ class ScaleContext:
     quiet: QuietBudget = field(default_factory=QuietBudget)
     floor_pool: Any = None  # the floor's asyncpg pool, before the Floor exists
     service_env: dict[str, str] = field(default_factory=dict)  # for `htm import`
+    # The first draw of fresh vectors for the writes (dataset.fresh_vectors): 0 on a fresh
+    # load; on a kept database, past every draw an earlier run may have inserted.
+    first_draw: int = 0
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -568,7 +571,7 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
 
     # --- writes: every request inserts vectors never inserted before (see fresh_vectors) ---
     pool = dataset.scale_memories(ctx.seed, 1000, offset=11)
-    draws = itertools.count()
+    draws = itertools.count(ctx.first_draw)
     # Contents new to a kept database too (--reuse): the default dedupe would make a repeat of
     # an earlier run's add a 200 reinforcement.
     run = uuid.uuid4().hex[:8]
@@ -834,6 +837,12 @@ async def run_scale(
                 # Redis was flushed, so working memories are rebuilt from their mirrors.
                 ctx.keys = [f"k{i:07d}" for i in range(n)]
                 result["load"] = ld = {"reused": True, **(loaded or {})}
+                # Earlier runs' writes drew their "fresh" vectors from draw 0 too: the same
+                # vectors again would be duplicates of rows they stored (semantic dedupe finds
+                # the core INSERT's rows, which claim no key), not fresh. Each memory stored
+                # since the load takes the next runs one draw further.
+                async with pool.acquire() as conn:
+                    ctx.first_draw = int(await conn.fetchval("SELECT count(*) FROM memory")) - n
             else:
                 say(f"N={n}: loading through POST /memories/batch")
                 result["load"] = ld = await load_memories(ctx, max(600.0, n / 20), tokenizer)
