@@ -1,6 +1,7 @@
 """Random interleavings of every working-memory change, over HTTP, concurrently.
 
-Hypothesis draws a batch of adds, PUTs, forgets (soft and hard), restores, recalls, retrieves,
+Hypothesis draws a batch of adds, PUTs, forgets (soft and hard), restores, recalls (once, or
+twice in a row: the second refreshes hits already in place), retrieves,
 clears and budget changes from three robots on a handful of keys; the batch runs all at
 once against the real app, PostgreSQL and Redis, while an observer samples every robot's
 token total against the budget of its last script. After the batch has quiesced:
@@ -34,6 +35,7 @@ ALLOWED = {
     "forget_hard": {200, 404},
     "restore": {200, 404},
     "recall": {200},
+    "recall_twice": {200},
     "get": {200, 404},
     "clear": {200},
     "budget": {200},
@@ -49,6 +51,9 @@ ops = st.one_of(
     st.tuples(st.just("forget_hard"), st.tuples(robots, keys)),
     st.tuples(st.just("restore"), st.tuples(robots, keys)),
     st.tuples(st.just("recall"), st.tuples(robots)),
+    # The same question twice in a row: the second finds its hits in place and takes the
+    # refresh path (WriteProtocol._refresh: accesses only, no lock) amid the other changes.
+    st.tuples(st.just("recall_twice"), st.tuples(robots)),
     st.tuples(st.just("get"), st.tuples(robots, keys)),
     st.tuples(st.just("clear"), st.tuples(robots)),
     st.tuples(st.just("budget"), st.tuples(robots, st.sampled_from([12, 30, 200]))),
@@ -76,11 +81,13 @@ async def run(client: Any, op: tuple[str, tuple]) -> int:
     elif name == "restore":
         robot, key = args
         r = await client.post(f"/v1/robots/{robot}/memories/{key}/restore")
-    elif name == "recall":
+    elif name in ("recall", "recall_twice"):
         (robot,) = args
-        r = await client.post(
-            f"/v1/robots/{robot}/recall", json={"query": "note", "strategy": "fulltext"}
-        )
+        for _ in range(2 if name == "recall_twice" else 1):
+            r = await client.post(
+                f"/v1/robots/{robot}/recall", json={"query": "note", "strategy": "fulltext"}
+            )
+            assert r.status_code in ALLOWED[name], (op, r.status_code, r.text)
     elif name == "get":
         robot, key = args
         r = await client.get(f"/v1/robots/{robot}/memories/{key}")
