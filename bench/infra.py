@@ -215,52 +215,40 @@ async def floor_pool(url: str, size: int) -> asyncpg.Pool:
 # --- the service under test ------------------------------------------------------------------
 
 
-class ServiceProcess:
-    """`htm serve --no-migrate` (uvicorn) as a child process on a free loopback port."""
+class ChildServer:
+    """An HTTP server run as a child process on a free loopback port: spawned with its output
+    in a log file, ready when a GET of its health path answers 200, stopped with SIGTERM
+    (then SIGKILL). The service under test and bench/peer's mem0 wrapper are ones."""
 
-    def __init__(self, database_url: str, redis_url: str, log_path: Path, **settings: str):
+    name = "server"
+
+    def __init__(self, log_path: Path) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        self.env = offline_env()
-        for k in list(self.env):  # only what we set below configures the service
-            if k.startswith("HTM_"):
-                del self.env[k]
-        self.env.update(
-            HTM_DATABASE_URL=database_url,
-            HTM_REDIS_URL=redis_url,
-            HTM_LOG_LEVEL="warning",
-            HTM_DATA_DIR=str(BENCH_DIR / "service"),
-            **{f"HTM_{k.upper()}": v for k, v in settings.items()},
-        )
         self.process: subprocess.Popen[bytes] | None = None
-        self.readyz: dict[str, Any] = {}
 
-    def spawn(self) -> None:
+    def _spawn(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
-            args = [sys.executable, "-m", "app.cli", "serve", "--no-migrate"]
-            args += ["--host", "127.0.0.1", "--port", str(self.port)]
             self.process = subprocess.Popen(
-                args, cwd=PROJECT_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+                args, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT
             )
 
-    async def start(self, limit_s: float = 180.0) -> ServiceProcess:
-        """Spawn, then wait (at most limit_s) until /readyz answers 200."""
-        self.spawn()
+    async def _ready(self, path: str, limit_s: float, poll_s: float) -> dict[str, Any]:
+        """Wait (at most limit_s) until GET `path` answers 200; its JSON body."""
         assert self.process is not None
         deadline = time.monotonic() + limit_s
         async with httpx.AsyncClient(base_url=self.base_url, trust_env=False, timeout=5) as c:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"service exited at start; see {self.log_path}")
+                    raise RuntimeError(f"{self.name} exited at start; see {self.log_path}")
                 with contextlib.suppress(httpx.HTTPError):
-                    r = await c.get("/readyz")
+                    r = await c.get(path)
                     if r.status_code == 200:
-                        self.readyz = r.json()
-                        return self
-                await asyncio.sleep(0.2)
-        raise RuntimeError(f"service not ready after {limit_s:.0f}s; see {self.log_path}")
+                        return dict(r.json())
+                await asyncio.sleep(poll_s)
+        raise RuntimeError(f"{self.name} not ready after {limit_s:.0f}s; see {self.log_path}")
 
     @property
     def pid(self) -> int | None:
@@ -276,6 +264,38 @@ class ServiceProcess:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+class ServiceProcess(ChildServer):
+    """`htm serve --no-migrate` (uvicorn) as a child process on a free loopback port."""
+
+    name = "service"
+
+    def __init__(self, database_url: str, redis_url: str, log_path: Path, **settings: str):
+        super().__init__(log_path)
+        self.env = offline_env()
+        for k in list(self.env):  # only what we set below configures the service
+            if k.startswith("HTM_"):
+                del self.env[k]
+        self.env.update(
+            HTM_DATABASE_URL=database_url,
+            HTM_REDIS_URL=redis_url,
+            HTM_LOG_LEVEL="warning",
+            HTM_DATA_DIR=str(BENCH_DIR / "service"),
+            **{f"HTM_{k.upper()}": v for k, v in settings.items()},
+        )
+        self.readyz: dict[str, Any] = {}
+
+    def spawn(self) -> None:
+        args = [sys.executable, "-m", "app.cli", "serve", "--no-migrate"]
+        args += ["--host", "127.0.0.1", "--port", str(self.port)]
+        self._spawn(args, self.env, PROJECT_ROOT)
+
+    async def start(self, limit_s: float = 180.0) -> ServiceProcess:
+        """Spawn, then wait (at most limit_s) until /readyz answers 200."""
+        self.spawn()
+        self.readyz = await self._ready("/readyz", limit_s, 0.2)
+        return self
 
 
 # --- where the CPU went ----------------------------------------------------------------------

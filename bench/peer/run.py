@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpx
 import numpy as np
 
 from app.config import PROJECT_ROOT, Settings
-from app.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from app.embedded import EmbeddedPostgres, EmbeddedRedis
 from bench import dataset
 from bench.base import JSON, check_status
 from bench.driver import Limits, PhaseResult, closed_loop, interleaved
 from bench.http import Http
 from bench.infra import (
+    ChildServer,
     CpuMeter,
     Servers,
     ServiceProcess,
@@ -119,14 +119,14 @@ def make_texts(cfg: Config, adds: int, questions: int) -> Texts:
 # --- the two systems ---------------------------------------------------------------------
 
 
-class Mem0Process:
+class Mem0Process(ChildServer):
     """bench/peer/mem0_server.py in the side venv, on a free loopback port."""
 
+    name = "mem0 wrapper"
+
     def __init__(self, dsn: str, home: Path, threads: int, log_path: Path) -> None:
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.dsn, self.home, self.threads, self.log_path = dsn, home, threads, log_path
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(log_path)
+        self.dsn, self.home, self.threads = dsn, home, threads
         self.health: dict[str, Any] = {}
 
     async def start(self, limit_s: float = 300.0) -> Mem0Process:
@@ -137,41 +137,9 @@ class Mem0Process:
         args = [str(venv.PYTHON), str(Path(__file__).with_name("mem0_server.py"))]
         args += ["--port", str(self.port), "--dsn", self.dsn, "--home", str(self.home)]
         args += ["--threads", str(self.threads)]
-        self.process = self._spawn(args, env)
-        deadline = time.monotonic() + limit_s
-        async with httpx.AsyncClient(base_url=self.base_url, trust_env=False, timeout=5) as c:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"mem0 wrapper exited at start; see {self.log_path}")
-                with contextlib.suppress(httpx.HTTPError):
-                    r = await c.get("/health")
-                    if r.status_code == 200:
-                        self.health = r.json()
-                        return self
-                await asyncio.sleep(0.3)
-        raise RuntimeError(f"mem0 wrapper not ready after {limit_s:.0f}s; see {self.log_path}")
-
-    def _spawn(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as out:
-            return subprocess.Popen(
-                args, cwd=PEER_DIR, env=env, stdout=out, stderr=subprocess.STDOUT
-            )
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    def stop(self) -> None:
-        proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        self._spawn(args, env, PEER_DIR)
+        self.health = await self._ready("/health", limit_s, 0.3)
+        return self
 
 
 def _postmaster_pid(pg: EmbeddedPostgres) -> int | None:
