@@ -10,6 +10,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from fastapi import FastAPI
 from starlette.routing import Route
 
+from app import VERSION
 from app.config import Settings, get_settings
 from app.http.draining import start_draining
 from app.http.middleware import BodyGate
@@ -36,7 +37,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
 
     app = FastAPI(
         title="HTM memory service",
-        version="1.0.0",
+        version=VERSION,
         summary="Two-tier memory for LLM agents: Redis working memory, PostgreSQL long-term memory",
         description=DESCRIPTION,
         lifespan=lifespan_for(settings, background_workers=background, mcp=mcp),
