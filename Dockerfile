@@ -17,7 +17,7 @@ WORKDIR /srv/htm
 RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
 
 # 2. The service's dependencies, from pyproject.toml only, so code edits don't bust the cache.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 RUN mkdir app && touch app/__init__.py \
     && pip install ".[local]" \
     && pip uninstall -y htm-service \
