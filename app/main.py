@@ -14,7 +14,7 @@ from app import VERSION
 from app.config import Settings, get_settings
 from app.http.draining import start_draining
 from app.http.middleware import BodyGate
-from app.http.openapi import install_openapi
+from app.http.openapi import install_docs, install_openapi
 from app.http.problems import install_error_handlers
 from app.http.routes import ROUTERS
 from app.lifespan import background, open_components
@@ -41,9 +41,12 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         summary="Two-tier memory for LLM agents: Redis working memory, PostgreSQL long-term memory",
         description=DESCRIPTION,
         lifespan=lifespan_for(settings, background_workers=background, mcp=mcp),
+        docs_url=None,  # install_docs: the same pages, their assets served from here
+        redoc_url=None,
     )
     install_error_handlers(app)
     install_openapi(app)
+    install_docs(app)
     app.add_middleware(BodyGate, limit=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     # Outermost (added last): it sees the body gate's 413s and 408s too.
     app.add_middleware(RequestObserver)

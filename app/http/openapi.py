@@ -7,10 +7,19 @@ the committed file differs from what the app generates.
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import (
+    get_redoc_html,
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
 from fastapi.openapi.utils import get_openapi
+from fastapi.staticfiles import StaticFiles
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
 
 from app.config import PROJECT_ROOT
 from app.errors import PROBLEM_JSON
@@ -113,6 +122,52 @@ def install_openapi(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+# Swagger UI's and ReDoc's scripts and stylesheet, as the fastapi-offline package ships them
+# (only its files are used): /docs and /redoc load nothing from a CDN, so they work offline.
+DOCS_ASSETS = "/docs-assets"
+
+
+def install_docs(app: FastAPI) -> None:
+    """/docs (Swagger UI), its OAuth2 redirect and /redoc, FastAPI's own pages pointed at
+    assets this service serves. Plain Starlette routes, as FastAPI adds its own: not API
+    routes, not in the spec."""
+    app.mount(
+        DOCS_ASSETS,
+        StaticFiles(directory=str(files("fastapi_offline") / "static")),
+        name="docs-assets",
+    )
+    spec, redirect = app.openapi_url or "/openapi.json", app.swagger_ui_oauth2_redirect_url
+
+    async def swagger(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{spec}",
+            title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=f"{root}{redirect}" if redirect else None,
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+        )
+
+    async def swagger_redirect(_request: Request) -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{spec}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
+
+    app.add_route("/docs", swagger, include_in_schema=False)
+    if redirect:
+        app.add_route(redirect, swagger_redirect, include_in_schema=False)
+    app.add_route("/redoc", redoc, include_in_schema=False)
 
 
 def render(app: FastAPI) -> str:
