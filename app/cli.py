@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from app import names
+from app import VERSION, names
 from app.components import Components
 from app.config import Settings, get_settings
 from app.embedded import DataDirectoryError, RedisDirectoryError, embedded_services
@@ -219,6 +219,12 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="htm", description="HTM memory service")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"htm {VERSION}",
+        help="print the version (the API's)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="migrate, then serve HTTP (embedded servers if no URLs)")

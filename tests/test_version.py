@@ -20,3 +20,17 @@ def test_the_package_the_api_and_the_changelog_carry_one_version() -> None:
         r"^## \[(\d+\.\d+\.\d+)\]", (PROJECT_ROOT / "CHANGELOG.md").read_text(), re.M
     )
     assert released[0] == declared  # the newest release in the changelog is this one
+
+
+def test_htm_version_prints_the_one_version() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=PROJECT_ROOT,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"htm {VERSION}\n", "")
