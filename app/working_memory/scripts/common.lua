@@ -59,17 +59,37 @@ local function int_text(n)
   return string.format('%d', n)
 end
 
--- HMGET of many keys, in slices: unpack has a stack limit.
-local HMGET_SLICE = 256
-local function hmget(hash, keys)
+-- One value per key of `keys` (false where there is none), by `command` on `key` over the
+-- keys in slices: unpack has a stack limit. HMGET reads a hash's fields, ZMSCORE a sorted
+-- set's scores.
+local SLICE = 256
+local function sliced(command, key, keys)
   local values = {}
-  for a = 1, #keys, HMGET_SLICE do
-    local got = redis.call('HMGET', hash, unpack(keys, a, math.min(a + HMGET_SLICE - 1, #keys)))
+  for a = 1, #keys, SLICE do
+    local got = redis.call(command, key, unpack(keys, a, math.min(a + SLICE - 1, #keys)))
     for j = 1, #got do
       values[a + j - 1] = got[j]
     end
   end
   return values
+end
+
+local function hmget(hash, keys)
+  return sliced('HMGET', hash, keys)
+end
+
+-- Every held key in eviction order (next victim first).
+local function held_keys()
+  local keys = {}
+  for i, member in ipairs(redis.call('ZRANGE', K_EVICT, 0, -1)) do
+    keys[i] = key_of_member(member)
+  end
+  return keys
+end
+
+-- Values (numbers, or their stored text) as one JSON array: Python parses it in one call.
+local function json_array(values)
+  return '[' .. table.concat(values, ',') .. ']'
 end
 
 -- The fields place, remove and touch decide by; nil when the key holds no item. id is the

@@ -43,10 +43,6 @@ local function take(key, tokens, importance, score)
   return true
 end
 
-local function json_array(values)
-  return '[' .. table.concat(values, ',') .. ']'
-end
-
 -- The reply, once taking is over: only the taken items' contents are read.
 local function reply()
   return { 'OK', total, taken, hmget(K_CONTENT, taken), json_array(taken_tokens),
