@@ -133,26 +133,6 @@ class Fitting:
     manifest: list[Item]
 
 
-def assemble(
-    count: Count,
-    budget: int,
-    input_text: str,
-    system: str | None,
-    session: list[Item],
-    working_memory: list[Item],
-    recall: list[Item],
-    quotas: Quotas,
-    count_joined: CountJoined | None = None,
-) -> Assembly:
-    """allocate(), then finish(): every item's content known up front."""
-    return finish(
-        allocate(
-            count, budget, input_text, system, session, working_memory, recall, quotas,
-            count_joined,
-        )
-    )  # fmt: skip
-
-
 def allocate(
     count: Count,
     budget: int,

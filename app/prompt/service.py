@@ -173,7 +173,7 @@ class PromptService:
             fitting = fit(items)
         done = budget.finish(fitting)
         if session_id is not None:
-            await self.sessions.count_accesses(
+            self.sessions.count_accesses(
                 session_id,
                 [i.seq for i in fitting.session if i.included and i.seq is not None],
             )

@@ -196,7 +196,7 @@ class SessionService:
             turns = [Turn(r.seq, r.role, r.content, r.token_count) for r in rows]
         return row.id, turns, held is None
 
-    async def count_accesses(self, session_id: int, seqs: list[int]) -> None:
+    def count_accesses(self, session_id: int, seqs: list[int]) -> None:
         """One more access of each of these messages (a prompt took them): counted off the
         request's path, written within about a second (HTM_ACCESS_FLUSH_INTERVAL_S)."""
         if seqs:

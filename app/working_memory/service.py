@@ -31,18 +31,26 @@ class WorkingMemoryService:
     def namespace(self) -> str:
         return self.protocol.namespace
 
-    async def _read(self, robot: Robot, op: Callable[[], Awaitable[T]]) -> T:
+    async def _read(
+        self, robot: Robot, op: Callable[[], Awaitable[T]], *, rebuild: bool = True
+    ) -> T:
         """op against Redis; a robot marked stale, or missing from Redis (new, or its data
-        lost), is rebuilt first. RedisUnavailable while Redis is down."""
+        lost), is rebuilt first. RedisUnavailable while Redis is down. With rebuild=False
+        such a robot raises WorkingMemoryNotInitialized instead, and nothing touches
+        PostgreSQL: a caller may run the read beside its own statements."""
         breaker = self.protocol.breaker
         if breaker.open:
             raise RedisUnavailable("redis marked down")
         try:
             if robot.stale:
+                if not rebuild:
+                    raise WorkingMemoryNotInitialized(self.namespace, robot.name)
                 await self.protocol.resync(robot)
             try:
                 result = await op()
             except WorkingMemoryNotInitialized:
+                if not rebuild:
+                    raise
                 await self.protocol.resync(robot)
                 result = await op()
         except UNAVAILABLE as exc:
@@ -66,12 +74,9 @@ class WorkingMemoryService:
 
     async def outline(self, robot: Robot) -> tuple[list[Outline] | list[WMItem], bool]:
         """Every item in eviction order, and whether this came from Postgres (degraded).
-        From Redis: outlines, without contents (contents() reads those a caller takes);
-        from Postgres: whole items."""
+        From Redis (rebuilt first if needed): outlines, without contents (contents() reads
+        those a caller takes); from Postgres: whole items."""
         robot = robot.working_memory
-        fast = await self.outline_from_redis(robot)
-        if fast is not None:
-            return fast, False
         try:
             read = await self._read(robot, lambda: self.store.outline(self.namespace, robot.name))
             return read, False
@@ -83,18 +88,12 @@ class WorkingMemoryService:
         robot to rebuild, or Redis down: outline() then does that). Touches no database
         session, so a caller may run it beside its own statements (a prompt, beside recall)."""
         robot = robot.working_memory
-        if self.protocol.breaker.open or robot.stale:
-            return None
         try:
-            items = await self.store.outline(self.namespace, robot.name)
-        except WorkingMemoryNotInitialized:
+            return await self._read(
+                robot, lambda: self.store.outline(self.namespace, robot.name), rebuild=False
+            )
+        except (WorkingMemoryNotInitialized, RedisUnavailable):
             return None
-        except UNAVAILABLE as exc:
-            self.protocol.breaker.trip()
-            log.warning("redis unavailable: %s", exc)
-            return None
-        self.protocol.breaker.reset()
-        return items
 
     async def contents(self, robot: Robot, keys: list[str]) -> list[tuple[str, int] | None]:
         """(content, tokens) of each key from Redis, None where the key holds no item (or
@@ -103,12 +102,10 @@ class WorkingMemoryService:
         if not keys:
             return []
         try:
-            return await self.store.contents(self.namespace, robot.name, keys)
-        except WorkingMemoryNotInitialized:
-            return [None] * len(keys)
-        except UNAVAILABLE as exc:
-            self.protocol.breaker.trip()
-            log.warning("redis unavailable: %s", exc)
+            return await self._read(
+                robot, lambda: self.store.contents(self.namespace, robot.name, keys), rebuild=False
+            )
+        except (WorkingMemoryNotInitialized, RedisUnavailable):
             return [None] * len(keys)
 
     async def _membership_items(self, robot: Robot) -> list[WMItem]:

@@ -4,18 +4,26 @@ also when the count of the joined system message is not the sum of its parts."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from app.prompt.budget import (
     SEPARATOR,
+    Assembly,
     InputTooLarge,
     Item,
     Quotas,
-    assemble,
+    allocate,
     chat_tokens,
+    finish,
 )
 from app.tokens import Tokenizer
+
+
+def assemble(*args: Any, **kwargs: Any) -> Assembly:
+    """allocate() then finish(), every content known up front (as the service's fallback)."""
+    return finish(allocate(*args, **kwargs))
 
 
 def chars(s: str) -> int:
