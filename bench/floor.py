@@ -318,24 +318,32 @@ class Floor:
                     from_recall=False,
                 )
 
+    async def _recall_in(
+        self, s: RawSession, robot_name: str, spec: RecallSpec
+    ) -> tuple[Any, list[Any]]:
+        """RecallService.recall up to its hits, in the caller's transaction: robot, the
+        namespace's speakers (when the service reads them), search, recall events."""
+        robot = await self._robot(s, robot_name)
+        if spec.strategy == "hybrid" or (
+            spec.strategy == "vector" and self.vector_query == "without_speakers"
+        ):  # RecallService._speakers: the namespace's speakers a question may name
+            await ConversationRepository(s).speakers(self.ns_id)  # type: ignore[arg-type]
+        hits = await self._search(s, spec, robot.id if spec.self_scope else None)
+        await _events(s).record(
+            self.ns_id,
+            "recall",
+            robot.id,
+            [h.id for h in hits],
+            {"strategy": spec.strategy},
+            wait_for_flush=False,
+        )
+        return robot, hits
+
     async def recall(self, robot_name: str, spec: RecallSpec) -> int:
         """RecallService.recall: robot, search, recall events, optionally working memory."""
         async with self.pool.acquire() as conn, conn.transaction():
             s = self._session(conn)
-            robot = await self._robot(s, robot_name)
-            if spec.strategy == "hybrid" or (
-                spec.strategy == "vector" and self.vector_query == "without_speakers"
-            ):  # RecallService._speakers: the namespace's speakers a question may name
-                await ConversationRepository(s).speakers(self.ns_id)  # type: ignore[arg-type]
-            hits = await self._search(s, spec, robot.id if spec.self_scope else None)
-            await _events(s).record(
-                self.ns_id,
-                "recall",
-                robot.id,
-                [h.id for h in hits],
-                {"strategy": spec.strategy},
-                wait_for_flush=False,
-            )
+            robot, hits = await self._recall_in(s, robot_name, spec)
             if spec.load and hits:
                 await self._place(
                     s,
@@ -382,17 +390,7 @@ class Floor:
         )
         async with self.pool.acquire() as conn, conn.transaction():
             s = self._session(conn)
-            robot = await self._robot(s, robot_name)
-            await ConversationRepository(s).speakers(self.ns_id)  # type: ignore[arg-type]
-            hits = await self._search(s, spec, None)
-            await _events(s).record(
-                self.ns_id,
-                "recall",
-                robot.id,
-                [h.id for h in hits],
-                {"strategy": spec.strategy},
-                wait_for_flush=False,
-            )
+            robot, _hits = await self._recall_in(s, robot_name, spec)
             live = await SessionRepository(s).touch(  # type: ignore[arg-type]
                 robot.id, session, datetime.now(UTC), refresh=True
             )
