@@ -1,11 +1,13 @@
 """What the scale run's parts share (scale.py, e2e.py, search_text.py, quality.py, trace.py):
-the request header, the load's batch size, vectors as the JSON the service receives, the run
-profiles, the budget of waiting for a quiet machine, and a status check."""
+the request header, the load's batch size, vectors as the JSON the service receives, the
+prompt both runs send, the run profiles, the budget of waiting for a quiet machine, and a
+status check."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +19,27 @@ JSON = {"content-type": "application/json"}
 BATCH = 500  # memories per load request (the service's max_batch_size)
 SESSION = 100  # consecutive memories one robot writes (scale._authors)
 RECALL_LIMIT = 10
+
+# The prompt: the robot whose 1,000 working-memory items context reads, its 50-message
+# session (scale.seed_prompt_session), a hybrid recall of 10; scale's `prompt` and e2e's
+# `prompt_e2e` send the same request.
+CONTEXT_ROBOT = "ctx"
+PROMPT_SESSION, PROMPT_SESSION_MESSAGES = "bench", 50
+PROMPT_WINDOW, PROMPT_RESERVE = 16_000, {"system": 500, "tools": 500, "output": 1000}
+PROMPT_BUDGET = PROMPT_WINDOW - sum(PROMPT_RESERVE.values())
+PROMPT_PATH = f"/v1/robots/{CONTEXT_ROBOT}/prompt"
+
+
+def prompt_body(text: str) -> dict[str, Any]:
+    return {
+        "input": text,
+        "session": PROMPT_SESSION,
+        "context_window": PROMPT_WINDOW,
+        "reserve": PROMPT_RESERVE,
+        "recall": {"strategy": "hybrid", "limit": RECALL_LIMIT},
+    }
+
+
 _VEC_FMT = ",".join(["%.6g"] * dataset.DIM)
 
 

@@ -37,7 +37,16 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from bench import dataset
-from bench.base import JSON, RECALL_LIMIT, Profile, QuietBudget, check_status, vec_json
+from bench.base import (
+    JSON,
+    PROMPT_PATH,
+    RECALL_LIMIT,
+    Profile,
+    QuietBudget,
+    check_status,
+    prompt_body,
+    vec_json,
+)
 from bench.driver import closed_loop, interleaved
 from bench.floor import Floor, RecallSpec
 from bench.http import Http
@@ -306,8 +315,6 @@ async def _prompts(
 ) -> dict[str, Any]:
     """The scale run's `prompt` (the robot with 1,000 working-memory items and a 50-message
     session, a hybrid recall of 10), each input a question never asked: the model embeds it."""
-    from bench.scale import CONTEXT_ROBOT, PROMPT_SESSION
-
     k = p.concurrency
     budget = min(p.quiet_wait_s, max(0.0, p.quiet_budget_s - quiet.spent_s))
     out: dict[str, Any] = {"quiet": await wait_for_quiet(budget)}
@@ -315,15 +322,8 @@ async def _prompts(
 
     def call(base: int) -> Callable[[int, int], Any]:
         async def prompt(w: int, i: int) -> None:
-            body = {
-                "input": inputs[base + i],
-                "session": PROMPT_SESSION,
-                "context_window": 16_000,
-                "reserve": {"system": 500, "tools": 500, "output": 1000},
-                "recall": {"strategy": "hybrid", "limit": 10},
-            }
-            path = f"/v1/robots/{CONTEXT_ROBOT}/prompt"
-            check_status(await client.post(path, json=body), 200)
+            body = prompt_body(inputs[base + i])
+            check_status(await client.post(PROMPT_PATH, json=body), 200)
 
         return prompt
 

@@ -35,12 +35,18 @@ from app.working_memory.store import robot_keys
 from bench import dataset
 from bench.base import (
     BATCH,
+    CONTEXT_ROBOT,
     JSON,
+    PROMPT_BUDGET,
+    PROMPT_PATH,
+    PROMPT_SESSION,
+    PROMPT_SESSION_MESSAGES,
     RECALL_LIMIT,
     SESSION,
     Profile,
     QuietBudget,
     check_status,
+    prompt_body,
     vec_json,
     vec_list,
 )
@@ -64,7 +70,7 @@ from bench.infra import (
 log = logging.getLogger("bench")
 
 NAMESPACE = "default"
-CONTEXT_ROBOT, CONTEXT_ITEMS, CONTEXT_BUDGET = "ctx", 1000, 1_000_000
+CONTEXT_ITEMS, CONTEXT_BUDGET = 1000, 1_000_000  # CONTEXT_ROBOT's (bench/base.py)
 CONTEXT_MAX_TOKENS = 8000  # a prompt-sized context; `context_all` takes all 1,000 items
 RARE_ROBOT, RARE_SHARE = "rare", 0.01
 SCRIBES = 6
@@ -407,10 +413,6 @@ async def ann_agreement(ctx: ScaleContext, k: int = 10) -> dict[str, Any]:
 
 # --- the operations --------------------------------------------------------------------------
 
-PROMPT_SESSION, PROMPT_SESSION_MESSAGES = "bench", 50
-PROMPT_WINDOW, PROMPT_RESERVE = 16_000, {"system": 500, "tools": 500, "output": 1000}
-PROMPT_BUDGET = PROMPT_WINDOW - sum(PROMPT_RESERVE.values())
-
 
 async def seed_prompt_session(ctx: ScaleContext) -> None:
     """The 50-message session the prompt operation reads (alternating user and assistant),
@@ -554,14 +556,8 @@ def build_ops(ctx: ScaleContext, tokenizer: Tokenizer) -> tuple[list[Op], list[O
     # embedder) and the exact token fitting, in one call. Floor: Floor.prompt, the same
     # statements and scripts with the outline read beside the SQL, as the service does.
     async def prompt(w: int, i: int) -> None:
-        body = {
-            "input": qs.texts[i % len(qs.texts)],
-            "session": PROMPT_SESSION,
-            "context_window": PROMPT_WINDOW,
-            "reserve": PROMPT_RESERVE,
-            "recall": {"strategy": "hybrid", "limit": 10},
-        }
-        check_status(await c.post(f"/v1/robots/{CONTEXT_ROBOT}/prompt", json=body), 200)
+        body = prompt_body(qs.texts[i % len(qs.texts)])
+        check_status(await c.post(PROMPT_PATH, json=body), 200)
 
     async def prompt_floor(w: int, i: int) -> None:
         spec = RecallSpec("hybrid", qs.texts[i % len(qs.texts)], None, False, None, None, 10, False)
