@@ -171,14 +171,10 @@ class Settings(BaseSettings):
         description="How often the worker embeds pending memories (a text the provider refuses "
         "5 times becomes failed; an unreachable provider only delays)",
     )
-
-    # --- tokens ---------------------------------------------------------------------------
     tiktoken_encoding: str = Field(default="cl100k_base", description="Token counting")
 
     # --- auth -----------------------------------------------------------------------------
-    auth_enabled: bool = Field(
-        default=False, description="API keys required (on in docker-compose)"
-    )
+    auth_enabled: bool = Field(default=False, description="API keys required (compose: on)")
     allow_unauthenticated: bool = Field(
         default=False,
         description="Let `htm serve` listen on a non-loopback address with auth off",
@@ -231,6 +227,14 @@ class Settings(BaseSettings):
         description="Score adds that carry no importance from their content "
         "(app/memories/importance.py); off: the default importance, 1",
     )
+    supersede: Literal["off", "propose", "apply"] = Field(
+        default="propose",
+        description="The supersession detector on add (per add: `supersede`): off; propose: its "
+        "findings in `supersede_proposals`; apply: superseded as if named in `supersedes`",
+    )
+    supersede_threshold: float | None = Field(
+        default=None, gt=0, le=1, description="The detector's semantic rule (unset: off)"
+    )
     access_flush_interval_s: float = Field(
         default=1.0,
         gt=0,
@@ -265,14 +269,11 @@ class Settings(BaseSettings):
     summary_target_tokens: int = Field(
         default=200, ge=20, le=100_000, description="A summary of evicted memories, at most"
     )
-    summary_interval_s: float = Field(
-        default=5.0, gt=0, description="How often evictions are summarised"
-    )
+    summary_interval_s: float = Field(default=5.0, gt=0, description="Summarising, how often")
 
     # --- recall ---------------------------------------------------------------------------
     # Hybrid's fusion and relevance signals: the deployment's defaults, each overridable per
     # request (RecallRequest.fusion / .signals); the defaults are chosen by `make eval`.
-    # `make eval` chose z-scored score fusion weighting full text 0.7 (evals/results/latest.md).
     rrf_k: int = Field(default=60, ge=1, le=1000, description="RRF's k")
     recall_fusion: Literal["rrf", "score"] = Field(
         default="score",
@@ -359,9 +360,7 @@ class Settings(BaseSettings):
         description="tei: {query, texts} → [{index, score}]; cohere (also Jina, vLLM, "
         "Infinity, LiteLLM): {model, query, documents} → {results: [{index, relevance_score}]}",
     )
-    rerank_model: str | None = Field(
-        default=None, description="The model named in a cohere request"
-    )
+    rerank_model: str | None = Field(default=None, description="Named in a cohere request")
     rerank_api_key: SecretStr | None = Field(default=None, description="Sent as a Bearer token")
     rerank_candidates: int = Field(
         default=30, ge=1, le=1000, description="How many fused candidates are reranked"

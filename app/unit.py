@@ -81,6 +81,7 @@ class UnitOfWork:
             adds=c.group_commit,
             vectors=c.vectors,
             search_caches=c.search_caches,
+            llm=c.llm,
         )
 
     @cached_property

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from app.db.session import DbSession
 from app.db.sql import RELAXED_FLUSH_CTE, sql
 
-EventKind = Literal["add", "recall", "evict", "forget", "restore", "access"]
+EventKind = Literal["add", "recall", "evict", "forget", "restore", "access", "supersede"]
 
 
 class EventRepository:

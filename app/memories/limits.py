@@ -4,6 +4,7 @@ written; the schemas check shapes and ranges that do not depend on the deploymen
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from app.config import Settings
@@ -61,4 +62,17 @@ def check_fields(s: Settings, body: MemoryFields, index: int | None = None) -> N
     if errors:
         raise Unprocessable(
             "; ".join(f"{e['field']}: {e['message']}" for e in errors), errors=errors
+        )
+
+
+def check_validity(body: MemoryFields, created: datetime, index: int | None = None) -> None:
+    """422 when `valid_to` is not after the memory's start: its `valid_from`, else its
+    `created_at` (the schema checks these when given; `created`: the one it will have)."""
+    start = body.valid_from or body.created_at or created
+    if body.valid_to is not None and body.valid_to <= start:
+        where = "" if index is None else f"memories[{index}]."
+        message = f"must be after the memory's start, {start.isoformat()}"
+        raise Unprocessable(
+            f"{where}valid_to: {message}",
+            errors=[{"field": f"{where}valid_to", "message": message}],
         )

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.timeframes.validity import Validity
 
 
 @dataclass
@@ -23,6 +26,8 @@ class MemoryDraft:
     embedding: list[float] | None
     embedding_model: str | None
     search_text: str | None = None  # None: its content (app/memories/search_text.py)
+    valid_from: datetime | None = None  # None: from its created_at
+    valid_to: datetime | None = None  # None: open-ended
 
 
 @dataclass
@@ -40,6 +45,8 @@ class NewMemory:
     embedding: list[float] | None
     embedding_model: str | None
     search_text: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
     @classmethod
     def from_draft(
@@ -59,6 +66,8 @@ class NewMemory:
             embedding=d.embedding,
             embedding_model=d.embedding_model,
             search_text=d.search_text,
+            valid_from=d.valid_from,
+            valid_to=d.valid_to,
         )
 
 
@@ -81,6 +90,8 @@ class ListFilters:
     start: datetime | None = None
     end: datetime | None = None
     include_deleted: bool = False
+    valid: Validity | None = None  # None: every memory, whatever its validity
+    as_of: datetime | None = None  # transaction time: the versions current then
 
 
 @dataclass(frozen=True)

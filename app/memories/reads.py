@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,11 +16,20 @@ from app.events.repository import EventRepository
 from app.memories.access import AccessTracker
 from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.model import ListFilters
-from app.memories.repository import MemoryRepository
-from app.memories.schemas import MemoryRead, MemoryVersionRead, MemoryVersions, to_read
+from app.memories.repository import READ, MemoryRepository
+from app.memories.schemas import (
+    MemoryHistory,
+    MemoryRead,
+    MemoryVersionRead,
+    MemoryVersions,
+    SupersedeLink,
+    to_read,
+)
+from app.memories.supersede_repository import SupersedeRepository
 from app.memories.version_repository import VersionRepository
 from app.robots.service import RobotService
 from app.timeframes.resolve import resolve_timeframe
+from app.timeframes.validity import validity_for
 from app.working_memory.protocol import WriteProtocol
 
 
@@ -71,7 +81,11 @@ class MemoryReader:
             if version.current:
                 return to_read(row)
             return to_read(row).model_copy(
-                update={**_version_fields(version), "updated_at": version.changed_at}
+                update={
+                    **_version_fields(version),
+                    "updated_at": version.changed_at,
+                    "superseded_by": row.superseded_by if version.superseded_by else None,
+                }
             )
         if self.caller.role == "reader":
             return to_read(row)
@@ -93,11 +107,17 @@ class MemoryReader:
         timeframe: str | None,
         limit: int,
         cursor: str | None,
+        *,
+        valid_at: str | None = None,
+        include: Sequence[str] = (),
     ) -> Page[MemoryRead]:
-        """One page, newest first; `cursor` is the previous page's next_cursor."""
-        tr = resolve_timeframe(timeframe, self.clock())
+        """One page, newest first; `cursor` is the previous page's next_cursor. Current
+        memories (valid now) unless `valid_at` or `include=superseded`."""
+        now = self.clock()
+        tr = resolve_timeframe(timeframe, now)
         if tr is not None:
             filters = dataclasses.replace(filters, start=tr.start, end=tr.end)
+        filters = dataclasses.replace(filters, valid=validity_for(valid_at, include, now))
         if scope == "self":
             robot = await self.robots.require(robot_name)
             filters = dataclasses.replace(filters, author_robot_id=robot.id)
@@ -107,6 +127,17 @@ class MemoryReader:
         more = len(rows) > limit
         next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more else None
         return Page[MemoryRead](items=items, next_cursor=next_cursor)
+
+    async def chain(self, key: str, limit: int) -> MemoryHistory:
+        """The supersede chain `key` is part of, oldest first (app/memories/supersede.py)."""
+        row = await self._get(key, include_deleted=True)
+        rows = await SupersedeRepository(self.session).chain(
+            self.caller.namespace_id, row.id, READ, limit
+        )
+        return MemoryHistory(
+            key=row.key,
+            chain=[SupersedeLink(**to_read(r).model_dump(), depth=r.depth) for r in rows],
+        )
 
     async def versions(
         self, key: str, include_deleted: bool, limit: int, before: int | None
@@ -141,4 +172,6 @@ def _version_fields(v: Any) -> dict[str, Any]:
         "token_count": v.token_count,
         "embedding_status": v.embedding_status,
         "embedding_model": v.embedding_model,
+        "valid_from": v.valid_from or v.created_at,
+        "valid_to": v.valid_to,
     }

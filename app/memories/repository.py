@@ -17,13 +17,15 @@ from app.memories.model import (
     NewMemory,
     VectorChange,
 )
+from app.memories.version_repository import AS_OF
 
 # Selected with the author's name so a memory is read in one round trip.
 READ = """
     m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata, r.name AS author,
     m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
     m.created_at, m.updated_at, m.deleted_at, m.version, m.access_count, m.last_accessed_at,
-    m.search_text"""
+    m.search_text, coalesce(m.valid_from, m.created_at) AS valid_from, m.valid_to,
+    (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by) AS superseded_by"""
 
 # One round trip stores the memories of one or more adds (group commit: app/memories/adds.py).
 # Each add is a group: its keys are claimed (numbering each memory), and only when every key
@@ -43,9 +45,11 @@ _ADD_TEMPLATE = """
                     CAST(:types AS text[]), CAST(:importances AS float8[]),
                     CAST(:tags AS text[]), CAST(:metadata AS text[]), CAST(:tokens AS int[]),
                     CAST(:embeddings AS text[]), CAST(:models AS text[]),
-                    CAST(:search_texts AS text[]))
+                    CAST(:search_texts AS text[]), CAST(:valid_froms AS timestamptz[]),
+                    CAST(:valid_tos AS timestamptz[]))
              WITH ORDINALITY AS t(g, ns, robot, at, k, c, content, type, importance, tags,
-                                  metadata, tokens, embedding, model, search_text, ord)
+                                  metadata, tokens, embedding, model, search_text, valid_from,
+                                  valid_to, ord)
     ), claimed AS (
         INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
         SELECT ns, k, id, created FROM input ORDER BY ord
@@ -68,14 +72,14 @@ _ADD_TEMPLATE = """
         INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,
                             importance, tags, metadata, author_robot_id, token_count,
                             embedding, embedding_model, embedding_status, enrichment_status,
-                            search_text)
+                            search_text, valid_from, valid_to)
         SELECT i.id, i.created, now(), i.ns, i.k, i.content, i.type,
                i.importance, ARRAY(SELECT jsonb_array_elements_text(CAST(i.tags AS jsonb))),
                CAST(i.metadata AS jsonb), i.robot, i.tokens, CAST(i.embedding AS {storage}),
                i.model, CASE WHEN i.embedding IS NULL THEN 'pending' ELSE 'ready' END,
                CASE WHEN CAST(:enrich AS boolean) AND i.type NOT IN ('proposition', 'summary')
                     THEN 'pending' END,
-               i.search_text
+               i.search_text, i.valid_from, i.valid_to
         FROM input i WHERE i.g IN (SELECT g FROM complete)
         ORDER BY i.ord
     )
@@ -144,6 +148,8 @@ class MemoryRepository:
                     ],
                     "models": [d.embedding_model for _, _, d in rows],
                     "search_texts": [d.search_text for _, _, d in rows],
+                    "valid_froms": [d.valid_from for _, _, d in rows],
+                    "valid_tos": [d.valid_to for _, _, d in rows],
                     "enrich": enrich,
                 },
             )
@@ -224,6 +230,8 @@ class MemoryRepository:
             "embedding": None if vector.embedding is None else vector_text(vector.embedding),
             "model": vector.model,
             "search_text": m.search_text,
+            "valid_from": m.valid_from,
+            "valid_to": m.valid_to,
         }
         new_vector = _NEW_VECTOR.format(storage=storage)
         if m.created_at != row.created_at:
@@ -240,11 +248,14 @@ class MemoryRepository:
                                         token_count, embedding, embedding_model,
                                         embedding_status, version, changed_by_robot_id,
                                         changed_at, access_count, last_accessed_at,
-                                        search_text)
+                                        search_text, valid_from, valid_to, superseded_by)
                     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
                            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
                            {new_vector}, :version, :by, now(), access_count, last_accessed_at,
-                           CAST(:search_text AS text)
+                           CAST(:search_text AS text), CAST(:valid_from AS timestamptz),
+                           CAST(:valid_to AS timestamptz),
+                           CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
+                                THEN superseded_by END
                     FROM old
                     RETURNING {_REPLACED}"""),
                     params,
@@ -258,6 +269,10 @@ class MemoryRepository:
                     content = :content, type = :type, importance = :importance, tags = :tags,
                     metadata = CAST(:metadata AS jsonb), token_count = :tokens,
                     search_text = CAST(:search_text AS text), deleted_at = NULL,
+                    valid_from = CAST(:valid_from AS timestamptz),
+                    valid_to = CAST(:valid_to AS timestamptz),
+                    superseded_by = CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
+                                         THEN superseded_by END,
                     updated_at = now(), version = :version,
                     changed_by_robot_id = :by, changed_at = now(),
                     (embedding, embedding_model, embedding_status) = ({new_vector}),
@@ -296,11 +311,14 @@ class MemoryRepository:
     async def list(
         self, namespace_id: int, f: ListFilters, limit: int, after: tuple[datetime, int] | None
     ) -> list[Any]:
-        """Newest first; keyset pagination on (created_at, id)."""
+        """Newest first; keyset pagination on (created_at, id). With `f.as_of` (transaction
+        time), each memory as its version current then, filtered on that version's fields
+        (its validity too): "what did we believe on March 1 about what was true in January"
+        is one statement."""
         where = ["m.namespace_id = :ns"]
         params: dict[str, Any] = {"ns": namespace_id, "limit": limit}
         if not f.include_deleted:
-            where.append("m.deleted_at IS NULL")
+            where.append("m.deleted_at IS NULL" if f.as_of is None else _DELETED_AFTER_AS_OF)
         if f.author_robot_id is not None:
             where.append("m.author_robot_id = :author")
             params["author"] = f.author_robot_id
@@ -319,15 +337,23 @@ class MemoryRepository:
         if f.end is not None:
             where.append("m.created_at < :end")
             params["end"] = f.end
+        if f.valid is not None:
+            clauses, bound = f.valid.where()
+            where.extend(clauses)
+            params.update(bound)
         if after is not None:
             where.append("(m.created_at, m.id) < (:after_c, :after_id)")
             params["after_c"], params["after_id"] = after
+        source = "memory m JOIN robot r ON r.id = m.author_robot_id"
+        if f.as_of is not None:
+            source = AS_OF
+            params["as_of"] = f.as_of
         return list(
             (
                 await self.session.execute(
                     sql(f"""
                     SELECT {READ}
-                    FROM memory m JOIN robot r ON r.id = m.author_robot_id
+                    FROM {source}
                     WHERE {" AND ".join(where)}
                     ORDER BY m.created_at DESC, m.id DESC
                     LIMIT :limit"""),
@@ -335,3 +361,7 @@ class MemoryRepository:
                 )
             ).all()
         )
+
+
+# Forgotten after :as_of: it was still there then (a restore clears deleted_at).
+_DELETED_AFTER_AS_OF = "(m.deleted_at IS NULL OR m.deleted_at > :as_of)"

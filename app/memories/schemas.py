@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -53,6 +53,25 @@ class MemoryFields(StrictModel):
         description="Client-supplied vector of the deployment's dimension: float32 elements, "
         "not all zero",
     )
+    valid_from: Instant | None = Field(
+        default=None,
+        description="When the fact became true (valid time); default: its `created_at`",
+    )
+    valid_to: Instant | None = Field(
+        default=None,
+        description="When it stops being true; default: open-ended. After `valid_from` (or "
+        "`created_at`). Reads skip it from then on unless asked `valid_at` an earlier time",
+    )
+
+    @model_validator(mode="after")
+    def _validity_ordered(self) -> MemoryFields:
+        start = self.valid_from or self.created_at
+        if self.valid_to is not None and start is not None and self.valid_to <= start:
+            raise ValueError("valid_to must be after valid_from (or created_at)")
+        return self
+
+
+MAX_SUPERSEDES = 20
 
 
 class MemoryCreate(MemoryFields):
@@ -78,6 +97,20 @@ class MemoryCreate(MemoryFields):
         le=1,
         description="Cosine similarity for `dedupe: semantic` (default: HTM_DEDUPE_THRESHOLD, "
         "0.92)",
+    )
+    supersedes: list[Annotated[str, Field(pattern=KEY_PATTERN)]] = Field(
+        default_factory=list,
+        max_length=MAX_SUPERSEDES,
+        description="Keys of current memories this one replaces: atomically with the add, "
+        "each one's validity ends at this memory's `valid_from`, it is linked to it "
+        "(`superseded_by`) and leaves every working memory. 404 when a key does not exist, "
+        "409 when it is already superseded",
+    )
+    supersede: Literal["off", "propose", "apply"] | None = Field(
+        default=None,
+        description="What the supersession detector's findings do (default: HTM_SUPERSEDE): "
+        "off: not looked for; propose: listed in `supersede_proposals` for the agent to "
+        "confirm; apply: superseded as if named in `supersedes`",
     )
 
 
@@ -148,6 +181,15 @@ class MemoryRead(BaseModel):
         "once a second, so a just-made access may not show yet)",
     )
     last_accessed_at: datetime | None = Field(default=None, description="The latest of them")
+    valid_from: datetime | None = Field(
+        default=None, description="When the fact became true (its created_at unless set)"
+    )
+    valid_to: datetime | None = Field(
+        default=None, description="When it stopped (or stops) being true; null: open-ended"
+    )
+    superseded_by: str | None = Field(
+        default=None, description="The key of the memory that superseded this one"
+    )
 
 
 class MemoryAdded(MemoryRead):
@@ -160,6 +202,28 @@ class MemoryAdded(MemoryRead):
         "these are its fields after reinforcement",
     )
     working_memory: WorkingMemoryOutcome
+    superseded: list[str] = Field(
+        default_factory=list,
+        description="Keys this add superseded (`supersedes`, or the detector's with "
+        "`supersede: apply`)",
+    )
+    supersede_proposals: list[SupersedeProposal] = Field(
+        default_factory=list,
+        description="Current memories the detector found this one may replace, not "
+        "superseded: send their keys in `supersedes` (or PUT with them) to confirm",
+    )
+
+
+class SupersedeProposal(BaseModel):
+    key: str
+    content: str
+    rule: Literal["subject_attribute", "key_family", "semantic"] = Field(
+        description="subject_attribute: the same metadata `subject` and `attribute`; "
+        "key_family: the key's family (the part before its last `@`) or a key of it "
+        "(`family@...`); semantic: the nearest memory of the same type above "
+        "HTM_SUPERSEDE_THRESHOLD (confirmed by the LLM when one is configured)"
+    )
+    similarity: float | None = Field(default=None, description="semantic: cosine similarity")
 
 
 class MemoryVersionRead(BaseModel):
@@ -180,6 +244,8 @@ class MemoryVersionRead(BaseModel):
     )
     changed_at: datetime = Field(description="When this version was written")
     current: bool = Field(description="This is the memory's current version")
+    valid_from: datetime | None = Field(default=None, description="Its validity then")
+    valid_to: datetime | None = None
 
 
 class MemoryVersions(BaseModel):
@@ -210,6 +276,21 @@ class MemoryVersions(BaseModel):
     versions: list[MemoryVersionRead] = Field(description="Newest first")
 
 
+class SupersedeLink(MemoryRead):
+    depth: int = Field(
+        description="0: the memory asked for; −1: what it superseded (−2: what that "
+        "superseded...); 1: what superseded it (2: ...)"
+    )
+
+
+class MemoryHistory(BaseModel):
+    key: str
+    chain: list[SupersedeLink] = Field(
+        description="The supersede chain the memory is part of, oldest link first; only "
+        "itself when it superseded nothing and nothing superseded it"
+    )
+
+
 class MemoryBatchResult(BaseModel):
     memories: list[MemoryAdded]
 
@@ -233,6 +314,9 @@ def to_read(row: Any) -> MemoryRead:
         version=row.version,
         access_count=row.access_count,
         last_accessed_at=row.last_accessed_at,
+        valid_from=row.valid_from,
+        valid_to=row.valid_to,
+        superseded_by=row.superseded_by,
     )
 
 

@@ -18,13 +18,14 @@ from app.db.vectors import StoredVectors, check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import BadRequest, Conflict, NotFound, RemovedMeanwhile
 from app.events.repository import EventRepository
+from app.llm.base import ChatModel
 from app.memories import importance as importance_scorer
 from app.memories.adds import GroupCommit
 from app.memories.contexts import Written, search_texts
 from app.memories.dedupe import DedupeRule, rule_for
 from app.memories.dedupe_adds import DuplicateAdds
 from app.memories.duplicate_repository import DuplicateRepository
-from app.memories.limits import check_batch_size, check_fields
+from app.memories.limits import check_batch_size, check_fields, check_validity
 from app.memories.model import MemoryDraft
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import (
@@ -36,6 +37,7 @@ from app.memories.schemas import (
     to_read,
 )
 from app.memories.search_text import searched, with_speaker_tag
+from app.memories.supersede import Detector, SupersedingAdds, proposing, supersessions
 from app.memories.turn_repository import TurnRepository
 from app.memories.writes import MemoryWrites, fields_of, key_taken
 from app.recall.caches import SearchCaches
@@ -66,7 +68,9 @@ class MemoryService:
         adds: GroupCommit,
         vectors: StoredVectors,
         search_caches: SearchCaches,
+        llm: ChatModel | None = None,
     ) -> None:
+        self.llm = llm
         self.adds = adds
         self.search_caches = search_caches
         self.vectors = vectors
@@ -96,6 +100,7 @@ class MemoryService:
         check_batch_size(self.settings, len(bodies))
         for i, body in enumerate(bodies):
             check_fields(self.settings, body, i if len(bodies) > 1 else None)
+            check_validity(body, self.clock(), i if len(bodies) > 1 else None)
         if any(b.embedding is not None for b in bodies):  # no connection otherwise
             check_storable([b.embedding for b in bodies], await self._storage())
         keys = Counter(b.key for b in bodies if b.key)
@@ -145,12 +150,27 @@ class MemoryService:
                 embedding=embeddings[i],
                 embedding_model=models[i],
                 search_text=texts[i],
+                valid_from=b.valid_from,
+                valid_to=b.valid_to,
             )
             for i, b in enumerate(bodies)
         ]
+        detector = Detector.of(
+            self.session, self.caller.namespace_id, self.settings, self.search_caches, self.llm
+        )
+        supersedes, proposals = await supersessions(
+            bodies, drafts, detector(self.clock()), self.settings.supersede
+        )
+        if any(supersedes):
+            # One transaction under the superseded rows' locks (a 409 registers nothing);
+            # the add's dedupe rule does not apply.
+            added = await SupersedingAdds(
+                namespace_id=self.caller.namespace_id, writes=self.writes, two_tier=self.two_tier
+            ).add(robot, drafts, supersedes, place)
+            return proposing(added, proposals)
         if await self._may_duplicate(bodies, drafts, rules):
             # One transaction under the rules' locks: a 409 registers nothing.
-            return await DuplicateAdds(
+            added = await DuplicateAdds(
                 session=self.session,
                 namespace_id=self.caller.namespace_id,
                 writes=self.writes,
@@ -160,6 +180,7 @@ class MemoryService:
                     self.session, self.settings.hnsw_ef_search, self.search_caches
                 ),
             ).add(robot, drafts, rules, place)
+            return proposing(added, proposals)
         try:
             try:
                 new, taken = await self.writes.store(robot, drafts, group_commit=True)
@@ -176,7 +197,7 @@ class MemoryService:
                 with contextlib.suppress(Exception):  # the add's own error is the answer
                     await self.robots.discard(robot, registered)
             raise
-        return await self.writes.acknowledge_new(robot, new, place)
+        return proposing(await self.writes.acknowledge_new(robot, new, place), proposals)
 
     async def _may_duplicate(
         self, bodies: list[MemoryCreate], drafts: list[MemoryDraft], rules: list[DedupeRule]
@@ -225,6 +246,7 @@ class MemoryService:
         namespace_id = self.caller.namespace_id
         # Embed before taking any lock, and only when the stored vector cannot be kept.
         current = await self.repo.get(namespace_id, key)
+        check_validity(body, current.created_at if current is not None else self.clock())
         template = self.settings.search_text
         [text] = await search_texts(
             self.turns,
@@ -271,6 +293,8 @@ class MemoryService:
                     embedding=vector,
                     embedding_model=model if vector is not None else None,
                     search_text=text,
+                    valid_from=body.valid_from,
+                    valid_to=body.valid_to,
                 )
                 try:
                     new, taken = await self.writes.store(robot, [draft])

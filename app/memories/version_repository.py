@@ -11,7 +11,7 @@ from app.db.sql import sql
 
 _FIELDS = (
     "version, content, type, importance, tags, metadata, created_at, token_count, "
-    "embedding_status, embedding_model"
+    "embedding_status, embedding_model, valid_from, valid_to, superseded_by"
 )
 
 # The current version (from the memory row; NULL changed_*: version 1, by its author, at
@@ -26,6 +26,31 @@ _HISTORY = f"""
         SELECT {_FIELDS}, changed_by_robot_id, changed_at, false
         FROM memory_version WHERE memory_id = :id
     ) AS h LEFT JOIN robot rb ON rb.id = h.changed_by_id"""
+
+
+# Each memory of the namespace as its version current at :as_of (the newest written at or
+# before it; a memory added later has none), under the alias `m` with READ's columns: the
+# version's fields, the memory's identity (key, author, counts).
+_VERSION_COLUMNS = (
+    "content, type, importance, tags, metadata, created_at, token_count, embedding_status, "
+    "embedding_model, valid_from, valid_to, superseded_by"
+)
+_PREFIXED = ", ".join("v." + c for c in _VERSION_COLUMNS.split(", "))
+AS_OF = f"""(
+        SELECT DISTINCT ON (h.id) h.{_VERSION_COLUMNS.replace(", ", ", h.")}, h.id, h.version,
+               h.changed_at AS updated_at, cur.key, cur.namespace_id, cur.author_robot_id,
+               cur.deleted_at, cur.access_count, cur.last_accessed_at, cur.search_text
+        FROM (
+            SELECT id, version, {_VERSION_COLUMNS}, coalesce(changed_at, created_at) AS changed_at
+            FROM memory WHERE namespace_id = :ns
+            UNION ALL
+            SELECT v.memory_id, v.version, {_PREFIXED}, v.changed_at
+            FROM memory_version v JOIN memory o ON o.id = v.memory_id AND o.namespace_id = :ns
+        ) AS h
+        JOIN memory cur ON cur.id = h.id
+        WHERE h.changed_at <= :as_of
+        ORDER BY h.id, h.version DESC
+    ) AS m JOIN robot r ON r.id = m.author_robot_id"""
 
 
 class VersionRepository:

@@ -36,5 +36,7 @@ class VersionService:
             metadata=found.metadata,
             created_at=None,
             embedding=None,
+            valid_from=found.valid_from,
+            valid_to=found.valid_to,
         )
         return await self.memories.upsert(robot_name, key, fields, create=False)

@@ -21,6 +21,7 @@ from app.memories.model import AddGroup, MemoryDraft, NewMemory, VectorChange
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryAdded, MemoryFields
 from app.memories.search_text import searched
+from app.memories.supersede_repository import SupersedeRepository
 from app.memories.version_repository import VersionRepository
 from app.robots.service import Robot
 from app.working_memory.model import Holder, Placement
@@ -121,6 +122,8 @@ class MemoryWrites:
             version=1,
             created=True,
             working_memory=outcome,
+            valid_from=m.valid_from or m.created_at,
+            valid_to=m.valid_to,
         )
 
     async def rewrite(
@@ -160,6 +163,8 @@ class MemoryWrites:
             embedding=None,
             embedding_model=None,
             search_text=text,
+            valid_from=body.valid_from,
+            valid_to=body.valid_to,
         )
         unchanged = (
             row.deleted_at is None
@@ -168,6 +173,7 @@ class MemoryWrites:
             and text == row.search_text
             and (m.created_at, m.type, m.importance, m.tags, m.metadata)
             == (row.created_at, row.type, row.importance, list(row.tags), row.metadata)
+            and (m.valid_from or m.created_at, m.valid_to) == (row.valid_from, row.valid_to)
         )
         holders = []
         if unchanged:  # a repeated PUT: nothing to write
@@ -187,6 +193,18 @@ class MemoryWrites:
             )
         return Rewrite(row, m, version, written, holders)
 
+    async def supersede(self, robot: Robot, row: Any, by: NewMemory, end: datetime) -> list[Holder]:
+        """In the open transaction, on a locked current memory: its validity ends at `end`
+        and it links to `by`, as a new version (the previous one kept, so `as_of` reads it
+        as still open); its holders are marked, to let it go after the commit."""
+        await self.history.keep(row.id, row.created_at)
+        await SupersedeRepository(self.session).close(row, by.id, end, row.version + 1, robot.id)
+        holders = await self.two_tier.mark_holders(row.id)
+        await self.events.record(
+            self.caller.namespace_id, "supersede", robot.id, [row.id], {"by": by.key}
+        )
+        return holders
+
     def rewritten(self, rw: Rewrite, outcome: WorkingMemoryOutcome) -> MemoryAdded:
         return MemoryAdded(
             **shown(rw.memory),
@@ -202,6 +220,9 @@ class MemoryWrites:
             last_accessed_at=rw.row.last_accessed_at,
             created=False,
             working_memory=outcome,
+            valid_from=rw.memory.valid_from or rw.memory.created_at,
+            valid_to=rw.memory.valid_to,
+            superseded_by=rw.row.superseded_by if rw.memory.valid_to is not None else None,
         )
 
 
@@ -256,8 +277,8 @@ def key_taken(keys: list[str]) -> Conflict:
 
 
 def fields_of(row: Any, *, importance: float, tags: list[str]) -> MemoryFields:
-    """A stored memory's fields with a new importance and tags (content, vector and time
-    kept): what PATCH and a duplicate's reinforcement write."""
+    """A stored memory's fields with a new importance and tags (content, vector, time and
+    validity kept): what PATCH and a duplicate's reinforcement write."""
     return MemoryFields.model_construct(
         content=row.content,
         type=row.type,
@@ -266,4 +287,6 @@ def fields_of(row: Any, *, importance: float, tags: list[str]) -> MemoryFields:
         metadata=row.metadata,
         created_at=None,
         embedding=None,
+        valid_from=None if row.valid_from == row.created_at else row.valid_from,
+        valid_to=row.valid_to,
     )

@@ -9,6 +9,7 @@ TimescaleDB can exclude chunks by the `created_at` range.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from app.recall.fusion import NO_SIGNALS, Fusion, Signals, hybrid_candidates
+from app.timeframes.validity import Validity
 
 
 @dataclass(frozen=True)
@@ -30,10 +32,14 @@ class SearchFilters:
     metadata: dict[str, Any] | None = None  # memory.metadata @> metadata (jsonb containment)
     start: datetime | None = None  # created_at >= start
     end: datetime | None = None  # created_at <  end
+    # Valid time (migration 0017): only the memories true at this instant; None: every one.
+    valid: Validity | None = None
 
     @property
     def unfiltered(self) -> bool:
-        return self == NO_FILTERS
+        """No filter but "current now": nearly every memory is current, so the planner treats
+        a search of the current ones as unfiltered."""
+        return dataclasses.replace(self, valid=None) == NO_FILTERS
 
 
 NO_FILTERS = SearchFilters()
@@ -75,6 +81,10 @@ def where(namespace_id: int, filters: SearchFilters) -> Where:
         add("m.created_at >= :f_start", "f_start", filters.start)
     if filters.end is not None:
         add("m.created_at < :f_end", "f_end", filters.end)
+    if filters.valid is not None:
+        valid, bound = filters.valid.where()
+        clauses.extend(valid)
+        params.update(bound)
     return Where(" AND ".join(clauses), params)
 
 

@@ -16,6 +16,7 @@ from app.common import (
     Text,
     Vector,
 )
+from app.timeframes.validity import INCLUDE_DESCRIPTION, VALID_AT_DESCRIPTION, Include
 
 Strategy = Literal["vector", "fulltext", "hybrid"]
 EmbeddingState = Literal["ready", "unavailable", "not_needed"]
@@ -156,6 +157,8 @@ class RecallRequest(StrictModel):
         description="For each hit of a conversation (metadata `session`), up to this many "
         "turns of its session before it and after it, in `neighbours`",
     )
+    valid_at: Text | None = Field(default=None, max_length=200, description=VALID_AT_DESCRIPTION)
+    include: list[Include] = Field(default_factory=list, description=INCLUDE_DESCRIPTION)
 
 
 class ListExplanation(BaseModel):

@@ -37,6 +37,7 @@ from app.robots.service import RobotService
 from app.timeframes.extract import extract_timeframe
 from app.timeframes.parse import TimeRange
 from app.timeframes.resolve import resolve_timeframe
+from app.timeframes.validity import validity_for
 from app.working_memory.model import Placement
 from app.working_memory.protocol import WriteProtocol
 from app.working_memory.robots import Robot
@@ -107,6 +108,7 @@ class RecallService:
         timeframe): a caller that does other work first (a prompt) asks this up front."""
         self._check(req)
         self._timeframe(req)
+        validity_for(req.valid_at, req.include, req.now or self.clock())
 
     async def _query_vector(self, req: RecallRequest, text: str) -> list[float] | None:
         if req.embedding is not None:
@@ -182,6 +184,7 @@ class RecallService:
                 metadata=f.metadata,
                 start=tr.start if tr else None,
                 end=tr.end if tr else None,
+                valid=validity_for(req.valid_at, req.include, req.now or self.clock()),
             ),
             text=text,
             vector=vector,

@@ -34,6 +34,9 @@ def _record(row: Any) -> dict[str, Any]:
         "deleted_at": row.deleted_at.isoformat() if row.deleted_at else None,
         "embedding_status": row.embedding_status,
         "embedding_model": row.embedding_model,
+        "valid_from": row.valid_from.isoformat() if row.valid_from else None,
+        "valid_to": row.valid_to.isoformat() if row.valid_to else None,
+        "superseded_by": row.superseded_by,
     }
     if row.embedding is not None:
         out["embedding"] = orjson.loads(row.embedding)  # pgvector's text form is a JSON list

@@ -44,3 +44,8 @@ class Record(BaseModel):
     embedding_status: str | None = None
     embedding_model: str | None = None
     embedding: list[float] | None = None
+    valid_from: datetime | None = Field(default=None, description="null: from created_at")
+    valid_to: datetime | None = None
+    superseded_by: str | None = Field(
+        default=None, description="Exported for reading; an import keeps the validity only"
+    )

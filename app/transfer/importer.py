@@ -103,6 +103,8 @@ def _fields(r: Record) -> dict[str, Any]:
         "tags": r.tags,
         "metadata": r.metadata,
         "created_at": r.created_at,
+        "valid_from": r.valid_from,
+        "valid_to": r.valid_to,
     }
 
 
@@ -174,6 +176,8 @@ async def import_file(
                 deleted=r.deleted_at is not None,
                 embedding=r.embedding if keep else None,
                 embedding_model=r.embedding_model if keep else None,
+                valid_from=r.valid_from,
+                valid_to=r.valid_to,
             )
         await flush()
         await land(all_of_them=True)

@@ -13,7 +13,9 @@ from app.db.sql import sql
 _PAGE = """
     SELECT m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
            r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
-           m.embedding_status, m.embedding_model, {vector} AS embedding
+           m.embedding_status, m.embedding_model, {vector} AS embedding, m.valid_from,
+           m.valid_to, (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by)
+                       AS superseded_by
     FROM memory m JOIN robot r ON r.id = m.author_robot_id
     WHERE {where}
     ORDER BY m.created_at, m.id
@@ -95,7 +97,7 @@ class TransferRepository:
         rows = await self.session.execute(
             sql("""
             SELECT m.key, m.content, m.type, m.importance, m.tags, m.metadata,
-                   m.created_at, m.deleted_at
+                   m.created_at, m.deleted_at, m.valid_from, m.valid_to
             FROM memory_key k
             JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
             WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))"""),

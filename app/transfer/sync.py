@@ -30,6 +30,8 @@ class Wanted:
     deleted: bool = False
     embedding: list[float] | None = None  # a vector to reuse, made by `embedding_model`
     embedding_model: str | None = None
+    valid_from: datetime | None = None  # valid time: None from created_at, open-ended
+    valid_to: datetime | None = None
 
 
 @dataclass
@@ -54,7 +56,10 @@ def same_fields(w: Wanted, row: Any) -> bool:
         w.importance,
         w.tags,
         w.metadata,
-    ) and (w.created_at is None or w.created_at == row.created_at)
+    ) and (w.created_at is None or w.created_at == row.created_at) and (
+        row.valid_from,
+        row.valid_to,
+    ) == (w.valid_from, w.valid_to)
 
 
 def same(w: Wanted, row: Any) -> bool:
@@ -70,6 +75,8 @@ def _fields(w: Wanted, *, vector: bool) -> dict[str, Any]:
         "metadata": w.metadata,
         "created_at": w.created_at,
         "embedding": w.embedding if vector else None,
+        "valid_from": w.valid_from,
+        "valid_to": w.valid_to,
     }
 
 

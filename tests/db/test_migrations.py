@@ -31,6 +31,8 @@ MEMORY_INDEXES = {
     "memory_embedding_hnsw",
     "memory_search_tsv",  # full text of coalesce(search_text, content) (0016)
     "memory_session_turns",  # a session's turns in order (0016)
+    "memory_valid_to",  # ended memories by when they ended (0017)
+    "memory_superseded_by",  # a supersede chain walked back (0017)
     "memory_pending_embedding",
     "memory_tag_paths",  # GIN on tag_paths(tags): hierarchical tag filters (0006)
     "memory_metadata",  # GIN (jsonb_path_ops): metadata containment filters

@@ -325,7 +325,7 @@ async def test_a_robot_first_seen_in_a_rejected_request_works_afterwards(client)
 
 
 # The fields an add answers beyond what a read returns.
-ADDED_ONLY = {"created", "working_memory", "duplicate_of"}
+ADDED_ONLY = {"created", "working_memory", "duplicate_of", "superseded", "supersede_proposals"}
 
 
 async def test_the_add_response_is_what_a_read_returns(client) -> None:

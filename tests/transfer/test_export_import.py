@@ -33,7 +33,8 @@ MEMORIES: list[dict[str, Any]] = [
      "content": "Deploys to staging happen every Tuesday after the database backup.",
      "tags": ["process"], "metadata": {"owner": {"team": "ops"}}},
     {"key": "coffee", "content": "The team prefers espresso over filter coffee.",
-     "type": "preference", "importance": 2},
+     "type": "preference", "importance": 2, "valid_from": "2025-03-05T00:00:00Z",
+     "valid_to": "2030-01-01T00:00:00Z"},
     {"key": "backup", "content": "The database backup runs nightly and is kept for 30 days.",
      "tags": ["infra", "postgres"], "importance": 8},
     {"key": "review", "content": "Code review needs two approvals before merging.",
@@ -55,12 +56,14 @@ async def seed(client: httpx.AsyncClient, ns: str) -> None:
 
 async def contents(client: httpx.AsyncClient, ns: str) -> dict[str, dict[str, Any]]:
     client.headers["X-Namespace"] = ns
-    r = await client.get("/v1/robots/any/memories", params={"include_deleted": True, "limit": 200})
+    params = {"include_deleted": True, "limit": 200, "include": "superseded"}
+    r = await client.get("/v1/robots/any/memories", params=params)
     assert r.status_code == 200
     return {
         m["key"]: {
             **{k: m[k] for k in ("content", "type", "importance", "tags", "metadata", "author")},
             **{k: m[k] for k in ("created_at", "embedding_status", "embedding_model")},
+            **{k: m[k] for k in ("valid_from", "valid_to")},
             "deleted": m["deleted_at"] is not None,
         }
         for m in r.json()["items"]
@@ -115,6 +118,10 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
     original, restored = await contents(client, a), await contents(client, b)
     assert restored == original
     assert len(restored) == 7 and restored["gone"]["deleted"] is True
+    assert (restored["coffee"]["valid_from"], restored["coffee"]["valid_to"]) == (
+        "2025-03-05T00:00:00Z",
+        "2030-01-01T00:00:00Z",
+    )
     assert await recalls(client, b) == await recalls(client, a)
     assert await recalls(client, b) == [  # every live memory ranked: not vacuous
         ["backup", "deploy", "coffee", "review", "cache", "db"],

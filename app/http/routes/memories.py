@@ -16,10 +16,12 @@ from app.memories.schemas import (
     MemoryBatchCreate,
     MemoryBatchResult,
     MemoryCreate,
+    MemoryHistory,
     MemoryRead,
     MemoryUpsert,
     MemoryVersions,
 )
+from app.timeframes.validity import INCLUDE_DESCRIPTION, VALID_AT_DESCRIPTION, Include
 
 router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"], route_class=ApiRoute)
 
@@ -95,14 +97,33 @@ async def list_memories(
     min_importance: Annotated[float | None, Query(ge=0, le=10)] = None,
     timeframe: TimeframeQuery = None,
     include_deleted: Annotated[bool, Query(description="Include soft-deleted memories")] = False,
+    valid_at: Annotated[
+        Text | None, Query(max_length=200, description=VALID_AT_DESCRIPTION)
+    ] = None,
+    include: Annotated[list[Include] | None, Query(description=INCLUDE_DESCRIPTION)] = None,
+    as_of: Annotated[
+        Instant | None,
+        Query(
+            description="Transaction time: each memory as its version current at this "
+            "instant (what was believed then); the other filters apply to that version",
+            examples=["2026-03-01T00:00:00Z"],
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[Text | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Page[MemoryRead]:
-    """Newest first, with filters and cursor pagination."""
+    """Newest first, with filters and cursor pagination: the current memories unless
+    `valid_at` or `include=superseded` says otherwise."""
     filters = ListFilters(
-        type=type, tags_any=tag, min_importance=min_importance, include_deleted=include_deleted
+        type=type,
+        tags_any=tag,
+        min_importance=min_importance,
+        include_deleted=include_deleted,
+        as_of=as_of,
     )
-    return await u.reader.list(robot, scope, filters, timeframe, limit, cursor)
+    return await u.reader.list(
+        robot, scope, filters, timeframe, limit, cursor, valid_at=valid_at, include=include or []
+    )
 
 
 @router.get("/{key}", operation_id="memories-get", summary="Retrieve a memory")
@@ -122,6 +143,18 @@ async def get_memory(
 ) -> MemoryRead:
     """Returns the memory and records the access in the robot's working memory."""
     return await u.reader.retrieve(robot, key, include_deleted, as_of)
+
+
+@router.get("/{key}/history", operation_id="memories-history", summary="A memory's supersede chain")
+async def supersede_history(
+    robot: RobotName,
+    key: MemoryKeyPath,
+    u: UnitDep,
+    limit: Annotated[int, Query(ge=1, le=100, description="Links each way, at most")] = 20,
+) -> MemoryHistory:
+    """What the memory superseded and what superseded it, oldest first (its versions, the
+    same memory's changes over time, are `/versions`)."""
+    return await u.reader.chain(key, limit)
 
 
 @router.get("/{key}/versions", operation_id="memories-versions", summary="List a memory's versions")

@@ -1,0 +1,228 @@
+"""Facts that change: an add that supersedes current memories (`supersedes`), and the
+detector that finds what an add may supersede.
+
+A supersede ends the old memory's validity at the new one's `valid_from` (its `created_at`
+unless set) and links it (`superseded_by`), as a new version of the old memory, in the add's
+own transaction: one durable commit, then every robot holding the old memory lets it go and
+the new one is placed (the write protocol, as for a replace).
+
+The detector's rules, in order (each finds current, live memories other than the add's):
+`subject_attribute`, the same metadata `subject` and `attribute` (strings); `key_family`,
+for a key with an `@`, the keys of its family, the part before its last `@`: that key and
+those starting with it and `@` (`user-city@2026-03` supersedes `user-city` and
+`user-city@2025-01`); `semantic`, only when the deterministic rules found nothing and
+HTM_SUPERSEDE_THRESHOLD is set: the nearest memory of the same type at least that similar,
+and, with an LLM configured, only if it says the two contradict. What it finds is applied
+when the add (`supersede: apply`) or the deployment (HTM_SUPERSEDE) says so, except a
+semantic finding no LLM confirmed, which is only ever proposed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from app.config import Settings
+from app.db.session import DbSession
+from app.errors import Conflict, NotFound, Unprocessable
+from app.llm.base import ChatModel, LlmError, reply_json
+from app.memories.model import MemoryDraft
+from app.memories.repository import READ
+from app.memories.schemas import MemoryAdded, MemoryCreate, SupersedeProposal
+from app.memories.supersede_repository import SupersedeRepository
+from app.memories.writes import MemoryWrites, key_taken, placement_of
+from app.recall.caches import SearchCaches
+from app.recall.query import SearchFilters, SearchQuery
+from app.recall.repository import SearchRepository
+from app.robots.service import Robot
+from app.timeframes.validity import Validity
+from app.working_memory.model import Holder
+from app.working_memory.protocol import WriteProtocol
+
+log = logging.getLogger(__name__)
+
+
+def family_of(key: str) -> str | None:
+    """A key's family: the part before its last `@`, when it has one."""
+    family, at, _ = key.rpartition("@")
+    return family if at and family else None
+
+
+def contradiction_prompt(old: str, new: str) -> list[dict[str, str]]:
+    return [
+        {
+            "role": "system",
+            "content": "You compare two statements from an agent's memory. Answer with a "
+            'JSON object {"contradicts": true} when the second replaces the first (the same '
+            "fact, changed: they cannot both be true now), else "
+            '{"contradicts": false}.',
+        },
+        {"role": "user", "content": json.dumps({"first": old, "second": new})},
+    ]
+
+
+@dataclass
+class Detector:
+    namespace_id: int
+    repo: SupersedeRepository
+    search: SearchRepository
+    threshold: float | None
+    llm: ChatModel | None
+    now: datetime
+
+    @staticmethod
+    def of(
+        session: DbSession,
+        namespace_id: int,
+        settings: Settings,
+        caches: SearchCaches,
+        llm: ChatModel | None,
+    ) -> Callable[[datetime], Detector]:
+        """The deployment's detector for a request's instant."""
+        search = SearchRepository(session, settings.hnsw_ef_search, caches)
+        repo = SupersedeRepository(session)
+        return lambda now: Detector(
+            namespace_id, repo, search, settings.supersede_threshold, llm, now
+        )
+
+    async def find(self, draft: MemoryDraft) -> list[tuple[SupersedeProposal, bool]]:
+        """What `draft` may supersede, each with whether it may be applied (a semantic
+        finding only when an LLM confirmed it)."""
+        ns = self.namespace_id
+        found: dict[str, tuple[SupersedeProposal, bool]] = {}
+        subject, attribute = draft.metadata.get("subject"), draft.metadata.get("attribute")
+        if isinstance(subject, str) and isinstance(attribute, str) and subject and attribute:
+            for r in await self.repo.same_subject(ns, subject, attribute):
+                p = SupersedeProposal(key=r.key, content=r.content, rule="subject_attribute")
+                found.setdefault(r.key, (p, True))
+        family = family_of(draft.key)
+        if family is not None:
+            for r in await self.repo.same_family(ns, family):
+                p = SupersedeProposal(key=r.key, content=r.content, rule="key_family")
+                found.setdefault(r.key, (p, True))
+        found.pop(draft.key, None)
+        if found or self.threshold is None or draft.embedding is None:
+            return list(found.values())
+        filters = SearchFilters(types=[draft.type], valid=Validity.now(self.now))
+        nearest = await self.search.vector(SearchQuery(ns, 1, filters, vector=draft.embedding))
+        if not nearest or (nearest[0].vector_similarity or 0.0) < self.threshold:
+            return []
+        hit = nearest[0]
+        confirmed = False
+        if self.llm is not None:
+            confirmed = await self._contradicts(hit.content, draft.content)
+            if not confirmed:
+                return []
+        p = SupersedeProposal(
+            key=hit.key,
+            content=hit.content,
+            rule="semantic",
+            similarity=round(hit.vector_similarity or 0.0, 6),
+        )
+        return [(p, confirmed)]
+
+    async def _contradicts(self, old: str, new: str) -> bool:
+        """The LLM's verdict; a failure or an unusable reply is "no" (nothing proposed)."""
+        assert self.llm is not None
+        try:
+            reply = reply_json(await self.llm.complete(contradiction_prompt(old, new), json=True))
+        except LlmError as exc:
+            log.warning("supersede: the LLM could not judge a contradiction: %s", exc)
+            return False
+        return isinstance(reply, dict) and reply.get("contradicts") is True
+
+
+@dataclass
+class SupersedingAdds:
+    """An add naming memories it supersedes, in the request's transaction."""
+
+    namespace_id: int
+    writes: MemoryWrites
+    two_tier: WriteProtocol
+
+    async def add(
+        self,
+        robot: Robot,
+        drafts: list[MemoryDraft],
+        supersedes: list[list[str]],
+        place: bool,
+    ) -> list[MemoryAdded]:
+        keys = [k for ks in supersedes for k in ks]
+        own = {d.key for d in drafts}
+        if set(keys) & own:
+            raise _bad(f"a memory cannot supersede one of its own batch: {sorted(set(keys) & own)}")
+        if len(set(keys)) < len(keys):
+            raise _bad("a key is superseded twice in this request")
+        rows = await SupersedeRepository(self.writes.session).lock_keys(
+            self.namespace_id, keys, READ
+        )
+        missing = sorted(k for k in keys if k not in rows or rows[k].deleted_at is not None)
+        if missing:
+            raise NotFound(f"memories to supersede do not exist: {', '.join(missing)}")
+        ended = sorted(k for k in keys if rows[k].valid_to is not None)
+        if ended:
+            raise Conflict(f"already superseded or no longer valid: {', '.join(ended)}", keys=ended)
+        new, taken = await self.writes.store(robot, drafts)
+        if taken:
+            raise key_taken(taken)
+        closed: list[tuple[int, str, list[Holder]]] = []
+        for (m, _), ks in zip(new, supersedes, strict=True):
+            end = m.valid_from or m.created_at
+            for k in ks:
+                row = rows[k]
+                if end <= row.valid_from:
+                    raise _bad(
+                        f"{m.key!r} becomes valid at {end.isoformat()}, not after {k!r} did "
+                        f"({row.valid_from.isoformat()})"
+                    )
+                closed.append((row.id, k, await self.writes.supersede(robot, row, m, end)))
+        await self.two_tier.commit_durable()
+        for memory_id, key, holders in closed:
+            await self.two_tier.withdraw(holders, memory_id, key)
+        outcomes = await self.writes.place(robot, [placement_of(m) for m, _ in new], place)
+        return [
+            self.writes.added(robot, m, now, outcomes[m.key]).model_copy(update={"superseded": ks})
+            for (m, now), ks in zip(new, supersedes, strict=True)
+        ]
+
+
+def _bad(message: str) -> Unprocessable:
+    return Unprocessable(message, errors=[{"field": "supersedes", "message": message}])
+
+
+async def supersessions(
+    bodies: list[MemoryCreate],
+    drafts: list[MemoryDraft],
+    detector: Detector,
+    default: Literal["off", "propose", "apply"],
+) -> tuple[list[list[str]], list[list[SupersedeProposal]]]:
+    """Per draft: the keys it supersedes (its `supersedes`, and the detector's findings when
+    it applies them) and the findings only proposed."""
+    supersedes = [list(b.supersedes) for b in bodies]
+    proposals: list[list[SupersedeProposal]] = [[] for _ in bodies]
+    for i, (b, d) in enumerate(zip(bodies, drafts, strict=True)):
+        mode = b.supersede or default
+        if mode == "off":
+            continue
+        for p, applicable in await detector.find(d):
+            if p.key in supersedes[i]:
+                continue
+            if mode == "apply" and applicable:
+                supersedes[i].append(p.key)
+            else:
+                proposals[i].append(p)
+    return supersedes, proposals
+
+
+def proposing(
+    added: list[MemoryAdded], proposals: list[list[SupersedeProposal]]
+) -> list[MemoryAdded]:
+    """The answers, each with the detector's proposals for it."""
+    return [
+        a.model_copy(update={"supersede_proposals": p}) if p else a
+        for a, p in zip(added, proposals, strict=True)
+    ]

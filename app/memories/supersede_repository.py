@@ -1,0 +1,130 @@
+"""All SQL of supersede (migration 0017): the detector's deterministic rules and a memory's
+supersede chain."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from app.db.session import DbSession
+from app.db.sql import sql
+
+# A current, live memory: what a new one may supersede.
+_CURRENT = "m.deleted_at IS NULL AND m.valid_to IS NULL"
+
+# The chain a memory is part of: walked back through what it superseded and forward through
+# what superseded it, each link one indexed lookup (memory_key's memory_id, the primary key).
+_CHAIN = """
+    WITH RECURSIVE back(id, depth) AS (
+        SELECT CAST(:id AS bigint), 0
+        UNION ALL
+        SELECT m.id, b.depth - 1 FROM back b
+        JOIN memory m ON m.superseded_by = b.id AND m.namespace_id = :ns
+        WHERE b.depth > -CAST(:max AS int)
+    ), ahead(id, depth) AS (
+        SELECT m.superseded_by, 1 FROM memory m WHERE m.id = :id AND m.superseded_by IS NOT NULL
+        UNION ALL
+        SELECT m.superseded_by, a.depth + 1 FROM ahead a
+        JOIN memory m ON m.id = a.id AND m.superseded_by IS NOT NULL
+        WHERE a.depth < CAST(:max AS int)
+    )
+    SELECT DISTINCT ON (m.id) c.depth, {read}
+    FROM (SELECT * FROM back UNION ALL SELECT * FROM ahead) c
+    JOIN memory m ON m.id = c.id
+    JOIN robot r ON r.id = m.author_robot_id
+    ORDER BY m.id, c.depth"""
+
+
+class SupersedeRepository:
+    def __init__(self, session: DbSession) -> None:
+        self.session = session
+
+    async def same_subject(self, namespace_id: int, subject: str, attribute: str) -> list[Any]:
+        """Current memories whose metadata has this `subject` and `attribute` (the GIN index
+        memory_metadata serves the containment)."""
+        return list(
+            (
+                await self.session.execute(
+                    sql(f"""
+                    SELECT m.key, m.content FROM memory m
+                    WHERE m.namespace_id = :ns AND m.metadata @> CAST(:md AS jsonb)
+                      AND {_CURRENT}
+                    ORDER BY m.created_at, m.id"""),
+                    {
+                        "ns": namespace_id,
+                        "md": json.dumps({"subject": subject, "attribute": attribute}),
+                    },
+                )
+            ).all()
+        )
+
+    async def same_family(self, namespace_id: int, family: str) -> list[Any]:
+        """Current memories whose key is `family` or `family@...`."""
+        return list(
+            (
+                await self.session.execute(
+                    sql(f"""
+                    SELECT m.key, m.content FROM memory_key k
+                    JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+                    WHERE k.namespace_id = :ns
+                      AND (k.key = :family OR left(k.key, length(:family) + 1) = :prefix)
+                      AND {_CURRENT}
+                    ORDER BY m.created_at, m.id"""),
+                    {"ns": namespace_id, "family": family, "prefix": family + "@"},
+                )
+            ).all()
+        )
+
+    async def close(self, row: Any, by_memory: int, end: datetime, version: int, by: int) -> Any:
+        """Supersede a locked memory: its validity ends at `end`, linked to the memory that
+        replaced it; robot `by` wrote this new version. Returns (updated_at, valid_to)."""
+        return (
+            await self.session.execute(
+                sql("""
+                UPDATE memory SET valid_to = :end, superseded_by = :by_memory,
+                                  version = :version, changed_by_robot_id = :by,
+                                  changed_at = now(), updated_at = now()
+                WHERE id = :id AND created_at = :c
+                RETURNING updated_at, valid_to"""),
+                {
+                    "id": row.id,
+                    "c": row.created_at,
+                    "end": end,
+                    "by_memory": by_memory,
+                    "version": version,
+                    "by": by,
+                },
+            )
+        ).one()
+
+    async def lock_keys(self, namespace_id: int, keys: Sequence[str], read: str) -> dict[str, Any]:
+        """The memories of `keys`, locked FOR UPDATE in key order (two supersedes of
+        overlapping keys cannot deadlock); a key without a memory is absent."""
+        rows = (
+            await self.session.execute(
+                sql(f"""
+                SELECT {read}
+                FROM memory_key k
+                JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+                JOIN robot r ON r.id = m.author_robot_id
+                WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))
+                ORDER BY k.key
+                FOR UPDATE OF m"""),
+                {"ns": namespace_id, "keys": sorted(set(keys))},
+            )
+        ).all()
+        return {r.key: r for r in rows}
+
+    async def chain(self, namespace_id: int, memory_id: int, read: str, most: int) -> list[Any]:
+        """The memories of `memory_id`'s supersede chain (itself included), oldest first,
+        each with its `depth` (0: itself, −1: what it superseded, 1: what superseded it); at
+        most `most` links each way."""
+        rows = (
+            await self.session.execute(
+                sql(_CHAIN.replace("{read}", read)),
+                {"ns": namespace_id, "id": memory_id, "max": most},
+            )
+        ).all()
+        return sorted(rows, key=lambda r: r.depth)
