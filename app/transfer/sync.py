@@ -50,16 +50,22 @@ class Counts:
 
 
 def same_fields(w: Wanted, row: Any) -> bool:
-    return (row.content, row.type, row.importance, list(row.tags), row.metadata) == (
-        w.content,
-        w.type,
-        w.importance,
-        w.tags,
-        w.metadata,
-    ) and (w.created_at is None or w.created_at == row.created_at) and (
-        row.valid_from,
-        row.valid_to,
-    ) == (w.valid_from, w.valid_to)
+    return (
+        (row.content, row.type, row.importance, list(row.tags), row.metadata)
+        == (
+            w.content,
+            w.type,
+            w.importance,
+            w.tags,
+            w.metadata,
+        )
+        and (w.created_at is None or w.created_at == row.created_at)
+        and (
+            row.valid_from,
+            row.valid_to,
+        )
+        == (w.valid_from, w.valid_to)
+    )
 
 
 def same(w: Wanted, row: Any) -> bool:
