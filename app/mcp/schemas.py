@@ -71,6 +71,14 @@ class TagsInput(StrictModel):
     )
 
 
+class HistoryInput(StrictModel):
+    """GET /v1/robots/{robot}/memories/{key}/history."""
+
+    robot: Robot
+    key: Key
+    limit: int = Field(default=20, ge=1, le=100, description="Links each way, at most")
+
+
 class VersionsInput(StrictModel):
     """GET /v1/robots/{robot}/memories/{key}/versions."""
 

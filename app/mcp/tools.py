@@ -14,6 +14,7 @@ from app.auth.schemas import Role
 from app.mcp.schemas import (
     ContextInput,
     ForgetInput,
+    HistoryInput,
     PromptInput,
     RecallInput,
     RememberInput,
@@ -79,6 +80,10 @@ async def _versions(u: UnitOfWork, i: VersionsInput) -> Any:
     return await u.reader.versions(i.key, False, i.limit, None)
 
 
+async def _history(u: UnitOfWork, i: HistoryInput) -> Any:
+    return await u.reader.chain(i.key, i.limit)
+
+
 async def _session_append(u: UnitOfWork, i: SessionAppendInput) -> Any:
     return await u.sessions.append(i.robot, i.session, _without_robot(MessagesAppend, i))
 
@@ -96,7 +101,8 @@ TOOLS: dict[str, Tool] = {
     for t in (
         Tool(
             "remember",
-            "Store a memory for a robot (durably), then place it in the robot's working memory.",
+            "Store a memory for a robot (durably), then place it in the robot's working memory; "
+            "`supersedes` names the memories it replaces.",
             RememberInput,
             "writer",
             _remember,
@@ -104,7 +110,8 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "recall",
             "Search long-term memory (vector, fulltext or hybrid; filters by type, tags, "
-            "importance, metadata and timeframe) and load the hits into working memory.",
+            "importance, metadata and timeframe; current facts unless valid_at or "
+            "include=superseded) and load the hits into working memory.",
             RecallInput,
             "writer",
             _recall,
@@ -146,6 +153,14 @@ TOOLS: dict[str, Tool] = {
             VersionsInput,
             "reader",
             _versions,
+        ),
+        Tool(
+            "memory_history",
+            "A memory's supersede chain, oldest first: what it replaced (`supersedes` on "
+            "remember) and what replaced it, each with its validity.",
+            HistoryInput,
+            "reader",
+            _history,
         ),
         Tool(
             "session_append",

@@ -21,6 +21,7 @@ TOOLS = [
     "stats",
     "list_tags",
     "memory_versions",
+    "memory_history",
     "session_append",
     "session_window",
     "prompt",
@@ -73,6 +74,27 @@ async def test_the_lifecycle_tools_answer_what_the_rest_api_would(base) -> None:
             (2, "pg 18"),
             (1, "pg"),
         ]
+        # Supersede, valid_at and the chain through the tools.
+        r = await s.call_tool(
+            "remember",
+            {"robot": "ann", "key": "pg@19", "content": "pg 19", "supersedes": ["pg"]},
+        )
+        assert r.structured_content["superseded"] == ["pg"]
+        chain = (
+            await s.call_tool("memory_history", {"robot": "ann", "key": "pg"})
+        ).structured_content["chain"]
+        assert [(m["key"], m["depth"], m["superseded_by"]) for m in chain] == [
+            ("pg", 0, "pg@19"),
+            ("pg@19", 1, None),
+        ]
+        for extra, keys in (({}, ["pg@19"]), ({"include": ["superseded"]}, ["pg", "pg@19"])):
+            hits = (
+                await s.call_tool(
+                    "recall",
+                    {"robot": "ann", "query": "pg", "strategy": "fulltext", **extra},
+                )
+            ).structured_content["hits"]
+            assert sorted(h["key"] for h in hits) == keys
 
         appended = await s.call_tool(
             "session_append",
