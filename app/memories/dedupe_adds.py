@@ -18,6 +18,7 @@ from app.memories.writes import MemoryWrites, Rewrite, fields_of, key_taken, pla
 from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
 from app.robots.service import Robot
+from app.timeframes.validity import Validity
 from app.working_memory.protocol import WriteProtocol
 
 
@@ -126,7 +127,7 @@ class DuplicateAdds:
             return str(exact.key)
         if rule.mode != "semantic" or d.embedding is None:
             return None
-        filters = SearchFilters(types=[d.type])
+        filters = SearchFilters(types=[d.type], valid=Validity.now(self.clock()))
         nearest = await self.search.vector(
             SearchQuery(self.namespace_id, 1, filters, vector=d.embedding)
         )

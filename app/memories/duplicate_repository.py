@@ -10,6 +10,9 @@ from app.db.session import DbSession
 from app.db.sql import sql
 from app.memories.repository import READ
 
+# Not superseded, not ended: what a new fact may repeat.
+_CURRENT = "m.superseded_by IS NULL AND (m.valid_to IS NULL OR m.valid_to > now())"
+
 
 class DuplicateRepository:
     def __init__(self, session: DbSession) -> None:
@@ -26,14 +29,16 @@ class DuplicateRepository:
             )
 
     async def exact(self, namespace_id: int, type_: str, content: str) -> Any | None:
-        """The oldest live memory of this type with this content (memory_content_md5)."""
+        """The oldest live, current memory of this type with this content
+        (memory_content_md5); a superseded or ended one is no duplicate of a new fact."""
         return (
             await self.session.execute(
-                sql("""
+                sql(f"""
                 SELECT m.key FROM memory m
                 JOIN memory_key k ON k.memory_id = m.id
                 WHERE m.namespace_id = :ns AND m.type = :type AND m.deleted_at IS NULL
                   AND md5(m.content) = md5(CAST(:content AS text)) AND m.content = :content
+                  AND {_CURRENT}
                 ORDER BY m.created_at, m.id LIMIT 1"""),
                 {"ns": namespace_id, "type": type_, "content": content},
             )
@@ -47,12 +52,12 @@ class DuplicateRepository:
         return bool(
             (
                 await self.session.execute(
-                    sql("""
+                    sql(f"""
                     SELECT EXISTS (
                         SELECT 1 FROM unnest(CAST(:types AS text[]), CAST(:contents AS text[]))
                              AS d(type, content)
                         JOIN memory m ON m.namespace_id = :ns AND m.type = d.type
-                             AND m.deleted_at IS NULL
+                             AND m.deleted_at IS NULL AND {_CURRENT}
                              AND md5(m.content) = md5(d.content) AND m.content = d.content)"""),
                     {
                         "ns": namespace_id,

@@ -30,24 +30,27 @@ _HISTORY = f"""
 
 # Each memory of the namespace as its version current at :as_of (the newest written at or
 # before it; a memory added later has none), under the alias `m` with READ's columns: the
-# version's fields, the memory's identity (key, author, counts).
+# version's fields, the memory's identity (key, author, counts). One pass over the namespace's
+# rows and its kept versions: a read of what was believed then is a read of the namespace.
 _VERSION_COLUMNS = (
     "content, type, importance, tags, metadata, created_at, token_count, embedding_status, "
     "embedding_model, valid_from, valid_to, superseded_by"
 )
-_PREFIXED = ", ".join("v." + c for c in _VERSION_COLUMNS.split(", "))
+_IDENTITY = (
+    "key, namespace_id, author_robot_id, deleted_at, access_count, last_accessed_at, search_text"
+)
+_OF = ", ".join
 AS_OF = f"""(
-        SELECT DISTINCT ON (h.id) h.{_VERSION_COLUMNS.replace(", ", ", h.")}, h.id, h.version,
-               h.changed_at AS updated_at, cur.key, cur.namespace_id, cur.author_robot_id,
-               cur.deleted_at, cur.access_count, cur.last_accessed_at, cur.search_text
+        SELECT DISTINCT ON (h.id) h.*, h.changed_at AS updated_at
         FROM (
-            SELECT id, version, {_VERSION_COLUMNS}, coalesce(changed_at, created_at) AS changed_at
+            SELECT id, version, {_VERSION_COLUMNS}, coalesce(changed_at, created_at) AS changed_at,
+                   {_IDENTITY}
             FROM memory WHERE namespace_id = :ns
             UNION ALL
-            SELECT v.memory_id, v.version, {_PREFIXED}, v.changed_at
+            SELECT v.memory_id, v.version, {_OF("v." + c for c in _VERSION_COLUMNS.split(", "))},
+                   v.changed_at, {_OF("o." + c for c in _IDENTITY.split(", "))}
             FROM memory_version v JOIN memory o ON o.id = v.memory_id AND o.namespace_id = :ns
         ) AS h
-        JOIN memory cur ON cur.id = h.id
         WHERE h.changed_at <= :as_of
         ORDER BY h.id, h.version DESC
     ) AS m JOIN robot r ON r.id = m.author_robot_id"""

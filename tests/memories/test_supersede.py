@@ -170,3 +170,20 @@ async def test_a_put_without_valid_to_makes_a_superseded_memory_current_again(cl
     r = await client.patch("/v1/robots/a/memories/x", json={"importance": 4})
     assert r.status_code == 200, r.text
     assert r.json()["valid_to"] == "2999-01-01T00:00:00Z"
+
+
+async def test_a_superseded_fact_said_again_is_a_new_memory_not_a_duplicate(client) -> None:
+    v = [0.5] * 384
+    await add(client, key="home", content="Ana lives in Lisbon", embedding=v)
+    await add(client, key="home@2", content="Ana lives in Berlin", supersedes=["home"])
+    # semantic: the same vector, other words; exact: the same words
+    for body in (
+        {"content": "Ana is living in Lisbon", "dedupe": "semantic", "embedding": v},
+        {"content": "Ana lives in Lisbon", "dedupe": "exact"},
+    ):
+        r = await client.post("/v1/robots/a/memories", json=body)
+        assert (r.status_code, r.json()["duplicate_of"]) == (201, None), r.text
+    r = await client.post(
+        "/v1/robots/a/memories", json={"content": "Ana lives in Berlin", "dedupe": "exact"}
+    )
+    assert (r.status_code, r.json()["duplicate_of"]) == (200, "home@2")
