@@ -34,6 +34,8 @@ DESCRIPTIONS = {
     "conv": "Generated multi-session conversations (evals/data/conv/), one namespace each.",
     "facts": "bench/quality.py's labelled facts and paraphrased questions, with background "
     "noise, in one namespace.",
+    "changes": "The facts set where each person's job, city and car had an earlier value, "
+    "stated in the same words before the current one (evals/sets.py changes_set).",
 }
 
 
@@ -44,7 +46,8 @@ def say(msg: str) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m evals", description=__doc__)
     p.add_argument("--quick", action="store_true", help="2 dialogues and a small facts set")
-    p.add_argument("--sets", default="conv,facts", help="comma-separated: conv, facts")
+    p.add_argument("--sets", default="conv,facts",
+                   help="comma-separated: conv, facts, changes")  # fmt: skip
     p.add_argument("--configs", type=Path, action="append", default=[],
                    help="a JSON file of more configurations (repeatable)")  # fmt: skip
     p.add_argument("--no-baseline", action="store_true", help="only the --configs ones")
@@ -131,11 +134,14 @@ async def run_deployment(
         "request": d.request,
         "headline": d.headline,
         "calibrate": d.calibrate,
+        "labels": d.labels,
         "configs": [c.name for c in configs_of(d, configs)],
         "sets": {},
     }
     t0 = time.perf_counter()
-    sets: list[EvalSet] = [SETS[n](args.quick, content=d.content) for n in args.sets.split(",")]
+    sets: list[EvalSet] = [
+        SETS[n](args.quick, content=d.content, labels=d.labels) for n in args.sets.split(",")
+    ]
     service = None
     try:
         url = await fresh_database(servers, d.database)

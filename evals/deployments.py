@@ -44,6 +44,7 @@ class Deployment:
     # the configuration the floor table is drawn from when it ran (a floor already applied
     # would hide the hits below it); else the headline
     calibrate: str | None = None
+    labels: bool = False  # the set's changed facts labelled (evals/sets.py conv_set)
 
     @property
     def prefix(self) -> str:
@@ -93,7 +94,8 @@ def load_deployments(path: Path) -> list[Deployment]:
         raise ValueError(f"{path}: a list of deployments")
     out = []
     for item in raw:
-        fields = {"name", "env", "content", "request", "headline", "configs", "calibrate"}
+        fields = {"name", "env", "content", "request", "headline", "configs", "calibrate",
+                  "labels"}  # fmt: skip
         unknown = set(item) - fields
         if unknown:
             raise ValueError(f"{path}: unknown deployment fields {sorted(unknown)}")
@@ -107,6 +109,7 @@ def load_deployments(path: Path) -> list[Deployment]:
                     str(item.get("headline", "default")),
                     None if item.get("configs") is None else tuple(map(str, item["configs"])),
                     None if item.get("calibrate") is None else str(item["calibrate"]),
+                    bool(item.get("labels", False)),
                 )
             )
         )

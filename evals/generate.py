@@ -26,7 +26,10 @@ SEED = "htm-conv-2026"
 DIALOGUES = 12
 TEST_FROM = 8  # d01-d07 are the dev split, d08-d12 the test split
 DATA_DIR = Path(__file__).resolve().parent / "data" / "conv"
-FILES = ("dialogues.jsonl", "turns.jsonl", "questions.jsonl")
+FILES = ("dialogues.jsonl", "turns.jsonl", "questions.jsonl", "changes.jsonl")
+# The facts a later turn replaces (a second job, a second move): changes.jsonl, what an agent
+# labelling its memories with `subject` and `attribute` would say (evals/sets.py `labels`).
+CHANGING = {"job": "job", "move": "home"}
 MONTHS = [
     "January", "February", "March", "April", "May", "June", "July", "August", "September",
     "October", "November", "December",
@@ -197,7 +200,9 @@ def _month_questions(rng: random.Random, who: Speaker, facts: list[Fact]) -> lis
     return out
 
 
-def dialogue(index: int) -> tuple[dict[str, object], list[Turn], list[Question]]:
+def dialogue(
+    index: int,
+) -> tuple[dict[str, object], list[Turn], list[Question], list[dict[str, object]]]:
     rng = random.Random(f"{SEED}-{index}")
     did = f"d{index + 1:02d}"
     pair = (Speaker(*w.SPEAKERS[2 * index]), Speaker(*w.SPEAKERS[2 * index + 1]))
@@ -233,7 +238,13 @@ def dialogue(index: int) -> tuple[dict[str, object], list[Turn], list[Question]]
         "speakers": [p.name for p in pair],
         "sessions": [s.isoformat().replace("+00:00", "Z") for s in starts],
     }
-    return meta, turns, list(unique.values())
+    changes: list[dict[str, object]] = [
+        {"dialogue": did, "subject": f.owner.name, "attribute": CHANGING[f.type],
+         "turns": [t.id for t in f.turns]}
+        for who in pair for f in facts[who.name].values()
+        if f.type in CHANGING and len(f.turns) == 2
+    ]  # fmt: skip
+    return meta, turns, list(unique.values()), changes
 
 
 def _iso(t: datetime) -> str:
@@ -248,8 +259,10 @@ def render() -> dict[str, str]:
         lines[name].append(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
 
     for i in range(DIALOGUES):
-        meta, turns, qs = dialogue(i)
+        meta, turns, qs, changes = dialogue(i)
         dump("dialogues.jsonl", meta)
+        for c in changes:
+            dump("changes.jsonl", c)
         for t in turns:
             dump("turns.jsonl", {"id": t.id, "dialogue": t.dialogue, "session": t.session,
                                  "turn": t.turn, "speaker": t.speaker, "at": _iso(t.at),

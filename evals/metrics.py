@@ -24,6 +24,15 @@ def reciprocal_rank(ranked: Sequence[str], evidence: Iterable[str]) -> float:
     return 0.0
 
 
+def stale_above(o: Outcome) -> bool:
+    """The earlier value's memory ranks above the current one's (or comes back without
+    it): the answer a memory without supersede gives wrong."""
+    ranks = {key: i for i, key in enumerate(o.ranked)}
+    stale = min((ranks[k] for k in o.stale if k in ranks), default=None)
+    current = min((ranks[k] for k in o.evidence if k in ranks), default=None)
+    return stale is not None and (current is None or stale < current)
+
+
 @dataclass(frozen=True)
 class Outcome:
     kind: str
@@ -39,6 +48,8 @@ class Outcome:
     expanded: tuple[str, ...] | None = None
     # each ranked hit's `relevance`, what `min_score` compares (None: no vector)
     relevances: tuple[float | None, ...] = ()
+    changed: str | None = None  # EvalQuestion.changed
+    stale: tuple[str, ...] = ()  # EvalQuestion.stale
 
 
 def summary(outcomes: Sequence[Outcome]) -> dict[str, Any]:
@@ -47,6 +58,7 @@ def summary(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         return {"questions": 0}
     out = {
         "questions": n,
+        "recall_at_1": sum(recall_at(o.ranked, o.evidence, 1) for o in outcomes) / n,
         "recall_at_5": sum(recall_at(o.ranked, o.evidence, 5) for o in outcomes) / n,
         "recall_at_10": sum(recall_at(o.ranked, o.evidence, 10) for o in outcomes) / n,
         "mrr": sum(reciprocal_rank(o.ranked, o.evidence) for o in outcomes) / n,
@@ -120,6 +132,12 @@ def breakdown(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         }
     for kind in sorted({o.kind for o in outcomes}):
         out["kind"][kind] = summary([o for o in outcomes if o.kind == kind])
+    changed = sorted({o.changed for o in outcomes if o.changed is not None})
+    if changed:
+        out["changed"] = {c: summary([o for o in outcomes if o.changed == c]) for c in changed}
+        current = [o for o in outcomes if o.changed == "current" and o.stale]
+        if current:
+            out["changed"]["current"]["stale_above"] = sum(map(stale_above, current)) / len(current)
     out["floors"] = floors(outcomes)
     if any(x is not None for o in outcomes for x in o.relevances):
         out["relevance_floors"] = floors(outcomes, on="relevances")

@@ -50,6 +50,15 @@ def set_markdown(name: str, result: dict[str, Any], level: str = "###") -> list[
         for split, s in c["split"].items():
             rows.append([f"`{cname}`", split, *_row(s)])
     lines += _table(head, rows)
+    changed = [(n, c) for n, c in _ok(configs).items() if "changed" in c]
+    if changed:
+        lines += ["", "Facts that changed (changes.jsonl): questions about the current value "
+                  "(the later turn is the evidence) and about the earlier one:", ""]  # fmt: skip
+        crows = [[f"`{n}`", which, str(s["questions"]), _f(s["recall_at_1"]), _f(s["recall_at_10"]),
+                  _f(s.get("stale_above"))]
+                 for n, c in changed for which, s in c["changed"].items()]  # fmt: skip
+        lines += _table(["config", "about", "questions", "R@1", "R@10", "stale value first"],
+                        crows)  # fmt: skip
     expanded = [(n, c) for n, c in _ok(configs).items() if "recall_with_neighbours" in c["all"]]
     if expanded:
         found = ", ".join(f"`{n}` {_f(c['all']['recall_with_neighbours'])}" for n, c in expanded)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evals.metrics import Outcome, breakdown
-from evals.sets import EvalQuestion, EvalSet
+from evals.sets import Doc, EvalQuestion, EvalSet
 
 ROBOT = "evals"
 BATCH = 100
@@ -46,6 +46,7 @@ BASELINE = [
     Config("default-no-floor", {"min_score": 0}),
 ]
 QUESTION = "{query}"
+SPEAKER = "{speaker}"
 EVAL_FIELDS = frozenset({"query", "limit", "load_into_working_memory"})
 
 
@@ -94,14 +95,17 @@ async def _post(client: Client, ns: str, path: str, body: dict[str, Any]) -> tup
 
 
 async def load(client: Client, evalset: EvalSet, prefix: str, embedded: bool = True) -> int:
-    """Every memory of the set, 100 per batch; with `embedded`, each must come back
-    embedded (a pending one means the embedder failed and vector results would be wrong)."""
+    """Every memory of the set, in order, 100 per batch; a labelled fact (metadata
+    `attribute`, sets.py `labels`) in a batch of its own, after what came before it, as an
+    agent storing it when it learns it would (the supersession detector compares it with
+    what is stored). With `embedded`, each must come back embedded (a pending one means the
+    embedder failed and vector results would be wrong)."""
     loaded = 0
     for group, docs in evalset.groups.items():
         ns = namespace(prefix, evalset, group)
-        for i in range(0, len(docs), BATCH):
+        for batch in _batches(docs):
             memories = []
-            for d in docs[i : i + BATCH]:
+            for d in batch:
                 m: dict[str, Any] = {"key": d.key, "content": d.content, "metadata": d.metadata}
                 if d.created_at is not None:
                     m["created_at"] = d.created_at
@@ -115,6 +119,18 @@ async def load(client: Client, evalset: EvalSet, prefix: str, embedded: bool = T
                 raise RuntimeError(f"{len(pending)} memories left pending: the embedder failed")
             loaded += len(memories)
     return loaded
+
+
+def _batches(docs: list[Doc]) -> list[list[Doc]]:
+    out: list[list[Doc]] = [[]]
+    for d in docs:
+        if "attribute" in d.metadata:
+            out += [[d], []]
+        elif len(out[-1]) >= BATCH:
+            out.append([d])
+        else:
+            out[-1].append(d)
+    return [b for b in out if b]
 
 
 def _neighbour_keys(hit: dict[str, Any]) -> list[str] | None:
@@ -137,20 +153,31 @@ def _expanded(hits: list[dict[str, Any]]) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-def request_body(config: Config, question: str, base: dict[str, Any] | None = None) -> dict:
+def request_body(
+    config: Config, question: str, base: dict[str, Any] | None = None, speaker: str = ""
+) -> dict:
     """The recall request: the deployment's fields, the configuration's over them, and the
     eval's own (the question, the limit, no working memory) over both. A field whose value is
     "{query}" gets the question (`{"vector_query": "{query}"}`: the vector list searches the
-    question as asked)."""
+    question as asked); a value "{speaker}", at any depth, the person the question is about
+    (`{"filters": {"metadata": {"subject": "{speaker}"}}}`)."""
     own = {"query": question, "limit": LIMIT, "load_into_working_memory": False}
     body = {**(base or {}), **config.fields, **own}
-    return {k: question if v == QUESTION else v for k, v in body.items()}
+    return {k: question if v == QUESTION else _speaker(v, speaker) for k, v in body.items()}
+
+
+def _speaker(value: Any, speaker: str) -> Any:
+    if value == SPEAKER:
+        return speaker
+    if isinstance(value, dict):
+        return {k: _speaker(v, speaker) for k, v in value.items()}
+    return value
 
 
 async def _ask(
     client: Client, ns: str, q: EvalQuestion, config: Config, base: dict[str, Any] | None
 ) -> Outcome:
-    body = request_body(config, q.text, base)
+    body = request_body(config, q.text, base, q.speaker)
     t0 = time.perf_counter()
     status, payload = await _post(client, ns, f"/v1/robots/{ROBOT}/recall", body)
     latency = time.perf_counter() - t0
@@ -162,7 +189,19 @@ async def _ask(
     sims, rels = (tuple(None if h.get(f) is None else float(h[f]) for h in hits)
                   for f in ("vector_similarity", "relevance"))  # fmt: skip
     expanded = _expanded(hits)
-    return Outcome(q.kind, q.split, q.evidence, ranked, latency, scores, sims, expanded, rels)
+    return Outcome(
+        q.kind,
+        q.split,
+        q.evidence,
+        ranked,
+        latency,
+        scores,
+        sims,
+        expanded,
+        rels,
+        q.changed,
+        q.stale,
+    )
 
 
 async def run_config(

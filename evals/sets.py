@@ -46,6 +46,10 @@ class EvalQuestion:
     evidence: tuple[str, ...]
     speaker: str = ""
     range: dict[str, str] | None = None
+    # About a fact a later turn replaced (changes.jsonl): "current", its evidence is the
+    # later turn alone (what holds now); "earlier", its evidence includes the earlier turn
+    changed: str | None = None
+    stale: tuple[str, ...] = ()  # "current": the earlier value's memory (the distractor)
 
 
 @dataclass
@@ -64,13 +68,29 @@ def turn_content(speaker: str, text: str, style: ContentStyle = "prefixed") -> s
 
 
 def conv_set(
-    quick: bool = False, directory: Path = DATA_DIR, content: ContentStyle = "prefixed"
+    quick: bool = False,
+    directory: Path = DATA_DIR,
+    content: ContentStyle = "prefixed",
+    labels: bool = False,
 ) -> EvalSet:
+    """With `labels`, the turns of changes.jsonl carry metadata `subject` and `attribute`,
+    as an agent labelling the facts it stores would send them (the service's supersession
+    detector reads them)."""
     keep = set(QUICK_DIALOGUES) if quick else None
+    changes = _jsonl(directory / "changes.jsonl")
+    labelled = {
+        t: {"subject": c["subject"], "attribute": c["attribute"]}
+        for c in changes
+        for t in c["turns"]
+    }
+    later = {c["turns"][-1]: tuple(c["turns"][:-1]) for c in changes}
+    earlier = {t for c in changes for t in c["turns"][:-1]}
     groups: dict[str, list[Doc]] = {}
     for t in _jsonl(directory / "turns.jsonl"):
         if keep is None or t["dialogue"] in keep:
             meta = {k: t[k] for k in ("dialogue", "session", "turn", "speaker")}
+            if labels and t["id"] in labelled:
+                meta.update(labelled[t["id"]])
             doc = Doc(t["id"], turn_content(t["speaker"], t["text"], content), t["at"], meta)
             groups.setdefault(t["dialogue"], []).append(doc)
     questions = [
@@ -83,6 +103,8 @@ def conv_set(
             tuple(q["evidence"]),
             q["speaker"],
             q.get("range"),
+            _changed(q["evidence"], set(later), earlier),
+            later.get(q["evidence"][0], ()) if len(q["evidence"]) == 1 else (),
         )
         for q in _jsonl(directory / "questions.jsonl")
         if keep is None or q["dialogue"] in keep
@@ -90,8 +112,19 @@ def conv_set(
     return EvalSet("conv", groups, questions)
 
 
+def _changed(evidence: list[str], later: set[str], earlier: set[str]) -> str | None:
+    if earlier.intersection(evidence):
+        return "earlier"
+    if len(evidence) == 1 and evidence[0] in later:
+        return "current"
+    return None
+
+
 def facts_set(
-    quick: bool = False, seed: int = FACTS_SEED, content: ContentStyle = "prefixed"
+    quick: bool = False,
+    seed: int = FACTS_SEED,
+    content: ContentStyle = "prefixed",
+    labels: bool = False,
 ) -> EvalSet:
     """bench/quality.py's set at its profile's size (full: 40 people, 3,000 background
     memories; quick: 12 and 400). People in the first half are dev, the rest test. No
@@ -110,4 +143,61 @@ def facts_set(
     return EvalSet("facts", {"facts": docs}, questions)
 
 
-SETS: dict[str, Callable[..., EvalSet]] = {"conv": conv_set, "facts": facts_set}
+# The relations of bench/dataset.py whose value a later fact replaces in the `changes` set.
+CHANGING = ("job", "move", "car")
+EARLIER_AT, LATER_AT = "2025-01-10T09:00:00Z", "2025-06-10T09:00:00Z"
+
+
+def changes_set(
+    quick: bool = False,
+    seed: int = FACTS_SEED,
+    content: ContentStyle = "prefixed",
+    labels: bool = False,
+) -> EvalSet:
+    """Facts that change: the `facts` set, where each person's job, city and car had an
+    earlier value, stated in the same words (January), before the one the `facts` set holds
+    (June, key `<fact>@2`). The questions are the facts set's for those relations ("Where is
+    Ana employed now?"), their evidence the later fact alone: the earlier one is the
+    distractor a memory without supersede returns beside it. With `labels`, both carry
+    metadata `subject` (the person) and `attribute` (the relation), as an agent storing facts
+    would send them. The earlier facts are loaded first, the later ones last."""
+    import random
+
+    from bench.dataset import QUALITY_PEOPLE, RELATIONS, quality_dataset
+
+    people, background = (12, 400) if quick else (40, 3000)
+    data = quality_dataset(seed, people, background)
+    rng = random.Random(f"{seed}-changes")
+    earlier: list[Doc] = []
+    later: list[Doc] = []
+    others: list[Doc] = []
+    questions: list[EvalQuestion] = []
+    for key, text in data.facts.items():
+        _, pi, relation = key.split("-", 2)
+        relation = relation.replace("-", " ")
+        if relation not in CHANGING:
+            others.append(Doc(key, text))
+            continue
+        person = QUALITY_PEOPLE[int(pi)]
+        template, asked, values = RELATIONS[relation]
+        old = rng.choice([v for v in values if template.format(p=person, v=v) != text])
+        meta = {"subject": person, "attribute": relation} if labels else {}
+        earlier.append(Doc(key, template.format(p=person, v=old), EARLIER_AT, meta))
+        later.append(Doc(f"{key}@2", text, LATER_AT, meta))
+        split = "dev" if int(pi) < people // 2 else "test"
+        for q in asked:
+            n = len(questions)
+            questions.append(
+                EvalQuestion(f"changes-q{n:04d}", "changes", split, "latest",
+                             q.format(p=person), (f"{key}@2",), person, None, "current",
+                             (key,))
+            )  # fmt: skip
+    docs = earlier + others + [Doc(f"bg-{i:05d}", c) for i, c in enumerate(data.background)]
+    return EvalSet("changes", {"changes": docs + later}, questions)
+
+
+SETS: dict[str, Callable[..., EvalSet]] = {
+    "conv": conv_set,
+    "facts": facts_set,
+    "changes": changes_set,
+}
