@@ -24,6 +24,7 @@ from app.memories.embedding_worker import EmbeddingWorker
 from app.metrics import Metrics
 from app.recall.caches import SearchCaches
 from app.rerank import HttpReranker
+from app.retention.worker import RetentionWorker
 from app.sessions.consolidation import SessionExpiryWorker
 from app.sessions.hot import SessionHotStore
 from app.stats.service import ServerFacts
@@ -63,6 +64,7 @@ class Components:
     reranker: HttpReranker | None = None
     llm: ChatModel | None = None  # HTM_LLM_PROVIDER (app/llm); None: nothing is called
     enrichment_worker: EnrichmentWorker | None = None
+    retention_worker: RetentionWorker | None = None
     metrics: Metrics = field(default_factory=Metrics)
     db_errors: DatabaseErrors = field(default_factory=DatabaseErrors)
 

@@ -152,9 +152,7 @@ class Settings(BaseSettings):
         le=256,
         description="The local model's CPU threads (unset: 1 on up to 2 cores, else half, <= 4)",
     )
-    embedding_url: str | None = Field(
-        default=None, description="Base URL of the Ollama or OpenAI-compatible server"
-    )
+    embedding_url: str | None = Field(default=None, description="Ollama / OpenAI-style base URL")
     embedding_api_key: SecretStr | None = Field(
         default=None, description="Bearer key for the OpenAI-compatible provider"
     )
@@ -235,6 +233,9 @@ class Settings(BaseSettings):
     supersede_threshold: float | None = Field(
         default=None, gt=0, le=1, description="The detector's semantic rule (unset: off)"
     )
+    retention_interval_s: float = Field(
+        default=3600.0, ge=0, description="How often namespaces' retention policies run (0: off)"
+    )
     access_flush_interval_s: float = Field(
         default=1.0,
         gt=0,
@@ -248,9 +249,7 @@ class Settings(BaseSettings):
         description="A chat model for tag proposals, propositions and eviction summaries; "
         "none: nothing is called",
     )
-    llm_url: str | None = Field(
-        default=None, description="Base URL of the OpenAI-compatible or Ollama server"
-    )
+    llm_url: str | None = Field(default=None, description="OpenAI-style / Ollama base URL")
     llm_model: str = Field(default="gpt-4o-mini", description="The chat model")
     llm_api_key: SecretStr | None = Field(
         default=None, description="Sent as a Bearer token (OpenAI-compatible only)"

@@ -38,6 +38,7 @@ from app.metrics import Metrics
 from app.metrics.collector import Sources, SourcesCollector
 from app.recall.caches import PgvectorVersions, SearchCaches
 from app.rerank import HttpReranker
+from app.retention.worker import RetentionWorker
 from app.sessions.consolidation import SessionExpiryWorker
 from app.sessions.hot import SessionHotStore
 from app.stats.service import ServerFacts
@@ -231,6 +232,7 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         repair_worker=RepairWorker(sessionmaker, two_tier),
         session_hot=session_hot,
         session_worker=SessionExpiryWorker(sessionmaker=sessionmaker, units=units, clock=clock),
+        retention_worker=RetentionWorker(sessionmaker=sessionmaker, units=units),
         summary_worker=EvictionSummaryWorker(
             sessionmaker=sessionmaker,
             units=units,
@@ -292,6 +294,8 @@ async def background(components: Components) -> AsyncIterator[None]:
         ("access counts", c.access.flush, settings.access_flush_interval_s, True),
         ("eviction summaries", c.summary_worker.run_once, settings.summary_interval_s, True),
     ]
+    if c.retention_worker is not None and settings.retention_interval_s > 0:
+        jobs.append(("retention", c.retention_worker.run_once, settings.retention_interval_s, True))
     if c.enrichment_worker is not None:  # an LLM is configured
         jobs.append(
             ("llm enrichment", c.enrichment_worker.run_once, settings.enrich_interval_s, True)

@@ -31,6 +31,7 @@ from app.memories.versions import VersionService
 from app.namespaces.repository import NamespaceRepository
 from app.prompt.service import PromptService
 from app.recall.service import RecallService
+from app.retention.service import RetentionService
 from app.robots.service import RobotService
 from app.sessions.consolidation import Consolidator
 from app.sessions.service import SessionService
@@ -171,6 +172,15 @@ class UnitOfWork:
             clock=c.clock,
             query_cache=c.embedder.query_cache,
             facts=c.server_facts,
+        )
+
+    @cached_property
+    def retention(self) -> RetentionService:
+        return RetentionService(
+            session=self.session,
+            caller=self.caller,
+            memories=self.memories,
+            clock=self.components.clock,
         )
 
     @cached_property

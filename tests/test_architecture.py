@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     {"unit"},  # the unit of work: the one place that builds services
     {"components"},
     {"prompt"},  # domain: what is built from other domain packages...
-    {"sessions", "summaries", "enrichment", "metrics"},
+    {"sessions", "summaries", "enrichment", "metrics", "retention"},
     {"memories"},
     {"recall", "groups", "stats", "tags"},
     {"robots", "auth"},
@@ -50,7 +50,7 @@ FASTAPI_ALLOWED = {"http", "observability", "main", "mcp", "cli"}
 SERVICES = (
     "MemoryService", "MemoryReader", "VersionService", "Merger", "RecallService",
     "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
-    "TagService", "GroupService", "ApiKeyService", "RobotService",
+    "TagService", "GroupService", "ApiKeyService", "RobotService", "RetentionService",
 )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from app.memories.dedupe import DedupeRule, lock_keys, same, union
 from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.model import MemoryDraft
 from app.memories.repository import MemoryRepository
-from app.memories.schemas import MemoryAdded
+from app.memories.schemas import MemoryAdded, MemoryCreate
 from app.memories.writes import MemoryWrites, Rewrite, fields_of, key_taken, placement_of
 from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
@@ -134,3 +134,31 @@ class DuplicateAdds:
         if nearest and (nearest[0].vector_similarity or 0.0) >= rule.threshold:
             return nearest[0].key
         return None
+
+
+async def may_duplicate(
+    bodies: list[MemoryCreate],
+    drafts: list[MemoryDraft],
+    rules: list[DedupeRule],
+    finder: DuplicateRepository,
+    namespace_id: int,
+) -> bool:
+    """Whether the add takes the dedupe path (locked, in the request's transaction):
+    always for a rule the add asks for and for the semantic rule; for the deployment's
+    exact rule only when a draft repeats another or a stored memory (one indexed
+    statement), so that an add of new content keeps group commit. Two concurrent adds of
+    the same new content under the deployment's rule may then both be stored (asked per
+    add, `dedupe: exact` locks and never does)."""
+    checked = [(b, d) for b, d, r in zip(bodies, drafts, rules, strict=True) if r.mode != "off"]
+    if not checked:
+        return False
+    if any(
+        b.dedupe is not None or r.mode == "semantic"
+        for b, r in zip(bodies, rules, strict=True)
+        if r.mode != "off"
+    ):
+        return True
+    pairs = [(d.type, d.content) for _, d in checked]
+    if len(set(pairs)) < len(pairs):
+        return True
+    return await finder.any_exact(namespace_id, pairs)

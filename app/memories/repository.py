@@ -24,7 +24,7 @@ READ = """
     m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata, r.name AS author,
     m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
     m.created_at, m.updated_at, m.deleted_at, m.version, m.access_count, m.last_accessed_at,
-    m.search_text, coalesce(m.valid_from, m.created_at) AS valid_from, m.valid_to,
+    m.search_text, m.archived, coalesce(m.valid_from, m.created_at) AS valid_from, m.valid_to,
     (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by) AS superseded_by"""
 
 # One round trip stores the memories of one or more adds (group commit: app/memories/adds.py).
@@ -285,16 +285,19 @@ class MemoryRepository:
             )
         ).one()
 
-    async def set_deleted(self, id_: int, created_at: datetime, deleted: bool) -> Any:
-        """Soft delete or restore; returns (deleted_at, updated_at)."""
+    async def set_deleted(
+        self, id_: int, created_at: datetime, deleted: bool, archived: str | None = None
+    ) -> Any:
+        """Soft delete (by a retention policy: `archived` names its rule) or restore;
+        returns (deleted_at, updated_at)."""
         return (
             await self.session.execute(
                 sql("""
                 UPDATE memory SET deleted_at = CASE WHEN :deleted THEN now() END,
-                                  updated_at = now()
+                                  archived = CAST(:archived AS text), updated_at = now()
                 WHERE id = :id AND created_at = :c
                 RETURNING deleted_at, updated_at"""),
-                {"id": id_, "c": created_at, "deleted": deleted},
+                {"id": id_, "c": created_at, "deleted": deleted, "archived": archived},
             )
         ).one()
 

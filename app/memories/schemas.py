@@ -190,6 +190,11 @@ class MemoryRead(BaseModel):
     superseded_by: str | None = Field(
         default=None, description="The key of the memory that superseded this one"
     )
+    archived: str | None = Field(
+        default=None,
+        description="Deleted by a retention policy, this rule's (idle, stale, superseded); "
+        "restorable like any soft delete",
+    )
 
 
 class MemoryAdded(MemoryRead):
@@ -317,6 +322,7 @@ def to_read(row: Any) -> MemoryRead:
         valid_from=row.valid_from,
         valid_to=row.valid_to,
         superseded_by=row.superseded_by,
+        archived=getattr(row, "archived", None),
     )
 
 

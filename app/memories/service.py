@@ -22,8 +22,8 @@ from app.llm.base import ChatModel
 from app.memories import importance as importance_scorer
 from app.memories.adds import GroupCommit
 from app.memories.contexts import Written, search_texts
-from app.memories.dedupe import DedupeRule, rule_for
-from app.memories.dedupe_adds import DuplicateAdds
+from app.memories.dedupe import rule_for
+from app.memories.dedupe_adds import DuplicateAdds, may_duplicate
 from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.limits import check_batch_size, check_fields, check_validity
 from app.memories.model import MemoryDraft
@@ -48,6 +48,7 @@ from app.working_memory.protocol import WriteProtocol
 
 log = logging.getLogger(__name__)
 
+ARCHIVIST = "htm-retention"  # the robot a retention policy's archive is recorded as
 # A PUT retries its lock-or-create step this often when the key keeps appearing and
 # disappearing under it (concurrent creates and hard deletes of the same key).
 UPSERT_ATTEMPTS = 5
@@ -168,7 +169,8 @@ class MemoryService:
                 namespace_id=self.caller.namespace_id, writes=self.writes, two_tier=self.two_tier
             ).add(robot, drafts, supersedes, place)
             return proposing(added, proposals)
-        if await self._may_duplicate(bodies, drafts, rules):
+        finder = DuplicateRepository(self.session)
+        if await may_duplicate(bodies, drafts, rules, finder, self.caller.namespace_id):
             # One transaction under the rules' locks: a 409 registers nothing.
             added = await DuplicateAdds(
                 session=self.session,
@@ -198,29 +200,6 @@ class MemoryService:
                     await self.robots.discard(robot, registered)
             raise
         return proposing(await self.writes.acknowledge_new(robot, new, place), proposals)
-
-    async def _may_duplicate(
-        self, bodies: list[MemoryCreate], drafts: list[MemoryDraft], rules: list[DedupeRule]
-    ) -> bool:
-        """Whether the add takes the dedupe path (locked, in the request's transaction):
-        always for a rule the add asks for and for the semantic rule; for the deployment's
-        exact rule only when a draft repeats another or a stored memory (one indexed
-        statement), so that an add of new content keeps group commit. Two concurrent adds of
-        the same new content under the deployment's rule may then both be stored (asked per
-        add, `dedupe: exact` locks and never does)."""
-        checked = [(b, d) for b, d, r in zip(bodies, drafts, rules, strict=True) if r.mode != "off"]
-        if not checked:
-            return False
-        if any(
-            b.dedupe is not None or r.mode == "semantic"
-            for b, r in zip(bodies, rules, strict=True)
-            if r.mode != "off"
-        ):
-            return True
-        pairs = [(d.type, d.content) for _, d in checked]
-        if len(set(pairs)) < len(pairs):
-            return True
-        return await DuplicateRepository(self.session).any_exact(self.caller.namespace_id, pairs)
 
     def _importance(self, body: MemoryCreate) -> float:
         """The body's importance; when it has none and the deployment scores adds, the
@@ -382,6 +361,22 @@ class MemoryService:
         await self.two_tier.withdraw(holders, row.id, key)
         return read
 
+    async def archive(self, key: str, version: int, rule: str) -> bool:
+        """A retention policy's forget (app/retention): a soft delete naming `rule`, of the
+        memory as the policy judged it (`version`; changed since: skipped), by the
+        `htm-retention` robot; every holder lets it go. Whether it was archived."""
+        robot = await self.robots.ensure(ARCHIVIST)
+        row = await self.repo.get(self.caller.namespace_id, key, for_update=True)
+        if row is None or row.deleted_at is not None or row.version != version:
+            return False
+        holders = await self.two_tier.mark_holders(row.id)
+        await self.repo.set_deleted(row.id, row.created_at, True, archived=rule)
+        detail = {"hard": False, "key": key, "archived": rule}
+        await self.events.record(self.caller.namespace_id, "forget", robot.id, [row.id], detail)
+        await self.two_tier.commit_durable()
+        await self.two_tier.withdraw(holders, row.id, key)
+        return True
+
     async def restore(self, robot_name: str, key: str) -> MemoryRead:
         robot = await self.robots.ensure(robot_name)
         row = await self._get(key, include_deleted=True, lock=True)
@@ -391,5 +386,5 @@ class MemoryService:
         await self.events.record(self.caller.namespace_id, "restore", robot.id, [row.id])
         await self.two_tier.commit_durable()
         return to_read(row).model_copy(
-            update={"deleted_at": None, "updated_at": restored.updated_at}
+            update={"deleted_at": None, "updated_at": restored.updated_at, "archived": None}
         )

@@ -37,7 +37,8 @@ _VERSION_COLUMNS = (
     "embedding_model, valid_from, valid_to, superseded_by"
 )
 _IDENTITY = (
-    "key, namespace_id, author_robot_id, deleted_at, access_count, last_accessed_at, search_text"
+    "key, namespace_id, author_robot_id, deleted_at, access_count, last_accessed_at, "
+    "search_text, archived"
 )
 _OF = ", ".join
 AS_OF = f"""(

@@ -157,6 +157,36 @@ async def _dedupe(c: Components, args: argparse.Namespace) -> int:
     return 0
 
 
+SHOWN_KEYS = 20
+
+
+async def _retention(c: Components, args: argparse.Namespace) -> int:
+    from app.unit import operator, unit_of_work
+
+    try:
+        caller = await operator(c, args.namespace)
+        async with unit_of_work(c, caller) as u:
+            run = await u.retention.run(args.dry_run)
+    except DomainError as exc:
+        return _fail(args, exc.detail)
+    for outcome in run.policies:
+        p = outcome.policy
+        about = " ".join(
+            [p.rule, f"{p.days}d"]
+            + ([f"threshold={p.threshold}"] if p.threshold is not None else [])
+            + ([f"type={p.type}"] if p.type is not None else [])
+        )
+        keys = outcome.keys[:SHOWN_KEYS]
+        more = f", +{len(outcome.keys) - len(keys)} more" if len(outcome.keys) > len(keys) else ""
+        print(f"{about}: {len(outcome.keys)}{': ' if keys else ''}{', '.join(keys)}{more}")
+    total = sum(len(o.keys) for o in run.policies)
+    done = "would be archived (dry run: nothing changed)" if args.dry_run else "archived"
+    if not run.policies:
+        done += "; the namespace has no retention policy (PUT /v1/retention)"
+    print(f"{total} memories of namespace {args.namespace} {done}", file=sys.stderr)
+    return 0
+
+
 def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     """The subcommands; `run(f)` makes the parser's func: components opened, f run."""
 
@@ -220,3 +250,10 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
         "--robot", default="htm-dedupe", type=ROBOT, help="the robot the merges are made by"
     )
     p.set_defaults(func=run(_dedupe))
+
+    p = sub.add_parser(
+        "retention", help="apply a namespace's retention policies (archive), or --dry-run"
+    )
+    p.add_argument("--namespace", default="default", type=NAMESPACE)
+    p.add_argument("--dry-run", action="store_true", help="list what each policy would archive")
+    p.set_defaults(func=run(_retention))

@@ -37,6 +37,7 @@ def _record(row: Any) -> dict[str, Any]:
         "valid_from": row.valid_from.isoformat() if row.valid_from else None,
         "valid_to": row.valid_to.isoformat() if row.valid_to else None,
         "superseded_by": row.superseded_by,
+        "archived": row.archived,
     }
     if row.embedding is not None:
         out["embedding"] = orjson.loads(row.embedding)  # pgvector's text form is a JSON list

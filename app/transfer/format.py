@@ -49,3 +49,6 @@ class Record(BaseModel):
     superseded_by: str | None = Field(
         default=None, description="Exported for reading; an import keeps the validity only"
     )
+    archived: str | None = Field(
+        default=None, description="The retention rule that archived it (a soft delete)"
+    )

@@ -13,7 +13,7 @@ from app.db.sql import sql
 _PAGE = """
     SELECT m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
            r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
-           m.embedding_status, m.embedding_model, {vector} AS embedding, m.valid_from,
+           m.embedding_status, m.embedding_model, {vector} AS embedding, m.archived, m.valid_from,
            m.valid_to, (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by)
                        AS superseded_by
     FROM memory m JOIN robot r ON r.id = m.author_robot_id

@@ -142,6 +142,8 @@ BODIES = {
     "sessions-append": {"messages": [{"role": "user", "content": "a's own message"}]},
     "prompt-assemble": {"input": "which secret?", "session": "s1", "context_window": 4000},
     "groups-put": {"members": ["bob"]},
+    "retention-put": {"policies": [{"rule": "idle", "days": 1}]},
+    "retention-run": {"dry_run": False},
 }
 
 
@@ -150,6 +152,7 @@ MUST_BE_404 = {
     "memories-forget",
     "memories-restore",
     "memories-versions",
+    "memories-history",
     "memories-version-restore",
     "memories-importance",
     "robots-get",
@@ -200,6 +203,8 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
     ).status_code == 201
     r = await auth_client.put("/v1/groups/team", headers=hb, json={"members": ["carol"]})
     assert r.status_code == 200
+    policies = {"policies": [{"rule": "superseded", "days": 7}]}
+    assert (await auth_client.put("/v1/retention", headers=hb, json=policies)).status_code == 200
 
     async def b_state() -> tuple:
         mem = (await auth_client.get("/v1/robots/bob/memories/bk", headers=hb)).json()
@@ -208,7 +213,9 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         robots = (await auth_client.get("/v1/robots", headers=hb)).json()
         session = (await auth_client.get("/v1/robots/bob/sessions/s1/messages", headers=hb)).json()
         groups = (await auth_client.get("/v1/groups", headers=hb)).json()
+        retention = (await auth_client.get("/v1/retention", headers=hb)).json()
         return (
+            retention,
             [(g["name"], g["members"]) for g in groups],
             [m["content"] for m in session["messages"]],
             mem["content"],
@@ -222,7 +229,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 34
+    assert len(ops) == 38
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.

@@ -18,6 +18,7 @@ TABLES = {
     "namespace_memory_count",
     "robot_activity_day",
     "memory_version",  # earlier versions of replaced memories (migration 0006)
+    "retention_policy",  # a namespace's retention policies (migration 0018)
     "session",  # sessions (migration 0007)
     "session_message",
     "speaker",  # the speakers a namespace's memories name (0016)

@@ -13,6 +13,7 @@ from app.http.routes import (
     metrics,
     prompt,
     recall,
+    retention,
     robots,
     sessions,
     stats,
@@ -36,6 +37,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
         keys,
         metrics,
         tags,
+        retention,
         dashboard,
     )
 )
