@@ -1,5 +1,5 @@
 """The `htm` command: serve, migrate, mcp (stdio), keys, openapi, export, import, load,
-reembed, reindex, dedupe, retention.
+reembed, reindex, dedupe, retention, maintenance.
 
 Without URLs every command runs on the data directory's embedded servers, shared with the
 other `htm` processes on it (app/embedded). Every command that reads or writes the database

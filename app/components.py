@@ -18,6 +18,7 @@ from app.db.vectors import StoredVectors
 from app.embeddings.timed import TimedEmbedder
 from app.enrichment.worker import EnrichmentWorker
 from app.llm.base import ChatModel
+from app.maintenance.worker import MaintenanceWorker
 from app.memories.access import AccessTracker
 from app.memories.adds import GroupCommit
 from app.memories.embedding_worker import EmbeddingWorker
@@ -65,6 +66,7 @@ class Components:
     llm: ChatModel | None = None  # HTM_LLM_PROVIDER (app/llm); None: nothing is called
     enrichment_worker: EnrichmentWorker | None = None
     retention_worker: RetentionWorker | None = None
+    maintenance_worker: MaintenanceWorker | None = None
     metrics: Metrics = field(default_factory=Metrics)
     db_errors: DatabaseErrors = field(default_factory=DatabaseErrors)
 

@@ -31,6 +31,8 @@ from app.embeddings.timed import TimedEmbedder
 from app.enrichment.worker import EnrichmentWorker
 from app.errors import ServiceUnavailable
 from app.llm.factory import build_llm
+from app.maintenance.worker import CHECK_S as MAINTENANCE_CHECK_S
+from app.maintenance.worker import MaintenanceWorker
 from app.memories.access import AccessTracker
 from app.memories.adds import GroupCommit, statement_chars
 from app.memories.embedding_worker import EmbeddingWorker
@@ -164,9 +166,25 @@ def watch(c: Components) -> None:
     }
     c.metrics.watch(
         SourcesCollector(
-            Sources(c.engine, c.db_errors, c.two_tier, c.embedder, c.group_commit, caches)
+            Sources(
+                c.engine,
+                c.db_errors,
+                c.two_tier,
+                c.embedder,
+                c.group_commit,
+                caches,
+                _maintenance_counts(c.maintenance_worker),
+            )
         )
     )
+
+
+def _maintenance_counts(
+    worker: MaintenanceWorker | None,
+) -> Callable[[], tuple[int, int]] | None:
+    if worker is None:
+        return None
+    return lambda: (worker.runs, worker.failed)
 
 
 @asynccontextmanager
@@ -233,6 +251,7 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         session_hot=session_hot,
         session_worker=SessionExpiryWorker(sessionmaker=sessionmaker, units=units, clock=clock),
         retention_worker=RetentionWorker(sessionmaker=sessionmaker, units=units),
+        maintenance_worker=MaintenanceWorker(sessionmaker=sessionmaker, units=units, clock=clock),
         summary_worker=EvictionSummaryWorker(
             sessionmaker=sessionmaker,
             units=units,
@@ -296,6 +315,8 @@ async def background(components: Components) -> AsyncIterator[None]:
     ]
     if c.retention_worker is not None and settings.retention_interval_s > 0:
         jobs.append(("retention", c.retention_worker.run_once, settings.retention_interval_s, True))
+    if c.maintenance_worker is not None:
+        jobs.append(("maintenance", c.maintenance_worker.run_once, MAINTENANCE_CHECK_S, True))
     if c.enrichment_worker is not None:  # an LLM is configured
         jobs.append(
             ("llm enrichment", c.enrichment_worker.run_once, settings.enrich_interval_s, True)

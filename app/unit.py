@@ -24,9 +24,11 @@ from app.auth.service import ApiKeyService
 from app.components import Components
 from app.db.session import DbSession
 from app.groups.service import GroupService
+from app.maintenance.service import MaintenanceService
 from app.memories.merge import Merger
 from app.memories.reads import MemoryReader
 from app.memories.service import MemoryService
+from app.memories.supersede import Detector
 from app.memories.versions import VersionService
 from app.namespaces.repository import NamespaceRepository
 from app.prompt.service import PromptService
@@ -172,6 +174,24 @@ class UnitOfWork:
             clock=c.clock,
             query_cache=c.embedder.query_cache,
             facts=c.server_facts,
+        )
+
+    @cached_property
+    def maintenance(self) -> MaintenanceService:
+        c = self.components
+        return MaintenanceService(
+            session=self.session,
+            caller=self.caller,
+            memories=self.memories,
+            merger=self.merger,
+            retention=self.retention,
+            detector=Detector.of(
+                self.session, self.caller.namespace_id, c.settings, c.search_caches, c.llm
+            ),
+            tokenizer=c.tokenizer,
+            settings=c.settings,
+            clock=c.clock,
+            llm=c.llm,
         )
 
     @cached_property

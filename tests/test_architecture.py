@@ -33,7 +33,7 @@ LAYERS: list[set[str]] = [
     {"lifespan", "observability"},  # the composition root; each request's id, metric, log line
     {"unit"},  # the unit of work: the one place that builds services
     {"components"},
-    {"prompt"},  # domain: what is built from other domain packages...
+    {"prompt", "maintenance"},  # domain: what is built from other domain packages...
     {"sessions", "summaries", "enrichment", "metrics", "retention"},
     {"memories"},
     {"recall", "groups", "stats", "tags"},
@@ -51,6 +51,7 @@ SERVICES = (
     "MemoryService", "MemoryReader", "VersionService", "Merger", "RecallService",
     "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
     "TagService", "GroupService", "ApiKeyService", "RobotService", "RetentionService",
+    "MaintenanceService",
 )  # fmt: skip
 
 

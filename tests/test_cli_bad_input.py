@@ -35,6 +35,8 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("name", ["reindex", "--namespace", BAD_NS], ns_rule),
         ("name", ["dedupe", "--namespace", BAD_NS], ns_rule),
         ("name", ["mcp", "--namespace", BAD_NS], ns_rule),
+        ("name", ["retention", "--namespace", BAD_NS], ns_rule),
+        ("name", ["maintenance", "--namespace", BAD_NS], ns_rule),
         (
             "name",
             ["keys", "create", "--namespace", BAD_NS, "--role", "admin", "--name", "x"],

@@ -3,7 +3,7 @@ for a Prometheus call, and the counters stay plain integers owned by what counts
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,8 @@ class Sources:
     embedder: TimedEmbedder
     group_commit: GroupCommit
     caches: Mapping[str, TtlCache[Any, Any]]
+    # (maintenance runs finished, of which failed) in this process; None: no worker
+    maintenance: Callable[[], tuple[int, int]] | None = None
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
@@ -74,6 +76,10 @@ class SourcesCollector(Collector):
             "Embedding provider calls that failed or timed out",
             s.embedder.failures,
         )
+        if s.maintenance is not None:
+            runs, failed = s.maintenance()
+            yield _counter("htm_maintenance_runs", "Scheduled maintenance runs finished", runs)
+            yield _counter("htm_maintenance_failures", "Of those, the runs that failed", failed)
         yield _counter("htm_redis_errors", "Redis failures (each skips Redis briefly)",
                        s.two_tier.breaker.failures)  # fmt: skip
         db = CounterMetricFamily(

@@ -31,7 +31,12 @@ class Summary:
     importance: float  # the highest of theirs: the trace outlives what it replaces
 
 
-def llm_prompt(evicted: Sequence[Evicted], target_tokens: int) -> list[dict[str, str]]:
+DROPPED = "An AI agent's working memory dropped the memories below"
+
+
+def llm_prompt(
+    evicted: Sequence[Evicted], target_tokens: int, what: str = DROPPED
+) -> list[dict[str, str]]:
     """What the LLM is asked (HTM_LLM_PROVIDER): the evicted memories, most important first."""
     listed = "\n".join(
         f"- ({m.importance:g}) {m.content}" for m in sorted(evicted, key=lambda m: -m.importance)
@@ -39,7 +44,7 @@ def llm_prompt(evicted: Sequence[Evicted], target_tokens: int) -> list[dict[str,
     return [
         {
             "role": "system",
-            "content": "An AI agent's working memory dropped the memories below (importance in "
+            "content": f"{what} (importance in "
             "parentheses). Write one summary of them that keeps what the agent will most likely "
             f"need, most important first, in at most {target_tokens} tokens. Answer with the "
             "summary only.",
@@ -49,11 +54,15 @@ def llm_prompt(evicted: Sequence[Evicted], target_tokens: int) -> list[dict[str,
 
 
 def fitted(
-    evicted: Sequence[Evicted], text: str, target_tokens: int, count: Callable[[str], int]
+    evicted: Sequence[Evicted],
+    text: str,
+    target_tokens: int,
+    count: Callable[[str], int],
+    header: str = HEADER,
 ) -> Summary | None:
     """The LLM's summary under the header, cut to whole sentences within the target (None when
     not even one fits)."""
-    header = HEADER.format(n=len(evicted))
+    header = header.format(n=len(evicted))
     kept: list[str] = []
     for s in sentences(text):
         if count(header + " ".join([*kept, s])) > target_tokens:
@@ -73,12 +82,16 @@ def sentences(text: str) -> list[str]:
 
 
 def summarize(
-    evicted: Sequence[Evicted], target_tokens: int, count: Callable[[str], int]
+    evicted: Sequence[Evicted],
+    target_tokens: int,
+    count: Callable[[str], int],
+    header: str = HEADER,
 ) -> Summary | None:
-    """None when nothing was evicted or not even one sentence fits."""
+    """None when nothing was evicted or not even one sentence fits. `header`: what the summary
+    starts with, `{n}` the number of memories."""
     if not evicted:
         return None
-    header = HEADER.format(n=len(evicted))
+    header = header.format(n=len(evicted))
     candidates = [
         (-m.importance, i, j, s)
         for i, m in enumerate(evicted)

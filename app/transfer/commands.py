@@ -187,6 +187,24 @@ async def _retention(c: Components, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _maintenance(c: Components, args: argparse.Namespace) -> int:
+    import json
+
+    from app.unit import operator, unit_of_work
+
+    try:
+        caller = await operator(c, args.namespace)
+        async with unit_of_work(c, caller) as u:
+            done = await u.maintenance.run()
+    except DomainError as exc:
+        return _fail(args, exc.detail)
+    for step, outcome in done.steps.items():
+        print(f"{step}: {json.dumps(outcome)}")
+    print(f"maintenance run {done.id} of namespace {args.namespace}: {done.status}"
+          + (f" ({done.error})" if done.error else ""), file=sys.stderr)  # fmt: skip
+    return 0 if done.status == "done" else 1
+
+
 def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     """The subcommands; `run(f)` makes the parser's func: components opened, f run."""
 
@@ -257,3 +275,9 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     p.add_argument("--namespace", default="default", type=NAMESPACE)
     p.add_argument("--dry-run", action="store_true", help="list what each policy would archive")
     p.set_defaults(func=run(_retention))
+
+    p = sub.add_parser(
+        "maintenance", help="run a namespace's maintenance now (or finish its unfinished run)"
+    )
+    p.add_argument("--namespace", default="default", type=NAMESPACE)
+    p.set_defaults(func=run(_maintenance))

@@ -144,6 +144,7 @@ BODIES = {
     "groups-put": {"members": ["bob"]},
     "retention-put": {"policies": [{"rule": "idle", "days": 1}]},
     "retention-run": {"dry_run": False},
+    "maintenance-put": {"schedule": None, "steps": ["supersede"]},
 }
 
 
@@ -205,6 +206,9 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
     assert r.status_code == 200
     policies = {"policies": [{"rule": "superseded", "days": 7}]}
     assert (await auth_client.put("/v1/retention", headers=hb, json=policies)).status_code == 200
+    schedule = {"schedule": "0 4 * * *", "steps": ["dedupe"]}
+    assert (await auth_client.put("/v1/maintenance", headers=hb, json=schedule)).status_code == 200
+    assert (await auth_client.post("/v1/maintenance/run", headers=hb)).status_code == 200
 
     async def b_state() -> tuple:
         mem = (await auth_client.get("/v1/robots/bob/memories/bk", headers=hb)).json()
@@ -214,8 +218,12 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         session = (await auth_client.get("/v1/robots/bob/sessions/s1/messages", headers=hb)).json()
         groups = (await auth_client.get("/v1/groups", headers=hb)).json()
         retention = (await auth_client.get("/v1/retention", headers=hb)).json()
+        maintenance = (await auth_client.get("/v1/maintenance", headers=hb)).json()
+        runs = (await auth_client.get("/v1/maintenance/runs", headers=hb)).json()
         return (
             retention,
+            maintenance,
+            runs,
             [(g["name"], g["members"]) for g in groups],
             [m["content"] for m in session["messages"]],
             mem["content"],
@@ -229,7 +237,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 38
+    assert len(ops) == 42
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.

@@ -19,6 +19,8 @@ TABLES = {
     "robot_activity_day",
     "memory_version",  # earlier versions of replaced memories (migration 0006)
     "retention_policy",  # a namespace's retention policies (migration 0018)
+    "maintenance_schedule",  # scheduled reflection (migration 0019)
+    "maintenance_run",
     "session",  # sessions (migration 0007)
     "session_message",
     "speaker",  # the speakers a namespace's memories name (0016)

@@ -9,6 +9,7 @@ from app.http.routes import (
     groups,
     health,
     keys,
+    maintenance,
     memories,
     metrics,
     prompt,
@@ -38,6 +39,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
         metrics,
         tags,
         retention,
+        maintenance,
         dashboard,
     )
 )

@@ -1,0 +1,89 @@
+"""Cron expressions, five fields in UTC (minute hour day-of-month month day-of-week), pure:
+`*`, numbers, ranges `a-b`, steps `*/n` and `a-b/n`, lists `a,b`; day-of-week 0-7 (0 and 7:
+Sunday). As in Vixie cron, when both day fields are restricted a day matching either is due.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+_BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+_NAMES = ("minute", "hour", "day of month", "month", "day of week")
+
+
+class CronError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Cron:
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday
+    any_day: bool  # day of month is `*`
+    any_weekday: bool  # day of week is `*`
+
+    def day_matches(self, d: datetime) -> bool:
+        if d.month not in self.months:
+            return False
+        dom = d.day in self.days
+        dow = (d.isoweekday() % 7) in self.weekdays
+        if self.any_day or self.any_weekday:
+            return dom and dow
+        return dom or dow
+
+    def due(self, after: datetime, now: datetime) -> bool:
+        """Whether a minute the expression names falls in (after, now]."""
+        start = after.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+        end = now.astimezone(UTC)
+        day = start.replace(hour=0, minute=0)
+        while day <= end:
+            if self.day_matches(day):
+                for h in sorted(self.hours):
+                    for m in sorted(self.minutes):
+                        t = day.replace(hour=h, minute=m)
+                        if start <= t <= end:
+                            return True
+            day += timedelta(days=1)
+        return False
+
+
+def _field(text: str, index: int) -> frozenset[int]:
+    lo, hi = _BOUNDS[index]
+    out: set[int] = set()
+    for item in text.split(","):
+        body, _, step_text = item.partition("/")
+        step = 1
+        if step_text:
+            if not step_text.isdigit() or int(step_text) == 0:
+                raise CronError(f"{_NAMES[index]}: bad step {item!r}")
+            step = int(step_text)
+        if body == "*":
+            a, b = lo, hi
+        else:
+            first, dash, last = body.partition("-")
+            if not first.isdigit() or (dash and not last.isdigit()):
+                raise CronError(f"{_NAMES[index]}: {item!r} is not a number, range or *")
+            a, b = int(first), int(last) if dash else int(first)
+            if step_text and not dash:
+                b = hi
+        if not lo <= a <= b <= hi:
+            raise CronError(f"{_NAMES[index]}: {item!r} is outside {lo}-{hi}")
+        out.update(range(a, b + 1, step))
+    return frozenset(out)
+
+
+def parse(expression: str) -> Cron:
+    parts = expression.split()
+    if len(parts) != 5:
+        raise CronError(
+            f"a cron expression has 5 fields (minute hour day month weekday), not {len(parts)}"
+        )
+    fields = [_field(p, i) for i, p in enumerate(parts)]
+    weekdays = frozenset(d % 7 for d in fields[4])
+    return Cron(
+        fields[0], fields[1], fields[2], fields[3], weekdays, parts[2] == "*", parts[4] == "*"
+    )
