@@ -186,6 +186,30 @@ async def test_the_dashboard_in_a_browser_shows_robots_activity_and_explained_re
         assert await page.evaluate("window.__xss") is None
         assert await page.locator("#hits script, #hits img").count() == 0
 
+        # A memory's supersede chain, from its newest link.
+        async with httpx.AsyncClient(base_url=live, headers=bearer(key)) as api:
+            for body in (
+                {"key": "standup", "content": "Standup is at 9:30.",
+                 "valid_from": "2026-01-05T00:00:00Z"},
+                {"key": "standup@2", "content": "Standup moved to 10:00.",
+                 "valid_from": "2026-03-02T00:00:00Z", "supersedes": ["standup"]},
+            ):  # fmt: skip
+                r = await api.post("/v1/robots/planner/memories", json=body)
+                assert r.status_code == 201, r.text
+        await page.fill("#chain-key", "standup@2")
+        await page.click("#chain-form button")
+        await page.wait_for_selector("#chain li")
+        links = await page.eval_on_selector_all(
+            "#chain li", "ls => ls.map(l => [l.dataset.key, l.dataset.depth, l.innerText])"
+        )
+        assert [(k, d) for k, d, _ in links] == [("standup", "-1"), ("standup@2", "0")]
+        lines = [x for x in links[0][2].splitlines() if x]  # a blank line between paragraphs
+        assert lines == [
+            "standup · valid 2026-01-05 → 2026-03-02 · superseded by standup@2",
+            "Standup is at 9:30.",
+        ]
+        assert links[1][2].splitlines()[0] == "standup@2 · valid 2026-03-02 → open-ended"
+
         shot = tmp_path / "dashboard.png"
         await page.screenshot(path=str(shot), full_page=True)
         await browser.close()

@@ -141,6 +141,32 @@ async function loadRobots() {
   renderActivity(robots);
 }
 
+// --- a memory's supersede chain -----------------------------------------------------------
+
+function validity(m) {
+  const day = (t) => (t ? t.slice(0, 10) : "now");
+  return `valid ${day(m.valid_from)} → ${m.valid_to ? day(m.valid_to) : "open-ended"}`;
+}
+
+async function chain(event) {
+  event.preventDefault();
+  const list = document.getElementById("chain");
+  const key = document.getElementById("chain-key").value.trim();
+  try {
+    const found = await api(`/v1/robots/dashboard/memories/${encodeURIComponent(key)}/history`);
+    list.replaceChildren(...found.chain.map((m) =>
+      el("li", { "data-key": m.key, "data-depth": String(m.depth), class: m.depth === 0 ? "asked" : "" },
+        el("p", {}, el("strong", {}, m.key), " · ", validity(m),
+          m.superseded_by ? ` · superseded by ${m.superseded_by}` : null,
+          m.archived ? ` · archived (${m.archived})` : null),
+        el("p", { class: "content" }, m.content))));
+    showError("");
+  } catch (e) {
+    list.replaceChildren();
+    showError(e.message);
+  }
+}
+
 // --- recall -------------------------------------------------------------------------------
 
 function explanation(e) {
@@ -230,5 +256,6 @@ document.addEventListener("DOMContentLoaded", () => {
     refresh();
   });
   document.getElementById("recall-form").addEventListener("submit", recall);
+  document.getElementById("chain-form").addEventListener("submit", chain);
   refresh();
 });
