@@ -33,9 +33,7 @@ class Settings(BaseSettings):
     redis_retry_after_s: float = Field(
         default=1.0, ge=0, description="After a Redis failure, skip Redis for this long"
     )
-    data_dir: Path = Field(
-        default=PROJECT_ROOT / ".htm", description="Where embedded servers keep their data"
-    )
+    data_dir: Path = Field(default=PROJECT_ROOT / ".htm", description="Embedded servers' data")
     db_pool_size: int = Field(default=10, ge=1, le=200, description="SQLAlchemy pool size")
     db_max_overflow: int = Field(
         default=10, ge=0, le=200, description="Connections the pool may open beyond its size"
@@ -45,6 +43,12 @@ class Settings(BaseSettings):
         ge=0,
         description="Server-side limit per SQL statement (0: none); a statement cut off is a "
         "503 `timeout`",
+    )
+    event_retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        description="With TimescaleDB: the event log's chunks older than this are dropped (its "
+        "rows only, never memories; unset: kept), those over 7 days old compressed",
     )
     hypertable_chunk_interval: str = Field(
         default="7 days",
@@ -185,9 +189,7 @@ class Settings(BaseSettings):
         description="Request body limit (413: a declared Content-Length before anything is "
         "read, else as it is read)",
     )
-    max_content_bytes: int = Field(
-        default=256 * 1024, ge=1, description="One memory's content limit (413)"
-    )
+    max_content_bytes: int = Field(default=256 * 1024, ge=1, description="Content per memory (413)")
     max_batch_size: int = Field(default=500, ge=1, description="Memories per batch request")
     group_commit_max_rows: int = Field(
         default=1000,
@@ -205,7 +207,7 @@ class Settings(BaseSettings):
     max_query_chars: int = Field(default=2000, ge=1, description="Recall query length")
     max_recall_limit: int = Field(default=100, ge=1, le=1000, description="Largest recall limit")
     max_metadata_bytes: int = Field(
-        default=16 * 1024, ge=2, description="A memory's metadata size, as JSON"
+        default=16 * 1024, ge=2, description="Metadata, as JSON, per memory"
     )
     max_metadata_depth: int = Field(default=5, ge=1, description="Metadata nesting")
     max_tags: int = Field(default=32, ge=0, description="Tags per memory")

@@ -23,6 +23,7 @@ from app.clock import Clock
 from app.components import Components
 from app.config import Settings
 from app.db.engine import create_engine
+from app.db.event_log import apply_event_log_policy
 from app.db.session import DatabaseErrors, Sessionmaker, create_sessionmaker
 from app.db.vectors import StoredVectors, stored_dimension
 from app.embeddings.base import DimensionMismatch
@@ -201,6 +202,10 @@ async def open_components(settings: Settings) -> AsyncIterator[Components]:
         await redis.aclose()
         await engine.dispose()
         raise
+    try:
+        await apply_event_log_policy(sessionmaker, settings.event_retention_days)
+    except Exception:  # the service runs without the policies; said once, with why
+        log.exception("the event log's TimescaleDB policies could not be set")
     clock = Clock()
     vectors = StoredVectors()  # memory.embedding's type, read from the catalog
     two_tier = TwoTier(

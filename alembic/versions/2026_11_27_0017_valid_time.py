@@ -22,6 +22,7 @@ Create Date: 2026-11-27
 from collections.abc import Sequence
 
 from alembic import op
+from sqlalchemy import text
 
 revision: str = "0017"
 down_revision: str | None = "0016"
@@ -62,7 +63,28 @@ def upgrade() -> None:
 KINDS = ("add", "recall", "evict", "forget", "restore", "access")
 
 
+def _without_columnstore() -> None:
+    """TimescaleDB refuses a constraint change on a hypertable whose columnstore
+    (compression) is on: memory_event's chunks are decompressed and compression turned off;
+    the next start of the service turns it on again (app/db/event_log.py)."""
+    bind = op.get_bind()
+    if not bind.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'timescaledb'")).scalar():
+        return
+    on = bind.execute(
+        text(
+            "SELECT compression_enabled FROM timescaledb_information.hypertables "
+            "WHERE hypertable_schema = current_schema() AND hypertable_name = 'memory_event'"
+        )
+    ).scalar()
+    if not on:
+        return
+    op.execute("SELECT remove_compression_policy('memory_event', if_exists => true)")
+    op.execute("SELECT decompress_chunk(c, true) FROM show_chunks('memory_event') c")
+    op.execute("ALTER TABLE memory_event SET (timescaledb.compress = false)")
+
+
 def _kinds(*kinds: str) -> None:
+    _without_columnstore()
     listed = ", ".join(f"'{k}'" for k in kinds)
     op.execute("ALTER TABLE memory_event DROP CONSTRAINT memory_event_kind_check")
     op.execute(

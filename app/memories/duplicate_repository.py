@@ -99,11 +99,12 @@ class DuplicateRepository:
     # --- htm dedupe -----------------------------------------------------------------------
 
     async def exact_groups(self, namespace_id: int, type_: str | None) -> list[list[int]]:
-        """The ids of each group of live memories of one type with the same content."""
+        """The ids of each group of live, current memories of one type with the same content
+        (a superseded fact is no duplicate of the current one)."""
         rows = await self.session.execute(
-            sql("""
-            SELECT array_agg(id ORDER BY id) AS ids FROM memory
-            WHERE namespace_id = :ns AND deleted_at IS NULL
+            sql(f"""
+            SELECT array_agg(id ORDER BY id) AS ids FROM memory m
+            WHERE namespace_id = :ns AND deleted_at IS NULL AND {_CURRENT}
               AND (CAST(:type AS text) IS NULL OR type = :type)
             GROUP BY type, md5(content), content HAVING count(*) > 1"""),
             {"ns": namespace_id, "type": type_},
@@ -113,14 +114,15 @@ class DuplicateRepository:
     async def embedded(
         self, namespace_id: int, type_: str | None, after: int, page: int
     ) -> list[Any]:
-        """A page of live embedded memories (id, type, the vector as text), by id after
-        `after`."""
+        """A page of live, current, embedded memories (id, type, the vector as text), by id
+        after `after`."""
         return list(
             (
                 await self.session.execute(
-                    sql("""
-                    SELECT id, type, CAST(embedding AS text) AS embedding FROM memory
+                    sql(f"""
+                    SELECT id, type, CAST(embedding AS text) AS embedding FROM memory m
                     WHERE namespace_id = :ns AND deleted_at IS NULL AND embedding IS NOT NULL
+                      AND {_CURRENT}
                       AND (CAST(:type AS text) IS NULL OR type = :type) AND id > :after
                     ORDER BY id LIMIT :page"""),
                     {"ns": namespace_id, "type": type_, "after": after, "page": page},

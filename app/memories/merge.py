@@ -26,6 +26,7 @@ from app.memories.service import MemoryService
 from app.memories.writes import fields_of
 from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
+from app.timeframes.validity import Validity
 
 PAGE = 500
 NEIGHBOURS = 10
@@ -69,10 +70,11 @@ class Merger:
                 self.session, self.service.settings.hnsw_ef_search, self.service.search_caches
             )
             after = 0
+            current = Validity.now(self.service.clock())
             while page := await self.duplicates.embedded(self.ns, type_, after, PAGE):
                 for row in page:
                     vector = [float(x) for x in row.embedding.strip("[]").split(",")]
-                    filters = SearchFilters(types=[row.type])
+                    filters = SearchFilters(types=[row.type], valid=current)
                     near = await search.vector(
                         SearchQuery(self.ns, NEIGHBOURS, filters, vector=vector)
                     )

@@ -591,3 +591,82 @@ async def test_downgrade_drops_the_hypertables_and_upgrade_recreates_them(
 
     await asyncio.to_thread(upgrade, url)
     assert await catalog() == (["memory", "memory_event"], 0)
+
+
+# --- (f) the event log: compressed, and a retention that drops only event rows -------------
+
+
+async def _jobs(url: str) -> dict[str, dict[str, Any]]:
+    conn = await _connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT job_id, proc_name, config FROM timescaledb_information.jobs "
+            "WHERE hypertable_name = 'memory_event'"
+        )
+    finally:
+        await conn.close()
+    return {r["proc_name"]: {"job": r["job_id"], **json.loads(r["config"])} for r in rows}
+
+
+async def test_the_event_log_is_compressed_and_retention_drops_only_event_rows(
+    ts_url: str, ts_app_factory: Any
+) -> None:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    async with ts_app_factory(event_retention_days=90):
+        jobs = await _jobs(ts_url)
+    assert jobs["policy_compression"]["compress_after"] == "7 days"
+    assert jobs["policy_retention"]["drop_after"] == "90 days"
+
+    old = datetime.now(UTC) - timedelta(days=200)
+    conn = await _connect(ts_url)
+    try:
+        ns_id = await conn.fetchval("INSERT INTO namespace (name) VALUES ($1) RETURNING id", ns)
+        robot = await conn.fetchval(
+            "INSERT INTO robot (namespace_id, name) VALUES ($1, 'r') RETURNING id", ns_id
+        )
+        await conn.execute(
+            "INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at) "
+            "VALUES ($1, 'old', 987654321, $2)",
+            ns_id, old,
+        )  # fmt: skip
+        await conn.execute(
+            "INSERT INTO memory (id, created_at, namespace_id, key, content, author_robot_id, "
+            "token_count) VALUES (987654321, $1, $2, 'old', 'an old memory', $3, 3)",
+            old, ns_id, robot,
+        )  # fmt: skip
+        for at in (old, datetime.now(UTC) - timedelta(days=10), datetime.now(UTC)):
+            await conn.execute(
+                "INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, at) "
+                "VALUES ($1, $2, 987654321, 'add', $3)",
+                ns_id, robot, at,
+            )  # fmt: skip
+        await conn.execute(f"CALL run_job({jobs['policy_compression']['job']})")
+        compressed = await conn.fetchval(
+            "SELECT count(*) FROM timescaledb_information.chunks "
+            "WHERE hypertable_name = 'memory_event' AND is_compressed"
+        )
+        assert compressed >= 2  # the 200- and the 10-day-old events' chunks
+        await conn.execute(f"CALL run_job({jobs['policy_retention']['job']})")
+        left = await conn.fetch(
+            "SELECT at FROM memory_event WHERE namespace_id = $1 ORDER BY at", ns_id
+        )
+        assert len(left) == 2 and left[0]["at"] > old  # the 200-day-old event is gone
+        assert (
+            await conn.fetchval("SELECT count(*) FROM memory WHERE namespace_id = $1", ns_id) == 1
+        )
+        # a compressed chunk still takes writes and answers reads
+        await conn.execute(
+            "INSERT INTO memory_event (namespace_id, robot_id, kind, at) "
+            "VALUES ($1, $2, 'access', $3)",
+            ns_id, robot, datetime.now(UTC) - timedelta(days=9),
+        )  # fmt: skip
+        assert (
+            await conn.fetchval("SELECT count(*) FROM memory_event WHERE namespace_id = $1", ns_id)
+            == 3
+        )
+    finally:
+        await conn.close()
+
+    async with ts_app_factory():  # unset: the retention policy goes, compression stays
+        jobs = await _jobs(ts_url)
+    assert sorted(jobs) == ["policy_compression"]
