@@ -26,7 +26,7 @@ from app.observability.logs import configure as configure_logging
 from app.transfer.commands import Run, add_commands
 
 log = logging.getLogger("htm")
-NAMESPACE = names.argument("namespace")
+NAMESPACE, ROBOT = names.argument("namespace"), names.argument("robot")
 
 
 class CommandFailed(Exception):
@@ -129,7 +129,7 @@ async def _mcp_async(settings: Settings, args: argparse.Namespace) -> int:
     from app.lifespan import open_components
     from app.mcp.stdio import serve_stdio
 
-    async with open_components(settings) as c:
+    async with open_components(settings, lazy_model=True) as c:
         try:
             caller = await identify(
                 f"Bearer {args.key}" if args.key else "",
@@ -142,7 +142,7 @@ async def _mcp_async(settings: Settings, args: argparse.Namespace) -> int:
         except DomainError as exc:
             print(f"htm mcp: {exc.detail} (auth is on: pass --key)", file=sys.stderr)
             return 2
-        await serve_stdio(c, caller)
+        await serve_stdio(c, caller, args.robot)
     return 0
 
 
@@ -175,7 +175,7 @@ def _with_components(
             settings = settings.model_copy(update={"embedding_provider": "none"})
 
         async def main(settings: Settings) -> int:
-            async with open_components(settings) as c:
+            async with open_components(settings, lazy_model=True) as c:
                 return await run(c, args)
 
         with embedded_services(
@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace", default="default", type=NAMESPACE, help="with auth off: the namespace"
     )
     mcp.add_argument("--key", help="with auth on: the API key (its namespace and role)")
+    mcp.add_argument(
+        "--robot", type=ROBOT, help="the robot a tool acts as when its call names none"
+    )
     mcp.set_defaults(func=_mcp)
 
     add_commands(sub, _with_components)

@@ -93,15 +93,16 @@ def create_redis(settings: Settings) -> Any:
     return aioredis.from_url(settings.redis_url, **opts)
 
 
-async def build_embedder(settings: Settings) -> TimedEmbedder:
+async def build_embedder(settings: Settings, *, lazy: bool = False) -> TimedEmbedder:
     """The configured provider; when it fails to load, the service still starts: memories
-    are stored as 'pending' and /readyz says why."""
+    are stored as 'pending' and /readyz says why. `lazy`: the local model loads on its
+    first embed."""
     embedder, error = None, None
     if settings.embedding_provider != "none":
         from app.embeddings.factory import build_embedder as build
 
         try:
-            embedder = await build(settings)
+            embedder = await build(settings, lazy=lazy)
         except DimensionMismatch:
             raise  # a misconfiguration, not an outage: refuse to start
         except Exception as exc:
@@ -189,12 +190,15 @@ def _maintenance_counts(
 
 
 @asynccontextmanager
-async def open_components(settings: Settings) -> AsyncIterator[Components]:
+async def open_components(
+    settings: Settings, *, lazy_model: bool = False
+) -> AsyncIterator[Components]:
+    """`lazy_model`: the local model loads on its first embed, not here (the commands)."""
     engine = create_engine(settings)
     db_errors = DatabaseErrors()
     sessionmaker = create_sessionmaker(engine, db_errors)
     redis = create_redis(settings)
-    embedder = await build_embedder(settings)
+    embedder = await build_embedder(settings, lazy=lazy_model)
     try:
         await check_dimension(sessionmaker, settings, embedder)
     except BaseException:

@@ -9,6 +9,7 @@ from typing import Any
 from app.config import Settings
 from app.embeddings.base import DimensionMismatch, Embedder, EmbeddingError
 from app.embeddings.batcher import MicroBatcher
+from app.embeddings.lazy import LazyEmbedder
 from app.embeddings.local import LocalEmbedder
 from app.embeddings.ollama import DEFAULT_OLLAMA_URL, OllamaEmbedder
 from app.embeddings.onnx_model import OnnxEmbedder, available
@@ -51,7 +52,7 @@ async def build_local(settings: Settings) -> Embedder:
     return await LocalEmbedder.create(model, dimension, models_dir=models_dir, threads=threads)
 
 
-async def build_embedder(settings: Settings) -> Embedder | None:
+async def build_embedder(settings: Settings, *, lazy: bool = False) -> Embedder | None:
     """The configured provider behind a MicroBatcher, or None when clients supply vectors.
 
     The local model is loaded (and its dimension checked) here, raising EmbeddingError on
@@ -63,7 +64,9 @@ async def build_embedder(settings: Settings) -> Embedder | None:
     inner: Embedder
     if provider == "none":
         return None
-    if provider == "local":
+    if provider == "local" and lazy:  # loaded on the first embed (app/embeddings/lazy.py)
+        inner = LazyEmbedder(lambda: build_local(settings), model, dimension)
+    elif provider == "local":
         inner = await build_local(settings)
     elif provider == "ollama":
         inner = OllamaEmbedder(

@@ -32,6 +32,18 @@ class GroupRepository:
             )
         ).one()
 
+    async def lock(self, namespace_id: int, row_name: str) -> Any | None:
+        """The group's row, locked for a membership change; None when there is none."""
+        return (
+            await self.session.execute(
+                sql("""
+                SELECT id FROM robot
+                WHERE namespace_id = :ns AND name = :name AND is_group
+                FOR UPDATE"""),
+                {"ns": namespace_id, "name": row_name},
+            )
+        ).one_or_none()
+
     async def others(self, namespace_id: int, group_id: int, names: list[str]) -> list[Any]:
         """Those of `names` that are members of another group: (name, group row name)."""
         return list(

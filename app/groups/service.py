@@ -67,6 +67,20 @@ class GroupService:
         await self.two_tier.apply_budget(Robot(group.id, row_name, budget))
         return self._read(row)
 
+    async def change(
+        self, name: str, join: list[str] | None = None, leave: list[str] | None = None
+    ) -> GroupRead:
+        """Members join and leave an existing group (its budget kept): the group's row locked,
+        so concurrent changes each see the other's; then as `put`. What MCP's join, leave
+        and failover do."""
+        if await self.repo.lock(self.ns, group_row_name(name)) is None:
+            raise NotFound(f"group {name!r} does not exist")
+        row = await self._row(name)
+        members = [m for m in row.members if m not in (leave or [])]
+        members += [r for r in join or [] if r not in members]
+        body = GroupUpdate(members=members, working_memory_budget=row.working_memory_budget)
+        return await self.put(name, body)
+
     async def get(self, name: str) -> GroupRead:
         return self._read(await self._row(name))
 

@@ -46,7 +46,7 @@ def _security(settings: Settings) -> TransportSecuritySettings | None:
 class McpEndpoint:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.server = build_server(self._current, _caller_of)
+        self.server = build_server(self._current, _caller_of, _robot_of)
         self._components: Components | None = None
         self._manager: StreamableHTTPSessionManager | None = None
 
@@ -111,8 +111,16 @@ class McpEndpoint:
             return
         state = scope.setdefault("state", {})
         state["caller"] = caller
+        state["robot"] = request.headers.get("x-robot") or None  # checked where used
         state["namespace"] = caller.namespace  # for the request's log line
         await manager.handle_request(scope, receive, send)
+
+
+def _robot_of(ctx: ServerRequestContext[Any]) -> str | None:
+    request = ctx.request
+    assert isinstance(request, Request), "a tool call over HTTP carries its request"
+    robot: str | None = request.scope["state"].get("robot")
+    return robot
 
 
 def _caller_of(ctx: ServerRequestContext[Any]) -> Caller:

@@ -1,112 +1,180 @@
-"""The tools' inputs: the REST API's request models plus the path's parameters, so a field
-added to a request model is a tool argument too, with the same rules."""
+"""The tools' inputs and outputs: compact on purpose, since every definition costs the model
+context before the first call (tests/mcp/test_mcp_budget.py holds the totals). An input names
+the fields an agent uses; each tool builds the REST request model from it, so the same rules
+check it (and the REST API keeps every option). `robot` is optional everywhere: the
+connection's default robot (the `X-Robot` header, or `htm mcp --robot`) when left out."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from app.common import KEY_PATTERN, NAME_PATTERN, StrictModel, Text
-from app.memories.schemas import MemoryCreate
-from app.prompt.schemas import PromptRequest
-from app.recall.schemas import RecallRequest
-from app.sessions.schemas import MessagesAppend
-from app.working_memory.store import Strategy
+from app.common import KEY_PATTERN, NAME_PATTERN, Instant, JsonObject, MemoryType, Tag, Text
 
-Robot = Annotated[str, Field(pattern=NAME_PATTERN, description="Robot name, chosen by the client")]
-Key = Annotated[str, Field(pattern=KEY_PATTERN, description="Memory key, unique in the namespace")]
+Robot = Annotated[str, Field(pattern=NAME_PATTERN)]
+Key = Annotated[str, Field(pattern=KEY_PATTERN)]
 
 
-class RememberInput(MemoryCreate):
-    """POST /v1/robots/{robot}/memories."""
+class In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
-    robot: Robot
-
-
-class RecallInput(RecallRequest):
-    """POST /v1/robots/{robot}/recall."""
-
-    robot: Robot
+    robot: Robot | None = None
 
 
-class ContextInput(StrictModel):
-    """GET /v1/robots/{robot}/context."""
-
-    robot: Robot
-    strategy: Strategy = Field(
-        default="balanced",
-        description="recent: last access first; important: importance first; "
-        "balanced: importance × 1/(1 + hours since added)",
-    )
-    max_tokens: int | None = Field(
-        default=None, ge=1, le=10_000_000, description="Default: the robot's budget"
-    )
+class RememberIn(In):
+    content: Text = Field(min_length=1)
+    key: Key | None = Field(default=None, description="default: made up")
+    type: MemoryType = "fact"
+    importance: float = Field(default=1.0, ge=0, le=10)
+    tags: list[Tag] = []
+    metadata: JsonObject = {}
+    supersedes: list[Key] = Field(default=[], description="keys this replaces")
+    valid_from: Instant | None = None
 
 
-class ForgetInput(StrictModel):
-    """DELETE /v1/robots/{robot}/memories/{key}."""
-
-    robot: Robot
-    key: Key
-    hard: bool = Field(default=False, description="Delete permanently (needs `confirm`)")
-    confirm: Text | None = Field(
-        default=None, description="For a hard delete: the memory's key, repeated"
-    )
+class RecallIn(In):
+    query: Text = Field(min_length=1)
+    limit: int = Field(default=10, ge=1, le=100)
+    strategy: Literal["hybrid", "vector", "fulltext"] = "hybrid"
+    timeframe: Text | None = Field(default=None, max_length=200, description="'last week', ...")
+    tags: list[Tag] | None = Field(default=None, description="any of")
+    valid_at: Text | None = Field(default=None, max_length=200, description="default: now")
 
 
-class StatsInput(StrictModel):
-    """GET /v1/robots/{robot}/stats, or GET /v1/stats without a robot."""
+class GroupRecallIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
-    robot: Robot | None = Field(default=None, description="A robot's stats; none: the namespace's")
-    days: int = Field(default=30, ge=1, le=366, description="Days of activity (a robot's stats)")
-
-
-class TagsInput(StrictModel):
-    """GET /v1/tags."""
-
-    robot: Robot | None = Field(default=None, description="Only memories this robot authored")
-    timeframe: Text | None = Field(
-        default=None, max_length=200, description="ISO-8601 or a phrase: 'last week', ..."
-    )
+    group: Annotated[str, Field(pattern=NAME_PATTERN)]
+    query: Text = Field(min_length=1)
+    limit: int = Field(default=10, ge=1, le=100)
 
 
-class HistoryInput(StrictModel):
-    """GET /v1/robots/{robot}/memories/{key}/history."""
-
-    robot: Robot
-    key: Key
-    limit: int = Field(default=20, ge=1, le=100, description="Links each way, at most")
-
-
-class VersionsInput(StrictModel):
-    """GET /v1/robots/{robot}/memories/{key}/versions."""
-
-    robot: Robot
-    key: Key
-    limit: int = Field(default=50, ge=1, le=200)
-
-
-Session = Annotated[str, Field(pattern=NAME_PATTERN, description="Session id, chosen by you")]
-
-
-class SessionAppendInput(MessagesAppend):
-    """POST /v1/robots/{robot}/sessions/{session}/messages."""
-
-    robot: Robot
-    session: Session
-
-
-class SessionWindowInput(StrictModel):
-    """GET /v1/robots/{robot}/sessions/{session}/messages."""
-
-    robot: Robot
-    session: Session
-    n: int | None = Field(default=None, ge=1, le=1000, description="The last n (default 50)")
+class ContextIn(In):
+    strategy: Literal["balanced", "recent", "important"] = "balanced"
     max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
 
 
-class PromptInput(PromptRequest):
-    """POST /v1/robots/{robot}/prompt."""
+class KeyIn(In):
+    key: Key
 
-    robot: Robot
+
+class ForgetIn(KeyIn):
+    hard: bool = Field(default=False, description="needs confirm=key")
+    confirm: Text | None = None
+
+
+class StatsIn(In):
+    days: int = Field(default=30, ge=1, le=366)
+
+
+class TagsIn(In):
+    timeframe: Text | None = Field(default=None, max_length=200)
+
+
+class AppendIn(In):
+    session: Annotated[str, Field(pattern=NAME_PATTERN)]
+    messages: list[dict[str, Any]] = Field(min_length=1, description="[{role, content}]")
+
+
+class WindowIn(In):
+    session: Annotated[str, Field(pattern=NAME_PATTERN)]
+    n: int | None = Field(default=None, ge=1, le=10_000)
+    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+
+
+class PromptIn(In):
+    input: Text = Field(min_length=1)
+    context_window: int = Field(ge=1, le=10_000_000)
+    session: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
+    system: Text | None = None
+
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class GroupIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    group: Name
+
+
+class GroupCreateIn(GroupIn):
+    members: list[Name] = Field(min_length=1)
+    budget: int | None = Field(default=None, ge=1, le=10_000_000, description="tokens")
+
+
+class GroupMemberIn(GroupIn):
+    robot: Name | None = None
+
+
+class FailoverIn(GroupIn):
+    failed: Name
+    to: Name
+
+
+# --- outputs: what structuredContent holds -----------------------------------------------
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Remembered(Out):
+    key: str
+    created: bool
+    duplicate_of: str | None = None
+    superseded: list[str] = []
+    may_supersede: list[str] = []
+
+
+class Hit(Out):
+    key: str
+    score: float
+    date: str
+    content: str
+
+
+class Hits(Out):
+    hits: list[Hit]
+
+
+class Context(Out):
+    text: str
+    tokens: int
+    items: int
+
+
+class Forgot(Out):
+    key: str
+    hard: bool
+
+
+class Versions(Out):
+    versions: list[dict[str, Any]]
+
+
+class Chain(Out):
+    chain: list[dict[str, Any]]
+
+
+class Messages(Out):
+    messages: list[dict[str, Any]]
+    tokens: int
+
+
+class Group(Out):
+    group: str
+    members: list[str]
+    budget: int
+
+
+class Body(Out):
+    """A REST answer as it is (stats, the tag tree)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def when(t: datetime) -> str:
+    return t.date().isoformat()

@@ -1,7 +1,9 @@
 """One tool call, as one REST request would run it: the caller's role checked, the input
 validated by its model (in JSON mode, as a request body is), a unit of work that commits on
-success and rolls back on error (app/unit.py, as a REST request's), and the answer as JSON.
-A domain error or bad input is a tool error (`isError`) carrying the problem+json body."""
+success and rolls back on error (app/unit.py, as a REST request's), and the answer as a
+compact text with its structured copy (the tool's output schema). A domain error or bad
+input is a tool error (`isError`) carrying the problem+json body. Resources: the namespace's
+statistics, tag tree and groups, and a robot's working memory and recent memories."""
 
 from __future__ import annotations
 
@@ -15,32 +17,84 @@ import orjson
 from mcp.server import Server, ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
+from app import VERSION
 from app.auth.caller import Caller, require_role
 from app.components import Components
-from app.errors import PROBLEM_BASE, DomainError
+from app.errors import PROBLEM_BASE, DomainError, NotFound, Unprocessable
+from app.mcp.resources import RESOURCES, TEMPLATES, read
 from app.mcp.tools import TOOLS, Tool
 from app.unit import unit_of_work
 
 log = logging.getLogger(__name__)
 
-# Who calls: the HTTP endpoint puts the caller it identified in the request's scope state
-# (app/mcp/http.py); `htm mcp` (stdio) has one caller for the process.
+# Who calls, and the connection's default robot: the HTTP endpoint puts them in the request's
+# scope state (app/mcp/http.py: the key, X-Robot); `htm mcp` (stdio) has them for the process.
 CallerOf = Callable[[ServerRequestContext[Any]], Caller]
+RobotOf = Callable[[ServerRequestContext[Any]], str | None]
+
+INSTRUCTIONS = (
+    "Long-term memory with a working memory per robot. remember what matters, recall before "
+    "answering (current facts), use supersedes when a fact changes."
+)
+
+
+# What a model needs of a schema: names, types, enums, bounds, the defaults that say
+# something. The rest (generated titles, regular expressions, null branches of optional
+# fields) costs tokens on every request and is checked by the server anyway.
+_DROPPED = {"title", "pattern", "maxLength", "minLength", "additionalProperties"}
+
+
+def compact(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema trimmed for a model's context (the input is still validated in full)."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, list):
+            return [strip(x) for x in node]
+        if not isinstance(node, dict):
+            return node
+        branches = node.get("anyOf")
+        if isinstance(branches, list):
+            kept = [b for b in branches if b != {"type": "null"}]
+            if len(kept) == 1:  # optional: the value's own schema
+                node = {**{k: v for k, v in node.items() if k != "anyOf"}, **kept[0]}
+        out = {}
+        for k, v in node.items():
+            if k in _DROPPED or (k == "default" and v in (None, [], {})):
+                continue
+            if k in ("properties", "$defs"):
+                out[k] = {name: strip(s) for name, s in v.items()}
+            else:
+                out[k] = strip(v)
+        return out
+
+    trimmed: dict[str, Any] = strip(schema)
+    return trimmed
+
+
+def _hints(t: Tool) -> types.ToolAnnotations:
+    """Only what differs from the spec's defaults (read-only false, destructive true,
+    idempotent false, open world true); a read-only tool's other hints mean nothing."""
+    if t.read_only:
+        return types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    return types.ToolAnnotations(
+        destructive_hint=t.destructive,
+        idempotent_hint=t.idempotent or None,
+        open_world_hint=False,
+    )
 
 
 def tool_list() -> list[types.Tool]:
     return [
-        types.Tool(name=t.name, description=t.description, input_schema=t.input.model_json_schema())
+        types.Tool(
+            name=t.name,
+            title=t.title,
+            description=t.description,
+            input_schema=compact(t.input.model_json_schema()),
+            output_schema=compact(t.output.model_json_schema()),
+            annotations=_hints(t),
+        )
         for t in TOOLS.values()
     ]
-
-
-def _result(body: Any) -> types.CallToolResult:
-    data = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=orjson.dumps(data).decode())],
-        structured_content=data,
-    )
 
 
 def _error(problem: dict[str, Any]) -> types.CallToolResult:
@@ -79,15 +133,31 @@ def _domain(exc: DomainError) -> types.CallToolResult:
     )
 
 
-async def call(c: Components, caller: Caller, tool: Tool, arguments: dict[str, Any]) -> Any:
+def robot_for(given: BaseModel, default: str | None) -> str:
+    robot = getattr(given, "robot", None) or default
+    if robot is None:
+        message = (
+            "no robot: give `robot`, or set the connection's default "
+            "(the X-Robot header, or htm mcp --robot)"
+        )
+        raise Unprocessable(message, errors=[{"field": "robot", "message": message}])
+    return str(robot)
+
+
+async def call(
+    c: Components, caller: Caller, tool: Tool, arguments: dict[str, Any], default: str | None
+) -> tuple[BaseModel, str]:
     """Run `tool` for `caller` (DomainError and ValidationError propagate)."""
     require_role(caller, tool.role)
     given = tool.input.model_validate_json(json.dumps(arguments))
+    robot = robot_for(given, default) if tool.needs_robot else (default or "")
     async with unit_of_work(c, caller) as unit:
-        return await tool.run(unit, given)
+        return await tool.run(unit, given, robot)
 
 
-def build_server(components: Callable[[], Components], caller_of: CallerOf) -> Server[Any]:
+def build_server(
+    components: Callable[[], Components], caller_of: CallerOf, robot_of: RobotOf
+) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -107,17 +177,65 @@ def build_server(components: Callable[[], Components], caller_of: CallerOf) -> S
                 }
             )
         try:
-            body = await call(components(), caller_of(ctx), tool, params.arguments or {})
+            out, text = await call(
+                components(), caller_of(ctx), tool, params.arguments or {}, robot_of(ctx)
+            )
         except ValidationError as exc:
             return _invalid(exc)
         except DomainError as exc:
             return _domain(exc)
-        return _result(body)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=out.model_dump(mode="json", exclude_none=True),
+        )
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        robot = robot_of(ctx)
+        listed = [
+            types.Resource(uri=uri, name=name, description=about, mime_type="application/json")
+            for uri, name, about in RESOURCES(robot)
+        ]  # fmt: skip
+        return types.ListResourcesResult(resources=listed)
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=uri, name=name, description=about, mime_type="application/json"
+                )
+                for uri, name, about in TEMPLATES
+            ]
+        )
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        caller = caller_of(ctx)
+        require_role(caller, "reader")
+        uri = str(params.uri)
+        async with unit_of_work(components(), caller) as unit:
+            body = await read(unit, uri)
+        if body is None:
+            raise NotFound(f"no resource {uri}")
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=params.uri, mime_type="application/json", text=orjson.dumps(body).decode()
+                )
+            ]
+        )
 
     return Server(
         "htm",
-        version="1.0.0",
-        instructions="Memory for agents: remember, recall, assemble context, forget, stats.",
+        version=VERSION,
+        instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
     )

@@ -10,7 +10,7 @@ from app.components import Components
 from app.mcp.server import build_server
 
 
-async def serve_stdio(components: Components, caller: Caller) -> None:
-    server = build_server(lambda: components, lambda ctx: caller)
+async def serve_stdio(components: Components, caller: Caller, robot: str | None = None) -> None:
+    server = build_server(lambda: components, lambda ctx: caller, lambda ctx: robot)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())

@@ -1,188 +1,285 @@
-"""The tool table: each tool's name, description, input model, the role it needs (as its
-REST route's method does) and what it runs: a service of the call's unit of work (app/unit.py),
-as the REST route calls it."""
+"""The tool table: each tool's name, title, description, input and output models, the role
+it needs (as its REST route's method does), its hints, and what it runs: a service of the
+call's unit of work (app/unit.py), as the REST route calls it. Each answers a compact text
+(memory text with key, score and date, not the REST JSON) and its structured copy."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 from app.auth.schemas import Role
+from app.errors import Conflict
+from app.groups.schemas import GroupRead, GroupUpdate
 from app.mcp.schemas import (
-    ContextInput,
-    ForgetInput,
-    HistoryInput,
-    PromptInput,
-    RecallInput,
-    RememberInput,
-    SessionAppendInput,
-    SessionWindowInput,
-    StatsInput,
-    TagsInput,
-    VersionsInput,
+    AppendIn,
+    Body,
+    Chain,
+    Context,
+    ContextIn,
+    FailoverIn,
+    ForgetIn,
+    Forgot,
+    Group,
+    GroupCreateIn,
+    GroupIn,
+    GroupMemberIn,
+    GroupRecallIn,
+    Hit,
+    Hits,
+    KeyIn,
+    Messages,
+    Out,
+    PromptIn,
+    RecallIn,
+    Remembered,
+    RememberIn,
+    StatsIn,
+    TagsIn,
+    Versions,
+    WindowIn,
+    when,
 )
 from app.memories.schemas import MemoryCreate
 from app.prompt.schemas import PromptRequest
-from app.recall.schemas import RecallRequest
+from app.recall.schemas import RecallFilters, RecallRequest
 from app.sessions.schemas import MessagesAppend
 from app.unit import UnitOfWork
 
-Run = Callable[[UnitOfWork, Any], Awaitable[Any]]
-M = TypeVar("M", bound=BaseModel)
+Answer = tuple[Out, str]
+Run = Callable[[UnitOfWork, Any, str], Awaitable[Answer]]
 
 
 @dataclass(frozen=True)
 class Tool:
     name: str
+    title: str
     description: str
     input: type[BaseModel]
+    output: type[Out]
     role: Role
     run: Run
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    needs_robot: bool = True  # the group tools name their robots themselves
 
 
-def _without_robot(model: type[M], given: BaseModel) -> M:
-    """The REST request model inside a tool input (validated already, as that model)."""
-    fields = given.model_fields_set & set(model.model_fields)  # without robot, session
-    values = {name: getattr(given, name) for name in model.model_fields}
-    return model.model_construct(fields, **values)
+def _json(x: Any) -> str:
+    return orjson.dumps(x).decode()
 
 
-async def _remember(u: UnitOfWork, i: RememberInput) -> Any:
-    return await u.memories.add(i.robot, _without_robot(MemoryCreate, i))
-
-
-async def _recall(u: UnitOfWork, i: RecallInput) -> Any:
-    return await u.recall.recall(i.robot, _without_robot(RecallRequest, i))
-
-
-async def _context(u: UnitOfWork, i: ContextInput) -> Any:
-    return await u.working_memory.context_body(i.robot, i.strategy, i.max_tokens)
-
-
-async def _forget(u: UnitOfWork, i: ForgetInput) -> Any:
-    return await u.memories.forget(i.robot, i.key, i.hard, i.confirm)
-
-
-async def _stats(u: UnitOfWork, i: StatsInput) -> Any:
-    if i.robot is None:
-        return await u.stats.namespace()
-    return await u.stats.robot(i.robot, i.days)
-
-
-async def _list_tags(u: UnitOfWork, i: TagsInput) -> Any:
-    return await u.tags.tree(i.robot, i.timeframe)
-
-
-async def _versions(u: UnitOfWork, i: VersionsInput) -> Any:
-    return await u.reader.versions(i.key, False, i.limit, None)
-
-
-async def _history(u: UnitOfWork, i: HistoryInput) -> Any:
-    return await u.reader.chain(i.key, i.limit)
-
-
-async def _session_append(u: UnitOfWork, i: SessionAppendInput) -> Any:
-    return await u.sessions.append(i.robot, i.session, _without_robot(MessagesAppend, i))
-
-
-async def _session_window(u: UnitOfWork, i: SessionWindowInput) -> Any:
-    return await u.sessions.window(i.robot, i.session, i.n, i.max_tokens)
-
-
-async def _prompt(u: UnitOfWork, i: PromptInput) -> Any:
-    return await u.prompt.prompt(i.robot, _without_robot(PromptRequest, i))
-
-
-TOOLS: dict[str, Tool] = {
-    t.name: t
-    for t in (
-        Tool(
-            "remember",
-            "Store a memory for a robot (durably), then place it in the robot's working memory; "
-            "`supersedes` names the memories it replaces.",
-            RememberInput,
-            "writer",
-            _remember,
-        ),
-        Tool(
-            "recall",
-            "Search long-term memory (vector, fulltext or hybrid; filters by type, tags, "
-            "importance, metadata and timeframe; current facts unless valid_at or "
-            "include=superseded) and load the hits into working memory.",
-            RecallInput,
-            "writer",
-            _recall,
-        ),
-        Tool(
-            "context",
-            "Prompt-ready text from a robot's working memory, within a token budget.",
-            ContextInput,
-            "reader",
-            _context,
-        ),
-        Tool(
-            "forget",
-            "Forget a memory: soft delete (restorable) by default; hard=true with confirm=<key> "
-            "deletes permanently.",
-            ForgetInput,
-            "writer",
-            _forget,
-        ),
-        Tool(
-            "stats",
-            "A robot's statistics (working memory, memories, activity per day), or the "
-            "namespace's without a robot.",
-            StatsInput,
-            "reader",
-            _stats,
-        ),
-        Tool(
-            "list_tags",
-            "The namespace's tags as a tree of ':' segments with memory counts (optionally "
-            "one robot's, within a timeframe).",
-            TagsInput,
-            "reader",
-            _list_tags,
-        ),
-        Tool(
-            "memory_versions",
-            "A memory's versions, newest first, each with who wrote it and when.",
-            VersionsInput,
-            "reader",
-            _versions,
-        ),
-        Tool(
-            "memory_history",
-            "A memory's supersede chain, oldest first: what it replaced (`supersedes` on "
-            "remember) and what replaced it, each with its validity.",
-            HistoryInput,
-            "reader",
-            _history,
-        ),
-        Tool(
-            "session_append",
-            "Append messages to a conversation session (durable; the session starts if needed).",
-            SessionAppendInput,
-            "writer",
-            _session_append,
-        ),
-        Tool(
-            "session_window",
-            "A session's last messages, oldest first (the last n, or as many as fit max_tokens).",
-            SessionWindowInput,
-            "writer",
-            _session_window,
-        ),
-        Tool(
-            "prompt",
-            "Chat messages for a model: working memory, recalled memories, the session and the "
-            "input, within the context window minus reserves, with a manifest.",
-            PromptInput,
-            "writer",
-            _prompt,
-        ),
+async def _remember(u: UnitOfWork, i: RememberIn, robot: str) -> Answer:
+    body = MemoryCreate.model_validate(i.model_dump(exclude={"robot"}, exclude_unset=True))
+    a = await u.memories.add(robot, body)
+    out = Remembered(
+        key=a.duplicate_of or a.key,
+        created=a.created,
+        duplicate_of=a.duplicate_of,
+        superseded=a.superseded,
+        may_supersede=[p.key for p in a.supersede_proposals],
     )
-}
+    text = f"remembered {out.key}" if a.created else f"already known as {out.key}"
+    if out.superseded:
+        text += f"; it supersedes {', '.join(out.superseded)}"
+    if out.may_supersede:
+        text += f"; it may supersede {', '.join(out.may_supersede)} (send supersedes to confirm)"
+    return out, text
+
+
+def _recall_request(i: RecallIn) -> RecallRequest:
+    return RecallRequest(
+        query=i.query,
+        limit=i.limit,
+        strategy=i.strategy,
+        timeframe=i.timeframe,
+        valid_at=i.valid_at,
+        filters=RecallFilters(tags_any=i.tags),
+    )
+
+
+def _hits(result: Any) -> Answer:
+    hits = [
+        Hit(key=h.key, score=round(h.score, 2), date=when(h.created_at), content=h.content)
+        for h in result.hits
+    ]
+    return Hits(hits=hits), hit_lines(hits) or "no memories found"
+
+
+def score(x: float) -> str:
+    """0.82 as .82: a token less a hit."""
+    text = f"{x:.2f}"
+    return text[1:] if text.startswith("0.") else text
+
+
+def hit_lines(hits: list[Hit]) -> str:
+    """A date line, then `key score: content` per hit of that date (a date shared by hits is
+    said once): key, score and date cost a model a few tokens a hit, not a JSON record."""
+    lines: list[str] = []
+    last = None
+    for h in hits:
+        if h.date != last:
+            lines.append(h.date)
+            last = h.date
+        lines.append(f"{h.key} {score(h.score)}: {h.content}")
+    return "\n".join(lines)
+
+
+async def _recall(u: UnitOfWork, i: RecallIn, robot: str) -> Answer:
+    return _hits(await u.recall.recall(robot, _recall_request(i)))
+
+
+async def _context(u: UnitOfWork, i: ContextIn, robot: str) -> Answer:
+    c = await u.working_memory.context_body(robot, i.strategy, i.max_tokens)
+    out = Context(text=c["text"], tokens=c["tokens"], items=len(c["items"]))
+    return out, out.text or "working memory is empty"
+
+
+async def _forget(u: UnitOfWork, i: ForgetIn, robot: str) -> Answer:
+    await u.memories.forget(robot, i.key, i.hard, i.confirm)
+    how = "deleted for good" if i.hard else "forgot (restorable)"
+    return Forgot(key=i.key, hard=i.hard), f"{how}: {i.key}"
+
+
+async def _stats(u: UnitOfWork, i: StatsIn, robot: str) -> Answer:
+    body = (await u.stats.robot(robot, i.days)).model_dump(mode="json")
+    return Body(**body), _json(body)
+
+
+async def _tags(u: UnitOfWork, i: TagsIn, robot: str) -> Answer:
+    body = (await u.tags.tree(None, i.timeframe)).model_dump(mode="json")
+    return Body(**body), _json(body)
+
+
+async def _versions(u: UnitOfWork, i: KeyIn, robot: str) -> Answer:
+    found = await u.reader.versions(i.key, False, 50, None)
+    rows = [
+        {"version": v.version, "by": v.changed_by, "date": when(v.changed_at), "content": v.content}
+        for v in found.versions
+    ]
+    text = "\n".join(f"v{r['version']} {r['date']} {r['by']}: {r['content']}" for r in rows)
+    return Versions(versions=rows), text
+
+
+async def _history(u: UnitOfWork, i: KeyIn, robot: str) -> Answer:
+    found = await u.reader.chain(i.key, 20)
+    rows = [
+        {
+            "key": m.key,
+            "depth": m.depth,
+            "valid_from": when(m.valid_from) if m.valid_from else None,
+            "valid_to": when(m.valid_to) if m.valid_to else None,
+            "content": m.content,
+        }
+        for m in found.chain
+    ]
+    text = "\n".join(
+        f"[{r['key']} {r['valid_from']}..{r['valid_to'] or ''}] {r['content']}" for r in rows
+    )
+    return Chain(chain=rows), text
+
+
+async def _append(u: UnitOfWork, i: AppendIn, robot: str) -> Answer:
+    body = MessagesAppend.model_validate({"messages": i.messages})
+    done = await u.sessions.append(robot, i.session, body)
+    rows = [{"seq": m.seq, "role": m.role, "content": m.content} for m in done.messages]
+    return Messages(messages=rows, tokens=sum(m.tokens for m in done.messages)), (
+        f"appended {len(rows)} to {i.session}"
+    )
+
+
+async def _window(u: UnitOfWork, i: WindowIn, robot: str) -> Answer:
+    w = await u.sessions.window(robot, i.session, i.n, i.max_tokens)
+    rows = [{"seq": m.seq, "role": m.role, "content": m.content} for m in w.messages]
+    text = "\n".join(f"{r['role']}: {r['content']}" for r in rows)
+    return Messages(messages=rows, tokens=w.tokens), text or "no messages"
+
+
+async def _prompt(u: UnitOfWork, i: PromptIn, robot: str) -> Answer:
+    body = PromptRequest.model_validate(i.model_dump(exclude={"robot"}, exclude_none=True))
+    p = await u.prompt.prompt(robot, body)
+    rows = [{"role": m.role, "content": m.content} for m in p.messages]
+    return Messages(messages=rows, tokens=p.tokens), _json(rows)
+
+
+def _group(g: GroupRead) -> Answer:
+    out = Group(group=g.name, members=g.members, budget=g.working_memory_budget)
+    return out, f"group {g.name}: {', '.join(g.members) or 'no members'} ({out.budget} tokens)"
+
+
+async def _group_create(u: UnitOfWork, i: GroupCreateIn, robot: str) -> Answer:
+    body = GroupUpdate(members=i.members, working_memory_budget=i.budget)
+    return _group(await u.groups.put(i.group, body))
+
+
+async def _group_join(u: UnitOfWork, i: GroupMemberIn, robot: str) -> Answer:
+    return _group(await u.groups.change(i.group, join=[i.robot or robot]))
+
+
+async def _group_leave(u: UnitOfWork, i: GroupMemberIn, robot: str) -> Answer:
+    return _group(await u.groups.change(i.group, leave=[i.robot or robot]))
+
+
+async def _group_status(u: UnitOfWork, i: GroupIn, robot: str) -> Answer:
+    return _group(await u.groups.get(i.group))
+
+
+async def _group_failover(u: UnitOfWork, i: FailoverIn, robot: str) -> Answer:
+    return _group(await u.groups.change(i.group, join=[i.to], leave=[i.failed]))
+
+
+async def _group_recall(u: UnitOfWork, i: GroupRecallIn, robot: str) -> Answer:
+    """As its first member (or the connection's robot, if a member): a member's recall
+    loads the group's working memory."""
+    g = await u.groups.get(i.group)
+    if not g.members:
+        raise Conflict(f"group {i.group!r} has no members")
+    member = robot if robot in g.members else g.members[0]
+    request = RecallRequest(query=i.query, limit=i.limit)
+    return _hits(await u.recall.recall(member, request))
+
+
+_TOOLS = [
+    Tool("remember", "Remember", "Store a memory (durable), then place it in working memory.",
+         RememberIn, Remembered, "writer", _remember),
+    Tool("recall", "Recall", "Search memories (current facts), load the hits into working "
+         "memory. Answers a date line, then `key score: content` a hit.", RecallIn, Hits,
+         "writer", _recall),
+    Tool("context", "Working memory", "Working memory as prompt text, within a token budget.",
+         ContextIn, Context, "reader", _context, read_only=True, idempotent=True),
+    Tool("forget", "Forget", "Forget a memory (restorable; hard=true with confirm=key: for good).",
+         ForgetIn, Forgot, "writer", _forget, destructive=True, idempotent=True),
+    Tool("stats", "Statistics", "The robot's working memory, memories and activity.",
+         StatsIn, Body, "reader", _stats, read_only=True, idempotent=True),
+    Tool("list_tags", "Tags", "The namespace's tag tree with counts.",
+         TagsIn, Body, "reader", _tags, read_only=True, idempotent=True),
+    Tool("memory_versions", "Versions", "A memory's versions, newest first.",
+         KeyIn, Versions, "reader", _versions, read_only=True, idempotent=True),
+    Tool("memory_history", "History", "What a memory superseded and what superseded it.",
+         KeyIn, Chain, "reader", _history, read_only=True, idempotent=True),
+    Tool("session_append", "Append to session", "Append messages to a conversation session.",
+         AppendIn, Messages, "writer", _append),
+    Tool("session_window", "Session window", "A session's last messages, oldest first.",
+         WindowIn, Messages, "writer", _window, idempotent=True),
+    Tool("prompt", "Build prompt", "Chat messages for a model: memory, session and input, "
+         "within context_window.", PromptIn, Messages, "writer", _prompt, idempotent=True),
+    Tool("group_create", "Create group", "Create or reset a robot group sharing one working "
+         "memory.", GroupCreateIn, Group, "writer", _group_create, idempotent=True,
+         needs_robot=False),
+    Tool("group_join", "Join group", "A robot joins a group.", GroupMemberIn, Group, "writer",
+         _group_join, idempotent=True),
+    Tool("group_leave", "Leave group", "A robot leaves a group.", GroupMemberIn, Group, "writer",
+         _group_leave, destructive=True, idempotent=True),
+    Tool("group_status", "Group status", "A group's members and budget.", GroupIn, Group,
+         "reader", _group_status, read_only=True, idempotent=True, needs_robot=False),
+    Tool("group_failover", "Group failover", "Replace a failed member by another; the shared "
+         "working memory stays.", FailoverIn, Group, "writer", _group_failover,
+         destructive=True, idempotent=True, needs_robot=False),
+    Tool("group_recall", "Group recall", "recall, into a group's shared working memory.",
+         GroupRecallIn, Hits, "writer", _group_recall, needs_robot=False),
+]  # fmt: skip
+TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}

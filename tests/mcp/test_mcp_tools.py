@@ -11,21 +11,14 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from app.mcp.schemas import PromptInput, RecallInput, RememberInput, SessionAppendInput
+from app.mcp.tools import score
 
 TOOLS = [
-    "remember",
-    "recall",
-    "context",
-    "forget",
-    "stats",
-    "list_tags",
-    "memory_versions",
-    "memory_history",
-    "session_append",
-    "session_window",
-    "prompt",
-]
+    "remember", "recall", "context", "forget", "stats", "list_tags", "memory_versions",
+    "memory_history", "session_append", "session_window", "prompt", "group_create",
+    "group_join", "group_leave", "group_status", "group_failover", "group_recall",
+]  # fmt: skip
+READERS = {"context", "stats", "list_tags", "memory_versions", "memory_history", "group_status"}
 
 
 @asynccontextmanager
@@ -44,150 +37,136 @@ def base(live_server_factory) -> str:
     return live_server_factory()
 
 
-async def test_lists_the_tools_with_schemas_of_the_rest_request_models(base) -> None:
+async def test_lists_the_tools_with_titles_hints_and_output_schemas(base) -> None:
     async with mcp_session(base) as s:
         listed = (await s.list_tools()).tools
     assert [t.name for t in listed] == TOOLS
-    by_name = {t.name: t.input_schema for t in listed}
-    assert by_name["remember"] == RememberInput.model_json_schema()
-    assert by_name["recall"] == RecallInput.model_json_schema()
-    assert set(by_name["recall"]["properties"]) >= {"query", "strategy", "filters", "timeframe"}
-    assert by_name["prompt"] == PromptInput.model_json_schema()
-    assert by_name["session_append"] == SessionAppendInput.model_json_schema()
+    for t in listed:
+        assert t.title and t.description, t.name
+        assert t.output_schema is not None and t.output_schema["type"] == "object", t.name
+        assert t.input_schema["type"] == "object", t.name
+        hints = t.annotations
+        assert hints is not None and hints.open_world_hint is False, t.name
+        if t.name in READERS:
+            assert hints.read_only_hint is True, t.name
+        else:
+            assert hints.read_only_hint is None and hints.destructive_hint is not None, t.name
+    by_name = {t.name: t for t in listed}
+    assert by_name["forget"].annotations.destructive_hint is True
+    assert by_name["remember"].annotations.destructive_hint is False
+    assert by_name["recall"].input_schema["required"] == ["query"]
+    assert set(by_name["recall"].output_schema["properties"]) == {"hits"}
 
 
-async def test_the_lifecycle_tools_answer_what_the_rest_api_would(base) -> None:
+async def test_tools_answer_compact_text_with_a_default_robot(base) -> None:
     ns = f"t-{uuid.uuid4().hex[:10]}"
-    async with mcp_session(base, **{"X-Namespace": ns}) as s:
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ann"}) as s:
+        added = await s.call_tool(
+            "remember",
+            {"key": "tea", "content": "Ann drinks green tea", "importance": 7, "tags": ["food"]},
+        )
+        assert not added.is_error, added.content
+        assert added.content[0].text == "remembered tea"
+        assert added.structured_content == {
+            "key": "tea", "created": True, "superseded": [],
+            "may_supersede": [],
+        }  # fmt: skip
+        assert (await s.call_tool("remember", {"content": "Bob likes coffee"})).is_error is False
+        recalled = await s.call_tool(
+            "recall", {"query": "green tea", "strategy": "fulltext", "tags": ["food"]}
+        )
+        [hit] = recalled.structured_content["hits"]
+        assert (hit["key"], hit["content"]) == ("tea", "Ann drinks green tea")
+        assert (
+            recalled.content[0].text
+            == f"{hit['date']}\ntea {score(hit['score'])}: Ann drinks green tea"
+        )
+        context = await s.call_tool("context", {"strategy": "important"})
+        assert context.content[0].text == "Ann drinks green tea\n\nBob likes coffee"
+        assert context.structured_content["items"] == 2
+        stats = await s.call_tool("stats", {})
+        assert stats.structured_content["long_term"]["memories"] == 2
+        forgot = await s.call_tool("forget", {"key": "tea"})
+        assert forgot.content[0].text == "forgot (restorable): tea"
+        again = await s.call_tool("recall", {"query": "green tea", "strategy": "fulltext"})
+        assert (again.structured_content, again.content[0].text) == (
+            {"hits": []},
+            "no memories found",
+        )
+        # A robot given wins over the connection's.
+        other = await s.call_tool("remember", {"robot": "bob", "content": "Bob's note"})
+        assert not other.is_error
+    async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+        listed = (await http.get("/v1/robots/x/memories")).json()["items"]
+        assert [(m["author"], m["content"]) for m in listed] == [
+            ("bob", "Bob's note"), ("ann", "Bob likes coffee")
+        ]  # fmt: skip
+    async with mcp_session(base, **{"X-Namespace": ns}) as s:  # no default robot
+        nobody = await s.call_tool("remember", {"content": "whose?"})
+        assert nobody.is_error and nobody.structured_content["status"] == 422
+        assert [e["field"] for e in nobody.structured_content["errors"]] == ["robot"]
+
+
+async def test_the_lifecycle_tools(base) -> None:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ann"}) as s:
         for key, tags in (("pg", ["db:postgres"]), ("redis", ["db:redis", "cache"])):
-            r = await s.call_tool("remember", {"robot": "ann", "key": key, "content": key,
-                                               "tags": tags})  # fmt: skip
+            r = await s.call_tool("remember", {"key": key, "content": key, "tags": tags})
             assert not r.is_error, r.content
         tags = (await s.call_tool("list_tags", {})).structured_content
         async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
             assert tags == (await http.get("/v1/tags")).json()
             await http.put("/v1/robots/ann/memories/pg", json={"content": "pg 18"})
-        versions = (
-            await s.call_tool("memory_versions", {"robot": "ann", "key": "pg"})
-        ).structured_content
-        assert [(v["version"], v["content"]) for v in versions["versions"]] == [
-            (2, "pg 18"),
-            (1, "pg"),
-        ]
-        # Supersede, valid_at and the chain through the tools.
+        versions = await s.call_tool("memory_versions", {"key": "pg"})
+        assert [(v["version"], v["content"]) for v in versions.structured_content["versions"]] == [
+            (2, "pg 18"), (1, "pg")
+        ]  # fmt: skip
         r = await s.call_tool(
-            "remember",
-            {"robot": "ann", "key": "pg@19", "content": "pg 19", "supersedes": ["pg"]},
+            "remember", {"key": "pg@19", "content": "pg 19", "supersedes": ["pg"]}
         )
-        assert r.structured_content["superseded"] == ["pg"]
-        chain = (
-            await s.call_tool("memory_history", {"robot": "ann", "key": "pg"})
-        ).structured_content["chain"]
-        assert [(m["key"], m["depth"], m["superseded_by"]) for m in chain] == [
-            ("pg", 0, "pg@19"),
-            ("pg@19", 1, None),
-        ]
-        for extra, keys in (({}, ["pg@19"]), ({"include": ["superseded"]}, ["pg", "pg@19"])):
+        assert r.content[0].text == "remembered pg@19; it supersedes pg"
+        chain = (await s.call_tool("memory_history", {"key": "pg"})).structured_content["chain"]
+        assert [(m["key"], m["depth"], m["valid_to"] is None) for m in chain] == [
+            ("pg", 0, False), ("pg@19", 1, True)
+        ]  # fmt: skip
+        for extra, keys in (({}, ["pg@19"]), ({"valid_at": "2000-01-01"}, [])):
             hits = (
-                await s.call_tool(
-                    "recall",
-                    {"robot": "ann", "query": "pg", "strategy": "fulltext", **extra},
-                )
+                await s.call_tool("recall", {"query": "pg", "strategy": "fulltext", **extra})
             ).structured_content["hits"]
             assert sorted(h["key"] for h in hits) == keys
-
         appended = await s.call_tool(
             "session_append",
-            {"robot": "ann", "session": "chat-1",
-             "messages": [{"role": "user", "content": "hello"},
-                          {"role": "assistant", "content": "hi, Ann"}]},
+            {"session": "chat-1", "messages": [{"role": "user", "content": "hello"},
+                                                {"role": "assistant", "content": "hi, Ann"}]},
         )  # fmt: skip
-        assert not appended.is_error, appended.content
-        window = (
-            await s.call_tool("session_window", {"robot": "ann", "session": "chat-1", "n": 1})
-        ).structured_content
-        assert [m["content"] for m in window["messages"]] == ["hi, Ann"]
-
+        assert appended.content[0].text == "appended 2 to chat-1"
+        window = await s.call_tool("session_window", {"session": "chat-1", "n": 1})
+        assert window.content[0].text == "assistant: hi, Ann"
         prompt = await s.call_tool(
-            "prompt",
-            {"robot": "ann", "input": "which database?", "session": "chat-1",
-             "context_window": 4000, "recall": None},
-        )  # fmt: skip
-        assert not prompt.is_error, prompt.content
+            "prompt", {"input": "which database?", "session": "chat-1", "context_window": 4000}
+        )
         messages = prompt.structured_content["messages"]
         assert [m["role"] for m in messages][-3:] == ["user", "assistant", "user"]
         assert messages[-1]["content"] == "which database?"
         bad = await s.call_tool(
-            "session_append",
-            {"robot": "ann", "session": "chat-1", "messages": [{"role": "x", "content": "y"}]},
+            "session_append", {"session": "chat-1", "messages": [{"role": "x", "content": "y"}]}
         )
         assert bad.is_error and bad.structured_content["status"] == 422
 
 
-async def test_each_tool_answers_what_the_rest_api_would(base) -> None:
-    ns = f"t-{uuid.uuid4().hex[:10]}"
-    async with mcp_session(base, **{"X-Namespace": ns}) as s:
-        added = await s.call_tool(
-            "remember",
-            {"robot": "ann", "key": "tea", "content": "Ann drinks green tea", "importance": 7,
-             "tags": ["food"]},
-        )  # fmt: skip
-        assert not added.is_error, added.content
-        assert (added.structured_content["key"], added.structured_content["content"]) == (
-            "tea",
-            "Ann drinks green tea",
-        )
-        assert added.structured_content["working_memory"]["admitted"] is True
-        other = await s.call_tool("remember", {"robot": "ann", "content": "Bob likes coffee"})
-        assert not other.is_error
-
-        recalled = await s.call_tool(
-            "recall",
-            {"robot": "ann", "query": "green tea", "strategy": "fulltext",
-             "filters": {"tags_any": ["food"]}},
-        )  # fmt: skip
-        assert not recalled.is_error, recalled.content
-        body = recalled.structured_content
-        assert (body["strategy"], [h["key"] for h in body["hits"]]) == ("fulltext", ["tea"])
-
-        context = await s.call_tool("context", {"robot": "ann", "strategy": "important"})
-        assert not context.is_error, context.content
-        assert context.structured_content["text"] == "Ann drinks green tea\n\nBob likes coffee"
-
-        stats = await s.call_tool("stats", {"robot": "ann"})
-        assert stats.structured_content["long_term"]["memories"] == 2
-        namespace = await s.call_tool("stats", {})
-        assert namespace.structured_content["memories"] == 2
-
-        forgot = await s.call_tool("forget", {"robot": "ann", "key": "tea"})
-        assert not forgot.is_error, forgot.content
-        assert forgot.structured_content["deleted_at"] is not None
-        again = await s.call_tool(
-            "recall", {"robot": "ann", "query": "green tea", "strategy": "fulltext"}
-        )
-        assert again.structured_content["hits"] == []
-
-    # The same memories through REST: one service, two faces.
-    async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
-        listed = (await http.get("/v1/robots/ann/memories")).json()["items"]
-    assert [m["content"] for m in listed] == ["Bob likes coffee"]
-
-
 async def test_bad_input_is_a_tool_error_and_writes_nothing(base) -> None:
     ns = f"t-{uuid.uuid4().hex[:10]}"
-    async with mcp_session(base, **{"X-Namespace": ns}) as s:
-        bad = await s.call_tool("remember", {"robot": "ann", "content": "x", "importance": 99})
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ann"}) as s:
+        bad = await s.call_tool("remember", {"content": "x", "importance": 99})
         assert bad.is_error
         assert bad.structured_content["status"] == 422
         assert [e["field"] for e in bad.structured_content["errors"]] == ["importance"]
-        typo = await s.call_tool("remember", {"robot": "ann", "contnet": "x"})
+        typo = await s.call_tool("remember", {"contnet": "x"})
         assert typo.is_error and typo.structured_content["status"] == 422
-        missing = await s.call_tool("forget", {"robot": "ann", "key": "absent"})
+        missing = await s.call_tool("forget", {"key": "absent"})
         assert missing.is_error and missing.structured_content["status"] == 404
         unknown = await s.call_tool("teleport", {})
         assert unknown.is_error and unknown.structured_content["status"] == 404
-        stats = await s.call_tool("stats", {})
-    assert stats.structured_content["memories"] == 0
     async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
         assert (await http.get("/v1/robots")).json() == []
 
@@ -215,7 +194,7 @@ async def test_with_auth_on_mcp_needs_a_key_and_its_role(live_server_factory, da
         stats = await s.call_tool("stats", {"robot": "ann"})
         assert stats.structured_content["long_term"]["memories"] == 1
         # The tools that read, as their REST routes (GET) do, take a reader key.
-        for name, args in (("list_tags", {}), ("context", {"robot": "ann"})):
+        for name, args in (("list_tags", {"robot": "ann"}), ("context", {"robot": "ann"})):
             assert not (await s.call_tool(name, args)).is_error, name
         versions = await s.call_tool("memory_versions", {"robot": "ann", "key": "missing"})
         assert versions.structured_content["status"] == 404
@@ -278,14 +257,14 @@ async def test_htm_mcp_serves_the_same_tools_over_stdio(database_url, redis_url,
     }
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "app.cli", "mcp", "--namespace", ns],
+        args=["-m", "app.cli", "mcp", "--namespace", ns, "--robot", "ann"],
         env=env,
         cwd=str(PROJECT_ROOT),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         assert [t.name for t in (await s.list_tools()).tools] == TOOLS
-        added = await s.call_tool("remember", {"robot": "ann", "content": "over stdio"})
+        added = await s.call_tool("remember", {"content": "over stdio"})
         assert not added.is_error, added.content
         stats = await s.call_tool("stats", {})
-        assert stats.structured_content["memories"] == 1
+        assert stats.structured_content["long_term"]["memories"] == 1

@@ -1,0 +1,133 @@
+"""What MCP costs the model, measured with the official SDK client and tiktoken: the tool
+definitions as they travel, and a recall's answer against the memory text it carries."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+
+import httpx2
+import pytest
+import tiktoken
+from mcp.client.session import ClientSession
+
+from tests.mcp.test_mcp_tools import mcp_session
+
+DEFINITIONS_MAX = 2500
+RECALL_MAX = 1.3
+MEMORIES = [  # a sentence each, as an agent's facts are (16-25 tokens)
+    (
+        "db",
+        "The staging database runs PostgreSQL 18 with pgvector 0.8; it was upgraded in "
+        "May by the platform team.",
+    ),
+    (
+        "deploys",
+        "Deploys to staging happen every Tuesday after the nightly database backup, "
+        "never on a Friday.",
+    ),
+    (
+        "oncall",
+        "Priya is on call for the payments database this week; Leo takes over on Monday morning.",
+    ),
+    (
+        "cache",
+        "Redis holds each robot's working memory, and the database keeps a mirror of "
+        "it for repairs.",
+    ),
+    (
+        "backup",
+        "The database backup runs nightly at 02:00 UTC and is kept for thirty days "
+        "in cold storage.",
+    ),
+    (
+        "review",
+        "Every change to the database schema needs two approvals and a migration "
+        "test before it merges.",
+    ),
+    (
+        "alerts",
+        "Database alerts page the on-call engineer after five minutes of errors, and "
+        "Slack after one.",
+    ),
+    (
+        "replica",
+        "A read replica of the database has served the reporting dashboards since "
+        "June, with a minute of lag.",
+    ),
+    (
+        "pool",
+        "The database connection pool holds twenty connections per service process "
+        "and ten more at peaks.",
+    ),
+    (
+        "vacuum",
+        "Autovacuum on the events table was tuned after the database slowed down in "
+        "March during imports.",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def base(live_server_factory) -> str:
+    return live_server_factory()
+
+
+async def test_the_tool_definitions_fit_the_budget(base) -> None:
+    enc = tiktoken.get_encoding("cl100k_base")
+    async with mcp_session(base) as s:
+        listed = (await s.list_tools()).tools
+    wire = [t.model_dump_json(by_alias=True, exclude_none=True) for t in listed]
+    tokens = sum(len(enc.encode(w)) for w in wire)
+    assert len(listed) == 17
+    assert tokens <= DEFINITIONS_MAX, tokens
+
+
+async def test_a_recall_of_ten_answers_little_more_than_the_memories(base) -> None:
+    enc = tiktoken.get_encoding("cl100k_base")
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+        body = {"memories": [{"key": k, "content": c} for k, c in MEMORIES]}
+        assert (await http.post("/v1/robots/ann/memories/batch", json=body)).status_code == 201
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ann"}) as s:
+        r = await s.call_tool("recall", {"query": "database", "strategy": "fulltext"})
+    hits = r.structured_content["hits"]
+    assert len(hits) == 10
+    text = r.content[0].text
+    carried = sum(len(enc.encode(h["content"])) for h in hits)
+    answered = len(enc.encode(text))
+    assert answered <= RECALL_MAX * carried, (answered, carried)
+    # the structured copy (for programs; the text is what a model reads) has no REST
+    # fields around the memories either
+    assert all(set(h) == {"key", "score", "date", "content"} for h in hits)
+
+
+async def test_htm_mcp_loads_the_local_model_on_its_first_use(database_url, redis_url, tmp_path):
+    """The default provider, the local model, loads on the first embed, not before
+    `initialize` (how long `initialize` takes: bench/results/cli-startup.md)."""
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from app.config import PROJECT_ROOT
+
+    env = {
+        "HTM_DATABASE_URL": database_url,
+        "HTM_REDIS_URL": redis_url,
+        "HTM_DATA_DIR": str(tmp_path),
+        **{k: v for k, v in os.environ.items() if k in ("TIKTOKEN_CACHE_DIR", "HF_HUB_OFFLINE",
+                                                         "TRANSFORMERS_OFFLINE", "PATH")},
+    }  # fmt: skip
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "app.cli", "mcp", "--namespace", f"t-{uuid.uuid4().hex[:10]}"],
+        env=env,
+        cwd=str(PROJECT_ROOT),
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        init = await s.initialize()
+        assert init.server_info.name == "htm"
+        # The model loads on the first embed, and then works.
+        r = await s.call_tool("remember", {"robot": "ann", "content": "the model loads late"})
+        assert not r.is_error, r.content
+        hits = await s.call_tool("recall", {"robot": "ann", "query": "model", "strategy": "vector"})
+        assert [h["content"] for h in hits.structured_content["hits"]] == ["the model loads late"]
