@@ -213,10 +213,13 @@ INSTANT_CASES = [
     ("PUT", M + "/k", {"content": "x", "created_at": "0001-01-01T00:00:00+05:00"}, {}, None),
     ("POST", R, {"query": "x", "now": "0001-01-01T00:00:00+05:00"}, {}, "body.now"),
     ("POST", R, {"query": "x", "now": "9999-12-31T23:00:00-05:00"}, {}, "body.now"),
-    ("POST", R, {"query": "x", "timeframe": "since 0001-01-01T00:00:00+05:00"}, {}, "timeframe"),
-    ("POST", R, {"query": "x", "timeframe": "before 9999-12-31T23:00:00-05:00"}, {}, "timeframe"),
-    ("POST", R, {"query": "x", "timeframe": "1899-12-31/P2D"}, {}, "timeframe"),
-    ("GET", M, None, {"params": {"timeframe": "since 0001-01-01T00:00:00+05:00"}}, "timeframe"),
+    ("POST", R, {"query": "x", "timeframe": "since 0001-01-01T00:00:00+05:00"}, {},
+     "body.timeframe"),
+    ("POST", R, {"query": "x", "timeframe": "before 9999-12-31T23:00:00-05:00"}, {},
+     "body.timeframe"),
+    ("POST", R, {"query": "x", "timeframe": "1899-12-31/P2D"}, {}, "body.timeframe"),
+    ("GET", M, None, {"params": {"timeframe": "since 0001-01-01T00:00:00+05:00"}},
+     "query.timeframe"),
 ]
 
 
@@ -472,3 +475,43 @@ async def test_405_lists_every_method_the_path_has(client, ns, method, url, allo
     assert_problem(r, 405)
     assert r.headers["allow"] == allow
     await assert_nothing_written(client, ns)
+
+
+# --- 7. one shape for every field error, 415, a key auth does not check ------------------
+
+
+async def test_a_service_s_field_errors_are_named_as_the_schema_s_are(client, ns) -> None:
+    """Where the field was and a `type`, whether the schema or a service refused it."""
+    r = await client.post(R, json={"query": "x", "limit": 1000})  # over HTM_MAX_RECALL_LIMIT
+    assert_problem(r, 422)
+    assert r.json()["errors"] == [
+        {"field": "body.limit", "message": "at most 100", "type": "value_error"}
+    ]
+    r = await client.get(M, params={"valid_at": "someday soon"})
+    [error] = assert_problem(r, 422)["errors"]
+    assert (error["field"], error["type"]) == ("query.valid_at", "value_error")
+    batch = {"memories": [{"content": "x"}, {"content": "y", "embedding": [1.0]}]}
+    [error] = assert_problem(await client.post(M + "/batch", json=batch), 422)["errors"]
+    assert error["field"] == "body.memories.1.embedding"
+    await assert_nothing_written(client, ns)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"content-type": "text/plain"}, {"content-type": "application/x-www-form-urlencoded"}],
+)
+async def test_a_body_not_said_to_be_json_is_415_and_writes_nothing(client, ns, headers) -> None:
+    r = await client.post(M, content=b'{"content": "x"}', headers=headers)
+    problem = assert_problem(r, 415)
+    assert problem["type"].endswith("/unsupported-media-type")
+    await assert_nothing_written(client, ns)
+    for json_type in ("application/json; charset=utf-8", "application/merge-patch+json"):
+        r = await client.post(M, content=b'{"content": "x"}', headers={"content-type": json_type})
+        assert r.status_code == 201, (json_type, r.text)
+
+
+async def test_a_key_sent_while_auth_is_off_is_said_to_be_ignored(client) -> None:
+    r = await client.get("/v1/robots", headers={"Authorization": "Bearer htm_not_checked"})
+    assert r.status_code == 200
+    assert r.headers["x-htm-auth"].startswith("ignored: auth is off")
+    assert "x-htm-auth" not in (await client.get("/v1/robots")).headers

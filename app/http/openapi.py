@@ -67,7 +67,9 @@ ERRORS = {
     "another group or still holds memories, or what the change refers to was removed "
     "meanwhile (`retry: true`)",
     "413": "Body, content, batch or query over its limit",
-    "422": "Well-formed but invalid input",
+    "415": "A body sent without `Content-Type: application/json`",
+    "422": "Well-formed but invalid input: `errors[]`, each with its `field` (`body.`, "
+    "`query.` or `path.` and the name) and `type`",
     "503": "A dependency (PostgreSQL, Redis, the embedder) is unavailable",
 }
 ROUTE_ERRORS = {
@@ -106,6 +108,8 @@ def build_spec(app: FastAPI) -> dict[str, Any]:
                 codes = ROUTE_ERRORS[method]
             responses = op.setdefault("responses", {})
             responses.pop("422", None)
+            if "requestBody" in op:
+                codes = sorted({*codes, "415"})
             for code in codes:
                 responses[code] = _problem_response(ERRORS[code])
     spec["components"]["securitySchemes"] = {

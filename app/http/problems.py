@@ -5,6 +5,7 @@ leaking a stack trace or SQL."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import asyncpg
@@ -92,9 +93,31 @@ def _allowed_methods(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
+def located(request: Request, errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A service's field errors named as the request's validation errors are: where the
+    field was (`path.`, `query.`, `body.`) and a `type` (`value_error` unless said)."""
+    out = []
+    for e in errors:
+        field = re.sub(r"\[(\d+)\]", r".\1", str(e.get("field", "")))  # a[0].b: a.0.b
+        if field and field.split(".")[0] not in ("path", "query", "body", "header"):
+            name = field.split(".")[0].split("[")[0]
+            if name in request.path_params:
+                where = "path"
+            elif request.method in ("GET", "HEAD", "DELETE"):
+                where = "query"
+            else:
+                where = "body"
+            field = f"{where}.{field}"
+        out.append({**e, "field": field, "type": e.get("type", "value_error")})
+    return out
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(request: Request, exc: DomainError) -> JSONResponse:
+        extra = dict(exc.extra)
+        if isinstance(extra.get("errors"), list):
+            extra["errors"] = located(request, extra["errors"])
         return problem(
             exc.status,
             exc.type,
@@ -102,7 +125,7 @@ def install_error_handlers(app: FastAPI) -> None:
             exc.detail,
             request.url.path,
             request_id=request_ids.of(request.scope),
-            **exc.extra,
+            **extra,
         )
 
     @app.exception_handler(RequestValidationError)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from fastapi import Request, Response
+from fastapi import HTTPException, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
@@ -45,14 +45,46 @@ def resolves(dependant: Dependant, call: Callable[..., Any]) -> bool:
     return any(d.call is call or resolves(d, call) for d in dependant.dependencies)
 
 
+def is_json(content_type: str) -> bool:
+    media = content_type.split(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def sends_body(request: Request) -> bool:
+    h = request.headers
+    return h.get("content-length", "0") not in ("", "0") or "transfer-encoding" in h
+
+
+AUTH_IGNORED = "ignored: auth is off (HTM_AUTH_ENABLED), the Authorization header was not checked"
+
+
 class ApiRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         identifies = resolves(self.dependant, get_caller)
+        takes_json = self.body_field is not None
 
         async def handle(request: Request) -> Response:
             if identifies:
                 await identify_first(request)
-            return await handler(JsonRequest(request.scope, request.receive))
+            # A body is JSON, said so: another type (or none) is a 415, before it is read.
+            if takes_json and sends_body(request):
+                given = request.headers.get("content-type")
+                if given is None or not is_json(given):
+                    raise HTTPException(
+                        415,
+                        f"this route takes application/json, not {given or 'no content type'}",
+                    )
+            response = await handler(JsonRequest(request.scope, request.receive))
+            if "authorization" in request.headers and not _auth_on(request):
+                response.headers["X-HTM-Auth"] = AUTH_IGNORED
+            return response
 
         return handle
+
+
+def _auth_on(request: Request) -> bool:
+    components = getattr(request.app.state, "components", None)
+    return components is None or bool(components.settings.auth_enabled)

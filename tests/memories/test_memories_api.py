@@ -171,11 +171,11 @@ async def test_batch_over_the_configured_size_is_413(app_factory, ns) -> None:
         ({"content": "x", "metadata": ["not", "an", "object"]}, 422, "body.metadata"),
         ({"content": "x", "surprise": 1}, 422, "body.surprise"),
         ({"content": "x", "created_at": "2025-01-01T00:00:00"}, 422, "body.created_at"),
-        ({"content": "x", "embedding": [1.0, 0.0]}, 422, "embedding"),
+        ({"content": "x", "embedding": [1.0, 0.0]}, 422, "body.embedding"),
         (
             {"content": "x", "metadata": {"a": {"b": {"c": {"d": {"e": {"f": 1}}}}}}},
             422,
-            "metadata",
+            "body.metadata",
         ),
         ({"content": "x" * (256 * 1024 + 1)}, 413, "content"),
     ],

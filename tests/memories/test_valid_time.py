@@ -80,8 +80,8 @@ async def test_a_memory_without_valid_from_is_true_from_its_created_at(client) -
 @pytest.mark.parametrize(
     ("params", "field"),
     [
-        ({"valid_at": "someday soon"}, "valid_at"),
-        ({"valid_at": "2026-01-01", "include": "superseded"}, "valid_at"),
+        ({"valid_at": "someday soon"}, "query.valid_at"),
+        ({"valid_at": "2026-01-01", "include": "superseded"}, "query.valid_at"),
         ({"include": "everything"}, "query.include.0"),
     ],
 )

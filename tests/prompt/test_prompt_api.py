@@ -196,18 +196,18 @@ async def test_the_counting_rule_on_the_input_alone(client: httpx.AsyncClient) -
 @pytest.mark.parametrize(
     ("payload", "field"),
     [
-        ({"input": "hello", "context_window": 7}, "input"),  # needs 8
-        ({"input": "hello", "context_window": 100, "system": "x " * 200}, "input"),
-        ({"input": "hello", "context_window": 100, "reserve": {"output": 100}}, "reserve"),
+        ({"input": "hello", "context_window": 7}, "body.input"),  # needs 8
+        ({"input": "hello", "context_window": 100, "system": "x " * 200}, "body.input"),
+        ({"input": "hello", "context_window": 100, "reserve": {"output": 100}}, "body.reserve"),
         ({"input": "", "context_window": 100}, "body.input"),
         ({"input": "hi", "context_window": 0}, "body.context_window"),
         ({"input": "hi", "context_window": 100, "session": "s" * 65}, "body.session"),
         ({"input": "hi", "context_window": 100, "quotas": {"memes": 1}}, "body.quotas.memes"),
         ({"input": "hi", "context_window": 100, "reserve": {"output": -1}},
          "body.reserve.output"),
-        ({"input": "hi", "context_window": 100, "recall": {"limit": 101}}, "recall.limit"),
+        ({"input": "hi", "context_window": 100, "recall": {"limit": 101}}, "body.recall.limit"),
         ({"input": "hi", "context_window": 100, "recall": {"timeframe": "next full moon"}},
-         "recall.timeframe"),
+         "body.recall.timeframe"),
     ],
 )  # fmt: skip
 async def test_bad_input_or_an_input_that_cannot_fit_is_422_and_writes_nothing(

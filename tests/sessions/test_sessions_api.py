@@ -423,8 +423,8 @@ async def test_metadata_over_the_limit_as_promoted_is_422(app_factory: Any) -> N
         )
         assert r.status_code == 422
         assert [e["field"] for e in r.json()["errors"]] == [
-            "messages[0].metadata",
-            "messages[1].metadata",
+            "body.messages.0.metadata",
+            "body.messages.1.metadata",
         ]
         assert await session_rows(client) == []
 

@@ -216,6 +216,7 @@ async def test_a_rename_that_would_break_the_tag_limits_is_422_and_writes_nothin
             "field": "body.to",
             "message": "renaming would make tags longer than 64 characters "
             "or deeper than 8 segments",
+            "type": "value_error",
         }
     ]
     assert (await client.get("/v1/robots/a/memories/k")).json()["tags"] == ["a:b:c"]
