@@ -213,13 +213,28 @@ INSTANT_CASES = [
     ("PUT", M + "/k", {"content": "x", "created_at": "0001-01-01T00:00:00+05:00"}, {}, None),
     ("POST", R, {"query": "x", "now": "0001-01-01T00:00:00+05:00"}, {}, "body.now"),
     ("POST", R, {"query": "x", "now": "9999-12-31T23:00:00-05:00"}, {}, "body.now"),
-    ("POST", R, {"query": "x", "timeframe": "since 0001-01-01T00:00:00+05:00"}, {},
-     "body.timeframe"),
-    ("POST", R, {"query": "x", "timeframe": "before 9999-12-31T23:00:00-05:00"}, {},
-     "body.timeframe"),
+    (
+        "POST",
+        R,
+        {"query": "x", "timeframe": "since 0001-01-01T00:00:00+05:00"},
+        {},
+        "body.timeframe",
+    ),
+    (
+        "POST",
+        R,
+        {"query": "x", "timeframe": "before 9999-12-31T23:00:00-05:00"},
+        {},
+        "body.timeframe",
+    ),
     ("POST", R, {"query": "x", "timeframe": "1899-12-31/P2D"}, {}, "body.timeframe"),
-    ("GET", M, None, {"params": {"timeframe": "since 0001-01-01T00:00:00+05:00"}},
-     "query.timeframe"),
+    (
+        "GET",
+        M,
+        None,
+        {"params": {"timeframe": "since 0001-01-01T00:00:00+05:00"}},
+        "query.timeframe",
+    ),
 ]
 
 
