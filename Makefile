@@ -14,7 +14,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install run test lint format openapi schema docs bench bench-quick bench-large bench-peer eval eval-quick chaos chaos-quick clean
+.PHONY: install run test lint format openapi schema docs bench bench-quick bench-large bench-cli bench-peer eval eval-quick chaos chaos-quick clean
 
 install: $(VENV)/.installed
 
@@ -79,6 +79,11 @@ bench-quick: install
 # Writes bench/results/<date>-<host>-large.json and latest-large.{json,md}.
 bench-large: install
 	$(PY) -m bench --large --skip-model $(BENCH_ARGS)
+
+# `make bench-cli`: how long each `htm` command that needs no model takes to print its first
+# line, and `htm mcp` to answer `initialize` (about a minute); writes bench/results/cli-start.md.
+bench-cli: install
+	$(PY) -m bench.cli_start
 
 # `make bench-peer`: this service and mem0 (PyPI mem0ai, installed into its own venv under
 # .htm/peer/, never this one) side by side on this machine: the same model and threads, each
