@@ -14,7 +14,7 @@ endif
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install run test lint format openapi schema docs bench bench-quick bench-large bench-cli bench-peer eval eval-quick chaos chaos-quick clean
+.PHONY: install run test lint format openapi schema docs clients bench bench-quick bench-large bench-cli bench-peer eval eval-quick chaos chaos-quick clean
 
 install: $(VENV)/.installed
 
@@ -79,6 +79,15 @@ bench-quick: install
 # Writes bench/results/<date>-<host>-large.json and latest-large.{json,md}.
 bench-large: install
 	$(PY) -m bench --large --skip-model $(BENCH_ARGS)
+
+# `make clients`: the client packages' generated code from the committed spec (not committed):
+# clients/python/htm_client (openapi-python-client) and clients/typescript/src/schema.d.ts
+# (openapi-typescript, after `npm ci`). Build them as their READMEs say.
+clients: install
+	rm -rf clients/python/htm_client
+	$(PY) -m openapi_python_client generate --path openapi/openapi.json \
+		--config clients/python/generate.yml --meta none --output-path clients/python/htm_client
+	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run generate
 
 # `make bench-cli`: how long each `htm` command that needs no model takes to print its first
 # line, and `htm mcp` to answer `initialize` (about a minute); writes bench/results/cli-start.md.
