@@ -16,6 +16,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.maint_notifications import MaintNotificationsConfig
 
+from app import VERSION, tracing
 from app.auth.caller import Caller
 from app.auth.service import KeyCache
 from app.cache import TtlCache
@@ -194,6 +195,7 @@ async def open_components(
     settings: Settings, *, lazy_model: bool = False
 ) -> AsyncIterator[Components]:
     """`lazy_model`: the local model loads on its first embed, not here (the commands)."""
+    tracing.configure(VERSION)  # OTLP export when the OTEL_* variables ask for it
     engine = create_engine(settings)
     db_errors = DatabaseErrors()
     sessionmaker = create_sessionmaker(engine, db_errors)

@@ -41,7 +41,7 @@ LAYERS: list[set[str]] = [
     {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
     {"names", "conversation"},
     {"db", "embeddings", "llm", "rerank", "tokens", "common", "workers"},  # infrastructure
-    {"errors", "cache", "clock", "config", "embedded", "provider_http"},
+    {"errors", "cache", "clock", "config", "embedded", "provider_http", "tracing"},
 ]
 # The HTTP framework stays in the HTTP layer and the entry points (and the embedded server
 # has no business with it either).

@@ -37,6 +37,7 @@ from app.errors import (
     is_database_gone,
     is_statement_timeout,
 )
+from app.tracing import dependency
 
 
 def connection_lost(exc: BaseException, driver: asyncpg.Connection | None) -> bool:
@@ -68,6 +69,11 @@ class DatabaseErrors:
 
     unavailable: int = 0
     timeouts: int = 0
+
+
+def _operation(sql: str) -> str:
+    """The statement's first word (WITH, SELECT, INSERT...): a span's name for it."""
+    return sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
 
 
 class DbSession:
@@ -160,10 +166,11 @@ class DbSession:
         driver = self._driver if self._tx is not None else await self._begin()
         assert driver is not None
         sql, args, many = bound(clause, params)
-        if many:
-            await self._guarded(lambda: driver.executemany(sql, args))
-            return Result([])
-        return Result(await self._guarded(lambda: driver.fetch(sql, *args, record_class=Row)))
+        with dependency("postgresql", **{"db.operation.name": _operation(sql)}):
+            if many:
+                await self._guarded(lambda: driver.executemany(sql, args))
+                return Result([])
+            return Result(await self._guarded(lambda: driver.fetch(sql, *args, record_class=Row)))
 
     async def commit(self) -> None:
         tx, self._tx = self._tx, None

@@ -10,6 +10,7 @@ from typing import Any
 from app.embeddings.base import Embedder, EmbeddingError
 from app.embeddings.factory import describe
 from app.embeddings.query_cache import QueryEmbeddingCache
+from app.tracing import dependency
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,8 @@ class TimedEmbedder:
         if self.embedder is None:
             raise EmbeddingError("no embedder is loaded", transient=True)
         try:
-            return await asyncio.wait_for(self.embedder.embed(texts), self.timeout_s)
+            with dependency("embedder", texts=len(texts)):
+                return await asyncio.wait_for(self.embedder.embed(texts), self.timeout_s)
         except EmbeddingError:
             self.failures += 1
             raise

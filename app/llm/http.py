@@ -10,6 +10,7 @@ import httpx
 
 from app.llm.base import LlmError, Message
 from app.provider_http import post_json
+from app.tracing import dependency
 
 
 class HttpChatModel:
@@ -49,15 +50,16 @@ class HttpChatModel:
         raise NotImplementedError
 
     async def _post(self, body: dict[str, Any]) -> Any:
-        return await post_json(
-            self._client,
-            self.url,
-            body,
-            timeout_s=self.timeout_s,
-            where=f"{self.provider} chat request to {self.url}",
-            error=LlmError,
-            bad_body_transient=False,
-        )
+        with dependency("llm", **{"gen_ai.request.model": self.model}):
+            return await post_json(
+                self._client,
+                self.url,
+                body,
+                timeout_s=self.timeout_s,
+                where=f"{self.provider} chat request to {self.url}",
+                error=LlmError,
+                bad_body_transient=False,
+            )
 
 
 class OpenAIChat(HttpChatModel):

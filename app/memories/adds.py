@@ -36,6 +36,7 @@ timeout, 2 M characters at 5 s.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
@@ -45,6 +46,7 @@ from app.db.session import Sessionmaker
 from app.db.vectors import StoredVectors
 from app.memories.model import AddGroup, GroupStored, MemoryDraft
 from app.memories.repository import MemoryRepository
+from app.tracing import tracer
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +112,16 @@ class GroupCommit:
         # come later), so count the running ones: none may be trusted to take this add.
         self._flushers = {t for t in self._flushers if not t.done()}
         if len(self._flushers) < self.flushes:
-            # Its own task: a cancelled request must not strand the others' answers.
-            self._flushers.add(asyncio.create_task(self._drain(), name="add-group-commit"))
-        return await asyncio.shield(future)
+            # Its own task: a cancelled request must not strand the others' answers. Its own
+            # context too: it serves several requests, so its statements belong to none of
+            # their traces (the request's wait is its `group commit` span).
+            self._flushers.add(
+                asyncio.create_task(
+                    self._drain(), name="add-group-commit", context=contextvars.Context()
+                )
+            )
+        with tracer.start_as_current_span("group commit"):
+            return await asyncio.shield(future)
 
     def _take(self) -> list[_Pending]:
         """The adds of the next flush: as many as fit `max_rows` and one statement's

@@ -7,7 +7,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -15,6 +20,7 @@ from app.cache import TtlCache
 from app.db.session import DatabaseErrors
 from app.embeddings.timed import TimedEmbedder
 from app.memories.adds import GroupCommit
+from app.tracing import BUCKETS, DEPENDENCIES, TIMINGS
 from app.working_memory.protocol import TwoTier
 
 
@@ -76,6 +82,19 @@ class SourcesCollector(Collector):
             "Embedding provider calls that failed or timed out",
             s.embedder.failures,
         )
+        deps = HistogramMetricFamily(
+            "htm_dependency_seconds",
+            "Calls to PostgreSQL, Redis, the embedder, the LLM and the reranker, and how long "
+            "they took (app/tracing.py)",
+            labels=["dependency"],
+        )
+        for name in DEPENDENCIES:
+            calls, cumulative = 0, []
+            for bound, n in zip([*map(str, BUCKETS), "+Inf"], TIMINGS.buckets[name], strict=True):
+                calls += n
+                cumulative.append((bound, float(calls)))
+            deps.add_metric([name], cumulative, TIMINGS.sums[name])
+        yield deps
         if s.maintenance is not None:
             runs, failed = s.maintenance()
             yield _counter("htm_maintenance_runs", "Scheduled maintenance runs finished", runs)

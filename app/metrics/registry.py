@@ -7,7 +7,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    Info,
+    ProcessCollector,
+    disable_created_metrics,
+)
+
+from app import VERSION
+
+# A `_created` series per counter and histogram doubles what a scrape carries for a
+# timestamp Prometheus does not use.
+disable_created_metrics()
 
 if TYPE_CHECKING:
     from app.metrics.collector import SourcesCollector
@@ -33,6 +46,11 @@ class Metrics:
             registry=self.registry,
         )
         self.sources: SourcesCollector | None = None
+        # process_cpu_seconds_total, process_resident_memory_bytes, open fds... (Linux)
+        ProcessCollector(registry=self.registry)
+        Info("htm_build", "The service's version", registry=self.registry).info(
+            {"version": VERSION}
+        )
 
     def watch(self, sources: SourcesCollector) -> None:
         """Read the components' own figures at each scrape (done once, by the lifespan)."""

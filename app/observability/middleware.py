@@ -1,6 +1,7 @@
 """One pure ASGI middleware around every request: its id, its duration in /metrics by route
-template and status, and its log line. Pure ASGI (not BaseHTTPMiddleware): no second task,
-and the request's contextvars (the request id) reach the handlers."""
+template and status, and its log line (its trace span is FastAPI's own: app/tracing.py).
+Pure ASGI (not BaseHTTPMiddleware): no second task, and the request's contextvars (the
+request id) reach the handlers."""
 
 from __future__ import annotations
 

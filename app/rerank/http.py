@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import httpx
 
+from app.tracing import dependency
+
 RerankApi = Literal["tei", "cohere"]
 
 
@@ -50,7 +52,8 @@ class HttpReranker:
                 body["model"] = self.model
         try:
             async with asyncio.timeout(self.timeout_s):
-                response = await self._client.post(self.url, json=body)
+                with dependency("reranker", documents=len(documents)):
+                    response = await self._client.post(self.url, json=body)
         except (TimeoutError, httpx.TimeoutException) as exc:
             raise RerankError(
                 f"reranker at {self.url} timed out after {self.timeout_s:g}s"

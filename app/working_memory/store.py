@@ -46,6 +46,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
+from app.tracing import dependency
 from app.working_memory.items import (
     MAX_INT,
     Outline,
@@ -205,7 +206,8 @@ class WorkingMemoryStore:
         self._scripts = register_scripts(redis)
 
     async def _run(self, name: str, ns: str, robot: str, args: list[str]) -> list[Any]:
-        reply = await self._scripts[name](keys=robot_keys(ns, robot), args=args)
+        with dependency("redis", **{"db.operation.name": name}):
+            reply = await self._scripts[name](keys=robot_keys(ns, robot), args=args)
         if reply[0] == "NOINIT":
             raise WorkingMemoryNotInitialized(ns, robot)
         return list(reply[1:])

@@ -1,0 +1,90 @@
+"""OpenTelemetry traces and the dependencies' latency, in one place every layer may use.
+
+A request's span is FastAPI's own (it continues a caller's `traceparent`).
+`dependency(name, **attributes)` wraps one call to PostgreSQL, Redis, the embedder, the LLM
+or the reranker: a client span (a child of the request's)
+and its duration in `TIMINGS`, which /metrics reports as `htm_dependency_seconds`. Spans are
+exported by OTLP when the standard OTEL_* variables ask for it (`configure`: an OTLP
+endpoint, or OTEL_TRACES_EXPORTER=otlp); without them the API's tracer records nothing, and
+only the timings are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from opentelemetry import trace
+
+tracer = trace.get_tracer("htm")
+
+# Upper bounds in seconds, as Prometheus' defaults start, finer below 10 ms.
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+DEPENDENCIES = ("postgresql", "redis", "embedder", "llm", "reranker")
+
+
+class Timings:
+    """Per dependency: calls per bucket (cumulative at read), their sum and count."""
+
+    def __init__(self) -> None:
+        self.buckets = {d: [0] * (len(BUCKETS) + 1) for d in DEPENDENCIES}
+        self.sums = dict.fromkeys(DEPENDENCIES, 0.0)
+
+    def observe(self, name: str, seconds: float) -> None:
+        i = next((i for i, bound in enumerate(BUCKETS) if seconds <= bound), len(BUCKETS))
+        self.buckets[name][i] += 1
+        self.sums[name] += seconds
+
+
+TIMINGS = Timings()
+
+
+@contextlib.contextmanager
+def dependency(name: str, **attributes: Any) -> Iterator[trace.Span]:
+    started = time.perf_counter()
+    try:
+        with tracer.start_as_current_span(
+            name, kind=trace.SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            yield span
+    finally:
+        TIMINGS.observe(name, time.perf_counter() - started)
+
+
+def exporting() -> bool:
+    env = os.environ
+    return (
+        bool(
+            env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            or env.get("OTEL_TRACES_EXPORTER", "").lower() == "otlp"
+        )
+        and env.get("OTEL_SDK_DISABLED", "").lower() != "true"
+    )
+
+
+_configured: list[bool] = []
+
+
+def configure(version: str) -> bool:
+    """The process's tracer provider with an OTLP exporter, when the OTEL_* variables ask for
+    one (the exporter reads its endpoint, headers and protocol options from them too); once
+    a process."""
+    if _configured or not exporting():
+        return bool(_configured)
+    _configured.append(True)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = Resource.create(
+        {"service.name": os.environ.get("OTEL_SERVICE_NAME", "htm"), "service.version": version}
+    )
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+    return True
