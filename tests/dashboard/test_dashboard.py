@@ -210,6 +210,54 @@ async def test_the_dashboard_in_a_browser_shows_robots_activity_and_explained_re
         ]
         assert links[1][2].splitlines()[0] == "standup@2 · valid 2026-03-02 → open-ended"
 
+        # Browse a robot's memories, filter by tag, open one, edit, forget, restore.
+        async def rows() -> list[tuple[str, str]]:
+            found = await page.eval_on_selector_all(
+                "#memories tbody tr", "rs => rs.map(r => [r.dataset.key, r.className])"
+            )
+            return [(k, c) for k, c in found]
+
+        await page.select_option("#mem-robot", "planner")
+        await page.click("#mem-form button")
+        await page.wait_for_selector("#memories tbody tr")
+        assert [k for k, _ in await rows()] == ["standup@2", "lunch", "deploy-db", "deploy-friday"]
+        await page.fill("#mem-tag", "ops")
+        await page.click("#mem-form button")
+        # (a string predicate is an eval, which the page's policy refuses: selectors only)
+        await page.wait_for_selector('#memories tr[data-key="lunch"]', state="detached")
+        assert await rows() == [("deploy-db", ""), ("deploy-friday", "")]
+        await page.click('#memories tr[data-key="deploy-db"]')
+        await page.wait_for_selector("#mem-versions li")
+        await page.fill("#mem-importance", "6")
+        await page.click("#mem-set")
+        await page.wait_for_selector('#mem-versions li[data-version="2"]')
+        assert await page.inner_text('#memories tr[data-key="deploy-db"] .importance') == "6"
+        await page.click("#mem-forget")
+        await page.wait_for_selector('#memories tr[data-key="deploy-db"]', state="detached")
+        assert await rows() == [("deploy-friday", "")]
+        await page.check("#mem-deleted")
+        await page.click("#mem-form button")
+        await page.wait_for_selector('#memories tr.deleted[data-key="deploy-db"]')
+        await page.click('#memories tr[data-key="deploy-db"]')
+        await page.wait_for_selector("#mem-restore:not([hidden])")
+        await page.click("#mem-restore")
+        await page.wait_for_selector('#memories tr[data-key="deploy-db"]:not(.deleted)')
+        async with httpx.AsyncClient(base_url=live, headers=bearer(key)) as api:
+            got = (await api.get("/v1/robots/planner/memories/deploy-db")).json()
+            assert (got["importance"], got["deleted_at"]) == (6.0, None)
+
+        # Working memory, live: a snapshot, then an add made elsewhere arrives.
+        await page.select_option("#wm-robot", "planner")
+        await page.click("#wm-form button")
+        await page.wait_for_selector("body[data-watching=planner]")
+        await page.wait_for_selector("#wm-note:not(:empty)")
+        async with httpx.AsyncClient(base_url=live, headers=bearer(key)) as api:
+            r = await api.post("/v1/robots/planner/memories",
+                               json={"key": "live-one", "content": "Seen live."})  # fmt: skip
+            assert r.status_code == 201, r.text
+        await page.wait_for_selector('#wm-live li[data-key="live-one"]', timeout=10_000)
+        assert (await page.inner_text("#wm-note")).startswith("added")
+
         shot = tmp_path / "dashboard.png"
         await page.screenshot(path=str(shot), full_page=True)
         await browser.close()

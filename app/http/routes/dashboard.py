@@ -18,7 +18,7 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-TYPES = {"app.js": "text/javascript", "style.css": "text/css"}
+TYPES = {"app.js": "text/javascript", "memories.js": "text/javascript", "style.css": "text/css"}
 # The tag tree's route is another package's; the page shows it only where it exists.
 TAGS_ROUTE = "/v1/tags"
 

@@ -79,8 +79,10 @@ function renderRobots(robots) {
         el("td", {}, r.long_term.memories)));
   }
   if (!robots.length) body.append(el("tr", {}, el("td", { colspan: "5" }, "no robots yet")));
-  const select = document.getElementById("recall-robot");
-  select.replaceChildren(...robots.map((r) => el("option", {}, r.robot)));
+  for (const id of ["recall-robot", "mem-robot", "wm-robot"]) {
+    const select = document.getElementById(id);
+    if (select) select.replaceChildren(...robots.map((r) => el("option", {}, r.robot)));
+  }
 }
 
 function lastDays(n) {
