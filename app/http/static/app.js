@@ -19,15 +19,21 @@ function takeFromFragment() {
   }
 }
 
-async function api(path, body) {
-  const headers = { Accept: "application/json" };
+// The browser's key (auth on) or namespace (auth off), as every request sends them.
+function authHeaders() {
+  const headers = {};
   const key = sessionStorage.getItem(KEY);
   const ns = sessionStorage.getItem(NAMESPACE);
   if (key) headers.Authorization = "Bearer " + key;
   if (ns) headers["X-Namespace"] = ns;
-  const init = { headers };
+  return headers;
+}
+
+// GET `path`, or with `body` a POST (another `method` when given); the answer's JSON.
+async function api(path, body, method) {
+  const headers = { Accept: "application/json", ...authHeaders() };
+  const init = { headers, method: method || (body === undefined ? "GET" : "POST") };
   if (body !== undefined) {
-    init.method = "POST";
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }

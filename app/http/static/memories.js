@@ -1,30 +1,9 @@
-// The dashboard's working parts (after app.js, whose api helpers and el() it uses): a robot's
+// The dashboard's working parts (after app.js, whose api(), authHeaders() and el() it uses): a robot's
 // memories (filters, cursor pages), one memory (its versions; importance, forget, restore
 // with a writer key), and a working memory watched live through the change stream.
 "use strict";
 
 const enc = encodeURIComponent;
-
-function headers() {
-  const h = { Accept: "application/json" };
-  const key = sessionStorage.getItem(KEY);
-  const ns = sessionStorage.getItem(NAMESPACE);
-  if (key) h.Authorization = "Bearer " + key;
-  if (ns) h["X-Namespace"] = ns;
-  return h;
-}
-
-async function call(method, path, body) {
-  const init = { method, headers: headers() };
-  if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
-  const r = await fetch(path, init);
-  const json = (r.headers.get("content-type") || "").includes("json") ? await r.json() : null;
-  if (!r.ok) throw new Error((json && json.detail) || r.status + " " + r.statusText);
-  return json;
-}
 
 const value = (id) => document.getElementById(id).value.trim();
 let nextCursor = null;
@@ -39,7 +18,7 @@ async function loadMemories(more) {
   if (value("mem-timeframe")) q.set("timeframe", value("mem-timeframe"));
   if (document.getElementById("mem-deleted").checked) q.set("include_deleted", "true");
   if (more && nextCursor) q.set("cursor", nextCursor);
-  const page = await call("GET", `/v1/robots/${enc(robot)}/memories?${q}`);
+  const page = await api(`/v1/robots/${enc(robot)}/memories?${q}`);
   const body = document.querySelector("#memories tbody");
   if (!more) body.replaceChildren();
   for (const m of page.items) {
@@ -59,7 +38,7 @@ async function loadMemories(more) {
 
 async function openMemory(robot, key, deleted) {
   opened = { robot, key, deleted };
-  const found = await call("GET", `/v1/robots/${enc(robot)}/memories/${enc(key)}/versions?include_deleted=true`);
+  const found = await api(`/v1/robots/${enc(robot)}/memories/${enc(key)}/versions?include_deleted=true`);
   const current = found.versions[0];
   document.getElementById("mem-detail").hidden = false;
   document.getElementById("mem-key").textContent = key + (deleted ? " (deleted)" : "");
@@ -74,7 +53,7 @@ async function openMemory(robot, key, deleted) {
 
 async function act(method, suffix, body) {
   const { robot, key } = opened;
-  await call(method, `/v1/robots/${enc(robot)}/memories/${enc(key)}${suffix}`, body);
+  await api(`/v1/robots/${enc(robot)}/memories/${enc(key)}${suffix}`, body, method);
   await loadMemories(false);
   const row = document.querySelector(`#memories tr[data-key="${CSS.escape(key)}"]`);
   await openMemory(robot, key, row ? row.classList.contains("deleted") : method === "DELETE");
@@ -110,7 +89,7 @@ async function watch(event) {
   watching = new AbortController();
   const robot = value("wm-robot");
   const r = await fetch(`/v1/robots/${enc(robot)}/working-memory/events`, {
-    headers: { ...headers(), Accept: "text/event-stream" }, signal: watching.signal,
+    headers: { ...authHeaders(), Accept: "text/event-stream" }, signal: watching.signal,
   });
   if (!r.ok) throw new Error(r.status + " " + r.statusText);
   document.body.setAttribute("data-watching", robot);
