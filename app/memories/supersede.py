@@ -157,15 +157,21 @@ class SupersedingAdds:
             raise _bad(f"a memory cannot supersede one of its own batch: {sorted(set(keys) & own)}")
         if len(set(keys)) < len(keys):
             raise _bad("a key is superseded twice in this request")
-        rows = await SupersedeRepository(self.writes.session).lock_keys(
-            self.namespace_id, keys, READ
-        )
+        repo = SupersedeRepository(self.writes.session)
+        rows = await repo.lock_keys(self.namespace_id, keys, READ)
         missing = sorted(k for k in keys if k not in rows or rows[k].deleted_at is not None)
         if missing:
             raise NotFound(f"memories to supersede do not exist: {', '.join(missing)}")
         ended = sorted(k for k in keys if rows[k].valid_to is not None)
         if ended:
             raise Conflict(f"already superseded or no longer valid: {', '.join(ended)}", keys=ended)
+        # A memory added without a time starts now, after what it supersedes: the clock read
+        # once the rows are locked, not the transaction's start (now()), which an add of a
+        # superseded key committed meanwhile may follow.
+        at = await repo.clock()
+        for d in drafts:
+            if d.created_at is None:
+                d.created_at = at
         new, taken = await self.writes.store(robot, drafts)
         if taken:
             raise key_taken(taken)

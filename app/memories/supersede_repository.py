@@ -117,6 +117,10 @@ class SupersedeRepository:
         ).all()
         return {r.key: r for r in rows}
 
+    async def clock(self) -> datetime:
+        """The server's clock now (clock_timestamp(), not the transaction's start)."""
+        return (await self.session.execute(sql("SELECT clock_timestamp()"))).scalar_one()  # type: ignore[no-any-return]
+
     async def chain(self, namespace_id: int, memory_id: int, read: str, most: int) -> list[Any]:
         """The memories of `memory_id`'s supersede chain (itself included), oldest first,
         each with its `depth` (0: itself, −1: what it superseded, 1: what superseded it); at

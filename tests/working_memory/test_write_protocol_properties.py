@@ -1,15 +1,17 @@
 """Random interleavings of every working-memory change, over HTTP, concurrently.
 
-Hypothesis draws a batch of adds, PUTs, forgets (soft and hard), restores, recalls (once, or
-twice in a row: the second refreshes hits already in place), retrieves,
-clears and budget changes from three robots on a handful of keys; the batch runs all at
-once against the real app, PostgreSQL and Redis, while an observer samples every robot's
-token total against the budget of its last script. After the batch has quiesced:
+Hypothesis draws a batch of adds, PUTs, supersedes (an add replacing a key: `supersedes`),
+forgets (soft and hard), restores, recalls (once, or twice in a row: the second refreshes
+hits already in place), retrieves, clears and budget changes from three robots on a handful
+of keys; the batch runs all at once against the real app, PostgreSQL and Redis, while an
+observer samples every robot's token total against the budget of its last script. After
+the batch has quiesced:
 
 - no request answered 5xx, and each answered one of its operation's statuses;
 - every robot's Redis working memory equals its Postgres mirror, holds only the current
   content of live memories, is within budget, and nothing is left for repair (audit);
-- each key holds the content of one of the writes that targeted it.
+- each key holds the content of one of the writes that targeted it;
+- no working memory holds a superseded memory.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ ROBOTS = ["a", "b", "c"]
 KEYS = ["k1", "k2", "k3", "k4"]
 ALLOWED = {
     "add": {201, 409},
+    # 404: the key is gone or never was; 409: superseded already, or the new key is taken
+    "supersede": {201, 404, 409},
     "put": {200, 201},
     "forget": {200, 404},
     "forget_hard": {200, 404},
@@ -47,6 +51,7 @@ writes = st.tuples(robots, keys, st.integers(0, 6), st.sampled_from([0.0, 1.0, 5
 ops = st.one_of(
     st.tuples(st.just("add"), writes),
     st.tuples(st.just("put"), writes),
+    st.tuples(st.just("supersede"), st.tuples(robots, keys, st.integers(0, 2))),
     st.tuples(st.just("forget"), st.tuples(robots, keys)),
     st.tuples(st.just("forget_hard"), st.tuples(robots, keys)),
     st.tuples(st.just("restore"), st.tuples(robots, keys)),
@@ -74,6 +79,10 @@ async def run(client: Any, op: tuple[str, tuple]) -> int:
             r = await client.post(f"/v1/robots/{robot}/memories", json={**body, "key": key})
         else:
             r = await client.put(f"/v1/robots/{robot}/memories/{key}", json=body)
+    elif name == "supersede":
+        robot, key, n = args
+        body = {"key": f"{key}@{n}", "content": content(key, n), "supersedes": [key]}
+        r = await client.post(f"/v1/robots/{robot}/memories", json=body)
     elif name in ("forget", "forget_hard"):
         robot, key = args
         params = {"hard": "true", "confirm": key} if name == "forget_hard" else {}
@@ -148,7 +157,14 @@ async def test_random_concurrent_changes_leave_the_tiers_in_agreement(client, ba
     # Each stored key holds what one of the writes to it wrote.
     written = {
         (args[1], content(args[1], args[2])) for name, args in batch if name in ("add", "put")
-    }
-    listed = await client.get("/v1/robots/a/memories", params={"include_deleted": "true"})
+    } | {(f"{a[1]}@{a[2]}", content(a[1], a[2])) for name, a in batch if name == "supersede"}
+    listed = await client.get(
+        "/v1/robots/a/memories", params={"include_deleted": "true", "include": "superseded"}
+    )
     for m in listed.json()["items"]:
         assert (m["key"], m["content"]) in written
+    ended = {m["key"] for m in listed.json()["items"] if m["superseded_by"]}
+    for robot in used:
+        if robot in registered:
+            held = (await client.get(f"/v1/robots/{robot}/working-memory")).json()["items"]
+            assert ended.isdisjoint(i["key"] for i in held), (robot, ended)
