@@ -31,6 +31,7 @@ from app.memories.service import MemoryService
 from app.memories.supersede import Detector
 from app.memories.versions import VersionService
 from app.namespaces.repository import NamespaceRepository
+from app.pools.service import PoolService
 from app.prompt.service import PromptService
 from app.recall.service import RecallService
 from app.retention.service import RetentionService
@@ -70,6 +71,10 @@ class UnitOfWork:
         )
 
     @cached_property
+    def pools(self) -> PoolService:
+        return PoolService(session=self.session, caller=self.caller, two_tier=self.two_tier)
+
+    @cached_property
     def memories(self) -> MemoryService:
         c = self.components
         return MemoryService(
@@ -84,6 +89,7 @@ class UnitOfWork:
             adds=c.group_commit,
             vectors=c.vectors,
             search_caches=c.search_caches,
+            pools=self.pools,
             llm=c.llm,
         )
 
@@ -119,6 +125,7 @@ class UnitOfWork:
             caches=c.search_caches,
             settings=c.settings,
             clock=c.clock,
+            pools=self.pools,
             reranker=c.reranker,
             recalled=c.metrics.recalled,
             accessed=c.access.record,
@@ -200,6 +207,7 @@ class UnitOfWork:
             session=self.session,
             caller=self.caller,
             memories=self.memories,
+            pools=self.pools,
             clock=self.components.clock,
         )
 

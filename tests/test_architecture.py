@@ -37,9 +37,10 @@ LAYERS: list[set[str]] = [
     {"sessions", "summaries", "enrichment", "metrics", "retention"},
     {"memories"},
     {"recall", "groups", "stats", "tags"},
+    {"pools"},
     {"robots", "auth"},
     {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
-    {"names", "conversation"},
+    {"names", "conversation", "visibility"},
     {"db", "embeddings", "llm", "rerank", "tokens", "common", "workers"},  # infrastructure
     {"errors", "cache", "clock", "config", "embedded", "provider_http", "tracing"},
 ]
@@ -51,7 +52,7 @@ SERVICES = (
     "MemoryService", "MemoryReader", "VersionService", "Merger", "RecallService",
     "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
     "TagService", "GroupService", "ApiKeyService", "RobotService", "RetentionService",
-    "MaintenanceService",
+    "PoolService", "MaintenanceService",
 )  # fmt: skip
 
 

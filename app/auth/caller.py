@@ -29,6 +29,7 @@ class Caller:
     namespace_id: int
     namespace: str
     role: Role
+    robot: str | None = None  # a key bound to a robot acts only as it (`acts_as`)
 
 
 async def identify(
@@ -52,8 +53,8 @@ async def identify(
     found = await authenticate(sessionmaker, key_cache, token.strip())
     if found is None:
         raise Unauthorized("the API key is unknown or revoked")
-    ns_id, ns_name, role, _ = found
-    return Caller(namespace_id=ns_id, namespace=ns_name, role=role)  # type: ignore[arg-type]
+    ns_id, ns_name, role, _, robot = found
+    return Caller(namespace_id=ns_id, namespace=ns_name, role=role, robot=robot)  # type: ignore[arg-type]
 
 
 def require_role(caller: Caller, needed: Role) -> Caller:
@@ -64,6 +65,25 @@ def require_role(caller: Caller, needed: Role) -> Caller:
             required=needed,
         )
     return caller
+
+
+def acts_as(caller: Caller, robot: str | None) -> None:
+    """A key bound to a robot acts as that robot alone: naming another is a 403, so the
+    holder of one robot's key never reads another's private memories."""
+    if caller.robot is not None and robot is not None and robot != caller.robot:
+        raise Forbidden(
+            f"this key acts only as robot {caller.robot!r}, not {robot!r}",
+            robot=caller.robot,
+        )
+
+
+def may_change_groups(caller: Caller) -> None:
+    """Group membership decides who reads group memories: a robot's key does not change it."""
+    if caller.robot is not None:
+        raise Forbidden(
+            "a key bound to a robot cannot change groups; use a key of the namespace",
+            robot=caller.robot,
+        )
 
 
 def rechecker(

@@ -5,7 +5,7 @@ from typing import Any
 from app.db.session import DbSession
 from app.db.sql import sql
 
-_COLUMNS = "k.id, k.name, k.role, k.prefix, k.created_at, k.revoked_at, k.last_used_at"
+_COLUMNS = "k.id, k.name, k.role, k.robot, k.prefix, k.created_at, k.revoked_at, k.last_used_at"
 # last_used_at is bookkeeping, precise to this interval: writing it on every lookup would
 # make every authenticated request (reads included) a write.
 TOUCH_INTERVAL = "interval '1 minute'"
@@ -31,15 +31,28 @@ class ApiKeyRepository:
         ).one_or_none()
 
     async def create(
-        self, namespace_id: int, name: str, role: str, key_hash: bytes, prefix: str
+        self,
+        namespace_id: int,
+        name: str,
+        role: str,
+        key_hash: bytes,
+        prefix: str,
+        robot: str | None = None,
     ) -> Any:
         return (
             await self.session.execute(
                 sql(f"""
-                INSERT INTO api_key AS k (namespace_id, name, role, key_hash, prefix)
-                VALUES (:ns, :name, :role, :h, :prefix)
+                INSERT INTO api_key AS k (namespace_id, name, role, key_hash, prefix, robot)
+                VALUES (:ns, :name, :role, :h, :prefix, :robot)
                 RETURNING {_COLUMNS}"""),
-                {"ns": namespace_id, "name": name, "role": role, "h": key_hash, "prefix": prefix},
+                {
+                    "ns": namespace_id,
+                    "name": name,
+                    "role": role,
+                    "h": key_hash,
+                    "prefix": prefix,
+                    "robot": robot,
+                },
             )
         ).one()
 

@@ -16,6 +16,7 @@ def _read(row: Any) -> ApiKeyRead:
         id=row.id,
         name=row.name,
         role=row.role,
+        robot=row.robot,
         prefix=row.prefix,
         created_at=row.created_at,
         revoked_at=row.revoked_at,
@@ -23,7 +24,8 @@ def _read(row: Any) -> ApiKeyRead:
     )
 
 
-Identity = tuple[int, str, str, int]  # (namespace_id, namespace, role, key id)
+# (namespace_id, namespace, role, key id, the robot it is bound to or None)
+Identity = tuple[int, str, str, int, str | None]
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ async def authenticate(sessionmaker: Sessionmaker, cache: KeyCache, key: str) ->
             return None
         if row.touch_due:
             await repo.touch(row.id)
-    value = (row.namespace_id, row.namespace, row.role, row.id)
+    value = (row.namespace_id, row.namespace, row.role, row.id, row.robot)
     cache.put(h, value, lookup)
     return value
 
@@ -135,6 +137,7 @@ class ApiKeyService:
             body.role,
             keys.digest(secret),
             keys.display_prefix(secret),
+            body.robot,
         )
         return ApiKeyCreated(**_read(row).model_dump(), namespace=namespace, key=secret)
 

@@ -17,7 +17,7 @@ ONTOLOGY_SIZE = 200
 _LEASE = lease_statement(
     "enrichment",
     """m.id, m.created_at, m.namespace_id, m.key, m.content, m.token_count,
-       m.enrichment_attempts,
+       m.enrichment_attempts, m.visibility,
        (SELECT n.name FROM namespace n WHERE n.id = m.namespace_id) AS namespace,
        (SELECT r.name FROM robot r WHERE r.id = m.author_robot_id) AS author""",
 )

@@ -102,7 +102,8 @@ class EnrichmentWorker:
             self.max_tags,
         )
         found: list[str] = []
-        if row.token_count >= self.min_tokens:
+        # Propositions are namespace-wide memories: a private, group or pool one has none.
+        if row.token_count >= self.min_tokens and row.visibility == "namespace":
             found = prompts.propositions(
                 reply_json(
                     await self.llm.complete(prompts.propositions_prompt(row.content), json=True)

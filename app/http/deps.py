@@ -13,7 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
-from app.auth.caller import Caller, identify, require_role
+from app.auth.caller import Caller, acts_as, identify, may_change_groups, require_role
 from app.components import Components
 from app.unit import UnitOfWork, unit_of_work
 
@@ -60,7 +60,12 @@ async def _caller(request: Request, c: Components, x_namespace: str | None) -> C
         )
         state["caller"] = caller
         state["namespace"] = caller.namespace  # for the request's log line
-    return require_role(caller, "reader" if request.method in READ_METHODS else "writer")
+    require_role(caller, "reader" if request.method in READ_METHODS else "writer")
+    if caller.robot is not None:  # a key bound to a robot: only as that robot
+        acts_as(caller, request.path_params.get("robot") or request.query_params.get("robot"))
+        if request.url.path.startswith("/v1/groups") and request.method not in READ_METHODS:
+            may_change_groups(caller)
+    return caller
 
 
 READ_METHODS = {"GET", "HEAD", "OPTIONS"}

@@ -134,6 +134,7 @@ class MaintenanceRepository:
                 WHERE m.namespace_id = :ns AND m.deleted_at IS NULL
                   AND m.created_at >= :start AND m.created_at < :end
                   AND m.type NOT IN ('summary', 'proposition')
+                  AND m.visibility = 'namespace'  -- a summary tells every robot
             )
             SELECT robot, key, content, importance FROM added
             WHERE n >= :least AND k <= :most
@@ -164,6 +165,7 @@ class MaintenanceRepository:
             sql("""
             SELECT m.key, m.type, m.metadata FROM memory m
             WHERE m.namespace_id = :ns AND m.deleted_at IS NULL AND m.valid_to IS NULL
+              AND m.visibility = 'namespace'
               AND m.created_at >= :start AND m.created_at < :end
               AND ((m.metadata ? 'subject' AND m.metadata ? 'attribute')
                    OR strpos(m.key, '@') > 0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from app.auth.caller import acts_as
 from app.memories.model import ListFilters
 from app.unit import UnitOfWork
 
@@ -40,6 +41,7 @@ async def read(u: UnitOfWork, uri: str) -> Any:
     if found is None:
         return None
     robot, what = found.groups()
+    acts_as(u.caller, robot)
     if what == "working-memory":
         return (await u.working_memory.read(robot)).model_dump(mode="json")
     page = await u.reader.list(robot, "self", ListFilters(), None, RECENT, None)

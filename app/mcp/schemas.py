@@ -32,6 +32,11 @@ class RememberIn(In):
     metadata: JsonObject = {}
     supersedes: list[Key] = Field(default=[], description="keys this replaces")
     valid_from: Instant | None = None
+    visibility: Literal["namespace", "private", "group"] | None = Field(
+        default=None, description="default namespace: every robot"
+    )
+    readers: list[Robot] | None = Field(default=None, description="private: also these")
+    pool: Robot | None = Field(default=None, description="add into this pool")
 
 
 class RecallIn(In):
@@ -41,6 +46,7 @@ class RecallIn(In):
     timeframe: Text | None = Field(default=None, max_length=200, description="'last week', ...")
     tags: list[Tag] | None = Field(default=None, description="any of")
     valid_at: Text | None = Field(default=None, max_length=200, description="default: now")
+    pools: list[Robot] = Field(default=[], description="also these pools")
 
 
 class GroupRecallIn(BaseModel):
@@ -168,6 +174,45 @@ class Group(Out):
     group: str
     members: list[str]
     budget: int
+
+
+class PoolsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pool: Robot | None = Field(default=None, description="one, with its memory count")
+
+
+class PoolIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pool: Robot
+
+
+class PoolPutIn(PoolIn):
+    type: Literal["shared", "team", "task"]
+    readers: list[Robot] = []
+    writers: list[Robot] = []
+    public_read: bool = False
+    expires_at: Instant | None = Field(default=None, description="task pools")
+
+
+class PoolGrantIn(PoolIn):
+    robot: Robot
+    level: Literal["read", "write", "none"] = Field(description="none: revoke")
+
+
+class Pool(Out):
+    pool: str
+    type: str
+    readers: list[str]
+    writers: list[str]
+    public_read: bool
+    archived: bool
+    memories: int | None = None
+
+
+class Pools(Out):
+    pools: list[Pool]
 
 
 class Body(Out):

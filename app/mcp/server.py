@@ -18,7 +18,7 @@ from mcp.server import Server, ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
 from app import VERSION
-from app.auth.caller import Caller, require_role
+from app.auth.caller import Caller, acts_as, may_change_groups, require_role
 from app.components import Components
 from app.errors import PROBLEM_BASE, DomainError, NotFound, Unprocessable
 from app.mcp.resources import RESOURCES, TEMPLATES, read
@@ -150,7 +150,11 @@ async def call(
     """Run `tool` for `caller` (DomainError and ValidationError propagate)."""
     require_role(caller, tool.role)
     given = tool.input.model_validate_json(json.dumps(arguments))
+    default = default or caller.robot  # a key bound to a robot: that robot by default
     robot = robot_for(given, default) if tool.needs_robot else (default or "")
+    acts_as(caller, robot or None)
+    if tool.name.startswith("group_") and not tool.read_only:
+        may_change_groups(caller)
     async with unit_of_work(c, caller) as unit:
         return await tool.run(unit, given, robot)
 

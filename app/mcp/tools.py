@@ -34,6 +34,11 @@ from app.mcp.schemas import (
     KeyIn,
     Messages,
     Out,
+    Pool,
+    PoolGrantIn,
+    PoolPutIn,
+    Pools,
+    PoolsIn,
     PromptIn,
     RecallIn,
     Remembered,
@@ -45,10 +50,12 @@ from app.mcp.schemas import (
     when,
 )
 from app.memories.schemas import MemoryCreate
+from app.pools.schemas import PoolPut, PoolRead
 from app.prompt.schemas import PromptRequest
 from app.recall.schemas import RecallFilters, RecallRequest
 from app.sessions.schemas import MessagesAppend
 from app.unit import UnitOfWork
+from app.working_memory.robots import group_row_name
 
 Answer = tuple[Out, str]
 Run = Callable[[UnitOfWork, Any, str], Awaitable[Answer]]
@@ -99,6 +106,7 @@ def _recall_request(i: RecallIn) -> RecallRequest:
         timeframe=i.timeframe,
         valid_at=i.valid_at,
         filters=RecallFilters(tags_any=i.tags),
+        pools=i.pools,
     )
 
 
@@ -156,7 +164,7 @@ async def _tags(u: UnitOfWork, i: TagsIn, robot: str) -> Answer:
 
 
 async def _versions(u: UnitOfWork, i: KeyIn, robot: str) -> Answer:
-    found = await u.reader.versions(i.key, False, 50, None)
+    found = await u.reader.versions(robot, i.key, False, 50, None)
     rows = [
         {"version": v.version, "by": v.changed_by, "date": when(v.changed_at), "content": v.content}
         for v in found.versions
@@ -166,7 +174,7 @@ async def _versions(u: UnitOfWork, i: KeyIn, robot: str) -> Answer:
 
 
 async def _history(u: UnitOfWork, i: KeyIn, robot: str) -> Answer:
-    found = await u.reader.chain(i.key, 20)
+    found = await u.reader.chain(robot, i.key, 20)
     rows = [
         {
             "key": m.key,
@@ -240,7 +248,41 @@ async def _group_recall(u: UnitOfWork, i: GroupRecallIn, robot: str) -> Answer:
         raise Conflict(f"group {i.group!r} has no members")
     member = robot if robot in g.members else g.members[0]
     request = RecallRequest(query=i.query, limit=i.limit)
-    return _hits(await u.recall.recall(member, request))
+    # Read as the group: what every member may read, not the member's own private memories.
+    return _hits(await u.recall.recall(member, request, reader=group_row_name(i.group)))
+
+
+def _pool(p: PoolRead) -> tuple[Pool, str]:
+    out = Pool(
+        pool=p.name,
+        type=p.type,
+        readers=p.readers,
+        writers=p.writers,
+        public_read=p.public_read,
+        archived=p.archived_at is not None,
+        memories=p.stats.memories if p.stats else None,
+    )
+    grants = f"read: {', '.join(p.readers) or '-'}; write: {', '.join(p.writers) or '-'}"
+    extra = f", {out.memories} memories" if out.memories is not None else ""
+    state = " (archived)" if out.archived else (" (public)" if p.public_read else "")
+    return out, f"pool {p.name} {p.type}{state}: {grants}{extra}"
+
+
+async def _pools(u: UnitOfWork, i: PoolsIn, robot: str) -> Answer:
+    pools = [await u.pools.get(i.pool)] if i.pool else await u.pools.list_pools()
+    found = [_pool(p) for p in pools]
+    return Pools(pools=[o for o, _ in found]), "\n".join(t for _, t in found) or "no pools"
+
+
+async def _pool_put(u: UnitOfWork, i: PoolPutIn, robot: str) -> Answer:
+    body = PoolPut.model_validate(i.model_dump(exclude={"pool"}))
+    return _pool(await u.pools.put(i.pool, body))
+
+
+async def _pool_grant(u: UnitOfWork, i: PoolGrantIn, robot: str) -> Answer:
+    if i.level == "none":
+        return _pool(await u.pools.revoke(i.pool, i.robot))
+    return _pool(await u.pools.grant(i.pool, i.robot, i.level))
 
 
 _TOOLS = [
@@ -281,5 +323,12 @@ _TOOLS = [
          destructive=True, idempotent=True, needs_robot=False),
     Tool("group_recall", "Group recall", "recall, into a group's shared working memory.",
          GroupRecallIn, Hits, "writer", _group_recall, needs_robot=False),
+    Tool("pools", "Pools", "The namespace's pools and their grants.", PoolsIn, Pools,
+         "reader", _pools, read_only=True, idempotent=True, needs_robot=False),
+    Tool("pool_put", "Create pool", "Create or replace a pool (admin).", PoolPutIn, Pool,
+         "admin", _pool_put, idempotent=True, needs_robot=False),
+    Tool("pool_grant", "Grant pool", "Set a robot's grant on a pool (admin); none revokes, "
+         "at once.", PoolGrantIn, Pool, "admin", _pool_grant, destructive=True,
+         idempotent=True, needs_robot=False),
 ]  # fmt: skip
 TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}

@@ -19,6 +19,7 @@ from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
 from app.robots.service import Robot
 from app.timeframes.validity import Validity
+from app.visibility import Reader
 from app.working_memory.protocol import WriteProtocol
 
 
@@ -127,7 +128,11 @@ class DuplicateAdds:
             return str(exact.key)
         if rule.mode != "semantic" or d.embedding is None:
             return None
-        filters = SearchFilters(types=[d.type], valid=Validity.now(self.clock()))
+        filters = SearchFilters(
+            types=[d.type],
+            valid=Validity.now(self.clock()),
+            reader=Reader(self.namespace_id, "", ()),
+        )
         nearest = await self.search.vector(
             SearchQuery(self.namespace_id, 1, filters, vector=d.embedding)
         )

@@ -11,7 +11,11 @@ from app.db.sql import sql
 from app.memories.repository import READ
 
 # Not superseded, not ended: what a new fact may repeat.
-_CURRENT = "m.superseded_by IS NULL AND (m.valid_to IS NULL OR m.valid_to > now())"
+# Only namespace-wide memories are merged or taken as an add's duplicate (app/visibility.py).
+_CURRENT = (
+    "m.superseded_by IS NULL AND (m.valid_to IS NULL OR m.valid_to > now()) "
+    "AND m.visibility = 'namespace'"
+)
 
 
 class DuplicateRepository:

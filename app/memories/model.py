@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from app.visibility import NAMESPACE, Audience, Reader
+
 if TYPE_CHECKING:
     from app.timeframes.validity import Validity
 
@@ -28,6 +30,7 @@ class MemoryDraft:
     search_text: str | None = None  # None: its content (app/memories/search_text.py)
     valid_from: datetime | None = None  # None: from its created_at
     valid_to: datetime | None = None  # None: open-ended
+    audience: Audience = NAMESPACE  # who may read it (app/visibility.py)
 
 
 @dataclass
@@ -47,6 +50,7 @@ class NewMemory:
     search_text: str | None = None
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    audience: Audience = NAMESPACE
 
     @classmethod
     def from_draft(
@@ -68,6 +72,7 @@ class NewMemory:
             search_text=d.search_text,
             valid_from=d.valid_from,
             valid_to=d.valid_to,
+            audience=d.audience,
         )
 
 
@@ -92,6 +97,8 @@ class ListFilters:
     include_deleted: bool = False
     valid: Validity | None = None  # None: every memory, whatever its validity
     as_of: datetime | None = None  # transaction time: the versions current then
+    reader: Reader | None = None  # only what this robot may read (None: the operator)
+    pool: str | None = None  # only this pool's memories
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from app.memories.version_repository import VersionRepository
 from app.robots.service import RobotService
 from app.timeframes.resolve import resolve_timeframe
 from app.timeframes.validity import validity_for
+from app.visibility import Reader
 from app.working_memory.protocol import WriteProtocol
 
 
@@ -54,10 +55,13 @@ class MemoryReader:
         self.history = VersionRepository(session)
         self.events = EventRepository(session, clock)
 
-    async def _get(self, key: str, include_deleted: bool) -> Any:
-        """The memory of `key`; a key merged into another memory (`htm dedupe`) resolves to
-        that memory, unless the merged one itself is asked for (`include_deleted`)."""
-        row = await self.repo.get(self.caller.namespace_id, key)
+    async def _get(self, robot_name: str, key: str, include_deleted: bool) -> Any:
+        """The memory of `key`, if `robot_name` may read it; a key merged into another memory
+        (`htm dedupe`) resolves to that memory, unless the merged one itself is asked for
+        (`include_deleted`)."""
+        row = await self.repo.get(
+            self.caller.namespace_id, key, reader=Reader(self.caller.namespace_id, robot_name)
+        )
         if row is not None and row.deleted_at is not None and not include_deleted:
             survivor = await DuplicateRepository(self.session).survivor(row.id)
             if survivor is not None:
@@ -73,7 +77,7 @@ class MemoryReader:
         nothing: no robot registered, no event, no working-memory touch). With `as_of`, the
         version current at that instant, and no access recorded: working memory only ever
         holds the current version."""
-        row = await self._get(key, include_deleted)
+        row = await self._get(robot_name, key, include_deleted)
         if as_of is not None:
             version = await self.history.at(row.id, row.created_at, as_of)
             if version is None:
@@ -121,6 +125,8 @@ class MemoryReader:
         if scope == "self":
             robot = await self.robots.require(robot_name)
             filters = dataclasses.replace(filters, author_robot_id=robot.id)
+        reader = Reader(self.caller.namespace_id, robot_name)
+        filters = dataclasses.replace(filters, reader=reader)
         after = decode_cursor(cursor) if cursor else None
         rows = await self.repo.list(self.caller.namespace_id, filters, limit + 1, after)
         items = [to_read(r) for r in rows[:limit]]
@@ -128,11 +134,16 @@ class MemoryReader:
         next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more else None
         return Page[MemoryRead](items=items, next_cursor=next_cursor)
 
-    async def chain(self, key: str, limit: int) -> MemoryHistory:
-        """The supersede chain `key` is part of, oldest first (app/memories/supersede.py)."""
-        row = await self._get(key, include_deleted=True)
+    async def chain(self, robot_name: str, key: str, limit: int) -> MemoryHistory:
+        """The supersede chain `key` is part of, oldest first (app/memories/supersede.py),
+        as far as `robot_name` may read it."""
+        row = await self._get(robot_name, key, include_deleted=True)
         rows = await SupersedeRepository(self.session).chain(
-            self.caller.namespace_id, row.id, READ, limit
+            self.caller.namespace_id,
+            row.id,
+            READ,
+            limit,
+            Reader(self.caller.namespace_id, robot_name),
         )
         return MemoryHistory(
             key=row.key,
@@ -140,10 +151,10 @@ class MemoryReader:
         )
 
     async def versions(
-        self, key: str, include_deleted: bool, limit: int, before: int | None
+        self, robot_name: str, key: str, include_deleted: bool, limit: int, before: int | None
     ) -> MemoryVersions:
         """Newest first, the current version included; `before`: only older versions."""
-        row = await self._get(key, include_deleted)
+        row = await self._get(robot_name, key, include_deleted)
         rows = await self.history.history(row.id, row.created_at, limit, before)
         return MemoryVersions(
             key=row.key,

@@ -10,14 +10,9 @@ from typing import Any
 from app.config import VectorStorage
 from app.db.session import DbSession
 from app.db.sql import sql, vector_text
-from app.memories.model import (
-    AddGroup,
-    GroupStored,
-    ListFilters,
-    NewMemory,
-    VectorChange,
-)
+from app.memories.model import AddGroup, GroupStored, ListFilters, NewMemory, VectorChange
 from app.memories.version_repository import AS_OF
+from app.visibility import Reader
 
 # Selected with the author's name so a memory is read in one round trip.
 READ = """
@@ -25,7 +20,9 @@ READ = """
     m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
     m.created_at, m.updated_at, m.deleted_at, m.version, m.access_count, m.last_accessed_at,
     m.search_text, m.archived, coalesce(m.valid_from, m.created_at) AS valid_from, m.valid_to,
-    (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by) AS superseded_by"""
+    (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by) AS superseded_by,
+    m.visibility, m.readers, m.group_id, m.pool_id,
+    (SELECT p.name FROM pool p WHERE p.id = m.pool_id) AS pool"""
 
 # One round trip stores the memories of one or more adds (group commit: app/memories/adds.py).
 # Each add is a group: its keys are claimed (numbering each memory), and only when every key
@@ -46,10 +43,12 @@ _ADD_TEMPLATE = """
                     CAST(:tags AS text[]), CAST(:metadata AS text[]), CAST(:tokens AS int[]),
                     CAST(:embeddings AS text[]), CAST(:models AS text[]),
                     CAST(:search_texts AS text[]), CAST(:valid_froms AS timestamptz[]),
-                    CAST(:valid_tos AS timestamptz[]))
+                    CAST(:valid_tos AS timestamptz[]), CAST(:visibilities AS text[]),
+                    CAST(:readers AS text[]), CAST(:group_ids AS bigint[]),
+                    CAST(:pool_ids AS bigint[]))
              WITH ORDINALITY AS t(g, ns, robot, at, k, c, content, type, importance, tags,
                                   metadata, tokens, embedding, model, search_text, valid_from,
-                                  valid_to, ord)
+                                  valid_to, visibility, readers, group_id, pool_id, ord)
     ), claimed AS (
         INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
         SELECT ns, k, id, created FROM input ORDER BY ord
@@ -72,14 +71,17 @@ _ADD_TEMPLATE = """
         INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,
                             importance, tags, metadata, author_robot_id, token_count,
                             embedding, embedding_model, embedding_status, enrichment_status,
-                            search_text, valid_from, valid_to)
+                            search_text, valid_from, valid_to, visibility, readers, group_id,
+                            pool_id)
         SELECT i.id, i.created, now(), i.ns, i.k, i.content, i.type,
                i.importance, ARRAY(SELECT jsonb_array_elements_text(CAST(i.tags AS jsonb))),
                CAST(i.metadata AS jsonb), i.robot, i.tokens, CAST(i.embedding AS {storage}),
                i.model, CASE WHEN i.embedding IS NULL THEN 'pending' ELSE 'ready' END,
                CASE WHEN CAST(:enrich AS boolean) AND i.type NOT IN ('proposition', 'summary')
                     THEN 'pending' END,
-               i.search_text, i.valid_from, i.valid_to
+               i.search_text, i.valid_from, i.valid_to, i.visibility,
+               ARRAY(SELECT jsonb_array_elements_text(CAST(i.readers AS jsonb))), i.group_id,
+               i.pool_id
         FROM input i WHERE i.g IN (SELECT g FROM complete)
         ORDER BY i.ord
     )
@@ -113,6 +115,8 @@ _NEW_VECTOR = """
     CASE WHEN :keep THEN embedding_status
          WHEN CAST(:embedding AS text) IS NOT NULL THEN 'ready' ELSE 'pending' END"""
 _REPLACED = "updated_at, embedding_status, embedding_model"
+_AUDIENCE_VALUES = """CAST(:visibility AS text), CAST(:readers AS text[]),
+                           CAST(:group_id AS bigint), CAST(:pool_id AS bigint)"""
 
 
 class MemoryRepository:
@@ -150,6 +154,10 @@ class MemoryRepository:
                     "search_texts": [d.search_text for _, _, d in rows],
                     "valid_froms": [d.valid_from for _, _, d in rows],
                     "valid_tos": [d.valid_to for _, _, d in rows],
+                    "visibilities": [d.audience.visibility for _, _, d in rows],
+                    "readers": [json.dumps(d.audience.readers) for _, _, d in rows],
+                    "group_ids": [d.audience.group_id for _, _, d in rows],
+                    "pool_ids": [d.audience.pool_id for _, _, d in rows],
                     "enrich": enrich,
                 },
             )
@@ -170,8 +178,13 @@ class MemoryRepository:
                 s.claimed.clear()
         return out
 
-    async def get(self, namespace_id: int, key: str, *, for_update: bool = False) -> Any | None:
+    async def get(
+        self, namespace_id: int, key: str, *, for_update: bool = False, reader: Reader | None = None
+    ) -> Any | None:
+        """The memory of `key`; None when there is none or `reader` may not read it (None:
+        the operator, who reads every memory)."""
         lock = "FOR UPDATE OF m" if for_update else ""
+        readable, params = reader.where() if reader is not None else ("true", {})
         return (
             await self.session.execute(
                 sql(f"""
@@ -179,9 +192,9 @@ class MemoryRepository:
                 FROM memory_key k
                 JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
                 JOIN robot r ON r.id = m.author_robot_id
-                WHERE k.namespace_id = :ns AND k.key = :key
+                WHERE k.namespace_id = :ns AND k.key = :key AND {readable}
                 {lock}"""),
-                {"ns": namespace_id, "key": key},
+                {"ns": namespace_id, "key": key, **params},
             )
         ).one_or_none()
 
@@ -232,6 +245,10 @@ class MemoryRepository:
             "search_text": m.search_text,
             "valid_from": m.valid_from,
             "valid_to": m.valid_to,
+            "visibility": m.audience.visibility,
+            "readers": list(m.audience.readers),
+            "group_id": m.audience.group_id,
+            "pool_id": m.audience.pool_id,
         }
         new_vector = _NEW_VECTOR.format(storage=storage)
         if m.created_at != row.created_at:
@@ -248,14 +265,16 @@ class MemoryRepository:
                                         token_count, embedding, embedding_model,
                                         embedding_status, version, changed_by_robot_id,
                                         changed_at, access_count, last_accessed_at,
-                                        search_text, valid_from, valid_to, superseded_by)
+                                        search_text, valid_from, valid_to, superseded_by,
+                                        visibility, readers, group_id, pool_id)
                     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
                            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
                            {new_vector}, :version, :by, now(), access_count, last_accessed_at,
                            CAST(:search_text AS text), CAST(:valid_from AS timestamptz),
                            CAST(:valid_to AS timestamptz),
                            CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
-                                THEN superseded_by END
+                                THEN superseded_by END,
+                           {_AUDIENCE_VALUES}
                     FROM old
                     RETURNING {_REPLACED}"""),
                     params,
@@ -273,6 +292,7 @@ class MemoryRepository:
                     valid_to = CAST(:valid_to AS timestamptz),
                     superseded_by = CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
                                          THEN superseded_by END,
+                    (visibility, readers, group_id, pool_id) = ({_AUDIENCE_VALUES}),
                     updated_at = now(), version = :version,
                     changed_by_robot_id = :by, changed_at = now(),
                     (embedding, embedding_model, embedding_status) = ({new_vector}),
@@ -344,6 +364,15 @@ class MemoryRepository:
             clauses, bound = f.valid.where()
             where.extend(clauses)
             params.update(bound)
+        if f.reader is not None:
+            readable, bound = f.reader.where()
+            where.append(readable)
+            params.update(bound)
+        if f.pool is not None:
+            where.append(
+                "m.pool_id = (SELECT id FROM pool WHERE namespace_id = :ns AND name = :p)"
+            )
+            params["p"] = f.pool
         if after is not None:
             where.append("(m.created_at, m.id) < (:after_c, :after_id)")
             params["after_c"], params["after_id"] = after

@@ -18,6 +18,7 @@ from app.common import (
     Text,
     Vector,
 )
+from app.visibility import MAX_READERS, VISIBILITY_DESCRIPTION, Name, Visibility
 from app.working_memory.schemas import WorkingMemoryOutcome
 
 _EXAMPLE: dict[str, Any] = {
@@ -63,11 +64,28 @@ class MemoryFields(StrictModel):
         "`created_at`). Reads skip it from then on unless asked `valid_at` an earlier time",
     )
 
+    visibility: Visibility | None = Field(default=None, description=VISIBILITY_DESCRIPTION)
+    readers: list[Name] | None = Field(
+        default=None,
+        max_length=MAX_READERS,
+        description="For a private memory: the other robots it grants reading (on PUT, absent "
+        "keeps them)",
+    )
+    pool: Name | None = Field(
+        default=None, description="Add it into this pool (the robot needs the pool's write grant)"
+    )
+
     @model_validator(mode="after")
     def _validity_ordered(self) -> MemoryFields:
         start = self.valid_from or self.created_at
         if self.valid_to is not None and start is not None and self.valid_to <= start:
             raise ValueError("valid_to must be after valid_from (or created_at)")
+        if self.pool is not None and self.visibility not in (None, "pool"):
+            raise ValueError("a memory in a pool has visibility pool")
+        if self.visibility == "pool" and self.pool is None:
+            raise ValueError("visibility pool needs `pool`")
+        if self.readers and self.visibility != "private":
+            raise ValueError("`readers` are for a private memory (visibility private)")
         return self
 
 
@@ -192,9 +210,14 @@ class MemoryRead(BaseModel):
     )
     archived: str | None = Field(
         default=None,
-        description="Deleted by a retention policy, this rule's (idle, stale, superseded); "
-        "restorable like any soft delete",
+        description="Deleted by a retention policy, this rule's (idle, stale, superseded, "
+        "expired: its task pool expired); restorable like any soft delete",
     )
+    visibility: Visibility = Field(default="namespace", description="Who may read it")
+    readers: list[str] = Field(
+        default_factory=list, description="The robots a private memory grants reading"
+    )
+    pool: str | None = Field(default=None, description="The pool it is in")
 
 
 class MemoryAdded(MemoryRead):
@@ -323,6 +346,9 @@ def to_read(row: Any) -> MemoryRead:
         valid_to=row.valid_to,
         superseded_by=row.superseded_by,
         archived=getattr(row, "archived", None),
+        visibility=getattr(row, "visibility", "namespace"),
+        readers=list(getattr(row, "readers", None) or ()),
+        pool=getattr(row, "pool", None),
     )
 
 

@@ -16,15 +16,17 @@ from app.conversation import is_conversation
 from app.db.session import DbSession
 from app.db.vectors import StoredVectors, check_storable
 from app.embeddings.timed import TimedEmbedder
-from app.errors import BadRequest, Conflict, NotFound, RemovedMeanwhile
+from app.errors import Conflict, NotFound, RemovedMeanwhile
 from app.events.repository import EventRepository
 from app.llm.base import ChatModel
 from app.memories import importance as importance_scorer
 from app.memories.adds import GroupCommit
+from app.memories.audiences import Audiences
 from app.memories.contexts import Written, search_texts
 from app.memories.dedupe import rule_for
 from app.memories.dedupe_adds import DuplicateAdds, may_duplicate
 from app.memories.duplicate_repository import DuplicateRepository
+from app.memories.forgetting import Forgetting
 from app.memories.limits import check_batch_size, check_fields, check_validity
 from app.memories.model import MemoryDraft
 from app.memories.repository import MemoryRepository
@@ -33,28 +35,27 @@ from app.memories.schemas import (
     MemoryAdded,
     MemoryCreate,
     MemoryFields,
-    MemoryRead,
-    to_read,
 )
 from app.memories.search_text import searched, with_speaker_tag
 from app.memories.supersede import Detector, SupersedingAdds, proposing, supersessions
 from app.memories.turn_repository import TurnRepository
 from app.memories.writes import MemoryWrites, fields_of, key_taken
+from app.pools.service import PoolService
 from app.recall.caches import SearchCaches
 from app.recall.repository import SearchRepository
 from app.robots.service import Robot, RobotService
 from app.tokens import Tokenizer
+from app.visibility import NAMESPACE, Reader
 from app.working_memory.protocol import WriteProtocol
 
 log = logging.getLogger(__name__)
 
-ARCHIVIST = "htm-retention"  # the robot a retention policy's archive is recorded as
 # A PUT retries its lock-or-create step this often when the key keeps appearing and
 # disappearing under it (concurrent creates and hard deletes of the same key).
 UPSERT_ATTEMPTS = 5
 
 
-class MemoryService:
+class MemoryService(Forgetting):
     def __init__(
         self,
         *,
@@ -69,9 +70,11 @@ class MemoryService:
         adds: GroupCommit,
         vectors: StoredVectors,
         search_caches: SearchCaches,
+        pools: PoolService,
         llm: ChatModel | None = None,
     ) -> None:
         self.llm = llm
+        self.audiences = Audiences(pools)
         self.adds = adds
         self.search_caches = search_caches
         self.vectors = vectors
@@ -138,6 +141,12 @@ class MemoryService:
             embeddings[i], models[i] = v, model if v is not None else None
         tokens = await self.tokenizer.count_many_async([b.content for b in bodies])
         robot, registered = await self.robots.register(robot_name)
+        try:
+            audiences = await self.audiences.for_adds(robot, bodies)
+        except Exception:  # nothing is written: nor is the robot
+            if registered is not None:
+                await self.robots.discard(robot, registered)
+            raise
         drafts = [
             MemoryDraft(
                 key=b.key or f"m-{uuid.uuid4().hex}",
@@ -153,6 +162,7 @@ class MemoryService:
                 search_text=texts[i],
                 valid_from=b.valid_from,
                 valid_to=b.valid_to,
+                audience=audiences[i],
             )
             for i, b in enumerate(bodies)
         ]
@@ -166,9 +176,15 @@ class MemoryService:
             # One transaction under the superseded rows' locks (a 409 registers nothing);
             # the add's dedupe rule does not apply.
             added = await SupersedingAdds(
-                namespace_id=self.caller.namespace_id, writes=self.writes, two_tier=self.two_tier
+                namespace_id=self.caller.namespace_id,
+                writes=self.writes,
+                two_tier=self.two_tier,
+                audiences=self.audiences,
             ).add(robot, drafts, supersedes, place)
             return proposing(added, proposals)
+        # A private, group or pool memory is nobody's duplicate: it is stored as asked.
+        rules = [r if d.audience == NAMESPACE else rule_for("off", None, self.settings)
+                 for r, d in zip(rules, drafts, strict=True)]  # fmt: skip
         finder = DuplicateRepository(self.session)
         if await may_duplicate(bodies, drafts, rules, finder, self.caller.namespace_id):
             # One transaction under the rules' locks: a 409 registers nothing.
@@ -224,7 +240,7 @@ class MemoryService:
             check_storable([body.embedding], await self._storage())
         namespace_id = self.caller.namespace_id
         # Embed before taking any lock, and only when the stored vector cannot be kept.
-        current = await self.repo.get(namespace_id, key)
+        current = await self.repo.get(namespace_id, key, reader=self._reader(robot_name))
         check_validity(body, current.created_at if current is not None else self.clock())
         template = self.settings.search_text
         [text] = await search_texts(
@@ -256,9 +272,11 @@ class MemoryService:
         tokens = await self.tokenizer.count_async(body.content)
         robot = await self.robots.ensure(robot_name)
         for _ in range(UPSERT_ATTEMPTS):
-            row = await self.repo.get(namespace_id, key, for_update=True)
-            if row is None and not create:
-                raise NotFound(f"memory {key!r} does not exist")
+            row = await self.repo.get(
+                namespace_id, key, for_update=True, reader=self._reader(robot_name)
+            )
+            if row is None and (not create or await self.repo.get(namespace_id, key)):
+                raise NotFound(f"memory {key!r} does not exist") if not create else key_taken([key])
             if row is None:
                 draft = MemoryDraft(
                     key=key,
@@ -274,6 +292,7 @@ class MemoryService:
                     search_text=text,
                     valid_from=body.valid_from,
                     valid_to=body.valid_to,
+                    audience=await self.audiences.asked(robot, body),
                 )
                 try:
                     new, taken = await self.writes.store(robot, [draft])
@@ -303,8 +322,9 @@ class MemoryService:
         """The locked row gets the body's fields (and `search_text`; `...`: it keeps its
         own). Holders of its old content are marked in the same transaction and withdrawn after
         the commit; the writer gets the new one."""
+        audience = await self.audiences.for_change(robot, row, body)
         rewrite = await self.writes.rewrite(
-            robot, row, body, tokens, vector, model, search_text=search_text
+            robot, row, body, tokens, vector, model, search_text=search_text, audience=audience
         )
         await self.two_tier.commit_durable()
         outcomes = await self.writes.place(robot, [rewrite.placement], rewrites=[rewrite])
@@ -316,7 +336,7 @@ class MemoryService:
         """A new importance, or the current one moved by `boost` (kept within 0-10): a
         replace of the locked row like a PUT of its other fields, so holders re-place it."""
         robot = await self.robots.ensure(robot_name)
-        row = await self._get(key, lock=True)
+        row = await self._get(key, lock=True, reader=robot_name)
         importance = change.importance
         if importance is None:
             importance = min(10.0, max(0.0, row.importance + (change.boost or 0.0)))
@@ -325,66 +345,16 @@ class MemoryService:
 
     # --- read ------------------------------------------------------------------------------
 
-    async def _get(self, key: str, include_deleted: bool = False, *, lock: bool = False) -> Any:
-        row = await self.repo.get(self.caller.namespace_id, key, for_update=lock)
+    def _reader(self, robot_name: str) -> Reader:
+        return Reader(self.caller.namespace_id, robot_name)
+
+    async def _get(
+        self, key: str, include_deleted: bool = False, *, lock: bool = False, reader: str
+    ) -> Any:
+        """The memory as `reader` may see it (404 otherwise)."""
+        row = await self.repo.get(
+            self.caller.namespace_id, key, for_update=lock, reader=self._reader(reader)
+        )
         if row is None or (row.deleted_at is not None and not include_deleted):
             raise NotFound(f"memory {key!r} does not exist")
         return row
-
-    # --- forget / restore ------------------------------------------------------------------
-
-    async def forget(
-        self, robot_name: str, key: str, hard: bool, confirm: str | None
-    ) -> MemoryRead:
-        """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
-        Every robot holding it lets it go, after the durable commit."""
-        robot = await self.robots.ensure(robot_name)
-        row = await self._get(key, include_deleted=hard, lock=True)
-        if hard and confirm != key:
-            raise BadRequest(
-                "a hard delete is permanent: repeat the memory's key in `confirm` to proceed",
-                field="confirm",
-            )
-        holders = await self.two_tier.mark_holders(row.id)
-        if hard:
-            await self.repo.hard_delete(row.id, row.created_at)
-            read = to_read(row)
-        else:
-            deleted = await self.repo.set_deleted(row.id, row.created_at, True)
-            read = to_read(row).model_copy(
-                update={"deleted_at": deleted.deleted_at, "updated_at": deleted.updated_at}
-            )
-        await self.events.record(
-            self.caller.namespace_id, "forget", robot.id, [row.id], {"hard": hard, "key": key}
-        )
-        await self.two_tier.commit_durable()
-        await self.two_tier.withdraw(holders, row.id, key)
-        return read
-
-    async def archive(self, key: str, version: int, rule: str) -> bool:
-        """A retention policy's forget (app/retention): a soft delete naming `rule`, of the
-        memory as the policy judged it (`version`; changed since: skipped), by the
-        `htm-retention` robot; every holder lets it go. Whether it was archived."""
-        robot = await self.robots.ensure(ARCHIVIST)
-        row = await self.repo.get(self.caller.namespace_id, key, for_update=True)
-        if row is None or row.deleted_at is not None or row.version != version:
-            return False
-        holders = await self.two_tier.mark_holders(row.id)
-        await self.repo.set_deleted(row.id, row.created_at, True, archived=rule)
-        detail = {"hard": False, "key": key, "archived": rule}
-        await self.events.record(self.caller.namespace_id, "forget", robot.id, [row.id], detail)
-        await self.two_tier.commit_durable()
-        await self.two_tier.withdraw(holders, row.id, key)
-        return True
-
-    async def restore(self, robot_name: str, key: str) -> MemoryRead:
-        robot = await self.robots.ensure(robot_name)
-        row = await self._get(key, include_deleted=True, lock=True)
-        if row.deleted_at is None:
-            return to_read(row)
-        restored = await self.repo.set_deleted(row.id, row.created_at, False)
-        await self.events.record(self.caller.namespace_id, "restore", robot.id, [row.id])
-        await self.two_tier.commit_durable()
-        return to_read(row).model_copy(
-            update={"deleted_at": None, "updated_at": restored.updated_at, "archived": None}
-        )

@@ -30,6 +30,7 @@ from app.config import Settings
 from app.db.session import DbSession
 from app.errors import Conflict, NotFound, Unprocessable
 from app.llm.base import ChatModel, LlmError, reply_json
+from app.memories.audiences import Audiences
 from app.memories.model import MemoryDraft
 from app.memories.repository import READ
 from app.memories.schemas import MemoryAdded, MemoryCreate, SupersedeProposal
@@ -40,6 +41,7 @@ from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
 from app.robots.service import Robot
 from app.timeframes.validity import Validity
+from app.visibility import NAMESPACE, Reader
 from app.working_memory.model import Holder
 from app.working_memory.protocol import WriteProtocol
 
@@ -93,6 +95,8 @@ class Detector:
         """What `draft` may supersede, each with whether it may be applied (a semantic
         finding only when an LLM confirmed it)."""
         ns = self.namespace_id
+        if draft.audience != NAMESPACE:  # findings are among namespace-wide memories only
+            return []
         found: dict[str, tuple[SupersedeProposal, bool]] = {}
         subject, attribute = draft.metadata.get("subject"), draft.metadata.get("attribute")
         if isinstance(subject, str) and isinstance(attribute, str) and subject and attribute:
@@ -107,7 +111,9 @@ class Detector:
         found.pop(draft.key, None)
         if found or self.threshold is None or draft.embedding is None:
             return list(found.values())
-        filters = SearchFilters(types=[draft.type], valid=Validity.now(self.now))
+        filters = SearchFilters(
+            types=[draft.type], valid=Validity.now(self.now), reader=Reader(ns, "", ())
+        )
         nearest = await self.search.vector(SearchQuery(ns, 1, filters, vector=draft.embedding))
         if not nearest or (nearest[0].vector_similarity or 0.0) < self.threshold:
             return []
@@ -143,6 +149,7 @@ class SupersedingAdds:
     namespace_id: int
     writes: MemoryWrites
     two_tier: WriteProtocol
+    audiences: Audiences
 
     async def add(
         self,
@@ -158,10 +165,13 @@ class SupersedingAdds:
         if len(set(keys)) < len(keys):
             raise _bad("a key is superseded twice in this request")
         repo = SupersedeRepository(self.writes.session)
-        rows = await repo.lock_keys(self.namespace_id, keys, READ)
+        reader = Reader(self.namespace_id, robot.name)
+        rows = await repo.lock_keys(self.namespace_id, keys, READ, reader)
         missing = sorted(k for k in keys if k not in rows or rows[k].deleted_at is not None)
         if missing:
             raise NotFound(f"memories to supersede do not exist: {', '.join(missing)}")
+        for k in keys:  # 403 for what the robot may read but not change
+            await self.audiences.may_change(robot, rows[k])
         ended = sorted(k for k in keys if rows[k].valid_to is not None)
         if ended:
             raise Conflict(f"already superseded or no longer valid: {', '.join(ended)}", keys=ended)

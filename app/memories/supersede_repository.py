@@ -10,9 +10,12 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql
+from app.visibility import Reader
 
 # A current, live memory: what a new one may supersede.
-_CURRENT = "m.deleted_at IS NULL AND m.valid_to IS NULL"
+# Only namespace-wide memories: a private, group or pool memory is never another's duplicate
+# nor superseded by a finding (app/visibility.py); an explicit `supersedes` may name one.
+_CURRENT = "m.deleted_at IS NULL AND m.valid_to IS NULL AND m.visibility = 'namespace'"
 
 # The chain a memory is part of: walked back through what it superseded and forward through
 # what superseded it, each link one indexed lookup (memory_key's memory_id, the primary key).
@@ -34,6 +37,7 @@ _CHAIN = """
     FROM (SELECT * FROM back UNION ALL SELECT * FROM ahead) c
     JOIN memory m ON m.id = c.id
     JOIN robot r ON r.id = m.author_robot_id
+    WHERE {readable}
     ORDER BY m.id, c.depth"""
 
 
@@ -99,9 +103,12 @@ class SupersedeRepository:
             )
         ).one()
 
-    async def lock_keys(self, namespace_id: int, keys: Sequence[str], read: str) -> dict[str, Any]:
-        """The memories of `keys`, locked FOR UPDATE in key order (two supersedes of
-        overlapping keys cannot deadlock); a key without a memory is absent."""
+    async def lock_keys(
+        self, namespace_id: int, keys: Sequence[str], read: str, reader: Reader
+    ) -> dict[str, Any]:
+        """The memories of `keys` that `reader` may read, locked FOR UPDATE in key order (two
+        supersedes of overlapping keys cannot deadlock); a key without one is absent."""
+        readable, params = reader.where()
         rows = (
             await self.session.execute(
                 sql(f"""
@@ -109,10 +116,10 @@ class SupersedeRepository:
                 FROM memory_key k
                 JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
                 JOIN robot r ON r.id = m.author_robot_id
-                WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))
+                WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[])) AND {readable}
                 ORDER BY k.key
                 FOR UPDATE OF m"""),
-                {"ns": namespace_id, "keys": sorted(set(keys))},
+                {"ns": namespace_id, "keys": sorted(set(keys)), **params},
             )
         ).all()
         return {r.key: r for r in rows}
@@ -121,14 +128,17 @@ class SupersedeRepository:
         """The server's clock now (clock_timestamp(), not the transaction's start)."""
         return (await self.session.execute(sql("SELECT clock_timestamp()"))).scalar_one()  # type: ignore[no-any-return]
 
-    async def chain(self, namespace_id: int, memory_id: int, read: str, most: int) -> list[Any]:
-        """The memories of `memory_id`'s supersede chain (itself included), oldest first,
-        each with its `depth` (0: itself, −1: what it superseded, 1: what superseded it); at
-        most `most` links each way."""
+    async def chain(
+        self, namespace_id: int, memory_id: int, read: str, most: int, reader: Reader
+    ) -> list[Any]:
+        """The memories of `memory_id`'s supersede chain (itself included) that `reader` may
+        read, oldest first, each with its `depth` (0: itself, −1: what it superseded, 1: what
+        superseded it); at most `most` links each way."""
+        readable, params = reader.where()
         rows = (
             await self.session.execute(
-                sql(_CHAIN.replace("{read}", read)),
-                {"ns": namespace_id, "id": memory_id, "max": most},
+                sql(_CHAIN.replace("{read}", read).replace("{readable}", readable)),
+                {"ns": namespace_id, "id": memory_id, "max": most, **params},
             )
         ).all()
         return sorted(rows, key=lambda r: r.depth)

@@ -38,7 +38,7 @@ _VERSION_COLUMNS = (
 )
 _IDENTITY = (
     "key, namespace_id, author_robot_id, deleted_at, access_count, last_accessed_at, "
-    "search_text, archived"
+    "search_text, archived, visibility, readers, group_id, pool_id"
 )
 _OF = ", ".join
 AS_OF = f"""(

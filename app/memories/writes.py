@@ -24,6 +24,7 @@ from app.memories.search_text import searched
 from app.memories.supersede_repository import SupersedeRepository
 from app.memories.version_repository import VersionRepository
 from app.robots.service import Robot
+from app.visibility import Audience
 from app.working_memory.model import Holder, Placement
 from app.working_memory.protocol import WriteProtocol
 from app.working_memory.schemas import WorkingMemoryOutcome
@@ -136,6 +137,7 @@ class MemoryWrites:
         model: str | None,
         detail: dict[str, Any] | None = None,
         search_text: str | EllipsisType | None = ...,
+        audience: Audience | None = None,
     ) -> Rewrite:
         """A replace's part in the open transaction: the previous version kept, the row
         rewritten (nothing when no field changes), its holders marked. `detail`: the `add`
@@ -165,7 +167,9 @@ class MemoryWrites:
             search_text=text,
             valid_from=body.valid_from,
             valid_to=body.valid_to,
+            audience=audience or Audience.of(row),  # None: the row's own
         )
+        same_audience = m.audience == Audience.of(row)
         unchanged = (
             row.deleted_at is None
             and same_content
@@ -174,6 +178,7 @@ class MemoryWrites:
             and (m.created_at, m.type, m.importance, m.tags, m.metadata)
             == (row.created_at, row.type, row.importance, list(row.tags), row.metadata)
             and (m.valid_from or m.created_at, m.valid_to) == (row.valid_from, row.valid_to)
+            and same_audience
         )
         holders = []
         if unchanged:  # a repeated PUT: nothing to write
@@ -186,7 +191,7 @@ class MemoryWrites:
             )
             if m.created_at != row.created_at:
                 await self.two_tier.moved(row.id, m.created_at)
-            if not same_content or m.importance != row.importance:
+            if not same_content or m.importance != row.importance or not same_audience:
                 holders = await self.two_tier.mark_holders(row.id)
             await self.events.record(
                 self.caller.namespace_id, "add", robot.id, [row.id], detail or {"upsert": True}
@@ -231,11 +236,18 @@ _SHOWN = ("key", "content", "type", "importance", "tags", "metadata", "token_cou
 
 def shown(m: NewMemory) -> dict[str, Any]:
     """The fields a response repeats as they were written."""
-    return {f: getattr(m, f) for f in _SHOWN}
+    a = m.audience
+    return {f: getattr(m, f) for f in _SHOWN} | {
+        "visibility": a.visibility,
+        "readers": list(a.readers),
+        "pool": a.pool,
+    }
 
 
 def placement_of(m: NewMemory) -> Placement:
-    return Placement(m.id, m.created_at, 1, m.key, m.content, m.token_count, m.importance)
+    return Placement(
+        m.id, m.created_at, 1, m.key, m.content, m.token_count, m.importance, m.audience
+    )
 
 
 class Rewrite(NamedTuple):
@@ -258,6 +270,7 @@ class Rewrite(NamedTuple):
             m.content,
             m.token_count,
             m.importance,
+            m.audience,
         )
 
 

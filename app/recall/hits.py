@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.visibility import NAMESPACE, Audience
+
 
 @dataclass(frozen=True)
 class Shares:
@@ -41,6 +43,7 @@ class SearchHit:
     # Cosine similarity to the question's vector (None: no vector, or the memory has none
     # yet): what min_score compares.
     relevance: float | None = None
+    audience: Audience = NAMESPACE  # who may read it: whether a group's working memory may hold it
 
 
 def hit(
@@ -73,6 +76,9 @@ def hit(
         fulltext_score=fulltext_score,
         shares=shares,
         relevance=relevance,
+        audience=Audience(row["visibility"], group_id=row["group_id"])
+        if row.get("visibility", "namespace") != "namespace"
+        else NAMESPACE,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from app.recall.fusion import NO_SIGNALS, Fusion, Signals, hybrid_candidates
 from app.timeframes.validity import Validity
+from app.visibility import Reader
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,14 @@ class SearchFilters:
     end: datetime | None = None  # created_at <  end
     # Valid time (migration 0017): only the memories true at this instant; None: every one.
     valid: Validity | None = None
+    # Who reads (app/visibility.py): only what this robot may; None: the operator, every one.
+    reader: Reader | None = None
 
     @property
     def unfiltered(self) -> bool:
         """No filter but "current now": nearly every memory is current, so the planner treats
         a search of the current ones as unfiltered."""
-        return dataclasses.replace(self, valid=None) == NO_FILTERS
+        return dataclasses.replace(self, valid=None, reader=None) == NO_FILTERS
 
 
 NO_FILTERS = SearchFilters()
@@ -84,6 +87,10 @@ def where(namespace_id: int, filters: SearchFilters) -> Where:
     if filters.valid is not None:
         valid, bound = filters.valid.where()
         clauses.extend(valid)
+        params.update(bound)
+    if filters.reader is not None:
+        readable, bound = filters.reader.where()
+        clauses.append(readable)
         params.update(bound)
     return Where(" AND ".join(clauses), params)
 

@@ -17,6 +17,7 @@ from app.common import (
     Vector,
 )
 from app.timeframes.validity import INCLUDE_DESCRIPTION, VALID_AT_DESCRIPTION, Include
+from app.visibility import Name
 
 Strategy = Literal["vector", "fulltext", "hybrid"]
 EmbeddingState = Literal["ready", "unavailable", "not_needed"]
@@ -115,6 +116,12 @@ class RecallRequest(StrictModel):
         default="all", description="self: memories this robot authored; all: the namespace's"
     )
     filters: RecallFilters = Field(default_factory=RecallFilters)
+    pools: list[Name] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Also search these pools (each one the robot may read: 403 otherwise); "
+        "`scope` applies within them too. Without it, a recall reads no pool",
+    )
     embedding: Vector | None = Field(
         default=None,
         description="Client-supplied query vector (skips the embedder): float32 elements, "

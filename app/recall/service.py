@@ -15,6 +15,7 @@ from app.db.vectors import check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
+from app.pools.service import PoolService
 from app.recall.caches import SearchCaches
 from app.recall.conversation_repository import Around, ConversationRepository
 from app.recall.explain import explain
@@ -38,6 +39,7 @@ from app.timeframes.extract import extract_timeframe
 from app.timeframes.parse import TimeRange
 from app.timeframes.resolve import resolve_timeframe
 from app.timeframes.validity import validity_for
+from app.visibility import Reader
 from app.working_memory.model import Placement
 from app.working_memory.protocol import WriteProtocol
 from app.working_memory.robots import Robot
@@ -57,10 +59,12 @@ class RecallService:
         caches: SearchCaches,
         settings: Settings,
         clock: Clock,
+        pools: PoolService,
         reranker: HttpReranker | None = None,
         recalled: Callable[[str], None] | None = None,
         accessed: Callable[[list[int], datetime], None] | None = None,
     ) -> None:
+        self.pools = pools
         # What a recall reports beyond its answer: to /metrics (its strategy), and the hits'
         # accesses (app/memories/access.py counts them off the request's path).
         self.recalled = recalled
@@ -149,7 +153,12 @@ class RecallService:
             return named, without_names(text, named)
         return named, text
 
-    async def recall(self, robot_name: str, req: RecallRequest) -> RecallResult:
+    async def recall(
+        self, robot_name: str, req: RecallRequest, *, reader: str | None = None
+    ) -> RecallResult:
+        """Search as `reader` may read (default: the robot itself), and load the hits into
+        the robot's working memory."""
+        reader = reader or robot_name
         self._check(req)
         fusion = fusion_for(req, self.settings)
         if req.embedding is not None:
@@ -157,6 +166,7 @@ class RecallService:
             check_storable([req.embedding], await search.vectors.storage(search.session))
         tr, phrase, text = self._timeframe(req)
         robot = await self.robots.ensure(robot_name)
+        await self.pools.check_readable(reader, req.pools)
         named, vector_text = await self._speakers(req, text)
         tags = tuple(t for t in map(speaker_tag, named) if t is not None)
         signals = signals_for(req, self.settings, tags)
@@ -185,6 +195,7 @@ class RecallService:
                 start=tr.start if tr else None,
                 end=tr.end if tr else None,
                 valid=validity_for(req.valid_at, req.include, req.now or self.clock()),
+                reader=Reader(self.caller.namespace_id, reader, tuple(req.pools)),
             ),
             text=text,
             vector=vector,
@@ -234,7 +245,8 @@ class RecallService:
             self.recalled(req.strategy)
         answered = [self._hit(h, r, req.explain, signals) for h, r in page]
         if req.neighbours:
-            await self._neighbours(hits, answered, req.neighbours)
+            around = Reader(self.caller.namespace_id, reader, tuple(req.pools))
+            await self._neighbours(hits, answered, req.neighbours, around)
         return RecallResult(
             strategy=req.strategy,
             query=req.query,
@@ -255,12 +267,14 @@ class RecallService:
             or RecallWorkingMemory(loaded=[], evicted=[], not_admitted=[], reason="skipped"),
         )
 
-    async def _neighbours(self, hits: list[SearchHit], answered: list[RecallHit], n: int) -> None:
-        """Each answered hit of a session gets the turns around it."""
+    async def _neighbours(
+        self, hits: list[SearchHit], answered: list[RecallHit], n: int, reader: Reader
+    ) -> None:
+        """Each answered hit of a session gets the turns around it (that `reader` may read)."""
         of_session = [(i, session_of(h.metadata)) for i, h in enumerate(hits)]
         around = [(i, Around(s, hits[i].created_at, hits[i].id)) for i, s in of_session if s]
         found = await self.conversations.neighbours(
-            self.caller.namespace_id, [a for _, a in around], n
+            self.caller.namespace_id, [a for _, a in around], n, reader
         )
         for (i, _), rows in zip(around, found, strict=True):
             answered[i].neighbours = [
@@ -296,7 +310,14 @@ class RecallService:
             robot,
             [
                 Placement(
-                    h.id, h.created_at, h.version, h.key, h.content, h.token_count, h.importance
+                    h.id,
+                    h.created_at,
+                    h.version,
+                    h.key,
+                    h.content,
+                    h.token_count,
+                    h.importance,
+                    h.audience,
                 )
                 for h in hits
             ],

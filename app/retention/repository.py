@@ -65,11 +65,14 @@ class RetentionRepository:
             )
 
     async def namespaces(self) -> list[Any]:
-        """The namespaces with at least one policy: (id, name)."""
+        """The namespaces with at least one policy or a task pool expired and not yet
+        archived: (id, name)."""
         rows = await self.session.execute(
             sql("""
             SELECT n.id, n.name FROM namespace n
             WHERE EXISTS (SELECT 1 FROM retention_policy p WHERE p.namespace_id = n.id)
+               OR EXISTS (SELECT 1 FROM pool p WHERE p.namespace_id = n.id
+                          AND p.archived_at IS NULL AND p.expires_at <= now())
             ORDER BY n.id""")
         )
         return list(rows)

@@ -81,3 +81,8 @@ class RetentionRun(BaseModel):
     dry_run: bool
     archived: int = Field(description="Memories archived by this run (0 for a dry run)")
     policies: list[PolicyOutcome]
+    pools_expired: list[str] = Field(
+        default_factory=list,
+        description="Task pools this run archived, past their expiry (their memories are "
+        "kept, read by nobody)",
+    )

@@ -8,6 +8,7 @@ from app.auth.caller import Caller
 from app.clock import Clock
 from app.db.session import DbSession
 from app.memories.service import MemoryService
+from app.pools.service import PoolService
 from app.retention.repository import RetentionRepository
 from app.retention.schemas import PolicyOutcome, RetentionPolicies, RetentionRun
 
@@ -16,8 +17,15 @@ PER_POLICY = 1000  # memories a policy archives in one run; the next run takes t
 
 class RetentionService:
     def __init__(
-        self, *, session: DbSession, caller: Caller, memories: MemoryService, clock: Clock
+        self,
+        *,
+        session: DbSession,
+        caller: Caller,
+        memories: MemoryService,
+        pools: PoolService,
+        clock: Clock,
     ) -> None:
+        self.pools = pools
         self.session = session
         self.caller = caller
         self.memories = memories
@@ -38,6 +46,8 @@ class RetentionService:
     async def run(self, dry_run: bool, limit: int = PER_POLICY) -> RetentionRun:
         """Each policy in order, as of the service clock's now: what it archives (or would,
         `dry_run`). A memory is archived by the first policy that names it."""
+        # Task pools past their expiry are archived first (nobody reads them since).
+        expired = [] if dry_run else await self.pools.expire()
         now = self.clock()
         ns = self.caller.namespace_id
         outcomes: list[PolicyOutcome] = []
@@ -53,4 +63,6 @@ class RetentionService:
                     taken.add(row.key)
             outcomes.append(PolicyOutcome(policy=policy, keys=keys))
         archived = 0 if dry_run else len(taken)
-        return RetentionRun(dry_run=dry_run, archived=archived, policies=outcomes)
+        return RetentionRun(
+            dry_run=dry_run, archived=archived, policies=outcomes, pools_expired=expired
+        )

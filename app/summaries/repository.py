@@ -22,9 +22,11 @@ _DUE = sql("""
 
 # The robot's evictions after the watermark, oldest first, with what each memory holds now;
 # memories since forgotten, and summaries (a summary is not summarised again), are skipped
-# but still move the watermark.
+# but still move the watermark; so are private, group and pool memories (read as forgotten):
+# a summary is namespace-wide, and must not tell what not every robot may read.
 _EVICTED = sql("""
-    SELECT e.id AS event_id, m.key, m.content, m.importance, m.type, m.deleted_at
+    SELECT e.id AS event_id, m.key, m.content, m.importance, m.type,
+           CASE WHEN m.visibility = 'namespace' THEN m.deleted_at ELSE now() END AS deleted_at
     FROM (SELECT id, memory_id FROM memory_event
           WHERE robot_id = :robot AND kind = 'evict' AND id > :after
           ORDER BY id LIMIT :limit) AS e

@@ -7,6 +7,7 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql
+from app.visibility import Reader
 
 # A memory counts once for each of its tags' paths (tag_paths() is distinct per memory):
 # `total` is the memories tagged with the path or a descendant, `count` those tagged with
@@ -32,10 +33,12 @@ class TagRepository:
         author_robot_id: int | None,
         start: datetime | None,
         end: datetime | None,
+        reader: Reader,
     ) -> list[Any]:
-        """(path, count, total) of the memories not deleted, by path."""
-        where = ["m.namespace_id = :ns", "m.deleted_at IS NULL"]
-        params: dict[str, Any] = {"ns": namespace_id}
+        """(path, count, total) of the memories not deleted that `reader` may read, by path."""
+        readable, params = reader.where()
+        where = ["m.namespace_id = :ns", "m.deleted_at IS NULL", readable]
+        params["ns"] = namespace_id
         if author_robot_id is not None:
             where.append("m.author_robot_id = :author")
             params["author"] = author_robot_id

@@ -9,6 +9,7 @@ from app.robots.service import RobotService
 from app.tags.repository import TagRepository
 from app.tags.schemas import TagNode, TagRenamed, TagTree
 from app.timeframes.resolve import resolve_timeframe
+from app.visibility import Reader
 
 
 class TagService:
@@ -21,11 +22,17 @@ class TagService:
         self.clock = clock
 
     async def tree(self, robot_name: str | None, timeframe: str | None) -> TagTree:
-        """Counts over the memories not deleted; optionally one robot's, in a timeframe."""
+        """Counts over the memories not deleted; optionally one robot's, in a timeframe.
+        Without a robot, over what every robot may read (namespace-wide memories, public
+        pools); with one, over what it added and may read."""
         tr = resolve_timeframe(timeframe, self.clock())
         author = (await self.robots.require(robot_name)).id if robot_name else None
         rows = await self.repo.tree(
-            self.namespace_id, author, tr.start if tr else None, tr.end if tr else None
+            self.namespace_id,
+            author,
+            tr.start if tr else None,
+            tr.end if tr else None,
+            Reader(self.namespace_id, robot_name or ""),
         )
         return TagTree(tags=build_tree([(r.path, r.count, r.total) for r in rows]))
 

@@ -15,6 +15,7 @@ from app.db.vectors import stored_dimension
 from app.errors import NotFound
 from app.transfer.format import FORMAT_VERSION, Header
 from app.transfer.repository import TransferRepository
+from app.working_memory.robots import group_name
 
 PAGE = 500
 
@@ -38,6 +39,10 @@ def _record(row: Any) -> dict[str, Any]:
         "valid_to": row.valid_to.isoformat() if row.valid_to else None,
         "superseded_by": row.superseded_by,
         "archived": row.archived,
+        "visibility": row.visibility,
+        "readers": list(row.readers),
+        "pool": row.pool,
+        "group": group_name(row.group_row) if row.group_row else None,
     }
     if row.embedding is not None:
         out["embedding"] = orjson.loads(row.embedding)  # pgvector's text form is a JSON list

@@ -52,3 +52,11 @@ class Record(BaseModel):
     archived: str | None = Field(
         default=None, description="The retention rule that archived it (a soft delete)"
     )
+    visibility: Literal["namespace", "private", "group", "pool"] = Field(
+        default="namespace",
+        description="Who may read it; an import of a group memory needs its author in a "
+        "group, of a pool memory the pool, with the author among its writers",
+    )
+    readers: list[str] = Field(default_factory=list, description="A private memory's grants")
+    pool: str | None = None
+    group: str | None = Field(default=None, description="Exported for reading")

@@ -178,6 +178,9 @@ async def import_file(
                 embedding_model=r.embedding_model if keep else None,
                 valid_from=r.valid_from,
                 valid_to=r.valid_to,
+                visibility=r.visibility,
+                readers=r.readers,
+                pool=r.pool,
             )
         await flush()
         await land(all_of_them=True)

@@ -10,12 +10,16 @@ from typing import Any
 from app.db.session import DbSession
 from app.db.sql import sql
 
+# Who may read a memory (app/visibility.py), its pool and group by name.
+AUDIENCE = """m.visibility, m.readers,
+           (SELECT p.name FROM pool p WHERE p.id = m.pool_id) AS pool,
+           (SELECT g.name FROM robot g WHERE g.id = m.group_id) AS group_row"""
 _PAGE = """
     SELECT m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
            r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
            m.embedding_status, m.embedding_model, {vector} AS embedding, m.archived, m.valid_from,
            m.valid_to, (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by)
-                       AS superseded_by
+                       AS superseded_by, {audience}
     FROM memory m JOIN robot r ON r.id = m.author_robot_id
     WHERE {where}
     ORDER BY m.created_at, m.id
@@ -88,6 +92,7 @@ class TransferRepository:
             params["after_c"], params["after_id"] = after
         statement = _PAGE.format(
             vector="CAST(m.embedding AS text)" if vectors else "NULL",
+            audience=AUDIENCE,
             where=" AND ".join(where),
         )
         return list((await self.session.execute(sql(statement), params)).all())
@@ -95,9 +100,9 @@ class TransferRepository:
     async def current(self, namespace_id: int, keys: Sequence[str]) -> dict[str, Any]:
         """The stored fields of those keys that exist (deleted ones too), by key."""
         rows = await self.session.execute(
-            sql("""
+            sql(f"""
             SELECT m.key, m.content, m.type, m.importance, m.tags, m.metadata,
-                   m.created_at, m.deleted_at, m.valid_from, m.valid_to
+                   m.created_at, m.deleted_at, m.valid_from, m.valid_to, {AUDIENCE}
             FROM memory_key k
             JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
             WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))"""),

@@ -5,7 +5,7 @@ and resumable and `htm load` a file sync."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +32,9 @@ class Wanted:
     embedding_model: str | None = None
     valid_from: datetime | None = None  # valid time: None from created_at, open-ended
     valid_to: datetime | None = None
+    visibility: str = "namespace"  # who may read it (app/visibility.py)
+    readers: list[str] = field(default_factory=list)
+    pool: str | None = None
 
 
 @dataclass
@@ -65,6 +68,7 @@ def same_fields(w: Wanted, row: Any) -> bool:
             row.valid_to,
         )
         == (w.valid_from, w.valid_to)
+        and (row.visibility, list(row.readers), row.pool) == (w.visibility, w.readers, w.pool)
     )
 
 
@@ -83,6 +87,9 @@ def _fields(w: Wanted, *, vector: bool) -> dict[str, Any]:
         "embedding": w.embedding if vector else None,
         "valid_from": w.valid_from,
         "valid_to": w.valid_to,
+        "visibility": w.visibility,
+        "readers": w.readers or None,
+        "pool": w.pool,
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from app.visibility import NAMESPACE, Audience
 from app.working_memory.items import WMItem
 
 # Errors that mean "Redis is not there right now" rather than a bug.
@@ -119,6 +120,7 @@ class Placement:
     content: str
     tokens: int
     importance: float
+    audience: Audience = NAMESPACE  # who may read it (app/visibility.py)
 
 
 @dataclass(frozen=True)

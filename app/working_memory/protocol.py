@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.db.session import DbSession
+from app.visibility import shared_with_group
 from app.working_memory.items import WMItem
 from app.working_memory.model import (
     UNAVAILABLE,
@@ -56,6 +57,16 @@ class WriteProtocol(RobotSync):
         rows = await self.members.mark_holders_stale(memory_id)
         return [Holder(r.id, r.name) for r in rows]
 
+    async def mark_unreadable(self, held: Sequence[tuple[Holder, int, str]]) -> None:
+        """In a durable transaction: these robots may no longer read these memories they
+        hold. Pass them to `withdraw_each` once it committed."""
+        await self.members.mark_stale([h.robot_id for h, _, _ in held], [m for _, m, _ in held])
+
+    async def withdraw_each(self, held: Sequence[tuple[Holder, int, str]]) -> None:
+        """`withdraw` of each (holder, memory id, key), after the commit."""
+        for holder, memory_id, key in held:
+            await self.withdraw([holder], memory_id, key)
+
     async def moved(self, memory_id: int, created_at: datetime) -> None:
         """In a replace's durable transaction: the memory moved in time."""
         await self.members.move(memory_id, created_at)
@@ -75,7 +86,20 @@ class WriteProtocol(RobotSync):
 
         A recall's placement first tries `_refresh`: when both tiers hold every hit as it
         would be placed, only the last accesses move, without the lock."""
-        robot = robot.working_memory  # a group member places in the group's
+        holder = robot.working_memory  # a group member places in the group's
+        refused: dict[str, WorkingMemoryOutcome] = {}
+        if holder.id != robot.id:  # what not every member may read stays out
+            refused = {
+                p.key: WorkingMemoryOutcome(admitted=False, reason="not_shared")
+                for p in placements
+                if not shared_with_group(p.audience.visibility, p.audience.group_id, holder.id)
+            }
+            placements = [p for p in placements if p.key not in refused]
+        return {**refused, **await self._place(holder, placements, from_recall)}
+
+    async def _place(
+        self, robot: Robot, placements: Sequence[Placement], from_recall: bool
+    ) -> dict[str, WorkingMemoryOutcome]:
         if not placements:
             return {}
         if self.breaker.open:

@@ -14,6 +14,7 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import RELAXED_FLUSH_CTE, sql
+from app.visibility import Reader
 from app.working_memory.store import Change
 
 # Evictions are logged in the statement that records them.
@@ -267,13 +268,17 @@ class MembershipRepository:
         ).one_or_none()
         return row is not None
 
-    async def members(self, robot_id: int, *, for_rebuild: bool = False) -> list[Any]:
-        """The robot's working set with what Redis needs (current content), oldest first.
+    async def members(
+        self, robot_id: int, reader: Reader, *, for_rebuild: bool = False
+    ) -> list[Any]:
+        """The robot's working set with what Redis needs (current content), oldest first:
+        what its owner (`reader`, the robot or its group) may still read.
 
         for_rebuild locks the membership rows: a replace or forget committing meanwhile marks
         its rows stale only after the rebuild committed, so the rebuild cannot clear a mark
         it did not see."""
         lock = "FOR UPDATE OF w" if for_rebuild else ""
+        readable, params = reader.where()
         return list(
             await self.session.execute(
                 sql(f"""
@@ -282,9 +287,10 @@ class MembershipRepository:
                 FROM working_memory_item w
                 JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
                 WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL
+                  AND {readable}
                 ORDER BY w.added_at, m.key
                 {lock}"""),
-                {"robot": robot_id},
+                {"robot": robot_id, **params},
             )
         )
 
@@ -304,6 +310,17 @@ class MembershipRepository:
                 RETURNING r.id, r.name"""),
                 {"id": memory_id},
             )
+        )
+
+    async def mark_stale(self, robot_ids: Sequence[int], memory_ids: Sequence[int]) -> None:
+        """Like `mark_holders_stale`, for these (robot, memory) pairs only: robots that may
+        no longer read a memory they hold (a pool's grant revoked)."""
+        await self.session.execute(
+            sql("""
+            UPDATE working_memory_item w SET stale_at = now()
+            FROM unnest(CAST(:robots AS bigint[]), CAST(:ids AS bigint[])) AS t(robot, id)
+            WHERE w.robot_id = t.robot AND w.memory_id = t.id AND w.in_working_memory"""),
+            {"robots": list(robot_ids), "ids": list(memory_ids)},
         )
 
     async def move(self, memory_id: int, created_at: datetime) -> None:

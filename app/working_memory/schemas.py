@@ -11,7 +11,7 @@ from app.working_memory.store import Strategy
 class WorkingMemoryOutcome(BaseModel):
     admitted: bool = Field(description="Whether the memory is now in the robot's working memory")
     reason: Literal[
-        "admitted", "too_large", "evicted", "superseded", "unavailable", "not_placed"
+        "admitted", "too_large", "evicted", "superseded", "unavailable", "not_placed", "not_shared"
     ] = Field(
         default="admitted",
         description="too_large: over the robot's whole budget; evicted: pushed out by a later "
@@ -19,7 +19,8 @@ class WorkingMemoryOutcome(BaseModel):
         "it could be placed; unavailable: working memory could not be updated now (Redis is "
         "down, say): the memory is stored, and working memory is repaired when it answers; "
         "not_placed: stored without placing (a batch sent with `working_memory: false`, or "
-        "an eviction summary that did not fit)",
+        "an eviction summary that did not fit); not_shared: a private or pool memory is not put "
+        "in a group's shared working memory, which every member reads",
     )
     evicted: list[str] = Field(default_factory=list, description="Keys evicted to make room")
 

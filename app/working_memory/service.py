@@ -8,6 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from app.visibility import Reader
 from app.working_memory.context import SEPARATOR, ContextResult, Strategy, assemble
 from app.working_memory.items import Outline, WMItem, eviction_order
 from app.working_memory.model import UNAVAILABLE, RedisUnavailable, from_us, member_items, to_us
@@ -110,7 +111,8 @@ class WorkingMemoryService:
 
     async def _membership_items(self, robot: Robot) -> list[WMItem]:
         """The working set as Postgres knows it, in eviction order (serving while Redis is down)."""
-        return eviction_order(member_items(await self.members.members(robot.id)))
+        reader = Reader(self.protocol.scope.namespace_id, robot.name)
+        return eviction_order(member_items(await self.members.members(robot.id, reader)))
 
     async def context(
         self, robot: Robot, strategy: Strategy, max_tokens: int

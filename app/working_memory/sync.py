@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 
 from app.db.session import DbSession
 from app.errors import RemovedMeanwhile, ServiceUnavailable
+from app.visibility import Reader
 from app.working_memory.items import eviction_order
 from app.working_memory.model import (
     UNAVAILABLE,
@@ -163,7 +164,8 @@ class RobotSync:
     async def _rebuild(self, robot: Robot, state: LockedRobot) -> LockedRobot:
         """Load the robot's Redis working memory from the mirror (current content), trimmed to
         the budget by the eviction policy, and record the new generation."""
-        rows = await self.members.members(robot.id, for_rebuild=True)
+        reader = Reader(self.scope.namespace_id, robot.name)
+        rows = await self.members.members(robot.id, reader, for_rebuild=True)
         items = member_items(rows)
         # The budget may have shrunk since these were placed. load() places in the order
         # given and would evict among the items placed so far; trim by the eviction policy

@@ -145,6 +145,8 @@ BODIES = {
     "retention-put": {"policies": [{"rule": "idle", "days": 1}]},
     "retention-run": {"dry_run": False},
     "maintenance-put": {"schedule": None, "steps": ["supersede"]},
+    "pools-put": {"type": "shared", "writers": ["bob"]},
+    "pools-grant": {"level": "read"},
 }
 
 
@@ -168,6 +170,10 @@ MUST_BE_404 = {
     "groups-get",
     "groups-delete",
     "working-memory-events",  # before A has a bob: a 404, not a stream that never ends
+    "pools-get",
+    "pools-delete",
+    "pools-grant",
+    "pools-revoke",
 }
 
 
@@ -209,6 +215,11 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
     schedule = {"schedule": "0 4 * * *", "steps": ["dedupe"]}
     assert (await auth_client.put("/v1/maintenance", headers=hb, json=schedule)).status_code == 200
     assert (await auth_client.post("/v1/maintenance/run", headers=hb)).status_code == 200
+    pool = {"type": "team", "writers": ["bob"]}
+    assert (await auth_client.put("/v1/pools/ops", headers=hb, json=pool)).status_code == 200
+    pooled = {"content": "secret of namespace b", "key": "pk", "pool": "ops"}
+    r = await auth_client.post("/v1/robots/bob/memories", headers=hb, json=pooled)
+    assert r.status_code == 201
 
     async def b_state() -> tuple:
         mem = (await auth_client.get("/v1/robots/bob/memories/bk", headers=hb)).json()
@@ -220,7 +231,9 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         retention = (await auth_client.get("/v1/retention", headers=hb)).json()
         maintenance = (await auth_client.get("/v1/maintenance", headers=hb)).json()
         runs = (await auth_client.get("/v1/maintenance/runs", headers=hb)).json()
+        pools = (await auth_client.get("/v1/pools/ops", headers=hb)).json()
         return (
+            pools,
             retention,
             maintenance,
             runs,
@@ -237,7 +250,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 42
+    assert len(ops) == 48
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.
@@ -246,6 +259,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         url = path.replace("{robot}", "bob").replace("{key}", "bk")
         url = url.replace("{key_id}", str(b_key_id)).replace("{version}", "1")
         url = url.replace("{session}", "s1").replace("{group}", "team")
+        url = url.replace("{pool}", "ops")
         r = await auth_client.request(method, url, headers=ha, json=BODIES.get(op_id))
         body = r.text
         assert "secret of namespace b" not in body, (op_id, body)

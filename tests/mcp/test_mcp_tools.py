@@ -16,9 +16,13 @@ from app.mcp.tools import score
 TOOLS = [
     "remember", "recall", "context", "forget", "stats", "list_tags", "memory_versions",
     "memory_history", "session_append", "session_window", "prompt", "group_create",
-    "group_join", "group_leave", "group_status", "group_failover", "group_recall",
+    "group_join", "group_leave", "group_status", "group_failover", "group_recall", "pools",
+    "pool_put", "pool_grant",
 ]  # fmt: skip
-READERS = {"context", "stats", "list_tags", "memory_versions", "memory_history", "group_status"}
+READERS = {
+    "context", "stats", "list_tags", "memory_versions", "memory_history", "group_status",
+    "pools",
+}  # fmt: skip
 
 
 @asynccontextmanager
@@ -210,7 +214,7 @@ def test_the_readme_names_the_tools_a_reader_may_call() -> None:
     from app.mcp.tools import TOOLS
 
     page = (PROJECT_ROOT / "docs" / "mcp.md").read_text()
-    said = re.search(r"\(([^()]*) need `reader`, the others `writer`\)", page)
+    said = re.search(r"\(([^()]*) need `reader`, the others `writer`", page)
     assert said is not None
     named = re.findall(r"`([a-z_]+)`", said.group(1))
     assert sorted(named) == sorted(t.name for t in TOOLS.values() if t.role == "reader")

@@ -4,7 +4,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Response, status
 
-from app.common import INSTANT_RANGE, TYPE_PATTERN, Instant, Page, Tag, Text
+from app.common import INSTANT_RANGE, NAME_PATTERN, TYPE_PATTERN, Instant, Page, Tag, Text
 from app.errors import PROBLEM_JSON
 from app.http.deps import UnitDep
 from app.http.params import MemoryKeyPath, RobotName, TimeframeQuery
@@ -109,12 +109,18 @@ async def list_memories(
             examples=["2026-03-01T00:00:00Z"],
         ),
     ] = None,
+    pool: Annotated[
+        str | None,
+        Query(pattern=NAME_PATTERN, description="Only this pool's memories (that the robot reads)"),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[Text | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Page[MemoryRead]:
     """Newest first, with filters and cursor pagination: the current memories unless
-    `valid_at` or `include=superseded` says otherwise."""
+    `valid_at` or `include=superseded` says otherwise; only what the robot may read (its own,
+    its group's, namespace-wide ones and those of the pools it reads)."""
     filters = ListFilters(
+        pool=pool,
         type=type,
         tags_any=tag,
         min_importance=min_importance,
@@ -154,7 +160,7 @@ async def supersede_history(
 ) -> MemoryHistory:
     """What the memory superseded and what superseded it, oldest first (its versions, the
     same memory's changes over time, are `/versions`)."""
-    return await u.reader.chain(key, limit)
+    return await u.reader.chain(robot, key, limit)
 
 
 @router.get("/{key}/versions", operation_id="memories-versions", summary="List a memory's versions")
@@ -169,7 +175,7 @@ async def list_versions(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> MemoryVersions:
     """Newest first, the current version included, each with who wrote it and when."""
-    return await u.reader.versions(key, include_deleted, limit, before)
+    return await u.reader.versions(robot, key, include_deleted, limit, before)
 
 
 @router.post(

@@ -1,0 +1,92 @@
+"""Forget, archive and restore: MemoryService's soft and hard deletes (service.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.auth.caller import Caller
+from app.errors import BadRequest
+from app.events.repository import EventRepository
+from app.memories.audiences import Audiences
+from app.memories.repository import MemoryRepository
+from app.memories.schemas import MemoryRead, to_read
+from app.robots.service import RobotService
+from app.working_memory.protocol import WriteProtocol
+
+ARCHIVIST = "htm-retention"  # the robot a retention policy's archive is recorded as
+
+
+class Forgetting:
+    """The deletes of MemoryService, which sets these attributes."""
+
+    caller: Caller
+    robots: RobotService
+    repo: MemoryRepository
+    events: EventRepository
+    two_tier: WriteProtocol
+    audiences: Audiences
+
+    async def _get(
+        self, key: str, include_deleted: bool = False, *, lock: bool = False, reader: str
+    ) -> Any:
+        raise NotImplementedError
+
+    # --- forget / restore ------------------------------------------------------------------
+
+    async def forget(
+        self, robot_name: str, key: str, hard: bool, confirm: str | None
+    ) -> MemoryRead:
+        """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
+        Every robot holding it lets it go, after the durable commit."""
+        robot = await self.robots.ensure(robot_name)
+        row = await self._get(key, include_deleted=hard, lock=True, reader=robot_name)
+        await self.audiences.may_change(robot, row)
+        if hard and confirm != key:
+            raise BadRequest(
+                "a hard delete is permanent: repeat the memory's key in `confirm` to proceed",
+                field="confirm",
+            )
+        holders = await self.two_tier.mark_holders(row.id)
+        if hard:
+            await self.repo.hard_delete(row.id, row.created_at)
+            read = to_read(row)
+        else:
+            deleted = await self.repo.set_deleted(row.id, row.created_at, True)
+            read = to_read(row).model_copy(
+                update={"deleted_at": deleted.deleted_at, "updated_at": deleted.updated_at}
+            )
+        await self.events.record(
+            self.caller.namespace_id, "forget", robot.id, [row.id], {"hard": hard, "key": key}
+        )
+        await self.two_tier.commit_durable()
+        await self.two_tier.withdraw(holders, row.id, key)
+        return read
+
+    async def archive(self, key: str, version: int, rule: str) -> bool:
+        """A retention policy's forget (app/retention): a soft delete naming `rule`, of the
+        memory as the policy judged it (`version`; changed since: skipped), by the
+        `htm-retention` robot; every holder lets it go. Whether it was archived."""
+        robot = await self.robots.ensure(ARCHIVIST)
+        row = await self.repo.get(self.caller.namespace_id, key, for_update=True)
+        if row is None or row.deleted_at is not None or row.version != version:
+            return False
+        holders = await self.two_tier.mark_holders(row.id)
+        await self.repo.set_deleted(row.id, row.created_at, True, archived=rule)
+        detail = {"hard": False, "key": key, "archived": rule}
+        await self.events.record(self.caller.namespace_id, "forget", robot.id, [row.id], detail)
+        await self.two_tier.commit_durable()
+        await self.two_tier.withdraw(holders, row.id, key)
+        return True
+
+    async def restore(self, robot_name: str, key: str) -> MemoryRead:
+        robot = await self.robots.ensure(robot_name)
+        row = await self._get(key, include_deleted=True, lock=True, reader=robot_name)
+        await self.audiences.may_change(robot, row)
+        if row.deleted_at is None:
+            return to_read(row)
+        restored = await self.repo.set_deleted(row.id, row.created_at, False)
+        await self.events.record(self.caller.namespace_id, "restore", robot.id, [row.id])
+        await self.two_tier.commit_durable()
+        return to_read(row).model_copy(
+            update={"deleted_at": None, "updated_at": restored.updated_at, "archived": None}
+        )

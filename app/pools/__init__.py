@@ -1,0 +1,1 @@
+"""Pools: named sets of memories with read and write grants per robot (migration 0020)."""
