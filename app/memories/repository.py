@@ -369,9 +369,7 @@ class MemoryRepository:
             where.append(readable)
             params.update(bound)
         if f.pool is not None:
-            where.append(
-                "m.pool_id = (SELECT id FROM pool WHERE namespace_id = :ns AND name = :p)"
-            )
+            where.append("m.pool_id = (SELECT id FROM pool WHERE namespace_id = :ns AND name = :p)")
             params["p"] = f.pool
         if after is not None:
             where.append("(m.created_at, m.id) < (:after_c, :after_id)")
