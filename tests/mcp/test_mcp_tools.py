@@ -220,7 +220,7 @@ def test_the_readme_names_the_tools_a_reader_may_call() -> None:
     assert sorted(named) == sorted(t.name for t in TOOLS.values() if t.role == "reader")
 
 
-async def _key(database_url: str, namespace: str, role: str) -> str:
+async def _key(database_url: str, namespace: str, role: str, robot: str | None = None) -> str:
     """A key made in the live server's database by the service layer, as `htm keys` does."""
     from app.auth.schemas import ApiKeyCreate
     from app.auth.service import ApiKeyService, KeyCache
@@ -237,7 +237,7 @@ async def _key(database_url: str, namespace: str, role: str) -> str:
         async with sessionmaker() as session, session.begin():
             created = await ApiKeyService(
                 session=session, namespace_id=ns_id, cache=KeyCache()
-            ).create(namespace, ApiKeyCreate(name=role, role=role))
+            ).create(namespace, ApiKeyCreate(name=role, role=role, robot=robot))
     finally:
         await engine.dispose()
     return created.key

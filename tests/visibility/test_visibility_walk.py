@@ -253,3 +253,77 @@ async def test_a_private_or_pool_memory_is_never_a_duplicate_nor_deduplicated(wo
         json={"content": f"{WORD} ns-fact fact", "dedupe": "exact", "visibility": "private"},
     )
     assert r.status_code == 201 and r.json()["created"] is True, r.text
+
+
+SECRET = "ann keeps this zebra to herself"
+
+
+async def test_no_route_shows_another_robots_private_memory(client) -> None:
+    """Every operation of the committed spec, called as bob about ann's private memory (its
+    key in every {key}): its content appears in no answer, and its key only where bob names
+    it himself."""
+    from tests.auth.test_auth import BODIES, spec_operations
+
+    r = await client.post(
+        "/v1/robots/ann/memories",
+        json={"key": "ann-private", "content": SECRET, "visibility": "private", "tags": ["z"]},
+    )
+    assert r.status_code == 201
+    await client.post("/v1/robots/ann/recall", json={"query": "zebra", "strategy": "fulltext"})
+    seen = 0
+    for method, path, op_id in spec_operations():
+        if op_id in {"keys-revoke", "robots-delete", "tags-rename", "groups-delete"}:
+            continue
+        url = path.replace("{robot}", "bob").replace("{key}", "ann-private")
+        url = url.replace("{version}", "1").replace("{session}", "s1")
+        url = url.replace("{group}", "team").replace("{pool}", "ops").replace("{key_id}", "1")
+        body = BODIES.get(op_id)
+        if op_id == "recall-search":
+            body = {"query": "zebra", "strategy": "fulltext"}
+        if op_id == "working-memory-events":
+            continue  # a stream: bob's working memory, checked below
+        r = await client.request(method, url, json=body)
+        assert SECRET not in r.text, (op_id, r.text)
+        seen += 1
+    assert seen >= 40
+    held = (await client.get("/v1/robots/bob/working-memory")).json()["items"]
+    assert "ann-private" not in {i["key"] for i in held}
+
+
+async def test_no_mcp_tool_shows_another_robots_private_memory(live_server_factory) -> None:
+    from tests.mcp.test_mcp_tools import mcp_session
+
+    base = live_server_factory()
+    ns = {"X-Namespace": f"t-{__import__('uuid').uuid4().hex[:10]}"}
+    async with mcp_session(base, **ns, **{"X-Robot": "ann"}) as ann:
+        r = await ann.call_tool(
+            "remember", {"key": "ann-private", "content": SECRET, "visibility": "private"}
+        )
+        assert not r.is_error
+    calls = {
+        "remember": {"content": "bob's own"},
+        "recall": {"query": "zebra", "strategy": "fulltext"},
+        "context": {},
+        "forget": {"key": "ann-private"},
+        "stats": {},
+        "list_tags": {},
+        "memory_versions": {"key": "ann-private"},
+        "memory_history": {"key": "ann-private"},
+        "session_append": {"session": "s", "messages": [{"role": "user", "content": "zebra?"}]},
+        "session_window": {"session": "s"},
+        "prompt": {"input": "zebra", "context_window": 4000},
+        "group_create": {"group": "g", "members": ["bob"]},
+        "group_recall": {"group": "g", "query": "zebra"},
+        "group_status": {"group": "g"},
+        "pools": {},
+    }
+    async with mcp_session(base, **ns, **{"X-Robot": "bob"}) as bob:
+        listed = {t.name for t in (await bob.list_tools()).tools}
+        assert set(calls) <= listed
+        for name, args in calls.items():
+            r = await bob.call_tool(name, args)
+            shown = r.content[0].text + str(r.structured_content)
+            assert SECRET not in shown, (name, shown)
+        for uri in ("htm://robots/bob/working-memory", "htm://robots/bob/recent", "htm://tags"):
+            body = await bob.read_resource(uri)
+            assert SECRET not in body.contents[0].text
