@@ -100,20 +100,26 @@ async def _keys_run(c: Components, args: argparse.Namespace) -> int:
     from app.unit import operator, unit_of_work
 
     # The request model first, as a route checks its body: bad input writes nothing.
-    body = ApiKeyCreate(name=args.name, role=args.role) if args.action == "create" else None
+    body = (
+        ApiKeyCreate(name=args.name, role=args.role, robot=args.robot)
+        if args.action == "create"
+        else None
+    )
     lines: list[str] = []
     async with unit_of_work(c, await operator(c, args.namespace)) as u:
         if body is not None:
             created = await u.keys.create(args.namespace, body)
             lines += [
-                f"created key {created.id} ({created.role}) in namespace {args.namespace}",
+                f"created key {created.id} ({created.role}) in namespace {args.namespace}"
+                + (f", acting only as robot {created.robot}" if created.robot else ""),
                 "the secret is shown only now:",
                 created.key,
             ]
         elif args.action == "list":
             for k in await u.keys.list():
                 state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
-                lines.append(f"{k.id}\t{k.prefix}…\t{k.role}\t{k.name}\t{state}")
+                bound = k.robot or "-"
+                lines.append(f"{k.id}\t{k.prefix}…\t{k.role}\t{k.name}\t{bound}\t{state}")
         else:
             k = await u.keys.revoke(args.id)
             lines.append(f"revoked key {k.id} ({k.name})")
@@ -245,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--namespace", default="default", type=NAMESPACE)
     create.add_argument("--role", choices=["admin", "writer", "reader"], required=True)
     create.add_argument("--name", required=True)
+    create.add_argument("--robot", help="bind the key to this robot: it acts only as it")
     listing = keys_sub.add_parser("list", help="list a namespace's keys")
     listing.add_argument("--namespace", default="default", type=NAMESPACE)
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")

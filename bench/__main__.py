@@ -57,6 +57,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "load figures (rate, COPY floor, htm import) are reported beside this run's",
     )
     p.add_argument(
+        "--private-share",
+        type=int,
+        metavar="PCT",
+        help="make PCT %% of the memories private to their authors (never the reading robots) "
+        "before measuring, and the rest namespace-wide (issue 35's visibility bench)",
+    )
+    p.add_argument(
         "--vector-storage",
         choices=["auto", "vector", "halfvec"],
         help="HTM_VECTOR_STORAGE for the bench databases' migration (default: the setting's)",
@@ -108,6 +115,7 @@ async def run(args: argparse.Namespace, profile: Profile, servers: Servers) -> d
             reuse=args.reuse,
             loaded=_loaded(args.load_from, n),
             model=not args.skip_model,
+            private_share=args.private_share,
         )
     results["quiet_wait_s"] = quiet.spent_s
     if not args.skip_model and (args.ops is None or "quality" in args.ops.split(",")):

@@ -315,6 +315,20 @@ async def _post_batches(
     return out
 
 
+async def make_private(pool: Any, pct: int) -> dict[str, int]:
+    """PCT % of the memories (by id) private to their authors, the rest namespace-wide: the
+    reading robots (`reader-*`) author none, so they read the rest alone. Counted after."""
+    async with pool.acquire() as conn:
+        await conn.execute(
+            """UPDATE memory SET visibility = CASE WHEN id % 100 < $1 THEN 'private'
+                                                   ELSE 'namespace' END""",
+            pct,
+        )
+        await conn.execute("VACUUM ANALYZE memory")
+        rows = await conn.fetch("SELECT visibility, count(*) AS n FROM memory GROUP BY 1")
+    return {r["visibility"]: r["n"] for r in rows}
+
+
 async def db_facts(pool: Any) -> dict[str, Any]:
     """Sizes and the settings that matter for these numbers."""
     async with pool.acquire() as conn:
@@ -793,6 +807,7 @@ async def run_scale(
     reuse: bool = False,
     loaded: dict[str, Any] | None = None,
     model: bool = False,
+    private_share: int | None = None,
 ) -> dict[str, Any]:
     db = f"htm_bench_{n}"
     url = await kept_database(servers, db, n) if reuse else None
@@ -846,6 +861,9 @@ async def run_scale(
                     f"N={n}: loaded in {ld['load_s']:.1f}s "
                     f"({ld['memories_per_s']:.0f} memories/s); VACUUM ANALYZE"
                 )
+            if private_share is not None:
+                say(f"N={n}: {private_share} % of the memories private to their authors")
+                result["private_share"] = await make_private(pool, private_share)
             if "copy_floor" in ld:
                 cf = ld["copy_floor"]
                 say(

@@ -60,6 +60,16 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("file", ["load", missing], f"{missing} is neither a file nor a folder"),
         ("file", ["import", str(not_json)], f"{not_json}:1: not JSON"),
         ("value", ["keys", "create", "--role", "admin", "--name", ""], "--name: String should"),
+        (
+            "value",
+            ["keys", "create", "--role", "admin", "--name", "x", "--robot", "ann"],
+            "an admin key acts for the whole namespace",
+        ),
+        (
+            "value",
+            ["keys", "create", "--role", "writer", "--name", "x", "--robot", "a b"],
+            "--robot: String should match pattern",
+        ),
     ]
 
 

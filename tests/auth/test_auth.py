@@ -295,7 +295,7 @@ def test_htm_keys_cli_creates_lists_and_revokes(database_url) -> None:
     assert re.fullmatch(r"htm_[A-Za-z0-9_-]{43}", secret)
     key_id = int(re.search(r"created key (\d+)", created).group(1))
     listing = htm("list", "--namespace", ns)
-    assert listing == f"{key_id}\t{secret[:10]}…\twriter\tci-bot\tactive\n"
+    assert listing == f"{key_id}\t{secret[:10]}…\twriter\tci-bot\t-\tactive\n"
     assert htm("revoke", str(key_id), "--namespace", ns) == f"revoked key {key_id} (ci-bot)\n"
     assert "\trevoked " in htm("list", "--namespace", ns)
 
