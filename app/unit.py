@@ -37,6 +37,7 @@ from app.retention.service import RetentionService
 from app.robots.service import RobotService
 from app.sessions.consolidation import Consolidator
 from app.sessions.service import SessionService
+from app.snapshots.service import SnapshotService
 from app.stats.service import StatsService
 from app.tags.repository import TagRepository
 from app.tags.service import TagService
@@ -127,6 +128,16 @@ class UnitOfWork:
     @cached_property
     def working_memory(self) -> WorkingMemoryService:
         return WorkingMemoryService(protocol=self.two_tier, robots=self.robots)
+
+    @cached_property
+    def snapshots(self) -> SnapshotService:
+        return SnapshotService(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            two_tier=self.two_tier,
+            clock=self.components.clock,
+        )
 
     @cached_property
     def consolidator(self) -> Consolidator:

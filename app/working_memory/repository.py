@@ -278,7 +278,7 @@ class MembershipRepository:
             await self.session.execute(
                 sql(f"""
                 SELECT m.id, m.created_at, m.key, m.content, m.token_count, m.importance,
-                       w.added_at, w.last_access_at, w.from_recall
+                       m.version, w.added_at, w.last_access_at, w.from_recall
                 FROM working_memory_item w
                 JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
                 WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL
@@ -287,6 +287,21 @@ class MembershipRepository:
                 {"robot": robot_id},
             )
         )
+
+    async def restorable(self, memory_ids: Sequence[int]) -> dict[int, Any]:
+        """Of these memories, under the robot's lock (a restore's), those still current (not
+        deleted, validity not ended), locked FOR KEY SHARE as a placement's are, by id."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT m.id, m.created_at, m.key, m.content, m.token_count, m.importance
+            FROM memory_key k
+            JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+            WHERE k.memory_id = ANY(CAST(:ids AS bigint[])) AND m.deleted_at IS NULL
+              AND (m.valid_to IS NULL OR m.valid_to > now())
+            FOR KEY SHARE OF m"""),
+            {"ids": list(memory_ids)},
+        )
+        return {r.id: r for r in rows}
 
     # --- outside the robot's lock ----------------------------------------------------------
 
