@@ -31,6 +31,7 @@ from app.memories.service import MemoryService
 from app.memories.supersede import Detector
 from app.memories.versions import VersionService
 from app.namespaces.repository import NamespaceRepository
+from app.profiles.service import ProfileService
 from app.prompt.service import PromptService
 from app.recall.service import RecallService
 from app.retention.service import RetentionService
@@ -130,6 +131,18 @@ class UnitOfWork:
         return WorkingMemoryService(protocol=self.two_tier, robots=self.robots)
 
     @cached_property
+    def profiles(self) -> ProfileService:
+        c = self.components
+        return ProfileService(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            memories=self.memories,
+            tokenizer=c.tokenizer,
+            clock=c.clock,
+        )
+
+    @cached_property
     def snapshots(self) -> SnapshotService:
         return SnapshotService(
             session=self.session,
@@ -170,6 +183,7 @@ class UnitOfWork:
             working_memory=self.working_memory,
             recall=self.recall,
             sessions=self.sessions,
+            profiles=self.profiles,
             tokenizer=c.tokenizer,
             settings=c.settings,
         )
