@@ -156,7 +156,7 @@ class SnapshotRepository:
                                    'importance', i.importance, 'added_at', i.added_at,
                                    'last_access_at', i.last_access_at,
                                    'from_recall', i.from_recall) ORDER BY i.position), '[]')
-                        FROM working_memory_snapshot_item i WHERE i.snapshot_id = s.id) AS items,
+                        FROM working_memory_snapshot_item i WHERE i.snapshot_id = s.id) AS entries,
                        ARRAY(SELECT k.key FROM working_memory_snapshot_readable x
                              JOIN memory_key k ON k.memory_id = x.memory_id
                              WHERE x.snapshot_id = s.id ORDER BY k.key) AS readable
