@@ -31,13 +31,22 @@ from app.mcp.schemas import (
     GroupRecallIn,
     Hit,
     Hits,
+    In,
     KeyIn,
     Messages,
     Out,
+    Profile,
+    ProfileIn,
+    ProfileSetIn,
     PromptIn,
     RecallIn,
     Remembered,
     RememberIn,
+    Restored,
+    Snapshot,
+    SnapshotIdIn,
+    SnapshotIn,
+    Snapshots,
     StatsIn,
     TagsIn,
     Versions,
@@ -45,9 +54,11 @@ from app.mcp.schemas import (
     when,
 )
 from app.memories.schemas import MemoryCreate
+from app.profiles.schemas import ProfilePatch, ProfileRead
 from app.prompt.schemas import PromptRequest
 from app.recall.schemas import RecallFilters, RecallRequest
 from app.sessions.schemas import MessagesAppend
+from app.snapshots.schemas import SnapshotCreate
 from app.unit import UnitOfWork
 
 Answer = tuple[Out, str]
@@ -206,6 +217,50 @@ async def _prompt(u: UnitOfWork, i: PromptIn, robot: str) -> Answer:
     return Messages(messages=rows, tokens=p.tokens), _json(rows)
 
 
+def _profile(p: ProfileRead) -> Answer:
+    slots = {s: v.value for s, v in p.slots.items()}
+    text = "\n".join(f"{s}: {v}" for s, v in slots.items())
+    return Profile(subject=p.subject, slots=slots, tokens=p.tokens), (
+        text or f"no profile of {p.subject}"
+    )
+
+
+async def _profile_get(u: UnitOfWork, i: ProfileIn, robot: str) -> Answer:
+    return _profile(await u.profiles.get(robot, i.subject))
+
+
+async def _profile_set(u: UnitOfWork, i: ProfileSetIn, robot: str) -> Answer:
+    body = ProfilePatch.model_validate({"slots": i.slots})
+    return _profile(await u.profiles.patch(robot, i.subject, body))
+
+
+async def _snapshot_create(u: UnitOfWork, i: SnapshotIn, robot: str) -> Answer:
+    s = await u.snapshots.create(robot, SnapshotCreate(name=i.name))
+    out = Snapshot(id=s.id, items=s.item_count, tokens=s.tokens)
+    return out, f"snapshot {s.id}: {s.item_count} items, {s.tokens} tokens"
+
+
+async def _snapshot_list(u: UnitOfWork, i: In, robot: str) -> Answer:
+    rows = [
+        {"id": s.id, "name": s.name, "date": when(s.created_at), "items": s.item_count}
+        for s in await u.snapshots.list(robot)
+    ]
+    text = "\n".join(f"{r['id']} {r['date']} {r['name'] or ''}: {r['items']} items" for r in rows)
+    return Snapshots(snapshots=rows), text or "no snapshots"
+
+
+async def _snapshot_restore(u: UnitOfWork, i: SnapshotIdIn, robot: str) -> Answer:
+    r = await u.snapshots.restore(robot, i.id)
+    skipped = [f"{s.key} ({s.reason})" for s in r.skipped]
+    out = Restored(restored=r.restored, skipped=skipped, evicted=r.evicted, tokens=r.tokens)
+    text = f"restored {len(r.restored)} items, {r.tokens} tokens"
+    if skipped:
+        text += f"; skipped {', '.join(skipped)}"
+    if r.evicted:
+        text += f"; over budget: {', '.join(r.evicted)}"
+    return out, text
+
+
 def _group(g: GroupRead) -> Answer:
     out = Group(group=g.name, members=g.members, budget=g.working_memory_budget)
     return out, f"group {g.name}: {', '.join(g.members) or 'no members'} ({out.budget} tokens)"
@@ -267,6 +322,18 @@ _TOOLS = [
          WindowIn, Messages, "writer", _window, idempotent=True),
     Tool("prompt", "Build prompt", "Chat messages for a model: memory, session and input, "
          "within context_window.", PromptIn, Messages, "writer", _prompt, idempotent=True),
+    Tool("profile_get", "Profile", "A subject's profile: `slot: value` lines.", ProfileIn,
+         Profile, "reader", _profile_get, read_only=True, idempotent=True),
+    Tool("profile_set", "Set profile", "Set profile slots (a new value supersedes the old; "
+         "null removes).", ProfileSetIn, Profile, "writer", _profile_set, destructive=True,
+         idempotent=True),
+    Tool("snapshot_create", "Snapshot", "Snapshot working memory.", SnapshotIn, Snapshot,
+         "writer", _snapshot_create),
+    Tool("snapshot_list", "Snapshots", "The robot's snapshots.", In, Snapshots, "reader",
+         _snapshot_list, read_only=True, idempotent=True),
+    Tool("snapshot_restore", "Restore snapshot", "Working memory becomes a snapshot's (what "
+         "was forgotten since is skipped).", SnapshotIdIn, Restored, "writer",
+         _snapshot_restore, destructive=True, idempotent=True),
     Tool("group_create", "Create group", "Create or reset a robot group sharing one working "
          "memory.", GroupCreateIn, Group, "writer", _group_create, idempotent=True,
          needs_robot=False),
