@@ -34,9 +34,9 @@ LAYERS: list[set[str]] = [
     {"unit"},  # the unit of work: the one place that builds services
     {"components"},
     {"prompt", "maintenance"},  # domain: what is built from other domain packages...
-    {"sessions", "summaries", "enrichment", "metrics", "retention"},
+    {"sessions", "summaries", "enrichment", "metrics", "retention", "profiles"},
     {"memories"},
-    {"recall", "groups", "stats", "tags"},
+    {"recall", "groups", "stats", "tags", "snapshots"},
     {"robots", "auth"},
     {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
     {"names", "conversation"},
@@ -51,7 +51,7 @@ SERVICES = (
     "MemoryService", "MemoryReader", "VersionService", "Merger", "RecallService",
     "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
     "TagService", "GroupService", "ApiKeyService", "RobotService", "RetentionService",
-    "MaintenanceService",
+    "MaintenanceService", "SnapshotService", "ProfileService",
 )  # fmt: skip
 
 
