@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Body, Path, status
 
 from app.http.deps import UnitDep
 from app.http.params import RobotName
@@ -28,7 +28,11 @@ SnapshotId = Annotated[int, Path(ge=1, le=2**63 - 1, description="The snapshot's
     summary="Snapshot working memory",
 )
 async def create_snapshot(
-    robot: RobotName, u: UnitDep, body: SnapshotCreate | None = None
+    robot: RobotName,
+    u: UnitDep,
+    body: Annotated[
+        SnapshotCreate | None, Body(description="Optional", examples=[{"name": "before the trip"}])
+    ] = None,
 ) -> SnapshotRead:
     """Records the robot's working memory as its mirror holds it now (each memory, the version
     held, its order and last access) and the memories it can read now."""
