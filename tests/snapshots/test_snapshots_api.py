@@ -96,9 +96,12 @@ async def test_a_restore_skips_what_was_forgotten_or_superseded_since(client) ->
     await add(client, "ann", "a", 5, 3, "alpha")
     await add(client, "ann", "b", 7, 1, "beta")
     await add(client, "ann", "c", 4, 3, "gamma")
+    await add(client, "ann", "d", 2, 9, "dust")
     s = await snapshot(client, "ann")
-    assert (s["name"], s["item_count"], s["tokens"]) == (None, 3, 16)
+    assert (s["name"], s["item_count"], s["tokens"]) == (None, 4, 18)
     assert (await client.delete("/v1/robots/ann/memories/b")).status_code == 200
+    r = await client.delete("/v1/robots/ann/memories/d", params={"hard": True, "confirm": "d"})
+    assert r.status_code == 200
     r = await client.post(
         "/v1/robots/ann/memories", json={"key": "c2", "content": "gamma two", "supersedes": ["c"]}
     )
@@ -111,6 +114,7 @@ async def test_a_restore_skips_what_was_forgotten_or_superseded_since(client) ->
     assert r.json()["skipped"] == [  # in the snapshot's order
         {"key": "b", "reason": "forgotten"},
         {"key": "c", "reason": "superseded"},
+        {"key": "d", "reason": "forgotten"},  # hard-deleted
     ]
     assert [i["key"] for i in await wm(client, "ann")] == ["a"]
     assert [row[0] for row in await mirror(client, "ann")] == ["a"]
@@ -167,3 +171,19 @@ async def test_snapshots_are_listed_read_and_deleted_per_robot(client, app_facto
     bad = await client.post("/v1/robots/ann/snapshots", json={"name": ""})
     assert bad.status_code == 422
     assert [x["id"] for x in (await client.get("/v1/robots/ann/snapshots")).json()] == [s2["id"]]
+
+
+async def test_a_restore_while_redis_is_unreachable_is_a_503_and_changes_nothing(client) -> None:
+    await add(client, "ann", "a", 5, 3, "alpha")
+    s = await snapshot(client, "ann")
+    await add(client, "ann", "b", 7, 1, "beta")
+    before = await mirror(client, "ann")
+    breaker = client.app.state.components.two_tier.breaker
+    breaker.trip()
+    try:
+        r = await client.post(f"/v1/robots/ann/snapshots/{s['id']}/restore")
+        assert (r.status_code, r.headers["content-type"]) == (503, PROBLEM)
+        assert await mirror(client, "ann") == before
+    finally:
+        breaker.reset()
+    assert [i["key"] for i in await wm(client, "ann")] == ["b", "a"]
