@@ -32,12 +32,14 @@ from app.memories.supersede import Detector
 from app.memories.versions import VersionService
 from app.namespaces.repository import NamespaceRepository
 from app.pools.service import PoolService
+from app.profiles.service import ProfileService
 from app.prompt.service import PromptService
 from app.recall.service import RecallService
 from app.retention.service import RetentionService
 from app.robots.service import RobotService
 from app.sessions.consolidation import Consolidator
 from app.sessions.service import SessionService
+from app.snapshots.service import SnapshotService
 from app.stats.service import StatsService
 from app.tags.repository import TagRepository
 from app.tags.service import TagService
@@ -136,6 +138,28 @@ class UnitOfWork:
         return WorkingMemoryService(protocol=self.two_tier, robots=self.robots)
 
     @cached_property
+    def profiles(self) -> ProfileService:
+        c = self.components
+        return ProfileService(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            memories=self.memories,
+            tokenizer=c.tokenizer,
+            clock=c.clock,
+        )
+
+    @cached_property
+    def snapshots(self) -> SnapshotService:
+        return SnapshotService(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            two_tier=self.two_tier,
+            clock=self.components.clock,
+        )
+
+    @cached_property
     def consolidator(self) -> Consolidator:
         c = self.components
         return Consolidator(
@@ -166,6 +190,7 @@ class UnitOfWork:
             working_memory=self.working_memory,
             recall=self.recall,
             sessions=self.sessions,
+            profiles=self.profiles,
             tokenizer=c.tokenizer,
             settings=c.settings,
         )

@@ -34,9 +34,9 @@ LAYERS: list[set[str]] = [
     {"unit"},  # the unit of work: the one place that builds services
     {"components"},
     {"prompt", "maintenance"},  # domain: what is built from other domain packages...
-    {"sessions", "summaries", "enrichment", "metrics", "retention"},
+    {"sessions", "summaries", "enrichment", "metrics", "retention", "profiles"},
     {"memories"},
-    {"recall", "groups", "stats", "tags"},
+    {"recall", "groups", "stats", "tags", "snapshots"},
     {"pools"},
     {"robots", "auth"},
     {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
@@ -52,7 +52,7 @@ SERVICES = (
     "MemoryService", "MemoryReader", "VersionService", "Merger", "RecallService",
     "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
     "TagService", "GroupService", "ApiKeyService", "RobotService", "RetentionService",
-    "PoolService", "MaintenanceService",
+    "PoolService", "MaintenanceService", "SnapshotService", "ProfileService",
 )  # fmt: skip
 
 

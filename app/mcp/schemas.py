@@ -120,6 +120,22 @@ class FailoverIn(GroupIn):
     to: Name
 
 
+class ProfileIn(In):
+    subject: Name
+
+
+class ProfileSetIn(ProfileIn):
+    slots: dict[str, str | None] = Field(min_length=1, description="slot: value (null removes)")
+
+
+class SnapshotIn(In):
+    name: Text | None = Field(default=None, max_length=200)
+
+
+class SnapshotIdIn(In):
+    id: int = Field(ge=1, le=2**63 - 1)
+
+
 # --- outputs: what structuredContent holds -----------------------------------------------
 
 
@@ -213,6 +229,29 @@ class Pool(Out):
 
 class Pools(Out):
     pools: list[Pool]
+
+
+class Profile(Out):
+    subject: str
+    slots: dict[str, str]
+    tokens: int
+
+
+class Snapshot(Out):
+    id: int
+    items: int
+    tokens: int
+
+
+class Snapshots(Out):
+    snapshots: list[dict[str, Any]]
+
+
+class Restored(Out):
+    restored: list[str]
+    skipped: list[str]
+    evicted: list[str]
+    tokens: int
 
 
 class Body(Out):

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from app.auth.schemas import Role
 from app.errors import Conflict
 from app.groups.schemas import GroupRead, GroupUpdate
+from app.mcp.pools import grant_pool, list_pools, put_pool
 from app.mcp.schemas import (
     AppendIn,
     Body,
@@ -31,6 +32,7 @@ from app.mcp.schemas import (
     GroupRecallIn,
     Hit,
     Hits,
+    In,
     KeyIn,
     Messages,
     Out,
@@ -39,10 +41,18 @@ from app.mcp.schemas import (
     PoolPutIn,
     Pools,
     PoolsIn,
+    Profile,
+    ProfileIn,
+    ProfileSetIn,
     PromptIn,
     RecallIn,
     Remembered,
     RememberIn,
+    Restored,
+    Snapshot,
+    SnapshotIdIn,
+    SnapshotIn,
+    Snapshots,
     StatsIn,
     TagsIn,
     Versions,
@@ -50,10 +60,11 @@ from app.mcp.schemas import (
     when,
 )
 from app.memories.schemas import MemoryCreate
-from app.pools.schemas import PoolPut, PoolRead
+from app.profiles.schemas import ProfilePatch, ProfileRead
 from app.prompt.schemas import PromptRequest
 from app.recall.schemas import RecallFilters, RecallRequest
 from app.sessions.schemas import MessagesAppend
+from app.snapshots.schemas import SnapshotCreate
 from app.unit import UnitOfWork
 from app.working_memory.robots import group_row_name
 
@@ -214,6 +225,50 @@ async def _prompt(u: UnitOfWork, i: PromptIn, robot: str) -> Answer:
     return Messages(messages=rows, tokens=p.tokens), _json(rows)
 
 
+def _profile(p: ProfileRead) -> Answer:
+    slots = {s: v.value for s, v in p.slots.items()}
+    text = "\n".join(f"{s}: {v}" for s, v in slots.items())
+    return Profile(subject=p.subject, slots=slots, tokens=p.tokens), (
+        text or f"no profile of {p.subject}"
+    )
+
+
+async def _profile_get(u: UnitOfWork, i: ProfileIn, robot: str) -> Answer:
+    return _profile(await u.profiles.get(robot, i.subject))
+
+
+async def _profile_set(u: UnitOfWork, i: ProfileSetIn, robot: str) -> Answer:
+    body = ProfilePatch.model_validate({"slots": i.slots})
+    return _profile(await u.profiles.patch(robot, i.subject, body))
+
+
+async def _snapshot_create(u: UnitOfWork, i: SnapshotIn, robot: str) -> Answer:
+    s = await u.snapshots.create(robot, SnapshotCreate(name=i.name))
+    out = Snapshot(id=s.id, items=s.item_count, tokens=s.tokens)
+    return out, f"snapshot {s.id}: {s.item_count} items, {s.tokens} tokens"
+
+
+async def _snapshot_list(u: UnitOfWork, i: In, robot: str) -> Answer:
+    rows = [
+        {"id": s.id, "name": s.name, "date": when(s.created_at), "items": s.item_count}
+        for s in await u.snapshots.list(robot)
+    ]
+    text = "\n".join(f"{r['id']} {r['date']} {r['name'] or ''}: {r['items']} items" for r in rows)
+    return Snapshots(snapshots=rows), text or "no snapshots"
+
+
+async def _snapshot_restore(u: UnitOfWork, i: SnapshotIdIn, robot: str) -> Answer:
+    r = await u.snapshots.restore(robot, i.id)
+    skipped = [f"{s.key} ({s.reason})" for s in r.skipped]
+    out = Restored(restored=r.restored, skipped=skipped, evicted=r.evicted, tokens=r.tokens)
+    text = f"restored {len(r.restored)} items, {r.tokens} tokens"
+    if skipped:
+        text += f"; skipped {', '.join(skipped)}"
+    if r.evicted:
+        text += f"; over budget: {', '.join(r.evicted)}"
+    return out, text
+
+
 def _group(g: GroupRead) -> Answer:
     out = Group(group=g.name, members=g.members, budget=g.working_memory_budget)
     return out, f"group {g.name}: {', '.join(g.members) or 'no members'} ({out.budget} tokens)"
@@ -252,39 +307,6 @@ async def _group_recall(u: UnitOfWork, i: GroupRecallIn, robot: str) -> Answer:
     return _hits(await u.recall.recall(member, request, reader=group_row_name(i.group)))
 
 
-def _pool(p: PoolRead) -> tuple[Pool, str]:
-    out = Pool(
-        pool=p.name,
-        type=p.type,
-        readers=p.readers,
-        writers=p.writers,
-        public_read=p.public_read,
-        archived=p.archived_at is not None,
-        memories=p.stats.memories if p.stats else None,
-    )
-    grants = f"read: {', '.join(p.readers) or '-'}; write: {', '.join(p.writers) or '-'}"
-    extra = f", {out.memories} memories" if out.memories is not None else ""
-    state = " (archived)" if out.archived else (" (public)" if p.public_read else "")
-    return out, f"pool {p.name} {p.type}{state}: {grants}{extra}"
-
-
-async def _pools(u: UnitOfWork, i: PoolsIn, robot: str) -> Answer:
-    pools = [await u.pools.get(i.pool)] if i.pool else await u.pools.list_pools()
-    found = [_pool(p) for p in pools]
-    return Pools(pools=[o for o, _ in found]), "\n".join(t for _, t in found) or "no pools"
-
-
-async def _pool_put(u: UnitOfWork, i: PoolPutIn, robot: str) -> Answer:
-    body = PoolPut.model_validate(i.model_dump(exclude={"pool"}))
-    return _pool(await u.pools.put(i.pool, body))
-
-
-async def _pool_grant(u: UnitOfWork, i: PoolGrantIn, robot: str) -> Answer:
-    if i.level == "none":
-        return _pool(await u.pools.revoke(i.pool, i.robot))
-    return _pool(await u.pools.grant(i.pool, i.robot, i.level))
-
-
 _TOOLS = [
     Tool("remember", "Remember", "Store a memory (durable), then place it in working memory.",
          RememberIn, Remembered, "writer", _remember),
@@ -309,6 +331,18 @@ _TOOLS = [
          WindowIn, Messages, "writer", _window, idempotent=True),
     Tool("prompt", "Build prompt", "Chat messages for a model: memory, session and input, "
          "within context_window.", PromptIn, Messages, "writer", _prompt, idempotent=True),
+    Tool("profile_get", "Profile", "A subject's profile: `slot: value` lines.", ProfileIn,
+         Profile, "reader", _profile_get, read_only=True, idempotent=True),
+    Tool("profile_set", "Set profile", "Set profile slots (a new value supersedes the old; "
+         "null removes).", ProfileSetIn, Profile, "writer", _profile_set, destructive=True,
+         idempotent=True),
+    Tool("snapshot_create", "Snapshot", "Snapshot working memory.", SnapshotIn, Snapshot,
+         "writer", _snapshot_create),
+    Tool("snapshot_list", "Snapshots", "The robot's snapshots.", In, Snapshots, "reader",
+         _snapshot_list, read_only=True, idempotent=True),
+    Tool("snapshot_restore", "Restore snapshot", "Working memory becomes a snapshot's (what "
+         "was forgotten since is skipped).", SnapshotIdIn, Restored, "writer",
+         _snapshot_restore, destructive=True, idempotent=True),
     Tool("group_create", "Create group", "Create or reset a robot group sharing one working "
          "memory.", GroupCreateIn, Group, "writer", _group_create, idempotent=True,
          needs_robot=False),
@@ -324,11 +358,11 @@ _TOOLS = [
     Tool("group_recall", "Group recall", "recall, into a group's shared working memory.",
          GroupRecallIn, Hits, "writer", _group_recall, needs_robot=False),
     Tool("pools", "Pools", "The namespace's pools and their grants.", PoolsIn, Pools,
-         "reader", _pools, read_only=True, idempotent=True, needs_robot=False),
+         "reader", list_pools, read_only=True, idempotent=True, needs_robot=False),
     Tool("pool_put", "Create pool", "Create or replace a pool (admin).", PoolPutIn, Pool,
-         "admin", _pool_put, idempotent=True, needs_robot=False),
+         "admin", put_pool, idempotent=True, needs_robot=False),
     Tool("pool_grant", "Grant pool", "Set a robot's grant on a pool (admin); none revokes, "
-         "at once.", PoolGrantIn, Pool, "admin", _pool_grant, destructive=True,
+         "at once.", PoolGrantIn, Pool, "admin", grant_pool, destructive=True,
          idempotent=True, needs_robot=False),
 ]  # fmt: skip
 TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}

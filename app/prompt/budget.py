@@ -11,19 +11,23 @@ its section's quota:
 
 1. the input (the last user message) and the caller's system text: always; if they alone do
    not fit, the request is refused (422);
-2. the session's messages, newest first; the first that does not fit ends the section (a
+2. the profile asked for (`profile`): its slots in name order, each one line `slot: value`
+   (its own count); one that does not fit is dropped and the next may still be taken;
+3. the session's messages, newest first; the first that does not fit ends the section (a
    conversation keeps no gaps): it and every older one are dropped;
-3. working memory, in its context strategy's order; one that does not fit is dropped and the
+4. working memory, in its context strategy's order; one that does not fit is dropped and the
    next, smaller ones may still be taken;
-4. recall hits, in rank order, the same way; a hit whose key is in working memory (taken or
+5. recall hits, in rank order, the same way; a hit whose key is in working memory (taken or
    not) is dropped as a duplicate: its content is offered once, by working memory.
 
-Working memory and recall hits go into the one system message, after the caller's system
-text, each section under a header, all parts joined by a blank line. An item's cost while
+The profile, working memory and recall hits go into the one system message, after the
+caller's system text, in that order, each section under a header (the profile's names its
+subject: `Profile of <subject>:`), all parts joined by a blank line. An item's cost while
 allocating is its token count plus one for the separator (plus its header, and the system
 message's framing, for the first one taken); BPE may merge across a separator, so the
 assembled messages are counted again exactly and, while over the budget, the last item taken
-(recall's, then working memory's, then the oldest session message) is dropped.
+(recall's, then working memory's, then the oldest session message, then the profile's last
+slot) is dropped: a profile goes last, slot by slot, and only once nothing else is left.
 
 Nothing counted before is encoded again: an item's `tokens` is its content's count (stored at
 write time), roles, headers, the input and the system text are counted once per call, and the
@@ -42,8 +46,9 @@ REPLY_PRIMER = 3
 SEPARATOR = "\n\n"
 WORKING_MEMORY_HEADER = "Working memory:"
 RECALL_HEADER = "Relevant memories:"
+PROFILE_HEADER = "Profile of {subject}:"
 
-Source = Literal["input", "session", "working_memory", "recall"]
+Source = Literal["input", "profile", "session", "working_memory", "recall"]
 Reason = Literal["budget", "duplicate", "section_quota"]
 Count = Callable[[str], int]
 # count(SEPARATOR.join(parts)) given each part's count.
@@ -66,6 +71,7 @@ class Item:
 
 @dataclass(frozen=True)
 class Quotas:
+    profile: int | None = None
     session: int | None = None
     working_memory: int | None = None
     recall: int | None = None
@@ -94,9 +100,11 @@ def chat_tokens(count: Count, messages: list[dict[str, str]]) -> int:
     return REPLY_PRIMER + sum(message_tokens(count, m["role"], m["content"]) for m in messages)
 
 
-def _messages(system: str | None, input_text: str, items: list[Item]) -> list[dict[str, str]]:
+def _messages(
+    system: str | None, input_text: str, items: list[Item], profile_header: str
+) -> list[dict[str, str]]:
     parts = [system] if system else []
-    for header, section in _sections(items):
+    for header, section in _sections(items, profile_header):
         parts += [header, *(i.content for i in section)]
     messages = [{"role": "system", "content": SEPARATOR.join(parts)}] if parts else []
     session = [i for i in items if i.included and i.source == "session"]
@@ -105,11 +113,15 @@ def _messages(system: str | None, input_text: str, items: list[Item]) -> list[di
     return messages
 
 
-def _sections(items: list[Item]) -> list[tuple[str, list[Item]]]:
+def _sections(items: list[Item], profile_header: str) -> list[tuple[str, list[Item]]]:
     """The system message's sections after the system text: header and items taken."""
-    wm = [i for i in items if i.included and i.source == "working_memory"]
-    hits = [i for i in items if i.included and i.source == "recall"]
-    return [(h, s) for h, s in ((WORKING_MEMORY_HEADER, wm), (RECALL_HEADER, hits)) if s]
+    headers = (
+        ("profile", profile_header),
+        ("working_memory", WORKING_MEMORY_HEADER),
+        ("recall", RECALL_HEADER),
+    )
+    sections = [(h, [i for i in items if i.included and i.source == src]) for src, h in headers]
+    return [(h, s) for h, s in sections if s]
 
 
 def _default_joined(count: Count) -> CountJoined:
@@ -131,6 +143,8 @@ class Fitting:
     working_memory: list[Item]
     recall: list[Item]
     manifest: list[Item]
+    profile: list[Item] = field(default_factory=list)
+    profile_header: str = ""
 
 
 def allocate(
@@ -143,8 +157,11 @@ def allocate(
     recall: list[Item],
     quotas: Quotas,
     count_joined: CountJoined | None = None,
+    profile: Sequence[Item] = (),
+    profile_header: str = "",
 ) -> Fitting:
-    """session: newest first; working_memory and recall: in their own order. `count` is
+    """profile: its slots in name order; session: newest first; working_memory and recall:
+    in their own order; `profile_header`: the profile's, with its subject. `count` is
     called with the input, the system text, roles and headers (it may remember them);
     `count_joined` (default: encoding the joined text) counts the system message. Decides
     by token counts alone: no content is read."""
@@ -160,31 +177,18 @@ def allocate(
     if used > budget:
         raise InputTooLarge(used, budget)
 
-    spent = {"session": 0, "working_memory": 0, "recall": 0}
+    spent = {"profile": 0, "session": 0, "working_memory": 0, "recall": 0}
 
     def quota_left(source: Source) -> int | None:
         q = getattr(quotas, source)
         return None if q is None else q - spent[source]
 
-    cut: Reason | None = None
-    for item in session:
-        cost = TOKENS_PER_MESSAGE + count(item.role) + item.tokens
-        left = quota_left("session")
-        if cut is None and left is not None and item.tokens > left:
-            cut = "section_quota"
-        elif cut is None and used + cost > budget:
-            cut = "budget"
-        if cut is not None:
-            item.reason = cut
-            continue
-        item.included, used = True, used + cost
-        spent["session"] += item.tokens
-
     wm_keys = {i.key for i in working_memory}
-    for source, header, items in (
-        ("working_memory", WORKING_MEMORY_HEADER, working_memory),
-        ("recall", RECALL_HEADER, recall),
-    ):
+
+    def take(source: Source, header: str, items: Sequence[Item]) -> None:
+        """A section of the system message: an item that does not fit is dropped and the
+        next may still be taken."""
+        nonlocal used, has_system
         started = False
         header_cost = count(header) + 1
         q = getattr(quotas, source)
@@ -205,10 +209,27 @@ def allocate(
                 item.included, used, started, has_system = True, used + cost, True, True
                 spent[source] += item.tokens
 
-    manifest = [user, *session, *working_memory, *recall]
+    take("profile", profile_header, profile)
+    cut: Reason | None = None
+    for item in session:
+        cost = TOKENS_PER_MESSAGE + count(item.role) + item.tokens
+        left = quota_left("session")
+        if cut is None and left is not None and item.tokens > left:
+            cut = "section_quota"
+        elif cut is None and used + cost > budget:
+            cut = "budget"
+        if cut is not None:
+            item.reason = cut
+            continue
+        item.included, used = True, used + cost
+        spent["session"] += item.tokens
+
+    take("working_memory", WORKING_MEMORY_HEADER, working_memory)
+    take("recall", RECALL_HEADER, recall)
+    manifest = [user, *profile, *session, *working_memory, *recall]
     return Fitting(
         count, joined, budget, input_text, input_tokens, system, session, working_memory,
-        recall, manifest,
+        recall, manifest, list(profile), profile_header,
     )  # fmt: skip
 
 
@@ -226,18 +247,22 @@ def finish(f: Fitting) -> Assembly:
             if i.included:
                 tokens += TOKENS_PER_MESSAGE + count(i.role) + i.tokens
         parts, counts = ([system], [system_tokens]) if system else ([], [])
-        for header, section in _sections(f.manifest):
+        for header, section in _sections(f.manifest, f.profile_header):
             parts += [header, *(i.content for i in section)]
             counts += [count(header), *(i.tokens for i in section)]
         if parts:
             tokens += empty_system + f.joined(parts, counts)
         return tokens
 
-    # Taken last first: recall's, working memory's, then the oldest session message.
-    order = [*reversed(f.recall), *reversed(f.working_memory), *reversed(f.session)]
+    # Taken last first: recall's, working memory's, the oldest session message, the profile's.
+    order = [
+        *reversed(f.recall), *reversed(f.working_memory), *reversed(f.session),
+        *reversed(f.profile),
+    ]  # fmt: skip
     tokens = exact()
     while tokens > f.budget:
         last = next(i for i in order if i.included)
         last.included, last.reason = False, "budget"
         tokens = exact()
-    return Assembly(_messages(system, f.input_text, f.manifest), tokens, f.manifest)
+    messages = _messages(system, f.input_text, f.manifest, f.profile_header)
+    return Assembly(messages, tokens, f.manifest)

@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
-from app.common import Integer, StrictModel, Text, integral
+from app.common import NAME_PATTERN, Integer, StrictModel, Text, integral
 from app.recall.schemas import RecallFilters, Strategy
 from app.sessions.schemas import Role
 from app.working_memory.store import Strategy as ContextStrategy
@@ -41,7 +41,14 @@ class PromptRecall(StrictModel):
     )
 
 
+class PromptProfile(StrictModel):
+    subject: str = Field(
+        pattern=NAME_PATTERN, description="Whose profile (GET …/profiles/{subject})"
+    )
+
+
 class Quotas(StrictModel):
+    profile: Quota = Field(default=None, description="At most this many content tokens")
     session: Quota = Field(default=None, description="At most this many content tokens")
     working_memory: Quota = Field(default=None, description="At most this many content tokens")
     recall: Quota = Field(default=None, description="At most this many content tokens")
@@ -66,6 +73,11 @@ class PromptRequest(StrictModel):
         description="Long-term memories recalled for the input (null: none); not loaded into "
         "working memory",
     )
+    profile: PromptProfile | None = Field(
+        default=None,
+        description="A profile section: the subject's slots as `slot: value` lines, taken "
+        "after the input and the system text, before the session; dropped last",
+    )
     strategy: ContextStrategy = Field(
         default="balanced", description="Working memory's order (as context's strategy)"
     )
@@ -80,8 +92,10 @@ class ChatMessage(BaseModel):
 # A TypedDict, not a model: a manifest lists every candidate (a thousand working-memory
 # items), and validating dicts is about 4x cheaper than making a model of each.
 class ManifestEntry(TypedDict):
-    source: Literal["input", "session", "working_memory", "recall"]
-    key: Annotated[str | None, Field(description="The memory's key (working_memory, recall)")]
+    source: Literal["input", "profile", "session", "working_memory", "recall"]
+    key: Annotated[
+        str | None, Field(description="The memory's key (profile, working_memory, recall)")
+    ]
     seq: Annotated[int | None, Field(description="The message's seq (session)")]
     tokens: Annotated[int, Field(description="The content's token count")]
     included: bool
@@ -93,14 +107,15 @@ class ManifestEntry(TypedDict):
 
 class PromptResult(BaseModel):
     messages: list[ChatMessage] = Field(
-        description="system (your text + working memory + recalled), the session, the input"
+        description="system (your text + profile + working memory + recalled), the session, "
+        "the input"
     )
     tokens: int = Field(
         description="3 + Σ (3 + tokens(role) + tokens(content)): OpenAI's chat counting rule"
     )
     budget: int = Field(description="context_window minus the reserves; tokens never exceed it")
     manifest: list[ManifestEntry] = Field(
-        description="Every candidate in allocation order: the input, the session newest first, "
-        "working memory, recall"
+        description="Every candidate in allocation order: the input, the profile's slots, the "
+        "session newest first, working memory, recall"
     )
     degraded: bool = Field(description="Working memory or the session read from PostgreSQL")

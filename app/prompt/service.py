@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 
 from app.config import Settings
 from app.errors import Unprocessable
+from app.profiles.service import ProfileService, line, value_of
 from app.prompt import budget
 from app.prompt.schemas import PromptRequest, PromptResult
 from app.recall.schemas import RecallHit, RecallRequest
@@ -56,6 +57,7 @@ class PromptService:
         working_memory: WorkingMemoryService,
         recall: RecallService,
         sessions: SessionService,
+        profiles: ProfileService,
         tokenizer: Tokenizer,
         settings: Settings,
     ) -> None:
@@ -63,6 +65,7 @@ class PromptService:
         self.working_memory = working_memory
         self.recall_service = recall
         self.sessions = sessions
+        self.profiles = profiles
         self.tokenizer = tokenizer
         self.settings = settings
 
@@ -140,12 +143,18 @@ class PromptService:
                 session_id, messages, session_degraded = await self.sessions.latest(
                     robot_name, req.session, limit - base
                 )
+            profile: list[budget.Item] = []
+            if req.profile is not None:
+                for r in await self.profiles.slots(robot_name, req.profile.subject):
+                    text = line(r.slot, value_of(r))
+                    profile.append(budget.Item("profile", text, count(text), key=r.key))
             outlined: list[Outline] | list[WMItem] | None = await outlining
         finally:
             if not outlining.done():
                 outlining.cancel()
         q = req.quotas
-        quotas = budget.Quotas(q.session, q.working_memory, q.recall)
+        quotas = budget.Quotas(q.profile, q.session, q.working_memory, q.recall)
+        header = budget.PROFILE_HEADER.format(subject=req.profile.subject if req.profile else "")
         now_ms = to_us(self.working_memory.protocol.clock()) // 1000
 
         def fit(items: list[Outline] | list[WMItem]) -> budget.Fitting:
@@ -155,7 +164,7 @@ class PromptService:
                  for m in reversed(messages)],
                 _working(items, req.strategy, now_ms),
                 [budget.Item("recall", h.content, h.token_count, key=h.key) for h in found],
-                quotas, self.tokenizer.count_joined,
+                quotas, self.tokenizer.count_joined, profile, header,
             )  # fmt: skip
 
         # Fitted by the outline's counts, then the contents of the items taken are read; an

@@ -69,6 +69,7 @@ async def _import(c: Components, args: argparse.Namespace) -> int:
     print(
         f"imported into namespace {ns}: {n.added} added, {n.updated} updated, "
         f"{n.forgotten} forgotten, {n.unchanged} unchanged"
+        + (f", {n.snapshots} snapshots added" if n.snapshots else "")
     )
     return 0
 

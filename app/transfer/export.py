@@ -13,6 +13,7 @@ from rich.progress import Progress
 from app.components import Components
 from app.db.vectors import stored_dimension
 from app.errors import NotFound
+from app.snapshots.repository import SnapshotRepository
 from app.transfer.format import FORMAT_VERSION, Header
 from app.transfer.repository import TransferRepository
 from app.working_memory.robots import group_name
@@ -49,6 +50,17 @@ def _record(row: Any) -> dict[str, Any]:
     return out
 
 
+def _snapshot(row: Any) -> dict[str, Any]:
+    return {
+        "kind": "snapshot",
+        "robot": row.robot,
+        "name": row.name,
+        "created_at": row.created_at.isoformat(),
+        "items": orjson.loads(row.entries) if isinstance(row.entries, str) else row.entries,
+        "readable": list(row.readable),
+    }
+
+
 async def lines(
     c: Components,
     namespace: str,
@@ -56,7 +68,8 @@ async def lines(
     embeddings: bool,
     progress: Progress | None = None,
 ) -> AsyncIterator[bytes]:
-    """The header, then each memory, oldest first (deleted ones too, with their deleted_at)."""
+    """The header, then each memory, oldest first (deleted ones too, with their deleted_at),
+    then each snapshot of working memory."""
     async with c.sessionmaker() as session, session.begin():
         repo = TransferRepository(session)
         await repo.snapshot()
@@ -68,9 +81,10 @@ async def lines(
             robot_id = await repo.robot_id(ns_id, robot)
             if robot_id is None:
                 raise NotFound(f"robot {robot!r} does not exist in namespace {namespace!r}")
+        snapshots = await SnapshotRepository(session).of_namespace(ns_id, robot_id)
         header = Header(
             format="htm-export",
-            version=FORMAT_VERSION,
+            version=FORMAT_VERSION if snapshots else 1,
             namespace=namespace,
             robot=robot,
             model=c.embedder.model,
@@ -91,8 +105,10 @@ async def lines(
             if task is not None:
                 progress.advance(task, len(rows))  # type: ignore[union-attr]
             if len(rows) < PAGE:
-                return
+                break
             after = (rows[-1].created_at, rows[-1].id)
+        for s in snapshots:
+            yield orjson.dumps(_snapshot(s)) + b"\n"
 
 
 async def export(
@@ -107,5 +123,5 @@ async def export(
     n = -1
     async for line in lines(c, namespace, robot, embeddings, progress):
         out.write(line)
-        n += 1
+        n += not line.startswith(b'{"kind":"snapshot"')
     return n

@@ -1,4 +1,6 @@
-"""The export file: JSON Lines, a header line, then one memory per line."""
+"""The export file: JSON Lines, a header line, then one memory per line, then one line per
+snapshot of working memory (`"kind": "snapshot"`, format version 2: a file with none is
+written as version 1, which an older htm reads)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.common import KEY_PATTERN, NAME_PATTERN
+from app.snapshots.schemas import SnapshotItem
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class Header(BaseModel):
@@ -60,3 +63,17 @@ class Record(BaseModel):
     readers: list[str] = Field(default_factory=list, description="A private memory's grants")
     pool: str | None = None
     group: str | None = Field(default=None, description="Exported for reading")
+
+
+class SnapshotRecord(BaseModel):
+    """One snapshot of a robot's working memory: its items name memories by key (an import
+    maps them to the memories of those keys), as do the memories readable when it was taken."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Literal["snapshot"]
+    robot: str = Field(pattern=NAME_PATTERN)
+    name: str | None = None
+    created_at: datetime
+    items: list[SnapshotItem]
+    readable: list[str] = Field(default_factory=list)

@@ -3,7 +3,9 @@
 Two passes over the file, each a line at a time: the first checks every line (nothing is
 written when one is bad), the second applies them in batches (app/transfer/sync.py), so a
 key already in the file's state is skipped: importing a file again changes nothing, and an
-import that stopped half way is resumed by running it again."""
+import that stopped half way is resumed by running it again. Snapshots follow the memories,
+each recreated through SnapshotService.adopt with the memories of its keys (one imported
+before, same robot, name and time, is skipped)."""
 
 from __future__ import annotations
 
@@ -23,9 +25,9 @@ from app.db.vectors import stored_dimension
 from app.errors import DomainError
 from app.memories.limits import check_fields
 from app.memories.schemas import MemoryCreate
-from app.transfer.format import FORMAT_VERSION, Header, Record
+from app.transfer.format import FORMAT_VERSION, Header, Record, SnapshotRecord
 from app.transfer.sync import Counts, Wanted, apply
-from app.unit import operator
+from app.unit import operator, unit_of_work
 
 # Memories per batch (at most the deployment's max_batch_size), and batches applied at once:
 # two keep two PostgreSQL backends busy, as the batch endpoint's clients do (bench/README.md
@@ -69,19 +71,28 @@ def _why(exc: ValidationError) -> str:
     )
 
 
-def _memories(path: Path) -> Iterator[tuple[int, Record]]:
+def _lines(path: Path) -> Iterator[tuple[int, Record | SnapshotRecord]]:
     records = _records(path)
     next(records)  # the header
     for n, value in records:
+        snapshot = isinstance(value, dict) and value.get("kind") == "snapshot"
         try:
-            yield n, Record.model_validate(value)
+            yield n, (SnapshotRecord if snapshot else Record).model_validate(value)
         except ValidationError as exc:
             raise BadFile(path, n, _why(exc)) from None
+
+
+def _memories(path: Path) -> Iterator[tuple[int, Record]]:
+    for n, r in _lines(path):
+        if isinstance(r, Record):
+            yield n, r
 
 
 def check(path: Path, settings: Settings) -> int:
     """Every memory line as the API would check it; returns how many there are."""
     read_header(path)
+    for _ in _lines(path):  # every line's shape, snapshots' too
+        pass
     count = 0
     for n, r in _memories(path):
         try:
@@ -184,6 +195,13 @@ async def import_file(
             )
         await flush()
         await land(all_of_them=True)
+        for _, s in _lines(path):
+            if isinstance(s, SnapshotRecord):
+                async with unit_of_work(c, caller) as u:
+                    added = await u.snapshots.adopt(
+                        s.robot, s.name, s.created_at, s.items, s.readable
+                    )
+                counts.snapshots += added
     finally:  # an error (or Ctrl-C) leaves no batch running on its own
         for running, _ in flying:
             running.cancel()

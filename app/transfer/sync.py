@@ -43,12 +43,14 @@ class Counts:
     updated: int = 0
     forgotten: int = 0
     unchanged: int = 0
+    snapshots: int = 0  # of working memory, added
 
     def __iadd__(self, other: Counts) -> Counts:
         self.added += other.added
         self.updated += other.updated
         self.forgotten += other.forgotten
         self.unchanged += other.unchanged
+        self.snapshots += other.snapshots
         return self
 
 

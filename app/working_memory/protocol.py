@@ -1,5 +1,5 @@
 """The two-tier write protocol: the one way a robot's working memory changes (add, batch,
-upsert, recall loading, retrieve touch, forget, clear, budget).
+upsert, recall loading, retrieve touch, forget, clear, budget, a snapshot's restore).
 
 `WriteProtocol` runs each change in three steps: durable (the caller's PostgreSQL transaction
 commits), then one Lua script under the robot's row lock, then its record, with the script's

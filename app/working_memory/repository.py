@@ -283,7 +283,7 @@ class MembershipRepository:
             await self.session.execute(
                 sql(f"""
                 SELECT m.id, m.created_at, m.key, m.content, m.token_count, m.importance,
-                       w.added_at, w.last_access_at, w.from_recall
+                       m.version, w.added_at, w.last_access_at, w.from_recall
                 FROM working_memory_item w
                 JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
                 WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL

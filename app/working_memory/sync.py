@@ -11,12 +11,12 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from app.db.session import DbSession
 from app.errors import RemovedMeanwhile, ServiceUnavailable
 from app.visibility import Reader
-from app.working_memory.items import eviction_order
+from app.working_memory.items import WMItem, eviction_order
 from app.working_memory.model import (
     UNAVAILABLE,
     RedisBreaker,
@@ -28,10 +28,30 @@ from app.working_memory.model import (
     member_items,
 )
 from app.working_memory.repository import LockedRobot, MembershipRepository, Placed
+from app.working_memory.restore_repository import RestoreRepository
 from app.working_memory.robots import Robot, RobotCache
 from app.working_memory.store import Change, WorkingMemoryNotInitialized, WorkingMemoryStore
 
 log = logging.getLogger(__name__)
+
+
+class Restoring(NamedTuple):
+    """A snapshot's item, as a restore places it (its times as Redis keeps them)."""
+
+    memory_id: int
+    added_at_us: int
+    last_access_ms: int
+    from_recall: bool
+
+
+class Restored(NamedTuple):
+    """What a restore did: the memories placed, those skipped (no longer current) and those
+    the budget evicted (ids)."""
+
+    placed: list[int]
+    skipped: list[int]
+    evicted: list[int]
+    tokens: int  # working memory's total after it
 
 
 class _Change(Protocol):
@@ -95,6 +115,51 @@ class RobotSync:
         await self.session.commit()
         self.robots.put(self.scope.namespace_id, replace(robot, stale=False))
         return True
+
+    # --- snapshots: a read of the mirror under the lock, and a restore (a load) -------------
+
+    async def held(self, robot: Robot) -> list[Any]:
+        """The robot's working set as its mirror holds it (current content and version), read
+        under its row lock, which the caller's transaction keeps until it commits: no change
+        lands between this read and what the caller records of it."""
+        owner = robot.working_memory
+        await self._lock(owner, relaxed=False)
+        return await self.members.members(owner.id, Reader(self.scope.namespace_id, owner.name))
+
+    async def restore(self, robot: Robot, wanted: Sequence[Restoring]) -> Restored:
+        """The robot's working memory becomes `wanted` (a snapshot's items), as a rebuild loads
+        one (`_load`: load.lua, then record_load): each memory with its recorded order, last
+        access and origin, and its current content; the budget's trim applies. A memory no
+        longer current (forgotten, or its validity ended) is skipped. Redis unreachable: 503,
+        nothing changed (the robot marked stale if the load may have run)."""
+        robot = robot.working_memory
+        if self.breaker.open:
+            raise ServiceUnavailable("working memory (Redis) is unavailable: retry")
+        state = await self._lock(robot, relaxed=False)
+        reader = Reader(self.scope.namespace_id, robot.name)  # what it may read now
+        rows = await RestoreRepository(self.session).restorable(
+            [w.memory_id for w in wanted], reader
+        )
+        items = [
+            WMItem(r.key, r.content, r.token_count, r.importance, w.added_at_us,
+                   w.last_access_ms, w.from_recall, r.id)
+            for w in wanted if (r := rows.get(w.memory_id)) is not None
+        ]  # fmt: skip
+        try:
+            _, _, evicted = await self._load(
+                robot, state, items, {r.id: r.created_at for r in rows.values()}
+            )
+        except UNAVAILABLE as exc:
+            self.breaker.trip()
+            await self._mark_stale(robot)
+            await self._commit_or_queue(robot)
+            raise ServiceUnavailable("working memory (Redis) is unavailable: retry") from exc
+        self.breaker.reset()
+        await self.session.commit()
+        self.robots.put(self.scope.namespace_id, replace(robot, stale=False))
+        skipped = [w.memory_id for w in wanted if w.memory_id not in rows]
+        kept = [i for i in items if i.memory_id not in evicted]
+        return Restored([i.memory_id for i in kept], skipped, evicted, sum(i.tokens for i in kept))
 
     # --- the mirror step's machinery ---------------------------------------------------------
 
@@ -166,7 +231,25 @@ class RobotSync:
         the budget by the eviction policy, and record the new generation."""
         reader = Reader(self.scope.namespace_id, robot.name)
         rows = await self.members.members(robot.id, reader, for_rebuild=True)
-        items = member_items(rows)
+        state, kept, _ = await self._load(
+            robot, state, member_items(rows), {r.id: r.created_at for r in rows}
+        )
+        if rows:
+            self.counts.rebuilds += 1
+            log.info("rebuilt working memory of %s/%s: %d items", self.namespace, robot.name, kept)
+        return state
+
+    async def _load(
+        self,
+        robot: Robot,
+        state: LockedRobot,
+        items: list[WMItem],
+        created: dict[int, datetime],
+    ) -> tuple[LockedRobot, int, list[int]]:
+        """Under the robot's lock: Redis's working memory becomes `items` (load.lua: a new
+        generation), trimmed to the budget by the eviction policy, and the mirror records
+        exactly that (record_load). `created`: each memory's created_at. Returns the new
+        state, how many items were kept and the ids evicted."""
         # The budget may have shrunk since these were placed. load() places in the order
         # given and would evict among the items placed so far; trim by the eviction policy
         # over the whole set instead (lowest importance, then oldest), as place() would.
@@ -179,7 +262,6 @@ class RobotSync:
             total -= it.tokens
         keep = [i for i in items if i.memory_id not in victims]
         result = await self.store.load(self.namespace, robot.name, keep, state.budget)
-        created = {r.id: r.created_at for r in rows}
         by_key = {i.key: i for i in keep}
         placed = [
             Placed(
@@ -201,12 +283,7 @@ class RobotSync:
             self.clock() if evicted else None,
         )
         self.counts.evictions += len(evicted)
-        if rows:
-            self.counts.rebuilds += 1
-            log.info(
-                "rebuilt working memory of %s/%s: %d items", self.namespace, robot.name, len(keep)
-            )
-        return replace(state, stale=False, gen=result.gen, seq=result.seq)
+        return replace(state, stale=False, gen=result.gen, seq=result.seq), len(keep), evicted
 
     async def _mark_stale(self, robot: Robot) -> None:
         await self.members.mark_robot_stale(robot.id)

@@ -147,6 +147,8 @@ BODIES = {
     "maintenance-put": {"schedule": None, "steps": ["supersede"]},
     "pools-put": {"type": "shared", "writers": ["bob"]},
     "pools-grant": {"level": "read"},
+    "profiles-patch": {"slots": {"secret": "a's own"}},
+    "snapshots-create": {"name": "a's own"},
 }
 
 
@@ -174,6 +176,11 @@ MUST_BE_404 = {
     "pools-delete",
     "pools-grant",
     "pools-revoke",
+    "snapshots-list",
+    "snapshots-get",  # B's snapshot id: A's bob has none of that id (nor any bob, yet)
+    "snapshots-delete",
+    "snapshots-restore",
+    "profiles-get",
 }
 
 
@@ -220,6 +227,13 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
     pooled = {"content": "secret of namespace b", "key": "pk", "pool": "ops"}
     r = await auth_client.post("/v1/robots/bob/memories", headers=hb, json=pooled)
     assert r.status_code == 201
+    r = await auth_client.patch(
+        "/v1/robots/bob/profiles/b", headers=hb, json={"slots": {"secret": "secret of namespace b"}}
+    )
+    assert r.status_code == 200
+    r = await auth_client.post("/v1/robots/bob/snapshots", headers=hb, json={"name": "b"})
+    assert r.status_code == 201
+    b_snapshot = r.json()["id"]
 
     async def b_state() -> tuple:
         mem = (await auth_client.get("/v1/robots/bob/memories/bk", headers=hb)).json()
@@ -231,9 +245,15 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         retention = (await auth_client.get("/v1/retention", headers=hb)).json()
         maintenance = (await auth_client.get("/v1/maintenance", headers=hb)).json()
         runs = (await auth_client.get("/v1/maintenance/runs", headers=hb)).json()
+        snaps = (await auth_client.get("/v1/robots/bob/snapshots", headers=hb)).json()
+        snap = (await auth_client.get(f"/v1/robots/bob/snapshots/{b_snapshot}", headers=hb)).json()
+        profile = (await auth_client.get("/v1/robots/bob/profiles/b", headers=hb)).json()
         pools = (await auth_client.get("/v1/pools/ops", headers=hb)).json()
         return (
             pools,
+            snaps,
+            snap,
+            profile,
             retention,
             maintenance,
             runs,
@@ -250,7 +270,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 48
+    assert len(ops) == 55
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.
@@ -260,6 +280,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         url = url.replace("{key_id}", str(b_key_id)).replace("{version}", "1")
         url = url.replace("{session}", "s1").replace("{group}", "team")
         url = url.replace("{pool}", "ops")
+        url = url.replace("{snapshot_id}", str(b_snapshot)).replace("{subject}", "b")
         r = await auth_client.request(method, url, headers=ha, json=BODIES.get(op_id))
         body = r.text
         assert "secret of namespace b" not in body, (op_id, body)

@@ -21,6 +21,10 @@ TABLES = {
     "retention_policy",  # a namespace's retention policies (migration 0018)
     "maintenance_schedule",  # scheduled reflection (migration 0019)
     "maintenance_run",
+    "pool",  # pools with grants (migration 0020)
+    "working_memory_snapshot",  # snapshots of working memory (migration 0022)
+    "working_memory_snapshot_item",
+    "working_memory_snapshot_readable",
     "session",  # sessions (migration 0007)
     "session_message",
     "speaker",  # the speakers a namespace's memories name (0016)

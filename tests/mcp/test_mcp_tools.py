@@ -15,13 +15,14 @@ from app.mcp.tools import score
 
 TOOLS = [
     "remember", "recall", "context", "forget", "stats", "list_tags", "memory_versions",
-    "memory_history", "session_append", "session_window", "prompt", "group_create",
+    "memory_history", "session_append", "session_window", "prompt", "profile_get",
+    "profile_set", "snapshot_create", "snapshot_list", "snapshot_restore", "group_create",
     "group_join", "group_leave", "group_status", "group_failover", "group_recall", "pools",
     "pool_put", "pool_grant",
 ]  # fmt: skip
 READERS = {
     "context", "stats", "list_tags", "memory_versions", "memory_history", "group_status",
-    "pools",
+    "profile_get", "snapshot_list", "pools",
 }  # fmt: skip
 
 

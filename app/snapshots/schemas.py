@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.common import StrictModel, Text
+
+
+class SnapshotCreate(StrictModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "before"}]})
+
+    name: Text | None = Field(
+        default=None, min_length=1, max_length=200, description="A label of your choosing"
+    )
+
+
+class SnapshotRead(BaseModel):
+    id: int
+    robot: str
+    name: str | None
+    created_at: datetime
+    item_count: int = Field(description="Items of working memory when it was taken")
+    tokens: int = Field(description="Their token total")
+
+
+class SnapshotItem(BaseModel):
+    key: str
+    version: int = Field(description="The memory's version it held")
+    tokens: int
+    importance: float
+    added_at: datetime
+    last_access_at: datetime
+    from_recall: bool
+
+
+class SnapshotDetail(SnapshotRead):
+    items: list[SnapshotItem] = Field(description="In eviction order (next victim first)")
+    readable: int = Field(description="How many memories the robot could read when it was taken")
+
+
+class Skipped(BaseModel):
+    key: str
+    reason: Literal["forgotten", "superseded"] = Field(
+        description="forgotten: deleted since (soft or hard); superseded: its validity ended"
+    )
+
+
+class SnapshotRestored(BaseModel):
+    id: int
+    robot: str
+    restored: list[str] = Field(description="Keys placed, in the snapshot's order")
+    skipped: list[Skipped] = Field(description="Memories no longer current: not placed")
+    evicted: list[str] = Field(description="Keys the budget left out (the eviction policy)")
+    tokens: int = Field(description="Working memory's token total after the restore")
