@@ -272,11 +272,12 @@ class MemoryService(Forgetting):
         tokens = await self.tokenizer.count_async(body.content)
         robot = await self.robots.ensure(robot_name)
         for _ in range(UPSERT_ATTEMPTS):
-            row = await self.repo.get(
-                namespace_id, key, for_update=True, reader=self._reader(robot_name)
-            )
-            if row is None and (not create or await self.repo.get(namespace_id, key)):
+            row = await self.repo.get(namespace_id, key, for_update=True)
+            if row is not None and not await self._readable(robot_name, row):
+                # Keys are namespace-wide: one the robot may not read is taken, not shown.
                 raise NotFound(f"memory {key!r} does not exist") if not create else key_taken([key])
+            if row is None and not create:
+                raise NotFound(f"memory {key!r} does not exist")
             if row is None:
                 draft = MemoryDraft(
                     key=key,
@@ -347,6 +348,13 @@ class MemoryService(Forgetting):
 
     def _reader(self, robot_name: str) -> Reader:
         return Reader(self.caller.namespace_id, robot_name)
+
+    async def _readable(self, robot_name: str, row: Any) -> bool:
+        """Whether the robot may read this locked row (a namespace-wide one without asking)."""
+        if row.visibility == "namespace":
+            return True
+        ns = self.caller.namespace_id
+        return await self.repo.get(ns, row.key, reader=self._reader(robot_name)) is not None
 
     async def _get(
         self, key: str, include_deleted: bool = False, *, lock: bool = False, reader: str

@@ -76,7 +76,7 @@ def hit(
         fulltext_score=fulltext_score,
         shares=shares,
         relevance=relevance,
-        audience=Audience(row["visibility"], group_id=row["group_id"])
+        audience=Audience(row["visibility"], group_id=row["group_id"], pool_id=row["pool_id"])
         if row.get("visibility", "namespace") != "namespace"
         else NAMESPACE,
     )

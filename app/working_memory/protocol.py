@@ -30,6 +30,7 @@ from app.working_memory.model import (
     from_us,
     to_us,
 )
+from app.working_memory.readable_repository import ReadableRepository
 from app.working_memory.repository import LockedRobot, Placed
 from app.working_memory.robots import Robot, RobotCache
 from app.working_memory.schemas import WorkingMemoryOutcome
@@ -118,6 +119,10 @@ class WriteProtocol(RobotSync):
                 for p in placements
                 if p.memory_id not in state.live
             }
+            # A pool's grant may have been taken away since its memories were read.
+            for key in await ReadableRepository(self.session).lost(self.scope, robot, live):
+                out[key] = WorkingMemoryOutcome(admitted=False, reason="not_readable")
+            live = [p for p in live if p.key not in out]
             if live:
                 out.update(await self._place_live(robot, state, live, from_recall))
             await self.session.commit()

@@ -11,7 +11,14 @@ from app.working_memory.store import Strategy
 class WorkingMemoryOutcome(BaseModel):
     admitted: bool = Field(description="Whether the memory is now in the robot's working memory")
     reason: Literal[
-        "admitted", "too_large", "evicted", "superseded", "unavailable", "not_placed", "not_shared"
+        "admitted",
+        "too_large",
+        "evicted",
+        "superseded",
+        "unavailable",
+        "not_placed",
+        "not_shared",
+        "not_readable",
     ] = Field(
         default="admitted",
         description="too_large: over the robot's whole budget; evicted: pushed out by a later "
@@ -20,7 +27,8 @@ class WorkingMemoryOutcome(BaseModel):
         "down, say): the memory is stored, and working memory is repaired when it answers; "
         "not_placed: stored without placing (a batch sent with `working_memory: false`, or "
         "an eviction summary that did not fit); not_shared: a private or pool memory is not put "
-        "in a group's shared working memory, which every member reads",
+        "in a group's shared working memory, which every member reads; not_readable: the robot "
+        "may no longer read it (a pool grant taken away since it was read)",
     )
     evicted: list[str] = Field(default_factory=list, description="Keys evicted to make room")
 

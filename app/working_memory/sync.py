@@ -27,8 +27,8 @@ from app.working_memory.model import (
     from_us,
     member_items,
 )
+from app.working_memory.readable_repository import ReadableRepository
 from app.working_memory.repository import LockedRobot, MembershipRepository, Placed
-from app.working_memory.restore_repository import RestoreRepository
 from app.working_memory.robots import Robot, RobotCache
 from app.working_memory.store import Change, WorkingMemoryNotInitialized, WorkingMemoryStore
 
@@ -137,7 +137,7 @@ class RobotSync:
             raise ServiceUnavailable("working memory (Redis) is unavailable: retry")
         state = await self._lock(robot, relaxed=False)
         reader = Reader(self.scope.namespace_id, robot.name)  # what it may read now
-        rows = await RestoreRepository(self.session).restorable(
+        rows = await ReadableRepository(self.session).restorable(
             [w.memory_id for w in wanted], reader
         )
         items = [

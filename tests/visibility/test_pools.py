@@ -172,3 +172,27 @@ async def test_bad_pool_input_is_422_and_writes_nothing(client, body) -> None:
     assert r.status_code == 422
     r = await client.put("/v1/pools/p1/grants/rae", json={"level": "read"})
     assert r.status_code == 404
+
+
+async def test_a_revoke_racing_recalls_never_leaves_the_pool_in_working_memory(client) -> None:
+    """A recall that read the pool before a revoke and places after it: the placement checks
+    the grant under the pool row's share lock (`not_readable`), or the revoke waits for it and
+    withdraws what it placed. Either way, once both answered, nothing of the pool is held."""
+    import asyncio
+
+    await pool_world(client)
+    body = {"query": "deploy", "strategy": "fulltext", "pools": ["ops"]}
+    assert (await client.put("/v1/robots/rae", json={})).status_code == 200
+    outcomes: set[int] = set()
+    for _ in range(12):
+        r = await client.put("/v1/pools/ops/grants/rae", json={"level": "read"})
+        assert r.status_code == 200
+        assert (await client.delete("/v1/robots/rae/working-memory")).status_code == 200
+        recalls = [client.post("/v1/robots/rae/recall", json=body) for _ in range(3)]
+        revoke = client.delete("/v1/pools/ops/grants/rae")
+        *answers, revoked = await asyncio.gather(*recalls, revoke)
+        assert revoked.status_code == 200
+        outcomes |= {a.status_code for a in answers}
+        assert {a.status_code for a in answers} <= {200, 403}
+        assert await held(client, "rae") == set()
+    assert 200 in outcomes  # some recall did read the pool before its revoke
