@@ -33,6 +33,8 @@ from app.memories.versions import VersionService
 from app.namespaces.repository import NamespaceRepository
 from app.prompt.service import PromptService
 from app.recall.service import RecallService
+from app.relationships.repository import LinkRepository
+from app.relationships.service import LinkService
 from app.retention.service import RetentionService
 from app.robots.service import RobotService
 from app.sessions.consolidation import Consolidator
@@ -202,6 +204,10 @@ class UnitOfWork:
             memories=self.memories,
             clock=self.components.clock,
         )
+
+    @cached_property
+    def links(self) -> LinkService:
+        return LinkService(repo=LinkRepository(self.session), namespace_id=self.caller.namespace_id)
 
     @cached_property
     def tags(self) -> TagService:

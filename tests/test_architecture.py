@@ -37,6 +37,7 @@ LAYERS: list[set[str]] = [
     {"sessions", "summaries", "enrichment", "metrics", "retention"},
     {"memories"},
     {"recall", "groups", "stats", "tags"},
+    {"relationships"},
     {"robots", "auth"},
     {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
     {"names", "conversation"},
@@ -51,7 +52,7 @@ SERVICES = (
     "MemoryService", "MemoryReader", "VersionService", "Merger", "RecallService",
     "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
     "TagService", "GroupService", "ApiKeyService", "RobotService", "RetentionService",
-    "MaintenanceService",
+    "MaintenanceService", "LinkService",
 )  # fmt: skip
 
 
