@@ -17,6 +17,7 @@ from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
 from app.recall.caches import SearchCaches
 from app.recall.conversation_repository import Around, ConversationRepository
+from app.recall.expand import Via, related_hits
 from app.recall.explain import explain
 from app.recall.fusion import Signals, check_hybrid_only, fusion_for, fusion_read, signals_for
 from app.recall.query import SearchFilters, SearchQuery
@@ -29,9 +30,11 @@ from app.recall.schemas import (
     RecallRequest,
     RecallResult,
     RecallWorkingMemory,
+    RelatedVia,
     RerankExplanation,
     TimeframeRead,
 )
+from app.relationships.repository import LinkRepository
 from app.rerank import HttpReranker, RerankError
 from app.robots.service import RobotService
 from app.timeframes.extract import extract_timeframe
@@ -75,6 +78,7 @@ class RecallService:
         self.caches = caches
         self.search = SearchRepository(session, settings.hnsw_ef_search, caches)
         self.conversations = ConversationRepository(session)
+        self.links = LinkRepository(session)
         self.events = EventRepository(session, clock)
 
     def _check(self, req: RecallRequest) -> None:
@@ -216,6 +220,11 @@ class RecallService:
         if floor > 0:
             page = [(h, r) for h, r in page if h.relevance is None or h.relevance >= floor]
         hits = [h for h, _ in page]
+        related: list[tuple[SearchHit, Via]] = []
+        if req.expand == "related":
+            hits, related = await related_hits(self.links, query.namespace_id, hits, req.limit)
+            page = page[: len(hits)]
+            hits = hits + [h for h, _ in related]
 
         # A recall changes nothing a client is told is stored: its log rows (and working
         # memory's mirror) commit without waiting for the WAL flush.
@@ -233,6 +242,9 @@ class RecallService:
         if self.recalled is not None:
             self.recalled(req.strategy)
         answered = [self._hit(h, r, req.explain, signals) for h, r in page]
+        for h, via in related:
+            answered.append(self._hit(h, None, False, signals))
+            answered[-1].via = RelatedVia(key=via.key, type=via.type)
         if req.neighbours:
             await self._neighbours(hits, answered, req.neighbours)
         return RecallResult(

@@ -165,7 +165,8 @@ class LinkRepository:
 
     async def unlink(
         self, namespace_id: int, source: int, target: int, type_: str | None
-    ) -> list[str]:
+    ) -> list[Any]:
+        """The types of the explicit links removed."""
         params = {"ns": namespace_id, "source": source, "target": target, "type": type_}
         return [r.type for r in await self.session.execute(_UNLINK, params)]
 
@@ -210,4 +211,3 @@ class LinkRepository:
             "current": True,
         }
         return list(await self.session.execute(_EXPANSION, params))
-
