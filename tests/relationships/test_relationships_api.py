@@ -142,7 +142,7 @@ async def test_a_change_of_tags_drops_and_adds_exactly_its_edges(client, ns) -> 
 
 
 async def test_a_memory_keeps_its_fifty_strongest_tag_edges_ties_to_the_newer(client, ns) -> None:
-    # 55 memories tagged t, added in one batch: each sees the 54 others, all weighing 1.
+    # 55 memories tagged t, added in one batch: each sees those before it, all weighing 1.
     batch = [{"key": f"k{i:02d}", "content": f"memory {i}", "tags": ["t"]} for i in range(55)]
     r = await client.post("/v1/robots/a/memories/batch", json={"memories": batch})
     assert r.status_code == 201, r.text
@@ -172,8 +172,9 @@ async def test_a_memory_keeps_its_fifty_strongest_tag_edges_ties_to_the_newer(cl
         return set(sorted(keys, key=lambda k: -ids[k])[:n])
 
     assert set(out) == {*batch_keys, "last"}
-    for key in batch_keys[1:]:  # each: the 50 newest of the others, weight 1
-        assert out[key] == dict.fromkeys(newest([k for k in batch_keys if k != key], 50), 1.0)
+    for i, key in enumerate(batch_keys[1:], 1):  # each: the 50 newest before it, weight 1
+        assert out[key] == dict.fromkeys(newest(batch_keys[:i], 50), 1.0), key
+    assert [len(out[k]) for k in batch_keys[49:52]] == [49, 50, 50]
     others = batch_keys[1:]
     assert out["k00"] == dict.fromkeys(newest(others, 50), 1 / 2)
     assert out["last"] == {"k00": 1.0, **dict.fromkeys(newest(others, 49), 1 / 2)}
@@ -244,6 +245,14 @@ async def test_supersede_and_derived_from_are_edges(client, ns) -> None:
     assert await related(client, "home", depth=2, type="supersedes") == [
         ("home@2", 1, 1.0, "supersedes", "in", "home"),
     ]
+    # A PUT that makes the old one current again drops the supersede edge.
+    r = await client.put("/v1/robots/a/memories/home", json={"content": "Ana lives in Lisbon"})
+    assert r.status_code == 200, r.text
+    assert await edges(client, ns) == {("digest", "home@2", "derived_from", 1.0)}
+    # A hard delete takes its edges with it.
+    params = {"hard": True, "confirm": "home@2"}
+    assert (await client.delete("/v1/robots/a/memories/home@2", params=params)).status_code == 200
+    assert await edges(client, ns) == set()
 
 
 async def test_another_namespace_is_never_reached_or_linked(client, ns, app_factory) -> None:
