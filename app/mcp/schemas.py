@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.common import KEY_PATTERN, NAME_PATTERN, Instant, JsonObject, MemoryType, Tag, Text
+from app.relationships.schemas import LinkType
 
 Robot = Annotated[str, Field(pattern=NAME_PATTERN)]
 Key = Annotated[str, Field(pattern=KEY_PATTERN)]
@@ -58,6 +59,17 @@ class ContextIn(In):
 
 class KeyIn(In):
     key: Key
+
+
+class RelatedIn(KeyIn):
+    depth: int = Field(default=1, ge=1, le=3)
+    limit: int = Field(default=10, ge=1, le=50)
+
+
+class LinkIn(KeyIn):
+    target: Key
+    type: LinkType = "related_to"
+    weight: float = Field(default=1.0, gt=0, le=1)
 
 
 class ForgetIn(KeyIn):
@@ -157,6 +169,15 @@ class Versions(Out):
 
 class Chain(Out):
     chain: list[dict[str, Any]]
+
+
+class RelatedOut(Out):
+    related: list[dict[str, Any]]
+
+
+class Linked(Out):
+    weight: float
+    created: bool
 
 
 class Messages(Out):

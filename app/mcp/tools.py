@@ -32,10 +32,14 @@ from app.mcp.schemas import (
     Hit,
     Hits,
     KeyIn,
+    Linked,
+    LinkIn,
     Messages,
     Out,
     PromptIn,
     RecallIn,
+    RelatedIn,
+    RelatedOut,
     Remembered,
     RememberIn,
     StatsIn,
@@ -47,6 +51,7 @@ from app.mcp.schemas import (
 from app.memories.schemas import MemoryCreate
 from app.prompt.schemas import PromptRequest
 from app.recall.schemas import RecallFilters, RecallRequest
+from app.relationships.schemas import LinkCreate
 from app.sessions.schemas import MessagesAppend
 from app.unit import UnitOfWork
 
@@ -183,6 +188,30 @@ async def _history(u: UnitOfWork, i: KeyIn, robot: str) -> Answer:
     return Chain(chain=rows), text
 
 
+async def _related(u: UnitOfWork, i: RelatedIn, robot: str) -> Answer:
+    found = await u.links.related(i.key, i.depth, i.limit, None)
+    # Each edge as it reads, `source type target` (digest derived_from notes), then the weight
+    # of the path and the memory's text.
+    lines = [
+        (f"{m.via} {m.edge} {m.key}" if m.direction == "out" else f"{m.key} {m.edge} {m.via}")
+        + f" {score(m.weight)}: {m.content}"
+        for m in found.memories
+    ]
+    rows = [
+        {"key": m.key, "weight": round(m.weight, 3), "depth": m.depth, "edge": m.edge,
+         "direction": m.direction, "via": m.via, "content": m.content}
+        for m in found.memories
+    ]  # fmt: skip
+    return RelatedOut(related=rows), "\n".join(lines) or "nothing related"
+
+
+async def _link(u: UnitOfWork, i: LinkIn, robot: str) -> Answer:
+    link = await u.links.link(i.key, LinkCreate(target=i.target, type=i.type, weight=i.weight))
+    how = "linked" if link.created else "link updated:"
+    text = f"{how} {link.source} {link.type} {link.target} ({score(link.weight)})"
+    return Linked(weight=link.weight, created=link.created), text
+
+
 async def _append(u: UnitOfWork, i: AppendIn, robot: str) -> Answer:
     body = MessagesAppend.model_validate({"messages": i.messages})
     done = await u.sessions.append(robot, i.session, body)
@@ -261,6 +290,10 @@ _TOOLS = [
          KeyIn, Versions, "reader", _versions, read_only=True, idempotent=True),
     Tool("memory_history", "History", "What a memory superseded and what superseded it.",
          KeyIn, Chain, "reader", _history, read_only=True, idempotent=True),
+    Tool("memory_related", "Related", "Memories linked to one, up to depth links away.",
+         RelatedIn, RelatedOut, "reader", _related, read_only=True, idempotent=True),
+    Tool("memory_link", "Link", "Link a memory to another.", LinkIn, Linked, "writer", _link,
+         idempotent=True),
     Tool("session_append", "Append to session", "Append messages to a conversation session.",
          AppendIn, Messages, "writer", _append),
     Tool("session_window", "Session window", "A session's last messages, oldest first.",
