@@ -145,6 +145,7 @@ BODIES = {
     "retention-put": {"policies": [{"rule": "idle", "days": 1}]},
     "retention-run": {"dry_run": False},
     "maintenance-put": {"schedule": None, "steps": ["supersede"]},
+    "memories-link": {"target": "bk-other"},
 }
 
 
@@ -154,6 +155,9 @@ MUST_BE_404 = {
     "memories-restore",
     "memories-versions",
     "memories-history",
+    "memories-link",
+    "memories-unlink",
+    "memories-related",
     "memories-version-restore",
     "memories-importance",
     "robots-get",
@@ -237,7 +241,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 42
+    assert len(ops) == 45
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.
@@ -246,6 +250,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         url = path.replace("{robot}", "bob").replace("{key}", "bk")
         url = url.replace("{key_id}", str(b_key_id)).replace("{version}", "1")
         url = url.replace("{session}", "s1").replace("{group}", "team")
+        url = url.replace("{target}", "bk")
         r = await auth_client.request(method, url, headers=ha, json=BODIES.get(op_id))
         body = r.text
         assert "secret of namespace b" not in body, (op_id, body)
