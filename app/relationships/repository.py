@@ -51,11 +51,20 @@ def _neighbours(node: str, tags: str, columns: str) -> str:
     ORDER BY m.id, l.type, weight DESC, l.direction DESC"""
 
 
+# The edges a walk follows: from the memory asked about, its strongest FIRST_HOP; from each
+# memory reached, its strongest NEXT_HOPS (ties: the newer memory). So a depth-3 walk reads
+# at most 50 + 50·10 memories' edges, wherever the graph is dense (every memory of a common
+# tag is linked to 50 others): following every edge, one took more than the 5 s statement
+# timeout at 300 memories.
+FIRST_HOP = 50
+NEXT_HOPS = 10
+
+
 def _related() -> str:
-    """From one memory, up to :depth edges away: each memory reached once, by its best path
-    (the highest product of the weights along it, then the fewest edges), with the edge
-    type it was last reached by and the memory before it; a path never revisits a memory.
-    Ordered by weight (descending), depth, key."""
+    """From one memory, up to :depth edges away along the edges walked (above): each memory
+    reached once, by its best path (the highest product of the weights along it, then the
+    fewest edges), with the edge type it was last reached by and the memory before it; a
+    path never revisits a memory. Ordered by weight (descending), depth, key."""
     step = _neighbours(
         "w.id",
         "w.tags",
@@ -72,7 +81,11 @@ def _related() -> str:
         UNION ALL
         SELECT n.id, n.created_at, n.key, n.tags, w.depth + 1, w.weight * n.weight, n.type,
                n.direction, w.key, w.path || n.id
-        FROM walk w CROSS JOIN LATERAL ({step}) n
+        FROM walk w CROSS JOIN LATERAL (
+            SELECT * FROM ({step}) s
+            ORDER BY s.weight DESC, s.id DESC
+            LIMIT CASE WHEN w.depth = 0 THEN {FIRST_HOP} ELSE {NEXT_HOPS} END
+        ) n
         WHERE w.depth < CAST(:depth AS int) AND n.id <> ALL(w.path)
     )
     SELECT b.key, b.depth, b.weight, b.type, b.direction, b.via, m.content,

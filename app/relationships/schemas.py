@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.common import KEY_PATTERN, StrictModel
 
@@ -17,6 +17,14 @@ Key = Annotated[str, Field(pattern=KEY_PATTERN)]
 
 
 class LinkCreate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"target": "db-version", "type": "supports", "weight": 0.8}]
+        },
+    )
+
     target: Key = Field(description="The key of the memory the link points to")
     type: LinkType = Field(
         default="related_to", description="What the memory is to the target: it supports it, ..."

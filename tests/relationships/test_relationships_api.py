@@ -314,3 +314,16 @@ async def test_recall_expand_related_places_the_related_after_the_hits(client, n
     ]
     r = await client.post("/v1/robots/a/recall", json={**body, "limit": 1, "expand": "related"})
     assert [(h["key"], h["via"]) for h in r.json()["hits"]] == [("fish", None)]
+
+
+async def test_a_walk_follows_each_memorys_fifty_strongest_edges(client, ns) -> None:
+    # k25 has its own edges to the 25 before it and edges from the 30 after it (each of
+    # them links to the 50 newest before it): 55, all weighing 1. The walk follows the 50
+    # strongest, ties to the newer: k00-k04 are left out.
+    batch = [{"key": f"k{i:02d}", "content": f"memory {i}", "tags": ["t"]} for i in range(56)]
+    r = await client.post("/v1/robots/a/memories/batch", json={"memories": batch})
+    assert r.status_code == 201, r.text
+    expected = [f"k{i:02d}" for i in range(5, 56) if i != 25]
+    assert await related(client, "k25", limit=200) == [
+        (k, 1, 1.0, "related_to", "in" if k > "k25" else "out", "k25") for k in expected
+    ]
