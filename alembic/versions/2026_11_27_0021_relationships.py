@@ -31,6 +31,10 @@ edge, and the row trigger that keeps the edges the service derives itself.
   write costs at most that many lookups per tag however common a tag is (a speaker's tag is
   on every turn of theirs), and a memory is compared with the newest of a crowded tag only.
   In a batch, each memory sees those stored before it, as if added one by one.
+- A tag rename (app/tags/repository.py) sets `htm.tag_rename` for its statement: each
+  renamed memory's `memory_tag` rows follow, its edges stay (a consistent rename changes no
+  similarity, a merge only some, and reads weigh tag edges by the tags as they are); one
+  memory at a time, recomputing every carrier's edges took seconds per thousand.
 - `tag_jaccard(a, b)`: |a ∩ b| / |a ∪ b| over distinct tags (NULL for a NULL argument), in
   PL/pgSQL over the arrays: no query per call, since reads compute it for every tag edge.
 
@@ -166,11 +170,16 @@ def upgrade() -> None:
                OR NEW.tags IS DISTINCT FROM OLD.tags
                OR (NEW.deleted_at IS NULL) <> (OLD.deleted_at IS NULL)
                OR (NEW.superseded_by IS NULL) <> (OLD.superseded_by IS NULL) THEN
-                DELETE FROM memory_link WHERE source_id = NEW.id AND origin = 'tags';
                 DELETE FROM memory_tag WHERE memory_id = NEW.id;
                 IF NEW.deleted_at IS NULL AND NEW.superseded_by IS NULL THEN
                     INSERT INTO memory_tag (namespace_id, tag, memory_id)
                     SELECT DISTINCT NEW.namespace_id, t, NEW.id FROM unnest(NEW.tags) AS t;
+                END IF;
+                IF TG_OP = 'UPDATE' AND current_setting('htm.tag_rename', true) = 'on' THEN
+                    RETURN NULL;
+                END IF;
+                DELETE FROM memory_link WHERE source_id = NEW.id AND origin = 'tags';
+                IF NEW.deleted_at IS NULL AND NEW.superseded_by IS NULL THEN
                     INSERT INTO memory_link {_COLUMNS}
                     {_TAG_EDGES.format(row="NEW")}
                     ON CONFLICT (source_id, target_id, type) DO NOTHING;

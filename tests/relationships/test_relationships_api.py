@@ -327,3 +327,23 @@ async def test_a_walk_follows_each_memorys_fifty_strongest_edges(client, ns) -> 
     assert await related(client, "k25", limit=200) == [
         (k, 1, 1.0, "related_to", "in" if k > "k25" else "out", "k25") for k in expected
     ]
+
+
+async def test_a_tag_rename_keeps_the_edges_and_new_memories_find_the_new_name(
+    client, ns
+) -> None:
+    await tagged(client)
+    before = await edges(client, ns)
+    r = await client.post("/v1/tags/rename", json={"from": "x", "to": "xx"})
+    assert (r.status_code, r.json()["memories"]) == (200, 3)
+    assert await edges(client, ns) == before
+    assert await related(client, "a") == [
+        ("b", 1, 2 / 3, "related_to", "in", "a"),
+        ("c", 1, 1 / 2, "related_to", "in", "a"),
+    ]
+    await add(client, "f", ["xx"])
+    assert await edges(client, ns) - before == {
+        ("f", "c", "related_to", 1.0),
+        ("f", "a", "related_to", 1 / 2),
+        ("f", "b", "related_to", 1 / 3),
+    }
