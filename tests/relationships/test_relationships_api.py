@@ -329,9 +329,7 @@ async def test_a_walk_follows_each_memorys_fifty_strongest_edges(client, ns) -> 
     ]
 
 
-async def test_a_tag_rename_keeps_the_edges_and_new_memories_find_the_new_name(
-    client, ns
-) -> None:
+async def test_a_tag_rename_keeps_the_edges_and_new_memories_find_the_new_name(client, ns) -> None:
     await tagged(client)
     before = await edges(client, ns)
     r = await client.post("/v1/tags/rename", json={"from": "x", "to": "xx"})
