@@ -219,17 +219,23 @@ CREATE FUNCTION public.memory_link_forget() RETURNS trigger
 
 CREATE FUNCTION public.memory_link_sync() RETURNS trigger
     LANGUAGE plpgsql
-    AS $$
+    AS $_$
         BEGIN
-            IF TG_OP = 'INSERT' THEN
+            IF TG_OP = 'INSERT' AND NEW.metadata ?| array['source_id', 'summary_of'] THEN
                 INSERT INTO memory_link (namespace_id, source_id, target_id, type, weight, origin, created_at)
 
     SELECT NEW.namespace_id, NEW.id, k.memory_id, 'derived_from', 1, 'derived', now()
     FROM memory_key k
+    WHERE k.memory_id = CASE WHEN NEW.metadata ->> 'source_id' ~ '^[0-9]{1,18}$'
+                             THEN CAST(NEW.metadata ->> 'source_id' AS bigint) END
+      AND k.namespace_id = NEW.namespace_id AND k.memory_id <> NEW.id
+    UNION ALL
+    SELECT NEW.namespace_id, NEW.id, k.memory_id, 'derived_from', 1, 'derived', now()
+    FROM memory_key k
     WHERE k.namespace_id = NEW.namespace_id AND k.memory_id <> NEW.id
-      AND (k.memory_id::text = NEW.metadata ->> 'source_id'
-           OR (jsonb_typeof(NEW.metadata -> 'summary_of') = 'array'
-               AND k.key IN (SELECT jsonb_array_elements_text(NEW.metadata -> 'summary_of'))))
+      AND k.key = ANY(ARRAY(
+          SELECT jsonb_array_elements_text(NEW.metadata -> 'summary_of')
+          WHERE jsonb_typeof(NEW.metadata -> 'summary_of') = 'array'))
                 ON CONFLICT DO NOTHING;
             END IF;
             IF TG_OP = 'UPDATE' AND OLD.superseded_by IS NOT NULL
@@ -286,7 +292,7 @@ CREATE FUNCTION public.memory_link_sync() RETURNS trigger
             END IF;
             RETURN NULL;
         END
-        $$;
+        $_$;
 
 --
 -- Name: robot_activity_apply(bigint, timestamp with time zone, text, integer); Type: FUNCTION; Schema: public

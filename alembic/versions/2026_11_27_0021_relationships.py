@@ -82,14 +82,21 @@ _TAG_EDGES = f"""
     ORDER BY c.weight DESC, c.id DESC
     LIMIT {TAG_EDGES}"""
 
-# The memories a memory's metadata says it was derived from, in its namespace.
+# The memories a memory's metadata says it was derived from, in its namespace: each found
+# by an index (memory_key's memory_id, its (namespace_id, key)).
 _DERIVED = """
     SELECT {row}.namespace_id, {row}.id, k.memory_id, 'derived_from', 1, 'derived', now()
     FROM memory_key k
+    WHERE k.memory_id = CASE WHEN {row}.metadata ->> 'source_id' ~ '^[0-9]{{1,18}}$'
+                             THEN CAST({row}.metadata ->> 'source_id' AS bigint) END
+      AND k.namespace_id = {row}.namespace_id AND k.memory_id <> {row}.id
+    UNION ALL
+    SELECT {row}.namespace_id, {row}.id, k.memory_id, 'derived_from', 1, 'derived', now()
+    FROM memory_key k
     WHERE k.namespace_id = {row}.namespace_id AND k.memory_id <> {row}.id
-      AND (k.memory_id::text = {row}.metadata ->> 'source_id'
-           OR (jsonb_typeof({row}.metadata -> 'summary_of') = 'array'
-               AND k.key IN (SELECT jsonb_array_elements_text({row}.metadata -> 'summary_of'))))"""
+      AND k.key = ANY(ARRAY(
+          SELECT jsonb_array_elements_text({row}.metadata -> 'summary_of')
+          WHERE jsonb_typeof({row}.metadata -> 'summary_of') = 'array'))"""
 
 _COLUMNS = "(namespace_id, source_id, target_id, type, weight, origin, created_at)"
 
@@ -148,7 +155,7 @@ def upgrade() -> None:
     op.execute(f"""
         CREATE FUNCTION memory_link_sync() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            IF TG_OP = 'INSERT' THEN
+            IF TG_OP = 'INSERT' AND NEW.metadata ?| array['source_id', 'summary_of'] THEN
                 INSERT INTO memory_link {_COLUMNS}
                 {_DERIVED.format(row="NEW")}
                 ON CONFLICT DO NOTHING;

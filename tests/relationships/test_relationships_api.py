@@ -226,21 +226,26 @@ async def test_explicit_links_are_201_then_200_and_refusals_write_nothing(client
 
 async def test_supersede_and_derived_from_are_edges(client, ns) -> None:
     await add(client, "home", [], content="Ana lives in Lisbon")
-    await add(client, "home@2", [], content="Ana lives in Berlin", supersedes=["home"])
+    new = await add(client, "home@2", [], content="Ana lives in Berlin", supersedes=["home"])
     await add(client, "digest", [], content="a summary", metadata={"summary_of": ["home@2", "x"]})
-    await add(client, "prop", [], content="Berlin", metadata={"source_key": "home@2"})
+    source = {"source_key": "home@2", "source_id": new["id"]}
+    await add(client, "prop", [], content="Berlin", metadata=source)
+    await add(client, "odd", [], content="Berlin?", metadata={"source_id": f"{new['id']}x"})
     assert await edges(client, ns) == {
         ("home@2", "home", "supersedes", 1.0),
         ("digest", "home@2", "derived_from", 1.0),
+        ("prop", "home@2", "derived_from", 1.0),
     }
     assert await related(client, "home@2") == [
         ("digest", 1, 1.0, "derived_from", "in", "home@2"),
         ("home", 1, 1.0, "supersedes", "out", "home@2"),
+        ("prop", 1, 1.0, "derived_from", "in", "home@2"),
     ]
     # The superseded memory is still reached (not deleted), and reaches on.
     assert await related(client, "home", depth=2) == [
         ("home@2", 1, 1.0, "supersedes", "in", "home"),
         ("digest", 2, 1.0, "derived_from", "in", "home@2"),
+        ("prop", 2, 1.0, "derived_from", "in", "home@2"),
     ]
     assert await related(client, "home", depth=2, type="supersedes") == [
         ("home@2", 1, 1.0, "supersedes", "in", "home"),
@@ -248,7 +253,10 @@ async def test_supersede_and_derived_from_are_edges(client, ns) -> None:
     # A PUT that makes the old one current again drops the supersede edge.
     r = await client.put("/v1/robots/a/memories/home", json={"content": "Ana lives in Lisbon"})
     assert r.status_code == 200, r.text
-    assert await edges(client, ns) == {("digest", "home@2", "derived_from", 1.0)}
+    assert await edges(client, ns) == {
+        ("digest", "home@2", "derived_from", 1.0),
+        ("prop", "home@2", "derived_from", 1.0),
+    }
     # A hard delete takes its edges with it.
     params = {"hard": True, "confirm": "home@2"}
     assert (await client.delete("/v1/robots/a/memories/home@2", params=params)).status_code == 200
