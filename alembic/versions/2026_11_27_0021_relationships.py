@@ -154,6 +154,9 @@ def upgrade() -> None:
         $$""")
     op.execute(f"""
         CREATE FUNCTION memory_link_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            had_tags bigint;
+            current boolean;
         BEGIN
             IF TG_OP = 'INSERT' AND NEW.metadata ?| array['source_id', 'summary_of'] THEN
                 INSERT INTO memory_link {_COLUMNS}
@@ -177,16 +180,23 @@ def upgrade() -> None:
                OR NEW.tags IS DISTINCT FROM OLD.tags
                OR (NEW.deleted_at IS NULL) <> (OLD.deleted_at IS NULL)
                OR (NEW.superseded_by IS NULL) <> (OLD.superseded_by IS NULL) THEN
+                -- Only a memory with tag rows has tag edges of its own (a new one has
+                -- neither, unless it is a move: the same id, inserted again).
                 DELETE FROM memory_tag WHERE memory_id = NEW.id;
-                IF NEW.deleted_at IS NULL AND NEW.superseded_by IS NULL THEN
+                GET DIAGNOSTICS had_tags = ROW_COUNT;
+                current := NEW.deleted_at IS NULL AND NEW.superseded_by IS NULL
+                           AND cardinality(NEW.tags) > 0;
+                IF current THEN
                     INSERT INTO memory_tag (namespace_id, tag, memory_id)
                     SELECT DISTINCT NEW.namespace_id, t, NEW.id FROM unnest(NEW.tags) AS t;
                 END IF;
                 IF TG_OP = 'UPDATE' AND current_setting('htm.tag_rename', true) = 'on' THEN
                     RETURN NULL;
                 END IF;
-                DELETE FROM memory_link WHERE source_id = NEW.id AND origin = 'tags';
-                IF NEW.deleted_at IS NULL AND NEW.superseded_by IS NULL THEN
+                IF had_tags > 0 THEN
+                    DELETE FROM memory_link WHERE source_id = NEW.id AND origin = 'tags';
+                END IF;
+                IF current THEN
                     INSERT INTO memory_link {_COLUMNS}
                     {_TAG_EDGES.format(row="NEW")}
                     ON CONFLICT (source_id, target_id, type) DO NOTHING;

@@ -139,6 +139,17 @@ async def test_a_change_of_tags_drops_and_adds_exactly_its_edges(client, ns) -> 
         ("d", "b", "related_to", 1 / 4),
     }
     assert await related(client, "b") == [("a", 1, 1.0, "related_to", "out", "b")]
+    # A move (a new created_at: the row inserted again, same id) recomputes its edges: d's
+    # stale one to b goes, one to c comes.
+    body = {"content": "memory d", "tags": ["z", "w"], "created_at": "2025-01-01T00:00:00Z"}
+    assert (await client.put("/v1/robots/a/memories/d", json=body)).status_code == 200
+    assert await edges(client, ns, "tags") == {
+        ("a", "b", "related_to", 1.0),
+        ("b", "a", "related_to", 1.0),
+        ("c", "b", "related_to", 1 / 3),
+        ("c", "d", "related_to", 1 / 2),
+        ("d", "c", "related_to", 1 / 2),
+    }
 
 
 async def test_a_memory_keeps_its_fifty_strongest_tag_edges_ties_to_the_newer(client, ns) -> None:
