@@ -35,6 +35,8 @@ from app.pools.service import PoolService
 from app.profiles.service import ProfileService
 from app.prompt.service import PromptService
 from app.recall.service import RecallService
+from app.relationships.repository import LinkRepository
+from app.relationships.service import LinkService
 from app.retention.service import RetentionService
 from app.robots.service import RobotService
 from app.sessions.consolidation import Consolidator
@@ -235,6 +237,10 @@ class UnitOfWork:
             pools=self.pools,
             clock=self.components.clock,
         )
+
+    @cached_property
+    def links(self) -> LinkService:
+        return LinkService(repo=LinkRepository(self.session), namespace_id=self.caller.namespace_id)
 
     @cached_property
     def tags(self) -> TagService:

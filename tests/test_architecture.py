@@ -37,7 +37,7 @@ LAYERS: list[set[str]] = [
     {"sessions", "summaries", "enrichment", "metrics", "retention", "profiles"},
     {"memories"},
     {"recall", "groups", "stats", "tags", "snapshots"},
-    {"pools"},
+    {"pools", "relationships"},
     {"robots", "auth"},
     {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
     {"names", "conversation", "visibility"},
@@ -52,7 +52,7 @@ SERVICES = (
     "MemoryService", "MemoryReader", "VersionService", "Merger", "RecallService",
     "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
     "TagService", "GroupService", "ApiKeyService", "RobotService", "RetentionService",
-    "PoolService", "MaintenanceService", "SnapshotService", "ProfileService",
+    "PoolService", "MaintenanceService", "SnapshotService", "ProfileService", "LinkService",
 )  # fmt: skip
 
 

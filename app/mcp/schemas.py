@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.common import KEY_PATTERN, NAME_PATTERN, Instant, JsonObject, MemoryType, Tag, Text
+from app.relationships.schemas import LinkType
 
 Robot = Annotated[str, Field(pattern=NAME_PATTERN)]
 Key = Annotated[str, Field(pattern=KEY_PATTERN)]
@@ -64,6 +65,17 @@ class ContextIn(In):
 
 class KeyIn(In):
     key: Key
+
+
+class RelatedIn(KeyIn):
+    depth: int = Field(default=1, ge=1, le=3)
+    limit: int = Field(default=10, ge=1, le=50)
+
+
+class LinkIn(KeyIn):
+    target: Key
+    type: LinkType = "related_to"
+    weight: float = Field(default=1.0, gt=0, le=1)
 
 
 class ForgetIn(KeyIn):
@@ -181,6 +193,15 @@ class Chain(Out):
     chain: list[dict[str, Any]]
 
 
+class RelatedOut(Out):
+    related: list[dict[str, Any]]
+
+
+class Linked(Out):
+    weight: float
+    created: bool
+
+
 class Messages(Out):
     messages: list[dict[str, Any]]
     tokens: int
@@ -262,3 +283,9 @@ class Body(Out):
 
 def when(t: datetime) -> str:
     return t.date().isoformat()
+
+
+def score(x: float) -> str:
+    """0.82 as .82: a token less a hit."""
+    text = f"{x:.2f}"
+    return text[1:] if text.startswith("0.") else text

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from app.auth.schemas import Role
 from app.errors import Conflict
 from app.groups.schemas import GroupRead, GroupUpdate
+from app.mcp.links import link_tool, related_tool
 from app.mcp.pools import grant_pool, list_pools, put_pool
 from app.mcp.schemas import (
     AppendIn,
@@ -34,6 +35,8 @@ from app.mcp.schemas import (
     Hits,
     In,
     KeyIn,
+    Linked,
+    LinkIn,
     Messages,
     Out,
     Pool,
@@ -46,6 +49,8 @@ from app.mcp.schemas import (
     ProfileSetIn,
     PromptIn,
     RecallIn,
+    RelatedIn,
+    RelatedOut,
     Remembered,
     RememberIn,
     Restored,
@@ -57,6 +62,7 @@ from app.mcp.schemas import (
     TagsIn,
     Versions,
     WindowIn,
+    score,
     when,
 )
 from app.memories.schemas import MemoryCreate
@@ -127,12 +133,6 @@ def _hits(result: Any) -> Answer:
         for h in result.hits
     ]
     return Hits(hits=hits), hit_lines(hits) or "no memories found"
-
-
-def score(x: float) -> str:
-    """0.82 as .82: a token less a hit."""
-    text = f"{x:.2f}"
-    return text[1:] if text.startswith("0.") else text
 
 
 def hit_lines(hits: list[Hit]) -> str:
@@ -325,6 +325,10 @@ _TOOLS = [
          KeyIn, Versions, "reader", _versions, read_only=True, idempotent=True),
     Tool("memory_history", "History", "What a memory superseded and what superseded it.",
          KeyIn, Chain, "reader", _history, read_only=True, idempotent=True),
+    Tool("memory_related", "Related", "Memories linked to one, up to depth links away.",
+         RelatedIn, RelatedOut, "reader", related_tool, read_only=True, idempotent=True),
+    Tool("memory_link", "Link", "Link a memory to another.", LinkIn, Linked, "writer", link_tool,
+         idempotent=True),
     Tool("session_append", "Append to session", "Append messages to a conversation session.",
          AppendIn, Messages, "writer", _append),
     Tool("session_window", "Session window", "A session's last messages, oldest first.",

@@ -166,6 +166,12 @@ class RecallRequest(StrictModel):
     )
     valid_at: Text | None = Field(default=None, max_length=200, description=VALID_AT_DESCRIPTION)
     include: list[Include] = Field(default_factory=list, description=INCLUDE_DESCRIPTION)
+    expand: Literal["related"] | None = Field(
+        default=None,
+        description="related: the top hits' related memories (one link away: shared tags, "
+        "supersede, derived-from, explicit links) after the hits, in at most half of `limit`, "
+        "each marked `via`",
+    )
 
 
 class ListExplanation(BaseModel):
@@ -206,6 +212,11 @@ class Neighbour(BaseModel):
     created_at: datetime
 
 
+class RelatedVia(BaseModel):
+    key: str = Field(description="The hit this memory is related to")
+    type: str = Field(description="The link's type: related_to, supports, ...")
+
+
 class RecallHit(BaseModel):
     key: str
     content: str
@@ -232,6 +243,9 @@ class RecallHit(BaseModel):
         "order (position −n…−1 before, 1…n after)",
     )
     explain: HitExplanation | None = Field(default=None, description="With `explain: true`")
+    via: RelatedVia | None = Field(
+        default=None, description="With `expand: related`: a related hit, and what it is related to"
+    )
 
 
 class TimeframeRead(BaseModel):

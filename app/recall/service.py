@@ -18,6 +18,7 @@ from app.events.repository import EventRepository
 from app.pools.service import PoolService
 from app.recall.caches import SearchCaches
 from app.recall.conversation_repository import Around, ConversationRepository
+from app.recall.expand import Via, related_hits
 from app.recall.explain import explain
 from app.recall.fusion import Signals, check_hybrid_only, fusion_for, fusion_read, signals_for
 from app.recall.query import SearchFilters, SearchQuery
@@ -30,9 +31,11 @@ from app.recall.schemas import (
     RecallRequest,
     RecallResult,
     RecallWorkingMemory,
+    RelatedVia,
     RerankExplanation,
     TimeframeRead,
 )
+from app.relationships.repository import LinkRepository
 from app.rerank import HttpReranker, RerankError
 from app.robots.service import RobotService
 from app.timeframes.extract import extract_timeframe
@@ -79,6 +82,7 @@ class RecallService:
         self.caches = caches
         self.search = SearchRepository(session, settings.hnsw_ef_search, caches)
         self.conversations = ConversationRepository(session)
+        self.links = LinkRepository(session)
         self.events = EventRepository(session, clock)
 
     def _check(self, req: RecallRequest) -> None:
@@ -227,6 +231,12 @@ class RecallService:
         if floor > 0:
             page = [(h, r) for h, r in page if h.relevance is None or h.relevance >= floor]
         hits = [h for h, _ in page]
+        related: list[tuple[SearchHit, Via]] = []
+        if req.expand == "related":
+            assert query.filters.reader is not None  # a robot's recall: only what it reads
+            hits, related = await related_hits(self.links, query.filters.reader, hits, req.limit)
+            page = page[: len(hits)]
+            hits = hits + [h for h, _ in related]
 
         # A recall changes nothing a client is told is stored: its log rows (and working
         # memory's mirror) commit without waiting for the WAL flush.
@@ -244,6 +254,9 @@ class RecallService:
         if self.recalled is not None:
             self.recalled(req.strategy)
         answered = [self._hit(h, r, req.explain, signals) for h, r in page]
+        for h, via in related:
+            answered.append(self._hit(h, None, False, signals))
+            answered[-1].via = RelatedVia(key=via.key, type=via.type)
         if req.neighbours:
             around = Reader(self.caller.namespace_id, reader, tuple(req.pools))
             await self._neighbours(hits, answered, req.neighbours, around)

@@ -74,8 +74,13 @@ class TagRepository:
         """Every tag at or under `src` moves under `dst` (its suffix kept), on every memory of
         the namespace, soft-deleted ones included; a memory that ends up with a tag twice keeps
         its first place. Rows are locked in id order, so two renames cannot deadlock.
-        Returns the memories changed."""
-        return len(
+        Returns the memories changed. Migration 0023's trigger is told it is a rename
+        (`htm.tag_rename`, for this statement): each memory's tag index follows, but its tag
+        edges are not recomputed, one memory at a time, for every carrier of the tag (a
+        rename changes no similarity, and a merge only some; reads weigh tag edges by the
+        tags as they are)."""
+        await self.session.execute(sql("SELECT set_config('htm.tag_rename', 'on', true)"))
+        changed = len(
             (
                 await self.session.execute(
                     sql(f"""
@@ -99,3 +104,5 @@ class TagRepository:
                 )
             ).all()
         )
+        await self.session.execute(sql("SELECT set_config('htm.tag_rename', 'off', true)"))
+        return changed

@@ -149,6 +149,7 @@ BODIES = {
     "pools-grant": {"level": "read"},
     "profiles-patch": {"slots": {"secret": "a's own"}},
     "snapshots-create": {"name": "a's own"},
+    "memories-link": {"target": "bk-other"},
 }
 
 
@@ -158,6 +159,9 @@ MUST_BE_404 = {
     "memories-restore",
     "memories-versions",
     "memories-history",
+    "memories-link",
+    "memories-unlink",
+    "memories-related",
     "memories-version-restore",
     "memories-importance",
     "robots-get",
@@ -270,7 +274,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 55
+    assert len(ops) == 58
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.
@@ -281,6 +285,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         url = url.replace("{session}", "s1").replace("{group}", "team")
         url = url.replace("{pool}", "ops")
         url = url.replace("{snapshot_id}", str(b_snapshot)).replace("{subject}", "b")
+        url = url.replace("{target}", "bk")
         r = await auth_client.request(method, url, headers=ha, json=BODIES.get(op_id))
         body = r.text
         assert "secret of namespace b" not in body, (op_id, body)

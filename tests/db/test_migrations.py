@@ -22,6 +22,8 @@ TABLES = {
     "maintenance_schedule",  # scheduled reflection (migration 0019)
     "maintenance_run",
     "pool",  # pools with grants (migration 0020)
+    "memory_link",  # relationships (migration 0023)
+    "memory_tag",
     "working_memory_snapshot",  # snapshots of working memory (migration 0022)
     "working_memory_snapshot_item",
     "working_memory_snapshot_readable",

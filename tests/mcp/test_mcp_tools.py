@@ -15,14 +15,14 @@ from app.mcp.tools import score
 
 TOOLS = [
     "remember", "recall", "context", "forget", "stats", "list_tags", "memory_versions",
-    "memory_history", "session_append", "session_window", "prompt", "profile_get",
-    "profile_set", "snapshot_create", "snapshot_list", "snapshot_restore", "group_create",
-    "group_join", "group_leave", "group_status", "group_failover", "group_recall", "pools",
-    "pool_put", "pool_grant",
+    "memory_history", "memory_related", "memory_link", "session_append", "session_window",
+    "prompt", "profile_get", "profile_set", "snapshot_create", "snapshot_list",
+    "snapshot_restore", "group_create", "group_join", "group_leave", "group_status",
+    "group_failover", "group_recall", "pools", "pool_put", "pool_grant",
 ]  # fmt: skip
 READERS = {
-    "context", "stats", "list_tags", "memory_versions", "memory_history", "group_status",
-    "profile_get", "snapshot_list", "pools",
+    "context", "stats", "list_tags", "memory_versions", "memory_history", "memory_related",
+    "group_status", "profile_get", "snapshot_list", "pools",
 }  # fmt: skip
 
 
@@ -59,6 +59,10 @@ async def test_lists_the_tools_with_titles_hints_and_output_schemas(base) -> Non
     by_name = {t.name: t for t in listed}
     assert by_name["forget"].annotations.destructive_hint is True
     assert by_name["remember"].annotations.destructive_hint is False
+    link = by_name["memory_link"].annotations
+    assert (link.destructive_hint, link.idempotent_hint) == (False, True)
+    assert by_name["memory_link"].input_schema["required"] == ["key", "target"]
+    assert set(by_name["memory_related"].output_schema["properties"]) == {"related"}
     assert by_name["recall"].input_schema["required"] == ["query"]
     assert set(by_name["recall"].output_schema["properties"]) == {"hits"}
 
@@ -134,6 +138,20 @@ async def test_the_lifecycle_tools(base) -> None:
         assert [(m["key"], m["depth"], m["valid_to"] is None) for m in chain] == [
             ("pg", 0, False), ("pg@19", 1, True)
         ]  # fmt: skip
+        linked = await s.call_tool(
+            "memory_link", {"key": "redis", "target": "pg@19", "type": "supports", "weight": 0.5}
+        )
+        assert linked.content[0].text == "linked redis supports pg@19 (.50)"
+        assert linked.structured_content == {"weight": 0.5, "created": True}
+        related = await s.call_tool("memory_related", {"key": "pg@19"})
+        assert related.content[0].text == (
+            "pg@19 supersedes pg 1.00: pg 18\nredis supports pg@19 .50: redis"
+        )
+        assert [
+            (m["key"], m["edge"], m["direction"]) for m in related.structured_content["related"]
+        ] == [("pg", "supersedes", "out"), ("redis", "supports", "in")]
+        self_link = await s.call_tool("memory_link", {"key": "pg", "target": "pg"})
+        assert self_link.is_error and self_link.structured_content["status"] == 422
         for extra, keys in (({}, ["pg@19"]), ({"valid_at": "2000-01-01"}, [])):
             hits = (
                 await s.call_tool("recall", {"query": "pg", "strategy": "fulltext", **extra})

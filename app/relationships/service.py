@@ -1,0 +1,92 @@
+"""Relationships between memories: explicit links written and removed, and what a memory is
+related to. The derived edges (shared tags, supersede, derived-from) are kept by migration
+0023's trigger in every write's own transaction; nothing here maintains them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from app.errors import NotFound, Unprocessable
+from app.relationships.repository import LinkRepository
+from app.relationships.schemas import LinkCreate, LinkRead, Related, RelatedMemory, Unlinked
+from app.visibility import Reader
+
+
+class LinkService:
+    def __init__(self, *, repo: LinkRepository, namespace_id: int) -> None:
+        self.repo = repo
+        self.namespace_id = namespace_id
+
+    async def _named(self, robot: str, *keys: str) -> list[Any]:
+        """The memories of `keys` that `robot` may read (404 for one it may not)."""
+        found = await self.repo.named(self.namespace_id, keys, Reader(self.namespace_id, robot))
+        missing = [k for k in keys if k not in found]
+        if missing:
+            raise NotFound(f"memory {missing[0]!r} does not exist")
+        return [found[k] for k in keys]
+
+    async def link(self, robot: str, key: str, body: LinkCreate) -> LinkRead:
+        """`key` is `type` to `body.target`; a repeat sets the weight (200, not 201)."""
+        if body.target == key:
+            raise Unprocessable(
+                "a memory cannot be linked to itself",
+                errors=[{"field": "target", "message": "the memory's own key"}],
+            )
+        source, target = await self._named(robot, key, body.target)
+        row = await self.repo.link(
+            self.namespace_id,
+            source.id,
+            target.id,
+            body.type,
+            body.weight,
+        )
+        return LinkRead(
+            source=key,
+            target=body.target,
+            type=row.type,
+            weight=row.weight,
+            origin=row.origin,
+            created_at=row.created_at,
+            created=row.created,
+        )
+
+    async def unlink(self, robot: str, key: str, target: str, type_: str | None) -> Unlinked:
+        """Removes explicit links only (the derived ones follow the memories)."""
+        source, dest = await self._named(robot, key, target)
+        types = await self.repo.unlink(
+            self.namespace_id,
+            source.id,
+            dest.id,
+            type_,
+        )
+        if not types:
+            raise NotFound(f"no explicit link from {key!r} to {target!r}")
+        return Unlinked(source=key, target=target, types=sorted(types))
+
+    async def related(
+        self, robot: str, key: str, depth: int, limit: int, types: Sequence[str] | None
+    ) -> Related:
+        """What `robot` may read around `key`, walking only through what it may read."""
+        [start] = await self._named(robot, key)
+        reader = Reader(self.namespace_id, robot)
+        rows = await self.repo.related(self.namespace_id, start, depth, limit, types, reader)
+        return Related(
+            key=key,
+            depth=depth,
+            memories=[
+                RelatedMemory(
+                    key=r.key,
+                    content=r.content,
+                    type=r.memory_type,
+                    tags=list(r.tags),
+                    created_at=r.created_at,
+                    depth=r.depth,
+                    weight=r.weight,
+                    edge=r.type,
+                    direction=r.direction,
+                    via=r.via,
+                )
+                for r in rows
+            ],
+        )
