@@ -288,7 +288,7 @@ CREATE FUNCTION public.memory_link_sync() RETURNS trigger
                 WHERE mt.namespace_id = NEW.namespace_id AND mt.tag = t.tag
                   AND mt.memory_id <> NEW.id
                 ORDER BY mt.memory_id DESC
-                LIMIT 500
+                LIMIT 50
             ) x
         ) c
         JOIN memory_key k ON k.memory_id = c.memory_id

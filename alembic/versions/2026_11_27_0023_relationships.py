@@ -38,7 +38,9 @@ edge, and the row trigger that keeps the edges the service derives itself.
 - `tag_jaccard(a, b)`: |a ∩ b| / |a ∪ b| over distinct tags (NULL for a NULL argument), in
   PL/pgSQL over the arrays: no query per call, since reads compute it for every tag edge.
 
-The existing memories get their edges here, as the trigger would have made them.
+The existing memories get their supersede and derived-from edges here; their tag edges come
+when each is next written (the backfill took minutes at 100,000 memories), and the memories
+written after them link to them from the start.
 
 Revision ID: 0023
 Revises: 0022
@@ -57,7 +59,7 @@ depends_on: str | Sequence[str] | None = None
 # The most `tags` edges one memory keeps.
 TAG_EDGES = 50
 # For each of a memory's tags, how many of the newest memories carrying it are compared.
-CANDIDATES_PER_TAG = 500
+CANDIDATES_PER_TAG = 50
 
 # A memory's own tag edges, for the memory `{row}` (NEW in the trigger, a row in the backfill).
 _TAG_EDGES = f"""
@@ -227,7 +229,11 @@ def upgrade() -> None:
               OR (NEW.deleted_at IS NULL) <> (OLD.deleted_at IS NULL)
               OR NEW.superseded_by IS DISTINCT FROM OLD.superseded_by)
         EXECUTE FUNCTION memory_link_sync()""")
-    # The existing memories' edges, as the trigger makes them.
+    # The existing memories' supersede and derived-from edges, and their tags' index. Their
+    # tag edges are not made here: at 100,000 memories that took more than ten minutes (every
+    # memory's candidates read and weighed), a migration every command waits for. A memory
+    # stored before gets its own tag edges when it is next written (its tags, a PUT, a
+    # restore), and is reached meanwhile by the edges of the memories written after it.
     op.execute(f"""
         INSERT INTO memory_link {_COLUMNS}
         SELECT m.namespace_id, m.superseded_by, m.id, 'supersedes', 1, 'supersede', now()
@@ -242,11 +248,6 @@ def upgrade() -> None:
         INSERT INTO memory_tag (namespace_id, tag, memory_id)
         SELECT DISTINCT m.namespace_id, t, m.id FROM memory m CROSS JOIN unnest(m.tags) AS t
         WHERE m.deleted_at IS NULL AND m.superseded_by IS NULL""")
-    op.execute(f"""
-        INSERT INTO memory_link {_COLUMNS}
-        SELECT e.* FROM memory m CROSS JOIN LATERAL ({_TAG_EDGES.format(row="m")}) e
-        WHERE m.deleted_at IS NULL AND m.superseded_by IS NULL AND cardinality(m.tags) > 0
-        ON CONFLICT DO NOTHING""")
 
 
 def downgrade() -> None:

@@ -18,6 +18,7 @@ _PREVIOUS = sql("""
         SELECT m.content, m.metadata FROM memory m
         WHERE m.namespace_id = :ns AND m.metadata ? 'session' AND m.metadata ->> 'session' = q.s
           AND m.created_at < q.at AND m.deleted_at IS NULL
+          AND m.visibility = 'namespace'  -- a search text tells no private turn's words
           AND m.id <> ALL(CAST(:skip AS bigint[]))
         ORDER BY m.created_at DESC, m.id DESC
         LIMIT 1) p""")

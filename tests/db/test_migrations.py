@@ -42,6 +42,8 @@ MEMORY_INDEXES = {
     "memory_session_turns",  # a session's turns in order (0016)
     "memory_valid_to",  # ended memories by when they ended (0017)
     "memory_superseded_by",  # a supersede chain walked back (0017)
+    "memory_restricted",  # a robot's private and group memories (0020)
+    "memory_pool",  # a pool's memories (0020)
     "memory_pending_embedding",
     "memory_tag_paths",  # GIN on tag_paths(tags): hierarchical tag filters (0006)
     "memory_metadata",  # GIN (jsonb_path_ops): metadata containment filters
