@@ -319,12 +319,16 @@ async def make_private(pool: Any, pct: int) -> dict[str, int]:
     """PCT % of the memories (by id) private to their authors, the rest namespace-wide: the
     reading robots (`reader-*`) author none, so they read the rest alone. Counted after."""
     async with pool.acquire() as conn:
+        # Every changed row is a new tuple in every index (the HNSW graph too): minutes.
         await conn.execute(
-            """UPDATE memory SET visibility = CASE WHEN id % 100 < $1 THEN 'private'
-                                                   ELSE 'namespace' END""",
+            """UPDATE memory m SET visibility = v.want
+               FROM (SELECT id, CASE WHEN id % 100 < $1 THEN 'private' ELSE 'namespace' END
+                            AS want FROM memory) v
+               WHERE m.id = v.id AND m.visibility <> v.want""",
             pct,
+            timeout=3600,
         )
-        await conn.execute("VACUUM ANALYZE memory")
+        await conn.execute("VACUUM ANALYZE memory", timeout=3600)
         rows = await conn.fetch("SELECT visibility, count(*) AS n FROM memory GROUP BY 1")
     return {r["visibility"]: r["n"] for r in rows}
 

@@ -10,6 +10,7 @@ from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryAdded, MemoryFields
 from app.memories.service import MemoryService
 from app.memories.version_repository import VersionRepository
+from app.visibility import Reader
 
 
 class VersionService:
@@ -23,7 +24,8 @@ class VersionService:
         """Version `version` becomes current again, as a new version (restoring the current
         one changes nothing). The memory keeps its created_at; a soft-deleted memory is
         revived, as a PUT would."""
-        row = await self.repo.get(self.caller.namespace_id, key)
+        ns = self.caller.namespace_id
+        row = await self.repo.get(ns, key, reader=Reader(ns, robot_name))
         found = row and await self.versions.get(row.id, row.created_at, version)
         if not found:
             raise NotFound(f"memory {key!r} has no version {version}")
