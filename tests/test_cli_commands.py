@@ -97,7 +97,7 @@ def test_the_readme_bootstrap_key_then_the_service_accepts_it(data_dir: Path) ->
     listed = htm(data_dir, "keys", "list", "--namespace", "acme")
     assert listed.returncode == 0, listed.stderr
     assert [line.split("\t")[2:] for line in listed.stdout.splitlines()] == [
-        ["admin", "ops", "active"]
+        ["admin", "ops", "-", "active"]
     ]
     mcp = htm(data_dir, "mcp", "--key", key, stdin="", auth_enabled="true")
     assert mcp.returncode == 0, mcp.stderr

@@ -45,6 +45,8 @@ class PoolPut(StrictModel):
 
 
 class PoolGrant(StrictModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"level": "read"}]})
+
     level: Level = Field(description="read, or write (which reads too)")
 
 
