@@ -114,6 +114,9 @@ async def test_htm_mcp_loads_the_local_model_on_its_first_use(database_url, redi
         "HTM_DATABASE_URL": database_url,
         "HTM_REDIS_URL": redis_url,
         "HTM_DATA_DIR": str(tmp_path),
+        # The first embed exports the model into the fresh data directory: on a busy machine
+        # that takes longer than the default 10 s, and the subject here is when it loads.
+        "HTM_EMBEDDING_TIMEOUT_S": "120",
         **{k: v for k, v in os.environ.items() if k in ("TIKTOKEN_CACHE_DIR", "HF_HUB_OFFLINE",
                                                          "TRANSFORMERS_OFFLINE", "PATH")},
     }  # fmt: skip
