@@ -22,7 +22,6 @@ from pydantic import Field
 from app.common import NAME_PATTERN
 
 Visibility = Literal["namespace", "private", "group", "pool"]
-VISIBILITIES: tuple[Visibility, ...] = ("namespace", "private", "group", "pool")
 # A robot or a pool, named as robots are (`[A-Za-z0-9._-]{1,64}`).
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 MAX_READERS = 100
@@ -34,10 +33,18 @@ VISIBILITY_DESCRIPTION = (
 )
 
 _ROBOT = "(SELECT {col} FROM robot r WHERE r.namespace_id = :v_ns AND r.name = :v_reader)"
-_READABLE_POOLS = """SELECT p.id FROM pool p
-        WHERE p.namespace_id = :v_ns AND p.archived_at IS NULL
-          AND (p.expires_at IS NULL OR p.expires_at > now())
-          AND (p.public_read OR :v_reader = ANY(p.readers) OR :v_reader = ANY(p.writers))"""
+
+
+def pool_grants(robot: str) -> str:
+    """Whether the robot named by the SQL expression `robot` may read pool `p` now: neither
+    archived nor expired, and public or granted (a writer reads too). The one statement of
+    the rule: reads, placements and revokes all ask it."""
+    return f"""(p.archived_at IS NULL AND (p.expires_at IS NULL OR p.expires_at > now())
+               AND (p.public_read OR {robot} = ANY(p.readers) OR {robot} = ANY(p.writers)))"""
+
+
+_READABLE_POOLS = f"""SELECT p.id FROM pool p
+        WHERE p.namespace_id = :v_ns AND {pool_grants(":v_reader")}"""
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql
+from app.visibility import pool_grants
 
 _COLUMNS = (
     "id, name, type, readers, writers, public_read, expires_at, archived_at, created_at, updated_at"
 )
 # A robot (`r`) may read pool `p` now.
-MAY_READ = """(p.archived_at IS NULL AND (p.expires_at IS NULL OR p.expires_at > now())
-               AND (p.public_read OR r.name = ANY(p.readers) OR r.name = ANY(p.writers)))"""
+MAY_READ = pool_grants("r.name")
 
 
 class PoolRepository:

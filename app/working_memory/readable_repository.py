@@ -8,7 +8,7 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql
-from app.visibility import Reader
+from app.visibility import Reader, pool_grants
 from app.working_memory.model import Placement, Scope
 from app.working_memory.robots import Robot
 
@@ -39,11 +39,10 @@ class ReadableRepository:
         taken away (its pool row updated) waits for this placement to commit, and then finds
         what it placed; or this waits for the change, and reads the grants after it."""
         rows = await self.session.execute(
-            sql("""
+            sql(f"""
             SELECT p.id FROM pool p
             WHERE p.namespace_id = :ns AND p.id = ANY(CAST(:ids AS bigint[]))
-              AND p.archived_at IS NULL AND (p.expires_at IS NULL OR p.expires_at > now())
-              AND (p.public_read OR :robot = ANY(p.readers) OR :robot = ANY(p.writers))
+              AND {pool_grants(":robot")}
             FOR SHARE OF p"""),
             {"ns": namespace_id, "ids": sorted(pool_ids), "robot": robot},
         )
