@@ -62,8 +62,19 @@ def migrate_first(database_url: str, revision: str = "head", *, down: bool = Fal
         ) from exc
 
 
+def _workers(value: str) -> int:
+    """--workers: a whole number of processes, 1 to 64."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"{n} is not between 1 and 64")
+    return n
+
+
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from app.http.serving import refuse_unauthenticated, run
+    from app.http.serving import refuse_unauthenticated, run, run_workers
     from app.main import create_app
 
     host = args.host or settings.host
@@ -80,7 +91,10 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
         if not args.no_migrate:
             migrate_first(database_url)
         port = args.port if args.port is not None else settings.port
-        run(create_app(settings), settings, host, port, access_log=args.access_log)
+        if args.workers > 1:  # processes sharing the socket, each building its own app
+            run_workers(settings, host, port, args.workers, access_log=args.access_log)
+        else:
+            run(create_app(settings), settings, host, port, access_log=args.access_log)
     return 0
 
 
@@ -238,6 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int)
     serve.add_argument("--no-migrate", action="store_true")
     serve.add_argument("--access-log", action="store_true")
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        help="service processes sharing the port (default 1; see docs/SCALING.md)",
+    )
     serve.set_defaults(func=_serve)
 
     migrate = sub.add_parser("migrate", help="apply (or roll back) database migrations")

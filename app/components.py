@@ -17,6 +17,7 @@ from app.db.session import DatabaseErrors, Sessionmaker
 from app.db.vectors import StoredVectors
 from app.embeddings.timed import TimedEmbedder
 from app.enrichment.worker import EnrichmentWorker
+from app.invalidation import Invalidations
 from app.llm.base import ChatModel
 from app.maintenance.worker import MaintenanceWorker
 from app.memories.access import AccessTracker
@@ -51,6 +52,7 @@ class Components:
     clock: Clock
     two_tier: TwoTier
     key_cache: KeyCache
+    invalidations: Invalidations
     namespace_ids: TtlCache[str, int]
     vectors: StoredVectors
     search_caches: SearchCaches

@@ -32,6 +32,7 @@ from app.embeddings.query_cache import QueryEmbeddingCache
 from app.embeddings.timed import TimedEmbedder
 from app.enrichment.worker import EnrichmentWorker
 from app.errors import ServiceUnavailable
+from app.invalidation import Invalidations
 from app.llm.factory import build_llm
 from app.maintenance.worker import CHECK_S as MAINTENANCE_CHECK_S
 from app.maintenance.worker import MaintenanceWorker
@@ -49,7 +50,7 @@ from app.stats.service import ServerFacts
 from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
 from app.unit import UnitOfWork, unit_of_work
-from app.workers import periodic
+from app.workers import exclusive, periodic
 from app.working_memory.model import RedisBreaker, RepairQueue
 from app.working_memory.protocol import TwoTier
 from app.working_memory.repair import RepairWorker
@@ -65,6 +66,20 @@ REDIS_PROBE_S = 0.1
 # namespace deleted by hand keeps being answered from this process.
 NAMESPACE_IDS_TTL_S = 3600.0
 NAMESPACE_IDS_MAX = 10_000
+
+
+def cross_process(settings: Settings, robots: RobotCache, keys: KeyCache) -> Invalidations:
+    """The invalidation channel (app/invalidation) wired to the caches a change in another
+    process makes stale: a robot's row (its budget, group, stale flag, removal) and API keys
+    (a revocation)."""
+    invalidations = Invalidations(settings.redis_url, settings.redis_timeout_s)
+    invalidations.register("robot", lambda p: robots.drop(p[0], p[1]), robots.clear)
+    invalidations.register("keys", lambda _: keys.clear(), keys.clear)
+    robots.announce = lambda namespace_id, name: invalidations.announce(
+        "robot", [namespace_id, name]
+    )
+    keys.announce = lambda: invalidations.announce("keys")
+    return invalidations
 
 
 def create_redis(settings: Settings) -> Any:
@@ -240,6 +255,8 @@ async def open_components(
     def units(caller: Caller) -> AbstractAsyncContextManager[UnitOfWork]:
         return unit_of_work(components, caller)
 
+    key_cache = KeyCache()
+    invalidations = cross_process(settings, two_tier.robots, key_cache)
     components = Components(
         settings=settings,
         engine=engine,
@@ -249,7 +266,8 @@ async def open_components(
         embedder=embedder,
         clock=clock,
         two_tier=two_tier,
-        key_cache=KeyCache(),
+        key_cache=key_cache,
+        invalidations=invalidations,
         namespace_ids=TtlCache(NAMESPACE_IDS_TTL_S, NAMESPACE_IDS_MAX),
         vectors=vectors,
         search_caches=search_caches,
@@ -292,6 +310,7 @@ async def open_components(
         yield components
     finally:
         await components.group_commit.aclose()
+        await invalidations.aclose()  # what this process announced last (a CLI's revoke)
         try:  # the last interval's access counts
             await components.access.flush()
         except Exception as exc:
@@ -313,6 +332,8 @@ async def background(components: Components) -> AsyncIterator[None]:
     c, settings = components, components.settings
     breaker, redis = c.two_tier.breaker, c.redis
     jobs: list[tuple[str, Callable[[], Awaitable[Any]], float, bool]] = [
+        # Not periodic: one task, subscribed until cancelled (app/invalidation).
+        ("invalidation listener", c.invalidations.listen, 0.0, False),
         ("redis probe", lambda: breaker.probe(redis.ping), REDIS_PROBE_S, False),
         (
             "working-memory repair",
@@ -322,12 +343,21 @@ async def background(components: Components) -> AsyncIterator[None]:
         ),
         ("session expiry", c.session_worker.run_once, settings.session_expiry_interval_s, True),
         ("access counts", c.access.flush, settings.access_flush_interval_s, True),
-        ("eviction summaries", c.summary_worker.run_once, settings.summary_interval_s, True),
+        (
+            "eviction summaries",
+            exclusive(c.engine, "eviction summaries", c.summary_worker.run_once),
+            settings.summary_interval_s,
+            True,
+        ),
     ]
+    # One process at a time runs these passes (app/workers.exclusive); the others share
+    # their work row by row (SKIP LOCKED, leases) or keep per-process state.
     if c.retention_worker is not None and settings.retention_interval_s > 0:
-        jobs.append(("retention", c.retention_worker.run_once, settings.retention_interval_s, True))
+        retention = exclusive(c.engine, "retention", c.retention_worker.run_once)
+        jobs.append(("retention", retention, settings.retention_interval_s, True))
     if c.maintenance_worker is not None:
-        jobs.append(("maintenance", c.maintenance_worker.run_once, MAINTENANCE_CHECK_S, True))
+        maintenance = exclusive(c.engine, "maintenance", c.maintenance_worker.run_once)
+        jobs.append(("maintenance", maintenance, MAINTENANCE_CHECK_S, True))
     if c.enrichment_worker is not None:  # an LLM is configured
         jobs.append(
             ("llm enrichment", c.enrichment_worker.run_once, settings.enrich_interval_s, True)

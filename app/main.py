@@ -57,6 +57,18 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
     return app
 
 
+def worker_app() -> FastAPI:
+    """The app of one `htm serve --workers N` process (uvicorn's factory, called in the
+    spawned process): its settings from the environment, where the parent put the database
+    and Redis it resolved (app/http/serving.run_workers)."""
+    from app.http.serving import serving_app
+    from app.observability.logs import configure as configure_logging
+
+    settings = get_settings()
+    configure_logging(settings.log_format, settings.log_level)
+    return serving_app(create_app(settings), settings)
+
+
 def lifespan_for(
     settings: Settings, *, background_workers: bool = True, mcp: McpEndpoint | None = None
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

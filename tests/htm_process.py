@@ -21,12 +21,8 @@ from app.embedded import free_port
 def htm_env(data_dir: Path, **settings: str) -> dict[str, str]:
     """This environment without any HTM_* setting, then the data directory and `settings`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HTM_")}
-    env.update(
-        HTM_DATA_DIR=str(data_dir),
-        HTM_EMBEDDING_PROVIDER="none",
-        HTM_LOG_FORMAT="text",
-        **{f"HTM_{k.upper()}": v for k, v in settings.items()},
-    )
+    env.update(HTM_DATA_DIR=str(data_dir), HTM_EMBEDDING_PROVIDER="none", HTM_LOG_FORMAT="text")
+    env.update({f"HTM_{k.upper()}": v for k, v in settings.items()})
     return env
 
 
@@ -51,6 +47,7 @@ class Served:
 
     data_dir: Path
     settings: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)  # after `htm serve`
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -71,7 +68,7 @@ class Served:
         # pipe nobody reads holds before the server blocks on it.
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve"],
+                [sys.executable, "-m", "app.cli", "serve", *self.args],
                 cwd=PROJECT_ROOT,
                 env=htm_env(self.data_dir, port=str(self.port), **self.settings),
                 stdout=subprocess.DEVNULL,

@@ -42,7 +42,7 @@ LAYERS: list[set[str]] = [
     {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
     {"names", "conversation", "visibility"},
     {"db", "embeddings", "llm", "rerank", "tokens", "common", "workers"},  # infrastructure
-    {"errors", "cache", "clock", "config", "embedded", "provider_http", "tracing"},
+    {"errors", "cache", "clock", "config", "embedded", "provider_http", "tracing", "invalidation"},
 ]
 # The HTTP framework stays in the HTTP layer and the entry points (and the embedded server
 # has no business with it either).

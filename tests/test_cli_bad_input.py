@@ -51,6 +51,8 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("number", ["dedupe", "--threshold", "2"], "--threshold must be in (0, 1], not 2.0"),
         ("number", ["keys", "revoke", "first"], "invalid int value: 'first'"),
         ("number", ["serve", "--port", "http"], "invalid int value: 'http'"),
+        ("number", ["serve", "--workers", "0"], "--workers: 0 is not between 1 and 64"),
+        ("number", ["serve", "--workers", "two"], "--workers: 'two' is not a whole number"),
         ("choice", ["keys", "create", "--role", "god", "--name", "x"], "invalid choice: 'god'"),
         ("choice", ["dedupe", "--mode", "fuzzy"], "invalid choice: 'fuzzy'"),
         ("choice", ["frobnicate"], "invalid choice: 'frobnicate'"),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,13 +40,13 @@ class Lookup:
 class KeyCache:
     """Key hash → Identity, so most requests pay no database round trip for their key.
 
-    A revocation is in force in every process within `ttl_s` (1 s): a positive entry lives
-    `ttl_s` from the start of the lookup that read it, so it can never outlive a revocation
-    committed after that read by more than `ttl_s`. Eviction by a Redis pub/sub channel would
-    be faster, but it needs a subscriber task per process, reconnect logic, a fallback TTL
-    for when Redis is down anyway (async RedisCluster has no pub/sub at all) and it would
-    make authentication depend on Redis; the TTL costs one indexed lookup per active key,
-    per process, per second.
+    A revocation reaches every other process as a message on the invalidation channel
+    (app/invalidation: `revoked` announces it; milliseconds). Authentication never depends
+    on that channel: when it cannot deliver (Redis down), a revocation is still in force in
+    every process within `ttl_s` (1 s), since a positive entry lives `ttl_s` from the start
+    of the lookup that read it and so never outlives a revocation committed after that read
+    by more than `ttl_s`. The TTL costs one indexed lookup per active key, per process, per
+    second.
 
     In this process a revocation is immediate: the revoke clears the cache once its
     transaction has committed, and bumps the generation so that a lookup that was already
@@ -65,6 +66,8 @@ class KeyCache:
         self.generation = 0
         self._known: TtlCache[bytes, Identity] = TtlCache(ttl_s, 4096)
         self._unknown: TtlCache[bytes, bool] = TtlCache(unknown_ttl_s, unknown_max)
+        # Tells the other processes of a revocation (app/invalidation, wired by the lifespan).
+        self.announce: Callable[[], None] | None = None
 
     def get(self, key_hash: bytes) -> Identity | None:
         return self._known.get(key_hash)
@@ -89,9 +92,15 @@ class KeyCache:
         self._unknown.put(key_hash, True)
 
     def clear(self) -> None:
-        """Forget every known key (a revocation committed)."""
+        """Forget every known key here (another process announced a revocation)."""
         self.generation += 1
         self._known.clear()
+
+    def revoked(self) -> None:
+        """A revocation committed: forget every known key here and in every other process."""
+        self.clear()
+        if self.announce is not None:
+            self.announce()
 
 
 async def authenticate(sessionmaker: Sessionmaker, cache: KeyCache, key: str) -> Identity | None:
@@ -151,5 +160,5 @@ class ApiKeyService:
         # Cleared after the commit, not now: a lookup starting before the commit still reads
         # the unrevoked row. Clearing bumps the generation, so no lookup that started before
         # the clear can put its answer back.
-        self.session.after_commit(self.cache.clear)
+        self.session.after_commit(self.cache.revoked)
         return _read(row)

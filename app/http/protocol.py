@@ -121,6 +121,15 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def uvicorn_options(settings: Settings) -> dict[str, Any]:
-    """uvicorn.Config's arguments that come from the settings (besides host and port)."""
+class WorkerProtocol(HeaderDeadlineProtocol):
+    """The protocol of an `htm serve --workers N` process. uvicorn hands a worker its
+    protocol class by name (a class made per setting does not cross to a spawned process),
+    so the worker's app sets the timeout here from its own settings (app.main.worker_app)."""
+
+
+def uvicorn_options(settings: Settings, *, worker: bool = False) -> dict[str, Any]:
+    """uvicorn.Config's arguments that come from the settings (besides host and port).
+    `worker`: for processes uvicorn spawns (the protocol named, its timeout set there)."""
+    if worker:
+        return {"http": f"{__name__}:WorkerProtocol"}
     return {"http": HeaderDeadlineProtocol.with_timeout(settings.header_timeout_s)}

@@ -44,9 +44,11 @@ class RobotService:
             group=group_name(row.g_name) if getattr(row, "g_name", None) else None,
         )
 
-    def _remember(self, row: Any) -> Robot:
+    def _remember(self, row: Any, since: int | None = None) -> Robot:
+        """The row as a Robot, cached unless the cache moved since `since` (the generation
+        the lookup that read it began in: a change may have committed after the read)."""
         robot = self._robot(row)
-        self.cache.put(self.namespace_id, robot)
+        self.cache.put(self.namespace_id, robot, since=since)
         return robot
 
     async def ensure(self, name: str) -> Robot:
@@ -61,10 +63,13 @@ class RobotService:
         if robot is not None:
             return robot, None
         names.check("robot", name)
+        since = self.cache.generation
         row, created = await self.repo.ensure(self.namespace_id, name)
         # A robot created by this transaction is not cached: if the request fails (a 409,
         # say) the row is rolled back, and a cached id would point at nothing.
-        return (self._robot(row), row.row_version) if created else (self._remember(row), None)
+        if created:
+            return self._robot(row), row.row_version
+        return self._remember(row, since), None
 
     def forget(self, name: str) -> None:
         """Read the robot again next time (it was removed meanwhile)."""
@@ -75,10 +80,11 @@ class RobotService:
         robot = self.cache.get(self.namespace_id, name)
         if robot is not None:
             return robot
+        since = self.cache.generation
         row = await self.repo.get(self.namespace_id, name)
         if row is None:
             raise NotFound(f"robot {name!r} does not exist")
-        return self._remember(row)
+        return self._remember(row, since)
 
     async def list(self) -> list[RobotRead]:
         return [self._read(r) for r in await self.repo.list(self.namespace_id)]
@@ -99,6 +105,8 @@ class RobotService:
             body.summarize_evictions,
         )
         await self.two_tier.commit_durable()
+        # Every process reads the robot again (its budget changed); this one from this row.
+        self.cache.forget(self.namespace_id, name)
         row = await self.repo.get(self.namespace_id, name)  # with its group's columns
         # Cached only once committed: a robot this request created may not exist otherwise.
         robot = self._remember(row)

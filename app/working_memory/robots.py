@@ -4,7 +4,8 @@ so the hot paths skip a database round trip. app/robots (registration, budgets, 
 stands above working memory and fills this cache.
 
 A robot's id never changes; its budget changes only through PUT /v1/robots/{robot}, which
-refreshes the entry here at once. Another process's PUT is seen within TTL_S (the Redis
+refreshes the entry here at once. Another process's PUT is seen when its invalidation
+arrives (app/invalidation: milliseconds), within TTL_S when it cannot (the Redis
 scripts enforce whatever budget a request passes, so a briefly stale budget never breaks the
 budget invariant; the next request simply applies the new one). The same holds for the
 working_memory_stale flag set by another process.
@@ -12,6 +13,7 @@ working_memory_stale flag set by another process.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -64,8 +66,15 @@ def robot_from_row(row: Any, default_budget: int) -> Robot:
 
 
 class RobotCache:
+    """The robots this process read recently. A change this process commits evicts the
+    entry at once (`forget`), and `announce` (app/invalidation, wired by the lifespan) tells
+    the other processes, which `drop` theirs. `generation` moves with every eviction: a
+    lookup that began before one does not put what it read (`put(..., since=)`)."""
+
     def __init__(self, ttl_s: float = TTL_S, max_entries: int = 100_000) -> None:
         self._entries: TtlCache[tuple[int, str], Robot] = TtlCache(ttl_s, max_entries)
+        self.generation = 0
+        self.announce: Callable[[int, str], None] | None = None
 
     @property
     def cache(self) -> TtlCache[tuple[int, str], Robot]:
@@ -75,11 +84,26 @@ class RobotCache:
     def get(self, namespace_id: int, name: str) -> Robot | None:
         return self._entries.get((namespace_id, name))
 
-    def put(self, namespace_id: int, robot: Robot) -> None:
-        self._entries.put((namespace_id, robot.name), robot)
+    def put(self, namespace_id: int, robot: Robot, *, since: int | None = None) -> None:
+        """Remember the robot; not when `since` (the generation a lookup began in) is
+        older than the cache's: it may have read the row before a change."""
+        if since is None or since == self.generation:
+            self._entries.put((namespace_id, robot.name), robot)
 
     def forget(self, namespace_id: int, name: str) -> None:
+        """Evict the robot here and in every other process (its row changed)."""
+        self.drop(namespace_id, name)
+        if self.announce is not None:
+            self.announce(namespace_id, name)
+
+    def drop(self, namespace_id: int, name: str) -> None:
+        """Evict the robot here only (another process announced the change)."""
+        self.generation += 1
         self._entries.pop((namespace_id, name))
+
+    def clear(self) -> None:
+        self.generation += 1
+        self._entries.clear()
 
 
 class Robots(Protocol):
