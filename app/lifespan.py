@@ -25,6 +25,7 @@ from app.components import Components
 from app.config import Settings
 from app.db.engine import create_engine
 from app.db.event_log import apply_event_log_policy
+from app.db.jobs import exclusive
 from app.db.session import DatabaseErrors, Sessionmaker, create_sessionmaker
 from app.db.vectors import StoredVectors, stored_dimension
 from app.embeddings.base import DimensionMismatch
@@ -50,7 +51,7 @@ from app.stats.service import ServerFacts
 from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
 from app.unit import UnitOfWork, unit_of_work
-from app.workers import exclusive, periodic
+from app.workers import periodic
 from app.working_memory.model import RedisBreaker, RepairQueue
 from app.working_memory.protocol import TwoTier
 from app.working_memory.repair import RepairWorker
@@ -350,7 +351,7 @@ async def background(components: Components) -> AsyncIterator[None]:
             True,
         ),
     ]
-    # One process at a time runs these passes (app/workers.exclusive); the others share
+    # One process at a time runs these passes (app/db/jobs.exclusive); the others share
     # their work row by row (SKIP LOCKED, leases) or keep per-process state.
     if c.retention_worker is not None and settings.retention_interval_s > 0:
         retention = exclusive(c.engine, "retention", c.retention_worker.run_once)

@@ -3,8 +3,9 @@
 A group's working memory is kept exactly like a robot's (the write protocol, its mirror, its
 (gen, seq), repair), under a robot row of its own, `group:<name>`; a member's working-memory
 reads and writes resolve to it (Robot.working_memory). Each process caches a robot with its
-group for RobotCache's TTL (5 s): another process sees a membership or budget change within
-that; this process at once.
+group (RobotCache): this process sees a membership or budget change at once, every other
+when the change's message arrives on the invalidation channel (app/invalidation), and within
+RobotCache's TTL (5 s) when it cannot.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class GroupService:
             raise _in_another_group(await self.repo.others(self.ns, group.id, body.members))
         await self.two_tier.commit_durable()
         # Every member cached in this process carries the group's budget: all of them are
-        # read again, not only those who joined or left (other processes: RobotCache's TTL).
+        # read again, not only those who joined or left (in every process: RobotCache.forget).
         for robot in {*changed, *row.members}:
             self.robots.forget(self.ns, robot)
         # A smaller budget takes effect at once, as a robot's does.

@@ -1,4 +1,4 @@
-"""app/workers.exclusive: a job's pass runs in one process at a time (an advisory lock per
+"""app/db/jobs.exclusive: a job's pass runs in one process at a time (an advisory lock per
 job on a connection of its own); here two engines stand for two processes."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from app.db.engine import create_engine
-from app.workers import exclusive
+from app.db.jobs import exclusive
 from tests.conftest import make_settings
 
 
