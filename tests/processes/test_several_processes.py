@@ -16,6 +16,7 @@ the caches' TTLs (5 s for robots, 1 s for keys).
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 import uuid
@@ -27,7 +28,7 @@ import httpx
 import pytest
 
 from tests.auth.test_auth import bearer
-from tests.htm_process import Served
+from tests.htm_process import Served, htm
 from tests.mcp.test_mcp_tools import _key
 from tests.stubs import Recorded, StubServer
 
@@ -228,7 +229,9 @@ async def seen_by(servers: list[Served], check: Any) -> list[float]:
     return list(await asyncio.gather(*(one(s) for s in servers[1:])))
 
 
-async def test_a_group_change_and_a_revocation_reach_every_process_at_once(world) -> None:
+async def test_a_group_change_and_a_revocation_reach_every_process_at_once(
+    world, tmp_path, redis_url
+) -> None:
     servers, _, url = world
     ns = f"t-{uuid.uuid4().hex[:10]}"
     admin = bearer(await _key(url, ns, "admin"))
@@ -273,6 +276,34 @@ async def test_a_group_change_and_a_revocation_reach_every_process_at_once(world
         return (await c.get("/v1/robots", headers=reader)).status_code == 401
 
     assert max(await seen_by(servers, refused)) < KEY_SEEN_WITHIN_S
+
+    # A revocation by `htm keys revoke` (a command's process) is announced on the channel
+    # before the command exits, so the serving processes apply it as they apply the above.
+    import redis.asyncio as aioredis
+
+    from app.invalidation import CHANNEL
+
+    other = bearer(await _key(url, ns, "reader"))
+    other_id = max(k["id"] for k in (await first.get("/v1/keys")).json() if k["role"] == "reader")
+    listener = aioredis.from_url(redis_url, decode_responses=True)
+    async with listener.pubsub(ignore_subscribe_messages=True) as pubsub:
+        await pubsub.subscribe(CHANNEL)
+        done = await asyncio.to_thread(
+            htm, tmp_path / "cli", "keys", "revoke", str(other_id), "--namespace", ns,
+            database_url=url, redis_url=redis_url,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        heard = []
+        until = time.monotonic() + 1.0  # what was published is waiting by now
+        while time.monotonic() < until:
+            m = await pubsub.get_message(timeout=0.1)  # None too for the subscription's reply
+            if m is not None:
+                heard.append(json.loads(m["data"])["t"])
+    await listener.aclose()
+    assert heard == ["keys"]
+    for s in servers:
+        async with httpx.AsyncClient(base_url=s.url, timeout=10) as c:
+            assert (await c.get("/v1/robots", headers=other)).status_code == 401
     await first.aclose()
 
 
