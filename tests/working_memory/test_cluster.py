@@ -4,8 +4,10 @@ slot, so each script runs on the node owning it."""
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from app.working_memory.store import RobotKeys, WorkingMemoryStore, robot_keys
+from tests.cluster import CLUSTER
 from tests.working_memory.helpers import NS, item
 from tests.working_memory.reference import ReferenceModel
 
@@ -95,3 +97,14 @@ async def test_usage_of_robots_on_every_node_in_one_call_on_redis_cluster(redis_
     # A node that forgot the script is sent it again; a robot never loaded is None.
     await redis_cluster.script_flush()
     assert await store.usage_many(NS, [*robots, "robot-never"]) == [*expected, None]
+
+
+async def test_the_suite_runs_on_a_cluster_when_asked(client, redis) -> None:
+    """HTM_TEST_REDIS_CLUSTER=1 (CI's second run of the `cluster` tests): the apps and the
+    tests' clients are cluster clients of a 3-master cluster; otherwise of one server."""
+    app_redis = client.app.state.components.redis
+    assert isinstance(app_redis, RedisCluster) is CLUSTER
+    assert isinstance(redis, RedisCluster) is CLUSTER
+    if CLUSTER:
+        await app_redis.initialize()
+        assert len(app_redis.get_primaries()) == 3
