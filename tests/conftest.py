@@ -131,18 +131,24 @@ def _start_cluster(where: Path, nodes: list[EmbeddedRedis]) -> None:
 
 
 @pytest.fixture
-async def redis_cluster(tmp_path: Path) -> AsyncIterator[RedisCluster]:
-    """Three masters on loopback ports, no replicas; yields a RedisCluster client."""
+async def cluster_nodes(tmp_path: Path) -> AsyncIterator[list[EmbeddedRedis]]:
+    """Three masters on loopback ports, no replicas: a cluster of the test's own."""
     nodes: list[EmbeddedRedis] = []
     try:
         await asyncio.to_thread(_start_cluster, tmp_path, nodes)
-        client = RedisCluster(host="127.0.0.1", port=nodes[0].port, decode_responses=True)
-        await client.initialize()
-        yield client
-        await client.aclose()
+        yield nodes
     finally:
         for node in nodes:
             node.stop()
+
+
+@pytest.fixture
+async def redis_cluster(cluster_nodes: list[EmbeddedRedis]) -> AsyncIterator[RedisCluster]:
+    """A RedisCluster client of a cluster of the test's own (cluster_nodes)."""
+    client = RedisCluster(host="127.0.0.1", port=cluster_nodes[0].port, decode_responses=True)
+    await client.initialize()
+    yield client
+    await client.aclose()
 
 
 # --- PostgreSQL databases -----------------------------------------------------------------

@@ -108,3 +108,33 @@ async def test_the_suite_runs_on_a_cluster_when_asked(client, redis) -> None:
     if CLUSTER:
         await app_redis.initialize()
         assert len(app_redis.get_primaries()) == 3
+
+
+async def test_requests_degrade_while_no_cluster_node_answers(app_factory, cluster_nodes, ns):
+    """With every node down, a cluster client fails with RedisClusterException (no node to
+    learn the slots from), not a RedisError: still "Redis is unavailable", never a 500."""
+    url = cluster_nodes[0].url
+    async with app_factory(redis_url=url, redis_cluster=True, redis_retry_after_s=0) as client:
+        client.headers["X-Namespace"] = ns
+        body = {"key": "before", "content": "walrus tusks", "importance": 3}
+        r = await client.post("/v1/robots/a/memories", json=body)
+        assert r.status_code == 201 and r.json()["working_memory"]["admitted"] is True
+        wm = (await client.get("/v1/robots/a/working-memory")).json()
+        assert [i["key"] for i in wm["items"]] == ["before"]
+
+        for node in cluster_nodes:
+            node.stop()
+        body = {"key": "during", "content": "zebra stripes", "importance": 9}
+        r = await client.post("/v1/robots/a/memories", json=body)
+        assert r.status_code == 201
+        assert r.json()["working_memory"] == {
+            "admitted": False,
+            "reason": "unavailable",
+            "evicted": [],
+        }
+        # Context comes from Postgres membership (scores move with the clock: keys only).
+        r = await client.get("/v1/robots/a/context")
+        assert r.status_code == 200 and r.json()["degraded"] is True
+        assert [i["key"] for i in r.json()["items"]] == ["before"]
+        r = await client.get("/v1/robots/a/working-memory")
+        assert r.status_code == 200 and r.json() == {**wm, "degraded": True}
