@@ -316,7 +316,7 @@ async def cluster_faults(
         await service.start()
         world = ClusterWorld(nodes, provider, service, victim)
         reports = await run_faults(faults, world, timing, seed, db_url)
-        say(f"  a replica owned the killed master's slots {world.promoted_after_s} s after it")
+        say(f"  a replica served the killed master's slots {world.promoted_after_s} s after it")
         return reports
     finally:
         if service is not None:

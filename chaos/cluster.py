@@ -80,19 +80,19 @@ class ClusterWorld:
         return next(n for n in self.nodes if n is not self.victim)
 
     def _promoted(self, victim_id: str) -> bool:
-        """A former replica of the victim is a master, and the cluster serves every slot."""
+        """Masters other than the victim, none failing, serve all 16384 slots (so one of them
+        is its promoted replica), and the cluster says ok."""
         with SyncRedis(port=self.survivor.port, decode_responses=True) as client:
             if client.cluster("INFO")["cluster_state"] != "ok":
                 return False
             seen = client.cluster("NODES").values()
-        return any(
-            "master" in n["flags"] and "fail" not in n["flags"] and n["slots"]
+        served = sum(
+            int(r[-1]) - int(r[0]) + 1
             for n in seen
-            if n["node_id"] != victim_id
-        ) and not any(
-            n["node_id"] == victim_id and "master" in n["flags"] and "fail" not in n["flags"]
-            for n in seen
+            if n["node_id"] != victim_id and "master" in n["flags"] and "fail" not in n["flags"]
+            for r in n["slots"]
         )
+        return served == 16384
 
     async def inject(self, fault: str, seconds: float) -> None:
         if fault != "redis_cluster_failover":
