@@ -138,3 +138,7 @@ async def test_requests_degrade_while_no_cluster_node_answers(app_factory, clust
         assert [i["key"] for i in r.json()["items"]] == ["before"]
         r = await client.get("/v1/robots/a/working-memory")
         assert r.status_code == 200 and r.json() == {**wm, "degraded": True}
+        # The change stream has no Postgres fallback: 503, as when a single Redis is down.
+        r = await client.get("/v1/robots/a/working-memory/events")
+        assert r.status_code == 503
+        assert r.headers["content-type"] == "application/problem+json"
