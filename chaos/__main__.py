@@ -316,7 +316,10 @@ async def cluster_faults(
         await service.start()
         world = ClusterWorld(nodes, provider, service, victim)
         reports = await run_faults(faults, world, timing, seed, db_url)
-        say(f"  a replica served the killed master's slots {world.promoted_after_s} s after it")
+        say(
+            f"  a replica served the killed master's slots {world.promoted_after_s} s after "
+            f"the kill; the old master was a replica again after {world.rejoined_after_s} s"
+        )
         return reports
     finally:
         if service is not None:

@@ -55,7 +55,8 @@ class ClusterWorld:
     victim: EmbeddedRedis
     pg_down: list[tuple[float, float]] = field(default_factory=list)  # never: PG stays up
     struck: dict[str, float] = field(default_factory=dict)
-    promoted_after_s: float | None = None  # from the kill until a replica owned its slots
+    promoted_after_s: float | None = None  # from the kill until a replica served its slots
+    rejoined_after_s: float | None = None  # from the kill until it was a replica again
     cluster = True
 
     @classmethod
@@ -112,11 +113,17 @@ class ClusterWorld:
         await asyncio.sleep(max(0.0, struck + seconds / 2 - time.monotonic()))
         # Back on its port and directory: it learns the newer epoch and follows the new master.
         await asyncio.to_thread(self.victim.start)
+        while time.monotonic() < struck + max(seconds, 15.0):
+            if await asyncio.to_thread(self._role, self.victim) == "slave":
+                self.rejoined_after_s = round(time.monotonic() - struck, 2)
+                break
+            await asyncio.sleep(0.1)
         await asyncio.sleep(max(0.0, struck + seconds - time.monotonic()))
+
+    @staticmethod
+    def _role(node: EmbeddedRedis) -> str:
+        with SyncRedis(port=node.port, decode_responses=True) as client:
+            return str(client.role()[0])
 
     def recovery(self, fault: str, samples: list[Sample]) -> float | None:
         return back_after(samples, self.struck[fault], CLUSTER_BACK[fault])
-
-    def stop(self) -> None:
-        for node in self.nodes:
-            node.stop()
