@@ -119,7 +119,8 @@ eval-quick: install
 	$(PY) -m evals --quick $(EVAL_ARGS)
 
 # Fault injection (chaos/): a bounded mixed load against the real service while Redis stalls
-# and restarts, PostgreSQL restarts, and the embedding provider is down or slow. Prints a
+# and restarts, PostgreSQL restarts, the embedding provider is down or slow, and a Redis
+# Cluster master fails over (a second service, on a cluster). Prints a
 # table per fault and fails on a lost acknowledged write, a 500, a 503 outside the PostgreSQL
 # outage, or a working memory that disagrees with its Postgres mirror afterwards.
 chaos: install

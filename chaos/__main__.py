@@ -14,6 +14,9 @@ In turn, each fault is injected while the load runs:
     postgres_kill     the postmaster SIGKILLed; the service's supervisor starts it again
     embedder_down     the provider answers 503
     embedder_slow     the provider answers after longer than the service waits
+    redis_cluster_failover
+                      on a second service, using a Redis Cluster of 3 masters with 1 replica
+                      each: a master SIGKILLed, its replica promoted (chaos/cluster.py)
 
 Per fault it reports: requests, acknowledged writes, acknowledged writes missing afterwards
 (must be 0), responses by status (no 500; 503 only while PostgreSQL is down), p99 latency
@@ -31,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 import time
 from collections import Counter
@@ -39,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from app.config import PROJECT_ROOT, Settings
 from app.db.engine import create_engine
@@ -48,10 +53,13 @@ from app.working_memory.audit import audit
 from app.working_memory.store import WorkingMemoryStore
 from bench.http import Http
 from bench.infra import ServiceProcess, admin
+from chaos.cluster import CLUSTER_BACK, CLUSTER_FAULTS, ClusterWorld, start_nodes
 from chaos.load import NAMESPACE, ROBOTS, Ledger, Load, Provider, Sample
 from chaos.world import BACK, FAULTS, World
 
 CHAOS_DIR = PROJECT_ROOT / ".htm" / "chaos"
+# The faults after which the service must come back by itself.
+RECOVERS = {**BACK, **CLUSTER_BACK}
 RESULTS_DIR = PROJECT_ROOT / "bench" / "results"
 
 
@@ -95,7 +103,7 @@ class FaultReport:
             and self.server_errors == 0
             and self.unexpected_503 == 0
             and self.agree_after
-            and (self.fault not in BACK or self.back_after_s is not None)
+            and (self.fault not in RECOVERS or self.back_after_s is not None)
         )
 
 
@@ -110,10 +118,14 @@ async def settle(http: Http) -> None:
     await asyncio.sleep(3.0)  # > the repair worker's interval + its stale-after
 
 
-async def disagreements(database_url: str, redis_url: str) -> list[str]:
+async def disagreements(database_url: str, redis_url: str, cluster: bool) -> list[str]:
     settings = Settings(_env_file=None, database_url=database_url, redis_url=redis_url)
     engine = create_engine(settings)
-    client = aioredis.from_url(redis_url, decode_responses=True)
+    client: aioredis.Redis | RedisCluster
+    if cluster:
+        client = RedisCluster.from_url(redis_url, decode_responses=True)
+    else:
+        client = aioredis.from_url(redis_url, decode_responses=True)
     try:
         store = WorkingMemoryStore(client)
         problems = []
@@ -150,7 +162,13 @@ async def lost_writes(http: Http, ledger: Ledger, since: float, until: float) ->
 
 
 async def run_fault(
-    fault: str, world: World, http: Http, ledger: Ledger, timing: Timing, seed: int, db_url: str
+    fault: str,
+    world: World | ClusterWorld,
+    http: Http,
+    ledger: Ledger,
+    timing: Timing,
+    seed: int,
+    db_url: str,
 ) -> FaultReport:
     load = Load(http, ledger, seed)
     stop = asyncio.Event()
@@ -177,7 +195,7 @@ async def run_fault(
         return any(a <= s.ended and s.started <= b for a, b in world.pg_down)
 
     unexpected = sum(1 for s in load.samples if s.status == 503 and not pg_window(s))
-    problems = await disagreements(db_url, world.redis.url)
+    problems = await disagreements(db_url, world.redis_url, world.cluster)
     return FaultReport(
         fault=fault,
         requests=len(load.samples),
@@ -203,7 +221,9 @@ def table(reports: list[FaultReport]) -> str:
     ]
     for r in reports:
         statuses = ", ".join(f"{k}: {v}" for k, v in r.statuses.items())
-        back = "" if r.fault not in BACK else "never" if r.back_after_s is None else r.back_after_s
+        back = (
+            "" if r.fault not in RECOVERS else "never" if r.back_after_s is None else r.back_after_s
+        )
         lines.append(
             f"| {r.fault} | {r.requests} | {r.acknowledged_writes} | {r.lost_writes} | "
             f"{statuses} | {r.p99_ms_during:.0f} | {back} | {r.server_errors} | "
@@ -224,57 +244,129 @@ def embedded_service(data: Path, **settings: str) -> ServiceProcess:
     return service
 
 
+SERVICE_SETTINGS = {
+    "embedding_provider": "openai",
+    "embedding_model": "chaos-embed",
+    "embedding_timeout_s": "1",
+    "embedding_worker_interval_s": "0.5",
+    "redis_timeout_s": "0.5",
+    "redis_retry_after_s": "0.5",
+    "working_memory_repair_interval_s": "0.5",
+    "db_pool_size": "10",
+}
+
+
+async def run_faults(
+    faults: list[str], world: World | ClusterWorld, timing: Timing, seed: int, db_url: str
+) -> list[FaultReport]:
+    ledger = Ledger()
+    reports = []
+    url = world.service.base_url
+    async with Http(url, connections=timing.clients + 4, timeout_s=30) as http:
+        for i, fault in enumerate(faults):
+            say(f"chaos: {fault} ({timing.fault_s:g} s under load)")
+            report = await run_fault(fault, world, http, ledger, timing, seed + i, db_url)
+            back = report.back_after_s
+            back_s = "" if back is None else f", back after {back} s"
+            say(
+                f"  {report.requests} requests, {report.acknowledged_writes} acknowledged "
+                f"writes, {report.lost_writes} missing, statuses {report.statuses}, "
+                f"agree after: {report.agree_after}{back_s}"
+            )
+            for p in report.problems:
+                say(f"    {p}")
+            reports.append(report)
+    return reports
+
+
+async def cluster_faults(
+    faults: list[str],
+    data: Path,
+    pg: EmbeddedPostgres,
+    provider: Provider,
+    timing: Timing,
+    seed: int,
+) -> list[FaultReport]:
+    """The cluster rows: a cluster of 3 masters with 1 replica each and a service of its own
+    on it, with a database of its own."""
+    await admin(pg.url("postgres"), 'DROP DATABASE IF EXISTS "htm_cluster" WITH (FORCE)')
+    await admin(pg.url("postgres"), 'CREATE DATABASE "htm_cluster"')
+    db_url = pg.url("htm_cluster")
+    from app.db.migrate import upgrade
+
+    await asyncio.to_thread(upgrade, db_url)
+    where = data / "cluster"
+    if where.exists():
+        shutil.rmtree(where)  # no nodes.conf or working memory from a past run
+    say(f"chaos: starting a Redis Cluster (3 masters, 1 replica each) under {where}")
+    nodes = await asyncio.to_thread(start_nodes, where)
+    service = None
+    try:
+        victim = ClusterWorld.choose_victim(nodes)
+        entry = next(n for n in nodes if n is not victim)
+        service = ServiceProcess(
+            db_url,
+            entry.url,
+            where / "service.log",
+            redis_cluster="true",
+            embedding_url=provider.stub.url,
+            **SERVICE_SETTINGS,
+        )
+        service.env["HTM_DATA_DIR"] = str(where / "service")
+        await service.start()
+        world = ClusterWorld(nodes, provider, service, victim)
+        reports = await run_faults(faults, world, timing, seed, db_url)
+        say(
+            f"  a replica served the killed master's slots {world.promoted_after_s} s after "
+            f"the kill; the old master was a replica again after {world.rejoined_after_s} s"
+        )
+        return reports
+    finally:
+        if service is not None:
+            service.stop()
+        for node in nodes:
+            node.stop()
+
+
 async def main(args: argparse.Namespace) -> int:
     timing = QUICK if args.quick else FULL
     data = CHAOS_DIR / ("quick" if args.quick else "full")
+    faults = args.faults.split(",") if args.faults else [*FAULTS, *CLUSTER_FAULTS]
+    unknown = sorted(set(faults) - set(FAULTS) - set(CLUSTER_FAULTS))
+    if unknown:
+        say(f"chaos: no such fault: {', '.join(unknown)}")
+        return 2
     pg = redis = provider = service = None
     try:
         say(f"chaos: starting PostgreSQL, Redis and the provider under {data}")
         pg = EmbeddedPostgres(data / "pgdata", database="postgres", prune_dead_handles=True)
         await asyncio.to_thread(pg.start)
-        # The service's database (htm serve's embedded default), new for each run.
-        await admin(pg.url("postgres"), 'DROP DATABASE IF EXISTS "htm" WITH (FORCE)')
-        await admin(pg.url("postgres"), 'CREATE DATABASE "htm"')
-        db_url = pg.url("htm")
-        from app.db.migrate import upgrade
-
-        await asyncio.to_thread(upgrade, db_url)
-        redis = await asyncio.to_thread(SharedRedis(data / "redis").acquire)
-        async with aioredis.from_url(redis.url) as r:
-            await r.flushall()  # no working memory from a past run
         provider = Provider()
         provider.stub.start()
-        service = embedded_service(
-            data,
-            embedding_provider="openai",
-            embedding_model="chaos-embed",
-            embedding_url=provider.stub.url,
-            embedding_timeout_s="1",
-            embedding_worker_interval_s="0.5",
-            redis_timeout_s="0.5",
-            redis_retry_after_s="0.5",
-            working_memory_repair_interval_s="0.5",
-            db_pool_size="10",
-        )
-        await service.start()
-        world = World(pg, redis, provider, service)
-        ledger = Ledger()
-        faults = args.faults.split(",") if args.faults else list(FAULTS)
-        reports = []
-        async with Http(service.base_url, connections=timing.clients + 4, timeout_s=30) as http:
-            for i, fault in enumerate(faults):
-                say(f"chaos: {fault} ({timing.fault_s:g} s under load)")
-                report = await run_fault(fault, world, http, ledger, timing, args.seed + i, db_url)
-                back = report.back_after_s
-                back_s = "" if back is None else f", back after {back} s"
-                say(
-                    f"  {report.requests} requests, {report.acknowledged_writes} acknowledged "
-                    f"writes, {report.lost_writes} missing, statuses {report.statuses}, "
-                    f"agree after: {report.agree_after}{back_s}"
-                )
-                for p in report.problems:
-                    say(f"    {p}")
-                reports.append(report)
+        reports: list[FaultReport] = []
+        single = [f for f in faults if f in FAULTS]
+        if single:
+            # The service's database (htm serve's embedded default), new for each run.
+            await admin(pg.url("postgres"), 'DROP DATABASE IF EXISTS "htm" WITH (FORCE)')
+            await admin(pg.url("postgres"), 'CREATE DATABASE "htm"')
+            db_url = pg.url("htm")
+            from app.db.migrate import upgrade
+
+            await asyncio.to_thread(upgrade, db_url)
+            redis = await asyncio.to_thread(SharedRedis(data / "redis").acquire)
+            async with aioredis.from_url(redis.url) as r:
+                await r.flushall()  # no working memory from a past run
+            service = embedded_service(data, embedding_url=provider.stub.url, **SERVICE_SETTINGS)
+            await service.start()
+            world = World(pg, redis, provider, service)
+            reports += await run_faults(single, world, timing, args.seed, db_url)
+            versions = service.readyz
+            service.stop()
+            service = None
+        on_cluster = [f for f in faults if f in CLUSTER_FAULTS]
+        if on_cluster:
+            seed = args.seed + len(single)
+            reports += await cluster_faults(on_cluster, data, pg, provider, timing, seed)
         md = table(reports)
         print(md)
         machine = f"{os.cpu_count()} cores, {os.uname().machine}"
@@ -283,7 +375,7 @@ async def main(args: argparse.Namespace) -> int:
             "machine": machine,
             "quick": args.quick,
             "timing": timing.__dict__,
-            "versions": service.readyz,
+            "versions": versions if single else None,
             "reports": [{**r.__dict__, "ok": r.ok} for r in reports],
         }
         args.out.mkdir(parents=True, exist_ok=True)
@@ -312,7 +404,8 @@ async def main(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
     p.add_argument("--quick", action="store_true", help="shorter phases, fewer clients (CI)")
-    p.add_argument("--faults", help=f"comma-separated subset of {','.join(FAULTS)}")
+    every = ",".join((*FAULTS, *CLUSTER_FAULTS))
+    p.add_argument("--faults", help=f"comma-separated subset of {every}")
     p.add_argument("--seed", type=int, default=20261123)
     p.add_argument("--out", type=Path, default=RESULTS_DIR)
     return p.parse_args(argv)

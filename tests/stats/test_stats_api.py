@@ -12,6 +12,7 @@ import tiktoken
 from sqlalchemy import text
 
 from app.working_memory.store import robot_keys
+from tests.cluster import connect
 from tests.vectors import ELEMENT_BYTES
 
 ENC = tiktoken.get_encoding("cl100k_base")
@@ -141,12 +142,12 @@ async def test_stats_rebuild_a_lost_working_memory_instead_of_reporting_degraded
         ("a", 3),
         ("b", 1),
     ]
-    async with aioredis.from_url(redis_url) as r:
+    async with connect(redis_url) as r:
         assert await r.delete(*robot_keys(ns, "a")) >= 1
     # Redis is up but lost the robot's data: the namespace's stats (read for all robots in
     # one round trip) rebuild it, and so do the robot's; neither is degraded.
     assert (await get_ok(client, "/v1/stats"))["robots"] == robots_before
-    async with aioredis.from_url(redis_url) as r:
+    async with connect(redis_url) as r:
         assert await r.delete(*robot_keys(ns, "a")) >= 1
     assert (await get_ok(client, "/v1/robots/a/stats"))["working_memory"] == before
     wm = await get_ok(client, "/v1/robots/a/working-memory")
@@ -326,7 +327,7 @@ async def test_namespace_stats_rebuild_each_lost_working_memory_once(
     assert (await client.put("/v1/robots/idle", json={"working_memory_budget": 7})).is_success
     before = (await get_ok(client, "/v1/stats"))["robots"]
     counts = client.app.state.components.two_tier.counts  # type: ignore[attr-defined]
-    async with aioredis.from_url(redis_url) as r:
+    async with connect(redis_url) as r:
         for robot in ("a", "b", "idle"):
             await r.delete(*robot_keys(ns, robot))
     rebuilt = counts.rebuilds

@@ -8,10 +8,10 @@ import asyncio
 import random
 import uuid
 
-import redis.asyncio as aioredis
 from sqlalchemy import text
 
 from app.working_memory.store import robot_keys
+from tests.cluster import connect
 
 BUDGET = 60
 ADDS = 200
@@ -33,7 +33,7 @@ async def test_concurrent_adds_never_exceed_the_budget_and_postgres_agrees(
     ]
     async with (
         app_factory(db_pool_size=10) as client,
-        aioredis.from_url(redis_url, decode_responses=True) as observer_redis,
+        connect(redis_url) as observer_redis,
     ):
         client.headers["X-Namespace"] = ns
         r = await client.put("/v1/robots/busy", json={"working_memory_budget": BUDGET})

@@ -97,6 +97,7 @@ async def flushall(server: EmbeddedRedis) -> None:
         await r.flushall()
 
 
+@pytest.mark.single_redis("FLUSHALL of its own server")
 async def test_flushall_rebuilds_the_identical_working_set(own_db_factory, redis_server_factory):
     server = redis_server_factory.start()
     async with app_on(own_db_factory, server) as client:
@@ -150,6 +151,7 @@ async def test_flushall_rebuilds_the_identical_working_set(own_db_factory, redis
         assert after["tokens"] == 32
 
 
+@pytest.mark.single_redis("stops and restarts its own server")
 async def test_requests_degrade_while_redis_is_down_and_recover_after(
     own_db_factory, redis_server_factory
 ) -> None:
@@ -284,6 +286,7 @@ async def write_old_layout(r: aioredis.Redis, ns: str, robot: str, items: list[d
     await r.hset(prefix + "meta", mapping={"tokens": tokens, "budget": 40, "seq": 7, "gen": 1})
 
 
+@pytest.mark.single_redis("FLUSHALL of its own server")
 async def test_a_robot_held_only_in_the_old_key_layout_is_rebuilt_from_postgres(
     own_db_factory, redis_server_factory
 ) -> None:

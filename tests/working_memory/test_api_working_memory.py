@@ -505,16 +505,15 @@ async def test_upsert_replaces_the_memory_in_every_working_memory(client, clock,
 async def test_rebuild_under_a_shrunk_budget_evicts_by_policy_and_postgres_follows(
     client, clock, ns, redis_url
 ) -> None:
-    import redis.asyncio as aioredis
-
     from app.working_memory.store import robot_keys
+    from tests.cluster import connect
 
     await set_budget(client, "a", 30)
     for minute, (key, importance) in enumerate([("first", 5), ("second", 2), ("third", 1)]):
         clock.at(minutes=minute)
         await add(client, "a", key, 10, importance)
     await set_budget(client, "a", 20)
-    async with aioredis.from_url(redis_url) as r:
+    async with connect(redis_url) as r:
         await r.delete(*robot_keys(ns, "a"))  # Redis loses this robot's data
     # The least important goes. (Re-placing oldest first would make room for "third" by
     # evicting "second", which is more important.)

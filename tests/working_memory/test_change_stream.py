@@ -152,6 +152,7 @@ async def test_a_position_the_stream_no_longer_holds_gets_a_snapshot(http) -> No
             assert (kind, [i["key"] for i in snap["items"]]) == ("snapshot", ["k1"])
 
 
+@pytest.mark.single_redis("stops its own server")
 async def test_an_unknown_robot_is_404_and_redis_down_is_503(app_factory, redis_server_factory, ns):
     server = redis_server_factory.start()
     async with app_factory(redis_url=server.url, redis_retry_after_s=0) as client:

@@ -4,8 +4,10 @@ slot, so each script runs on the node owning it."""
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from app.working_memory.store import RobotKeys, WorkingMemoryStore, robot_keys
+from tests.cluster import CLUSTER
 from tests.working_memory.helpers import NS, item
 from tests.working_memory.reference import ReferenceModel
 
@@ -95,3 +97,48 @@ async def test_usage_of_robots_on_every_node_in_one_call_on_redis_cluster(redis_
     # A node that forgot the script is sent it again; a robot never loaded is None.
     await redis_cluster.script_flush()
     assert await store.usage_many(NS, [*robots, "robot-never"]) == [*expected, None]
+
+
+async def test_the_suite_runs_on_a_cluster_when_asked(client, redis) -> None:
+    """HTM_TEST_REDIS_CLUSTER=1 (CI's second run of the `cluster` tests): the apps and the
+    tests' clients are cluster clients of a 3-master cluster; otherwise of one server."""
+    app_redis = client.app.state.components.redis
+    assert isinstance(app_redis, RedisCluster) is CLUSTER
+    assert isinstance(redis, RedisCluster) is CLUSTER
+    if CLUSTER:
+        await app_redis.initialize()
+        assert len(app_redis.get_primaries()) == 3
+
+
+async def test_requests_degrade_while_no_cluster_node_answers(app_factory, cluster_nodes, ns):
+    """With every node down, a cluster client fails with RedisClusterException (no node to
+    learn the slots from), not a RedisError: still "Redis is unavailable", never a 500."""
+    url = cluster_nodes[0].url
+    async with app_factory(redis_url=url, redis_cluster=True, redis_retry_after_s=0) as client:
+        client.headers["X-Namespace"] = ns
+        body = {"key": "before", "content": "walrus tusks", "importance": 3}
+        r = await client.post("/v1/robots/a/memories", json=body)
+        assert r.status_code == 201 and r.json()["working_memory"]["admitted"] is True
+        wm = (await client.get("/v1/robots/a/working-memory")).json()
+        assert [i["key"] for i in wm["items"]] == ["before"]
+
+        for node in cluster_nodes:
+            node.stop()
+        body = {"key": "during", "content": "zebra stripes", "importance": 9}
+        r = await client.post("/v1/robots/a/memories", json=body)
+        assert r.status_code == 201
+        assert r.json()["working_memory"] == {
+            "admitted": False,
+            "reason": "unavailable",
+            "evicted": [],
+        }
+        # Context comes from Postgres membership (scores move with the clock: keys only).
+        r = await client.get("/v1/robots/a/context")
+        assert r.status_code == 200 and r.json()["degraded"] is True
+        assert [i["key"] for i in r.json()["items"]] == ["before"]
+        r = await client.get("/v1/robots/a/working-memory")
+        assert r.status_code == 200 and r.json() == {**wm, "degraded": True}
+        # The change stream has no Postgres fallback: 503, as when a single Redis is down.
+        r = await client.get("/v1/robots/a/working-memory/events")
+        assert r.status_code == 503
+        assert r.headers["content-type"] == "application/problem+json"

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 
 from app.working_memory.items import WMItem
 from app.working_memory.store import WorkingMemoryStore
+from tests.cluster import connect, is_cluster
 from tests.working_memory.helpers import NS, meta
 from tests.working_memory.reference import ReferenceModel
 
@@ -59,7 +60,7 @@ class Observer(threading.Thread):
             self.failure = e
 
     async def poll(self) -> None:
-        client = aioredis.from_url(self.redis_url, decode_responses=True)
+        client = connect(self.redis_url)
         store = WorkingMemoryStore(client)
         try:
             while not self.stop.is_set():
@@ -77,7 +78,12 @@ async def test_concurrent_places_never_exceed_budget_and_match_commit_order(redi
     pool = aioredis.BlockingConnectionPool.from_url(
         redis_url, decode_responses=True, max_connections=16
     )
-    client = aioredis.Redis(connection_pool=pool)
+    # On a cluster (HTM_TEST_REDIS_CLUSTER=1), a cluster client: its own pool per node, which
+    # raises instead of blocking when full, so one connection per call.
+    if is_cluster(redis_url):
+        client = connect(redis_url, max_connections=CALLS)
+    else:
+        client = aioredis.Redis(connection_pool=pool)
     store = WorkingMemoryStore(client)
     calls = random_calls(random.Random(20240601))
     init = await store.load(NS, robot, [], BUDGET)

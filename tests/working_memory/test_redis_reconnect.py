@@ -44,6 +44,7 @@ async def own_db_factory(app_factory, database_factory):  # type: ignore[no-unty
     return functools.partial(app_factory, database_url=url, background=True)
 
 
+@pytest.mark.single_redis("kills and restarts its own server")
 async def test_adds_place_again_within_2_s_of_redis_answering_after_a_kill(
     own_db_factory, redis_server_factory
 ) -> None:
@@ -106,6 +107,7 @@ async def test_adds_place_again_within_2_s_of_redis_answering_after_a_kill(
     assert any(a.reason == "unavailable" for a in adds if a.started < answered)
 
 
+@pytest.mark.single_redis("stops and restarts its own server")
 async def test_the_breaker_closes_as_soon_as_redis_answers_whatever_its_pause(
     own_db_factory, redis_server_factory
 ) -> None:

@@ -203,6 +203,7 @@ async def test_ping_reports_server_version(store):
     assert (await store.ping()).split(".")[0].isdigit()
 
 
+@pytest.mark.single_redis("FLUSHALL of its own server")
 async def test_flushall_gives_noinit_and_load_restores_identical_snapshot(redis_server_factory):
     server = redis_server_factory.start()
     client = aioredis.from_url(server.url, decode_responses=True)

@@ -12,7 +12,6 @@ import uuid
 from collections import Counter
 
 import pytest
-import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
@@ -20,6 +19,7 @@ from app.components import Components
 from app.db.migrate import upgrade
 from app.working_memory.items import WMItem
 from app.working_memory.store import robot_keys
+from tests.cluster import connect
 from tests.working_memory.tiers import (
     disagreements,
     keys_held,
@@ -192,9 +192,7 @@ async def test_a_put_that_moves_created_at_keeps_the_vector_and_the_membership(c
     )
     assert [(h["key"], h["vector_similarity"]) for h in r.json()["hits"]] == [("k", 1.0)]
     # The mirror follows the move: a rebuild after Redis lost everything still has it.
-    async with aioredis.from_url(
-        client.app.state.components.settings.redis_url, decode_responses=True
-    ) as r:
+    async with connect(client.app.state.components.settings.redis_url) as r:
         await r.delete(*robot_keys(namespace_of(client), "a"))
     assert await keys_held(client, "a") == {"k": "moving in time"}
     assert await disagreements(client, ["a", "b"]) == {}
@@ -207,7 +205,7 @@ async def test_redis_going_back_in_time_is_noticed_and_rebuilt(client) -> None:
     keys = robot_keys(namespace_of(client), "a")
     for i in (1, 2):
         await put(client, "a", f"k{i}", f"note {i}")
-    async with aioredis.from_url(res.settings.redis_url) as r:
+    async with connect(res.settings.redis_url, decode_responses=False) as r:
         dumps = [await r.dump(k) for k in keys]
         for i in (3, 4):
             await put(client, "a", f"k{i}", f"note {i}")
@@ -301,6 +299,7 @@ async def test_postgres_failing_after_the_commit_still_acknowledges_the_add(clie
     assert await disagreements(client, ["a"]) == {}
 
 
+@pytest.mark.single_redis("stops its own server")
 async def test_redis_failing_marks_the_robot_for_a_rebuild(
     ns, app_factory, redis_server_factory, database_factory
 ):

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.working_memory.store import robot_keys
+from tests.cluster import connect
 from tests.working_memory.tiers import disagreements
 
 ROBOTS = ["a", "b", "c"]
@@ -142,7 +143,7 @@ async def test_random_concurrent_changes_leave_the_tiers_in_agreement(client, ba
             await asyncio.sleep(0)
         return samples
 
-    async with aioredis.from_url(redis_url, decode_responses=True) as r:
+    async with connect(redis_url) as r:
         watcher = asyncio.create_task(observe(r))
         try:
             await asyncio.gather(*(run(client, op) for op in batch))
