@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from tests.replicas.conftest import Pair
+from bench.replica_pair import Pair
 
 ROBOT = "r1"
 HEADER = "HTM-Consistency-Token"
