@@ -178,6 +178,7 @@ def watch(c: Components) -> None:
                 c.group_commit,
                 caches,
                 _maintenance_counts(c.maintenance_worker),
+                c.replicas,
             )
         )
     )

@@ -124,6 +124,7 @@ class Replicas:
         if replica.up:
             log.warning("read replica %s skipped: %s", replica.name, exc)
         replica.up = False  # until a check finds it up again
+        replica.replayed = 0  # a server back from a failure may be another (restored) one
 
     async def token(self) -> str | None:
         """A consistency token for what the request committed; None when the primary cannot
@@ -168,9 +169,8 @@ class Replicas:
             replica.lag_s = 0.0
             replica.replayed = 1 << 64
         else:
-            replayed = parse_lsn(row.lsn)
-            replica.replayed = max(replica.replayed, replayed)
-            replica.lag_s = self._lag(replayed, row.age, now)
+            replica.replayed = parse_lsn(row.lsn)
+            replica.lag_s = self._lag(replica.replayed, row.age, now)
         replica.checked_at = now
         was, replica.up = replica.up, replica.lag_s <= self.max_lag_s
         if was != replica.up:

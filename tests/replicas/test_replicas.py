@@ -115,6 +115,10 @@ async def test_reads_go_to_the_replica_and_a_token_reads_its_write_from_the_prim
         before = served(client)
         assert await listed(client, token) == {"before", "after"}
         assert served(client) - before == Counter({"replica": 1})
+        metrics = (await client.get("/metrics")).text
+        assert 'htm_replica_reads_total{served="replica"} 5.0' in metrics
+        assert 'htm_replica_reads_total{served="primary: token"} 4.0' in metrics
+        assert re.search(r'htm_replica_up\{replica="127.0.0.1:\d+/htm"\} 1.0', metrics)
 
 
 async def test_read_your_writes_holds_for_every_write_through_a_lagging_replica(
@@ -138,7 +142,9 @@ async def test_read_your_writes_holds_for_every_write_through_a_lagging_replica(
                 assert await listed(client) == set()  # the paused replica: nothing yet
         finally:
             await resumed(pair)
-        # Replay resumed: each write's token is honoured by the replica itself.
+    # Replay resumed: each write's token is honoured by the replica itself (a wait long
+    # enough for a replica on a busy 2-core machine to replay it).
+    async with replica_app(replica_wait_s=5.0) as client:
         start = served(client)
         for i in range(6, 10):
             token = await add(client, f"k{i}")
