@@ -13,6 +13,7 @@ from app.auth.service import KeyCache
 from app.cache import TtlCache
 from app.clock import Clock
 from app.config import Settings
+from app.db.replicas import Replicas
 from app.db.session import DatabaseErrors, Sessionmaker
 from app.db.vectors import StoredVectors
 from app.embeddings.timed import TimedEmbedder
@@ -69,6 +70,7 @@ class Components:
     enrichment_worker: EnrichmentWorker | None = None
     retention_worker: RetentionWorker | None = None
     maintenance_worker: MaintenanceWorker | None = None
+    replicas: Replicas | None = None  # HTM_DATABASE_REPLICA_URLS (app/db/replicas.py)
     metrics: Metrics = field(default_factory=Metrics)
     db_errors: DatabaseErrors = field(default_factory=DatabaseErrors)
 

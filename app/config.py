@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -15,6 +16,10 @@ EmbeddingProvider = Literal["local", "ollama", "openai", "none"]
 EmbeddingRuntime = Literal["auto", "onnx", "onnx-int8", "torch"]
 VectorStorage = Literal["vector", "halfvec"]
 VectorStorageSetting = Literal["auto", "vector", "halfvec"]
+# A database URL: the plain postgres:// forms people paste are given the asyncpg driver.
+DatabaseUrl = Annotated[
+    str, AfterValidator(lambda u: re.sub(r"^postgres(ql)?://", "postgresql+asyncpg://", u))
+]
 
 
 class Settings(BaseSettings):
@@ -24,7 +29,7 @@ class Settings(BaseSettings):
 
     # --- where the data lives -------------------------------------------------------------
     # Unset URLs mean "start embedded servers" (make run / tests); set them to use your own.
-    database_url: str | None = Field(
+    database_url: DatabaseUrl | None = Field(
         default=None, description="SQLAlchemy URL, e.g. postgresql+asyncpg://u:p@host/db"
     )
     redis_url: str | None = Field(default=None, description="redis:// or unix:// URL")
@@ -43,6 +48,16 @@ class Settings(BaseSettings):
         ge=0,
         description="Server-side limit per SQL statement (0: none); a statement cut off is a "
         "503 `timeout`",
+    )
+    database_replica_urls: list[DatabaseUrl] = Field(
+        default=[],
+        description="Read replicas: a JSON list of URLs (what reads them: docs/operations.md)",
+    )
+    replica_max_lag_s: float = Field(
+        default=5.0, gt=0, description="A replica further behind the primary is skipped"
+    )
+    replica_wait_s: float = Field(
+        default=1.0, ge=0, description="A read's wait for its consistency token, then the primary"
     )
     event_retention_days: int | None = Field(
         default=None,
@@ -178,8 +193,7 @@ class Settings(BaseSettings):
     # --- auth -----------------------------------------------------------------------------
     auth_enabled: bool = Field(default=False, description="API keys required (compose: on)")
     allow_unauthenticated: bool = Field(
-        default=False,
-        description="Let `htm serve` listen on a non-loopback address with auth off",
+        default=False, description="Let `htm serve` listen on a non-loopback address with auth off"
     )
 
     # --- request limits -------------------------------------------------------------------
@@ -273,8 +287,7 @@ class Settings(BaseSettings):
     summary_interval_s: float = Field(default=5.0, gt=0, description="Summarising, how often")
 
     # --- recall ---------------------------------------------------------------------------
-    # Hybrid's fusion and relevance signals: the deployment's defaults, each overridable per
-    # request (RecallRequest.fusion / .signals); the defaults are chosen by `make eval`.
+    # Hybrid's fusion and signals: defaults (per request: RecallRequest.fusion / .signals)
     rrf_k: int = Field(default=60, ge=1, le=1000, description="RRF's k")
     recall_fusion: Literal["rrf", "score"] = Field(
         default="score",
@@ -351,8 +364,6 @@ class Settings(BaseSettings):
     query_embedding_cache_size: int = Field(
         default=10_000, ge=0, description="Query embeddings kept per process (0: off)"
     )
-    # An HTTP reranker (`POST {rerank_url}/rerank`, the text-embeddings-inference and
-    # Cohere/Jina-style shape): off unless a URL is set.
     rerank_url: str | None = Field(
         default=None, description="The reranker's endpoint, e.g. http://tei:8080/rerank"
     )
@@ -382,17 +393,6 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object a line; text: for people"
     )
-
-    @field_validator("database_url")
-    @classmethod
-    def _async_driver(cls, v: str | None) -> str | None:
-        # Accept the plain postgres:// forms people paste and use the asyncpg driver.
-        if v is None:
-            return v
-        for prefix in ("postgres://", "postgresql://"):
-            if v.startswith(prefix):
-                return "postgresql+asyncpg://" + v[len(prefix) :]
-        return v
 
 
 @lru_cache

@@ -26,6 +26,7 @@ from app.config import Settings
 from app.db.engine import create_engine
 from app.db.event_log import apply_event_log_policy
 from app.db.jobs import exclusive
+from app.db.replicas import open_replicas
 from app.db.session import DatabaseErrors, Sessionmaker, create_sessionmaker
 from app.db.vectors import StoredVectors, stored_dimension
 from app.embeddings.base import DimensionMismatch
@@ -193,6 +194,7 @@ def watch(c: Components) -> None:
                 c.group_commit,
                 caches,
                 _maintenance_counts(c.maintenance_worker),
+                c.replicas,
             )
         )
     )
@@ -258,6 +260,14 @@ async def open_components(
 
     key_cache = KeyCache()
     invalidations = cross_process(settings, two_tier.robots, key_cache)
+    replicas = open_replicas(
+        settings.database_replica_urls,
+        sessionmaker,
+        lambda url: create_engine(settings, replica_url=url),
+        create_sessionmaker,
+        max_lag_s=settings.replica_max_lag_s,
+        wait_s=settings.replica_wait_s,
+    )
     components = Components(
         settings=settings,
         engine=engine,
@@ -305,6 +315,7 @@ async def open_components(
         server_facts=ServerFacts(),
         metrics=Metrics(),
         db_errors=db_errors,
+        replicas=replicas,
     )
     watch(components)
     try:
@@ -322,6 +333,8 @@ async def open_components(
             await components.llm.aclose()
         await embedder.aclose()
         await redis.aclose()
+        if replicas is not None:
+            await replicas.aclose()
         await engine.dispose()
 
 

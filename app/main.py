@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from app import VERSION
 from app.config import Settings, get_settings
+from app.http.consistency import ConsistencyTokens
 from app.http.draining import start_draining
 from app.http.middleware import BodyGate
 from app.http.openapi import install_docs, install_openapi
@@ -48,6 +49,8 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
     install_openapi(app)
     install_docs(app)
     app.add_middleware(BodyGate, limit=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
+    if settings.database_replica_urls:  # writes' consistency tokens (app/http/consistency.py)
+        app.add_middleware(ConsistencyTokens)
     # Outermost (added last): it sees the body gate's 413s and 408s too.
     app.add_middleware(RequestObserver)
     for router in ROUTERS:

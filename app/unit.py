@@ -22,6 +22,7 @@ from functools import cached_property
 from app.auth.caller import Caller
 from app.auth.service import ApiKeyService
 from app.components import Components
+from app.db.replicas import ReadFrom
 from app.db.session import DbSession
 from app.groups.service import GroupService
 from app.maintenance.service import MaintenanceService
@@ -53,10 +54,19 @@ from app.working_memory.service import WorkingMemoryService
 class UnitOfWork:
     """The services of one caller's transaction (`session`), each built on first use."""
 
-    def __init__(self, components: Components, caller: Caller, session: DbSession) -> None:
+    def __init__(
+        self,
+        components: Components,
+        caller: Caller,
+        session: DbSession,
+        reads: DbSession | None = None,
+    ) -> None:
         self.components = components
         self.caller = caller
         self.session = session
+        # Where the services that may read from a replica run their reads (app/db/replicas.py):
+        # the primary session unless the way in asked for ReadFrom and replicas are configured.
+        self.reads = reads or session
 
     @cached_property
     def two_tier(self) -> WriteProtocol:
@@ -102,6 +112,7 @@ class UnitOfWork:
         c = self.components
         return MemoryReader(
             session=self.session,
+            reads=self.reads,
             caller=self.caller,
             robots=self.robots,
             two_tier=self.two_tier,
@@ -122,6 +133,7 @@ class UnitOfWork:
         c = self.components
         return RecallService(
             session=self.session,
+            reads=self.reads,
             caller=self.caller,
             robots=self.robots,
             two_tier=self.two_tier,
@@ -202,6 +214,7 @@ class UnitOfWork:
         c = self.components
         return StatsService(
             session=self.session,
+            reads=self.reads,
             caller=self.caller,
             robots=self.robots,
             working_memory=self.working_memory,
@@ -272,17 +285,26 @@ class UnitOfWork:
 
 
 @asynccontextmanager
-async def unit_of_work(components: Components, caller: Caller) -> AsyncIterator[UnitOfWork]:
-    """A session that commits on success and rolls back on any error, and its services."""
+async def unit_of_work(
+    components: Components, caller: Caller, read_from: ReadFrom | None = None
+) -> AsyncIterator[UnitOfWork]:
+    """A session that commits on success and rolls back on any error, and its services.
+    `read_from`: the reads of recall, list, retrieve and stats may run on a replica."""
     session = components.sessionmaker()
+    replicas = components.replicas
+    reads = None if read_from is None or replicas is None else replicas.reads(session, read_from)
     try:
-        yield UnitOfWork(components, caller, session)
+        yield UnitOfWork(components, caller, session, reads)
         await session.commit()
     except BaseException:
         await session.rollback()
         raise
     finally:
-        await session.close()
+        try:
+            if reads is not None:
+                await reads.close()
+        finally:
+            await session.close()
 
 
 # How a worker (or a command) opens units of its own, one per namespace it works in.

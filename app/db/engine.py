@@ -37,13 +37,20 @@ def command_timeout(settings: Settings) -> float:
     return max(COMMAND_TIMEOUT_S, settings.statement_timeout_ms / 1000 + COMMAND_TIMEOUT_MARGIN_S)
 
 
-def create_engine(settings: Settings) -> AsyncEngine:
-    if not settings.database_url:
+# A replica that does not answer is skipped after this long, not asyncpg's default minute.
+REPLICA_CONNECT_TIMEOUT_S = 2.0
+
+
+def create_engine(settings: Settings, replica_url: str | None = None) -> AsyncEngine:
+    """The primary's engine, or with `replica_url` a read replica's (the same settings)."""
+    url = replica_url or settings.database_url
+    if not url:
         raise RuntimeError(
             "HTM_DATABASE_URL is not set; `htm serve` starts an embedded PostgreSQL for you"
         )
+    connect: dict[str, object] = {"timeout": REPLICA_CONNECT_TIMEOUT_S} if replica_url else {}
     engine = create_async_engine(
-        settings.database_url,
+        url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         # No pre-ping: it cost a round trip per checkout (a fifth of an add's time). A
@@ -52,6 +59,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
         pool_recycle=1800,
         # Statements are short; a stuck one should fail the request, not hang it.
         connect_args={
+            **connect,
             "command_timeout": command_timeout(settings),
             "server_settings": server_settings(settings),
         },

@@ -15,6 +15,8 @@ from fastapi import Depends, Header, Request
 
 from app.auth.caller import Caller, acts_as, identify, may_change_groups, require_role
 from app.components import Components
+from app.db.replicas import LSN_PATTERN, ReadFrom, parse_lsn
+from app.http.consistency import CONSISTENCY_TOKEN, TOKEN_STATE
 from app.unit import UnitOfWork, unit_of_work
 
 
@@ -87,13 +89,42 @@ async def get_writer(caller: CallerDep) -> Caller:
 WriterDep = Annotated[Caller, Depends(get_writer)]
 
 
-async def get_unit(caller: CallerDep, c: ComponentsDep) -> AsyncIterator[UnitOfWork]:
+async def get_unit(
+    request: Request, caller: CallerDep, c: ComponentsDep
+) -> AsyncIterator[UnitOfWork]:
     """The request's unit of work (app/unit.py): its session commits on success and rolls
-    back on any error."""
+    back on any error. With replicas, a write's response carries its consistency token
+    (app/http/consistency.py)."""
     async with unit_of_work(c, caller) as unit:
         yield unit
+    if c.replicas is not None and request.method not in READ_METHODS:
+        request.scope.setdefault("state", {})[TOKEN_STATE] = await c.replicas.token()
 
 
 # scope="function": the commit happens before the response is sent, so a client never gets
 # a 2xx for a change that then fails to commit (FastAPI's default runs it afterwards).
 UnitDep = Annotated[UnitOfWork, Depends(get_unit, scope="function")]
+
+
+async def get_read_unit(
+    caller: CallerDep,
+    c: ComponentsDep,
+    token: Annotated[
+        str | None,
+        Header(
+            alias=CONSISTENCY_TOKEN,
+            pattern=LSN_PATTERN,
+            description="A write's consistency token (its response's `HTM-Consistency-Token`): "
+            "the read sees that write, from a read replica that has replayed it or else from "
+            "the primary (docs/api.md, read replicas)",
+            examples=["0/1A2B3C4"],
+        ),
+    ] = None,
+) -> AsyncIterator[UnitOfWork]:
+    """A unit of work whose reads may run on a read replica (app/db/replicas.py)."""
+    read_from = ReadFrom(None if token is None else parse_lsn(token))
+    async with unit_of_work(c, caller, read_from) as unit:
+        yield unit
+
+
+ReadUnitDep = Annotated[UnitOfWork, Depends(get_read_unit, scope="function")]

@@ -22,7 +22,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from app.config import PROJECT_ROOT
+from app.db.replicas import LSN_PATTERN
 from app.errors import PROBLEM_JSON
+from app.http.consistency import CONSISTENCY_TOKEN
 
 SPEC_PATH = PROJECT_ROOT / "openapi" / "openapi.json"
 
@@ -81,6 +83,22 @@ ROUTE_ERRORS = {
 }
 
 
+# A write's consistency token (app/http/consistency.py), sent when replicas are configured.
+TOKEN_HEADER = {
+    CONSISTENCY_TOKEN: {
+        "description": "With read replicas (HTM_DATABASE_REPLICA_URLS): this write's "
+        "consistency token; a read (recall, list, retrieve, stats) that sends it back sees "
+        "the write (docs/api.md, read replicas)",
+        "schema": {"type": "string", "pattern": LSN_PATTERN},
+    }
+}
+
+
+def _reads_replicas(op: dict[str, Any]) -> bool:
+    """A route whose reads may run on a replica (recall): it takes a token, gives none."""
+    return any(p.get("name") == CONSISTENCY_TOKEN for p in op.get("parameters", []))
+
+
 def _problem_response(description: str) -> dict[str, Any]:
     return {
         "description": description,
@@ -112,6 +130,10 @@ def build_spec(app: FastAPI) -> dict[str, Any]:
                 codes = sorted({*codes, "415"})
             for code in codes:
                 responses[code] = _problem_response(ERRORS[code])
+            if path.startswith("/v1/") and method != "get" and not _reads_replicas(op):
+                for code, response in responses.items():
+                    if code.startswith("2"):
+                        response.setdefault("headers", {}).update(TOKEN_HEADER)
     spec["components"]["securitySchemes"] = {
         "bearer": {"type": "http", "scheme": "bearer", "description": "API key (htm_…)"}
     }

@@ -39,6 +39,7 @@ class MemoryReader:
         self,
         *,
         session: DbSession,
+        reads: DbSession,
         caller: Caller,
         robots: RobotService,
         two_tier: WriteProtocol,
@@ -47,23 +48,28 @@ class MemoryReader:
     ) -> None:
         self.access = access
         self.session = session
+        # list and a retrieve that touches nothing read here (a replica's session or the
+        # primary's: app/db/replicas.py); what touches or writes reads the primary.
+        self.reads = reads
         self.caller = caller
         self.robots = robots
         self.two_tier = two_tier
         self.clock = clock
-        self.repo = MemoryRepository(session)
         self.history = VersionRepository(session)
         self.events = EventRepository(session, clock)
 
-    async def _get(self, robot_name: str, key: str, include_deleted: bool) -> Any:
+    async def _get(
+        self, robot_name: str, key: str, include_deleted: bool, session: DbSession | None = None
+    ) -> Any:
         """The memory of `key`, if `robot_name` may read it; a key merged into another memory
         (`htm dedupe`) resolves to that memory, unless the merged one itself is asked for
-        (`include_deleted`)."""
-        row = await self.repo.get(
+        (`include_deleted`). Read in `session` (default: the primary's)."""
+        session = session or self.session
+        row = await MemoryRepository(session).get(
             self.caller.namespace_id, key, reader=Reader(self.caller.namespace_id, robot_name)
         )
         if row is not None and row.deleted_at is not None and not include_deleted:
-            survivor = await DuplicateRepository(self.session).survivor(row.id)
+            survivor = await DuplicateRepository(session).survivor(row.id)
             if survivor is not None:
                 return survivor
         if row is None or (row.deleted_at is not None and not include_deleted):
@@ -77,9 +83,10 @@ class MemoryReader:
         nothing: no robot registered, no event, no working-memory touch). With `as_of`, the
         version current at that instant, and no access recorded: working memory only ever
         holds the current version."""
-        row = await self._get(robot_name, key, include_deleted)
+        touches = as_of is None and self.caller.role != "reader"
+        row = await self._get(robot_name, key, include_deleted, None if touches else self.reads)
         if as_of is not None:
-            version = await self.history.at(row.id, row.created_at, as_of)
+            version = await VersionRepository(self.reads).at(row.id, row.created_at, as_of)
             if version is None:
                 raise NotFound(f"memory {key!r} had no version yet at {as_of.isoformat()}")
             if version.current:
@@ -128,7 +135,9 @@ class MemoryReader:
         reader = Reader(self.caller.namespace_id, robot_name)
         filters = dataclasses.replace(filters, reader=reader)
         after = decode_cursor(cursor) if cursor else None
-        rows = await self.repo.list(self.caller.namespace_id, filters, limit + 1, after)
+        rows = await MemoryRepository(self.reads).list(
+            self.caller.namespace_id, filters, limit + 1, after
+        )
         items = [to_read(r) for r in rows[:limit]]
         more = len(rows) > limit
         next_cursor = encode_cursor(items[-1].created_at, items[-1].id) if more else None

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.cache import TtlCache
+from app.db.replicas import Replicas
 from app.db.session import DatabaseErrors
 from app.embeddings.timed import TimedEmbedder
 from app.memories.adds import GroupCommit
@@ -42,6 +43,7 @@ class Sources:
     caches: Mapping[str, TtlCache[Any, Any]]
     # (maintenance runs finished, of which failed) in this process; None: no worker
     maintenance: Callable[[], tuple[int, int]] | None = None
+    replicas: Replicas | None = None  # HTM_DATABASE_REPLICA_URLS
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
@@ -50,6 +52,26 @@ def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, value=value)
+
+
+def _replica_metrics(replicas: Replicas) -> Iterator[Metric]:
+    reads = CounterMetricFamily(
+        "htm_replica_reads",
+        "Units of work whose reads could use a replica, by what served them",
+        labels=["served"],
+    )
+    for served, n in sorted(replicas.served.items()):
+        reads.add_metric([served], n)
+    yield reads
+    up = GaugeMetricFamily("htm_replica_up", "1: the replica serves reads", labels=["replica"])
+    lag = GaugeMetricFamily(
+        "htm_replica_lag_seconds", "The replica's lag at its last check", labels=["replica"]
+    )
+    for r in replicas.replicas:
+        up.add_metric([r.name], float(r.up))
+        lag.add_metric([r.name], r.lag_s)
+    yield up
+    yield lag
 
 
 class SourcesCollector(Collector):
@@ -112,6 +134,7 @@ class SourcesCollector(Collector):
             "htm_db_pool_connections_in_use", "Pooled connections checked out", pool.checkedout()
         )
         yield _gauge("htm_db_pool_size", "The pool's size (HTM_DB_POOL_SIZE)", pool.size())
+        yield from self._replicas()
         yield from self._caches()
         if self.queue is not None:
             yield _gauge(
@@ -124,6 +147,10 @@ class SourcesCollector(Collector):
                 "How long the longest-waiting pending memory has been due",
                 self.queue.lag_s,
             )
+
+    def _replicas(self) -> Iterator[Metric]:
+        if self.sources.replicas is not None:
+            yield from _replica_metrics(self.sources.replicas)
 
     def _caches(self) -> Iterator[Metric]:
         hits = CounterMetricFamily("htm_cache_hits", "Cache lookups answered", labels=["cache"])

@@ -55,6 +55,7 @@ class RecallService:
         self,
         *,
         session: DbSession,
+        reads: DbSession,
         caller: Caller,
         robots: RobotService,
         two_tier: WriteProtocol,
@@ -80,9 +81,11 @@ class RecallService:
         self.settings = settings
         self.clock = clock
         self.caches = caches
-        self.search = SearchRepository(session, settings.hnsw_ef_search, caches)
-        self.conversations = ConversationRepository(session)
-        self.links = LinkRepository(session)
+        # The search and what it reads around its hits run in `reads` (a replica's session,
+        # app/db/replicas.py, or the primary's); its log rows and working memory in `session`.
+        self.search = SearchRepository(reads, settings.hnsw_ef_search, caches)
+        self.conversations = ConversationRepository(reads)
+        self.links = LinkRepository(reads)
         self.events = EventRepository(session, clock)
 
     def _check(self, req: RecallRequest) -> None:

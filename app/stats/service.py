@@ -48,6 +48,7 @@ class StatsService:
         self,
         *,
         session: DbSession,
+        reads: DbSession,
         caller: Caller,
         robots: RobotService,
         working_memory: WorkingMemoryService,
@@ -61,8 +62,10 @@ class StatsService:
         self.robots = robots
         self.working_memory = working_memory
         self.clock = clock
-        self.repo = StatsRepository(session)
-        self.robot_rows = RobotRepository(session)
+        # The counts read in `reads` (a replica's session or the primary's:
+        # app/db/replicas.py); the servers' versions are the primary's.
+        self.repo = StatsRepository(reads)
+        self.robot_rows = RobotRepository(reads)
         self.versions = VersionRepository(session)
 
     async def _usage(self, robot: Robot) -> WorkingMemoryUsage:

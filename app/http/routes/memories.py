@@ -6,7 +6,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 
 from app.common import INSTANT_RANGE, NAME_PATTERN, TYPE_PATTERN, Instant, Page, Tag, Text
 from app.errors import PROBLEM_JSON
-from app.http.deps import UnitDep
+from app.http.deps import ReadUnitDep, UnitDep
 from app.http.params import MemoryKeyPath, RobotName, TimeframeQuery
 from app.http.routing import ApiRoute
 from app.memories.repository import ListFilters
@@ -84,7 +84,7 @@ async def add_memories(robot: RobotName, body: MemoryBatchCreate, u: UnitDep) ->
 )
 async def list_memories(
     robot: RobotName,
-    u: UnitDep,
+    u: ReadUnitDep,
     scope: Annotated[
         Literal["self", "all"],
         Query(description="self: memories this robot authored; all: the namespace's"),
@@ -136,7 +136,7 @@ async def list_memories(
 async def get_memory(
     robot: RobotName,
     key: MemoryKeyPath,
-    u: UnitDep,
+    u: ReadUnitDep,
     include_deleted: IncludeDeleted = False,
     as_of: Annotated[
         Instant | None,

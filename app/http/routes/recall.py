@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.http.deps import UnitDep
+from app.http.deps import ReadUnitDep
 from app.http.params import RobotName
 from app.http.routing import ApiRoute
 from app.recall.schemas import RecallRequest, RecallResult
@@ -14,9 +14,9 @@ router = APIRouter(prefix="/v1/robots/{robot}", tags=["recall"], route_class=Api
 async def recall(
     robot: RobotName,
     body: RecallRequest,
-    u: UnitDep,
+    u: ReadUnitDep,
 ) -> RecallResult:
     """Searches long-term memory (vector, full text, or hybrid: the two fused, optionally
     blended with relevance signals and reranked) and loads the hits into the robot's working
-    memory."""
+    memory. Its search may run on a read replica (`HTM-Consistency-Token`)."""
     return await u.recall.recall(robot, body)

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.http.deps import UnitDep
+from app.http.deps import ReadUnitDep
 from app.http.params import RobotName
 from app.http.routing import ApiRoute
 from app.stats.schemas import NamespaceStats, RobotStats
@@ -15,7 +15,7 @@ router = APIRouter(tags=["stats"], route_class=ApiRoute)
 @router.get("/v1/robots/{robot}/stats", operation_id="stats-robot", summary="Robot statistics")
 async def robot_stats(
     robot: RobotName,
-    u: UnitDep,
+    u: ReadUnitDep,
     days: Annotated[int, Query(ge=1, le=366, description="Days of activity to report")] = 30,
 ) -> RobotStats:
     """Working-memory use, long-term memories authored, and activity per day."""
@@ -23,6 +23,6 @@ async def robot_stats(
 
 
 @router.get("/v1/stats", operation_id="stats-namespace", summary="Namespace statistics")
-async def namespace_stats(u: UnitDep) -> NamespaceStats:
+async def namespace_stats(u: ReadUnitDep) -> NamespaceStats:
     """Memory counts and size, robots' working-memory use, and versions in use."""
     return await u.stats.namespace()
