@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     )
     hypertable_chunk_interval: str = Field(
         default="7 days",
-        description="TimescaleDB chunk interval for memory and memory_event (migration time)",
+        description="TimescaleDB chunks of memory_event; of memory unless 7 days (0024: 10 years)",
     )
 
     # --- HTTP -----------------------------------------------------------------------------

@@ -158,8 +158,19 @@ async def redis_cluster(cluster_nodes: list[EmbeddedRedis]) -> AsyncIterator[Red
 def server_url(embedded_pg: EmbeddedPostgres | None) -> str:
     """URL of the test server's maintenance database (for CREATE/DROP DATABASE)."""
     if embedded_pg is None:
-        return os.environ["HTM_TEST_DATABASE_URL"]
+        return _asyncpg_url(os.environ["HTM_TEST_DATABASE_URL"])
     return embedded_pg.url("postgres")
+
+
+def _asyncpg_url(url: str) -> str:
+    """postgresql:// and postgres:// (as HTM_DATABASE_URL accepts them) on the asyncpg driver:
+    the URL goes on to Alembic and to test engines, which would otherwise load psycopg."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.drivername in ("postgres", "postgresql"):
+        u = u.set(drivername="postgresql+asyncpg")
+    return u.render_as_string(hide_password=False)
 
 
 def _with_database(url: str, name: str) -> str:

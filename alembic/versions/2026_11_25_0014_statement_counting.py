@@ -13,9 +13,10 @@ rows, number for number (tests/stats/test_stats_counts.py checks both against co
 rows).
 
 TimescaleDB: a hypertable takes statement triggers with transition tables only from release
-2.18 on, and this service has not been tested against that; where `memory` or
-`memory_event` is a hypertable its row trigger is left as it was (detected here, at
-migration time, from timescaledb_information.hypertables).
+2.18 on; where `memory` or `memory_event` is a hypertable its row trigger is left as it was
+here (detected at migration time, from timescaledb_information.hypertables), and migration
+0024 installs these same triggers there when the installed TimescaleDB is recent enough
+(`memory_statement_counts`, `event_statement_counts`; `*_row_counts` undo them).
 
 Revision ID: 0014
 Revises: 0013
@@ -61,7 +62,14 @@ def _hypertable(name: str) -> bool:
 
 def upgrade() -> None:
     if not _hypertable("memory"):
-        op.execute(f"""
+        memory_statement_counts()
+    if not _hypertable("memory_event"):
+        event_statement_counts()
+
+
+def memory_statement_counts() -> None:
+    """memory's inserts counted by a statement trigger (also run by migration 0024)."""
+    op.execute(f"""
             CREATE FUNCTION memory_count_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
             DECLARE
                 s smallint;
@@ -102,17 +110,19 @@ def upgrade() -> None:
                     bytes = c.bytes + excluded.bytes;
                 RETURN NULL;
             END $$""")
-        op.execute("DROP TRIGGER memory_count_new ON memory")
-        op.execute(f"""
+    op.execute("DROP TRIGGER memory_count_new ON memory")
+    op.execute(f"""
             CREATE TRIGGER memory_count_new AFTER UPDATE OF {_COUNTED_COLUMNS}
                 ON memory FOR EACH ROW EXECUTE FUNCTION memory_count_new()""")
-        op.execute("""
+    op.execute("""
             CREATE TRIGGER memory_count_inserted AFTER INSERT ON memory
                 REFERENCING NEW TABLE AS inserted
                 FOR EACH STATEMENT EXECUTE FUNCTION memory_count_inserted()""")
 
-    if not _hypertable("memory_event"):
-        op.execute("""
+
+def event_statement_counts() -> None:
+    """memory_event's inserts counted by a statement trigger (also run by migration 0024)."""
+    op.execute("""
             CREATE FUNCTION robot_activity_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
             DECLARE
                 s smallint;
@@ -137,17 +147,23 @@ def upgrade() -> None:
                     other = c.other + excluded.other;
                 RETURN NULL;
             END $$""")
-        op.execute("DROP TRIGGER robot_activity_count ON memory_event")
-        op.execute("""
+    op.execute("DROP TRIGGER robot_activity_count ON memory_event")
+    op.execute("""
             CREATE TRIGGER robot_activity_count AFTER UPDATE OR DELETE ON memory_event
                 FOR EACH ROW EXECUTE FUNCTION robot_activity_count()""")
-        op.execute("""
+    op.execute("""
             CREATE TRIGGER robot_activity_inserted AFTER INSERT ON memory_event
                 REFERENCING NEW TABLE AS inserted
                 FOR EACH STATEMENT EXECUTE FUNCTION robot_activity_inserted()""")
 
 
 def downgrade() -> None:
+    memory_row_counts()
+    event_row_counts()
+
+
+def memory_row_counts() -> None:
+    """Back to 0004's row trigger for memory's inserts, where the statement trigger is."""
     bind = op.get_bind()
     has = bind.execute(
         text("SELECT 1 FROM pg_trigger WHERE tgname = 'memory_count_inserted'")
@@ -159,6 +175,11 @@ def downgrade() -> None:
         op.execute(f"""
             CREATE TRIGGER memory_count_new AFTER INSERT OR UPDATE OF {_COUNTED_COLUMNS}
                 ON memory FOR EACH ROW EXECUTE FUNCTION memory_count_new()""")
+
+
+def event_row_counts() -> None:
+    """Back to 0004's row trigger for memory_event's inserts, where the statement trigger is."""
+    bind = op.get_bind()
     has = bind.execute(
         text("SELECT 1 FROM pg_trigger WHERE tgname = 'robot_activity_inserted'")
     ).scalar()

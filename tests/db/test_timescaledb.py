@@ -9,6 +9,7 @@ them, and the rest of the suite covers the plain-table path.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import re
 import uuid
@@ -24,7 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from app.config import Settings, get_settings
+from app.config import PROJECT_ROOT, Settings, get_settings
 from app.db.session import DbSession
 from app.db.sql import vector_text
 from app.recall.planner import TextPlan
@@ -33,6 +34,19 @@ from app.recall.statements import nearest as nearest_sql
 from app.recall.statements import text_ctes
 
 pytestmark = [pytest.mark.timescaledb, pytest.mark.usefixtures("timescaledb")]
+
+
+def _migration(number: str) -> Any:
+    path = next((PROJECT_ROOT / "alembic" / "versions").glob(f"*_{number}_*.py"))
+    spec = importlib.util.spec_from_file_location(f"htm_test_migration_{number}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+M0024 = _migration("0024")
+MEMORY_CHUNK_DAYS: int = M0024.MEMORY_CHUNK_DAYS
 
 
 async def _connect(url: str) -> asyncpg.Connection:
@@ -110,14 +124,18 @@ async def test_migration_made_memory_and_memory_event_hypertables_with_the_chunk
     ).scalar_one()
     assert installed == timescaledb
 
-    # The migration read the chunk interval from the settings; the default is a week.
+    # 0001 read the chunk interval from the settings; the default is a week. 0024 gave
+    # memory, where it had that default, chunks of MEMORY_CHUNK_DAYS: ten years, one chunk
+    # (an HNSW index per chunk measured slower: bench/results/2026-11-27-timescaledb.md).
     assert Settings.model_fields["hypertable_chunk_interval"].default == "7 days"
     configured = get_settings().hypertable_chunk_interval
     interval = (
         await session.execute(text("SELECT CAST(CAST(:c AS text) AS interval)"), {"c": configured})
     ).scalar_one()
+    memory_interval = interval
     if configured == "7 days":
         assert interval == timedelta(days=7)
+        memory_interval = timedelta(days=MEMORY_CHUNK_DAYS)
 
     dims = (
         await session.execute(
@@ -129,7 +147,7 @@ async def test_migration_made_memory_and_memory_event_hypertables_with_the_chunk
         )
     ).all()
     assert [tuple(d) for d in dims] == [
-        ("memory", "created_at", "Time", interval),
+        ("memory", "created_at", "Time", memory_interval),
         ("memory_event", "at", "Time", interval),
     ]
     tables = (
@@ -302,7 +320,10 @@ class TenWeeks:
 
 @pytest.fixture
 async def ten_weeks(session: DbSession) -> TenWeeks:
-    """One memory per day at noon for ten weeks, inserted with SQL in the test's transaction."""
+    """One memory per day at noon for ten weeks, inserted with SQL in the test's transaction,
+    in weekly chunks (as 0001 made them; 0024 made memory's longer): a week's timeframe is
+    then exactly one chunk. The interval goes back with the transaction's rollback."""
+    await session.execute(text("SELECT set_chunk_time_interval('memory', INTERVAL '7 days')"))
     dim = (
         await session.execute(
             text("""SELECT atttypmod FROM pg_attribute
@@ -640,6 +661,17 @@ async def test_the_event_log_is_compressed_and_retention_drops_only_event_rows(
                 "VALUES ($1, $2, 987654321, 'add', $3)",
                 ns_id, robot, at,
             )  # fmt: skip
+        # TimescaleDB's scheduler may be running the policy (it starts when added): a chunk
+        # that run is compressing is skipped by another, so the test's run waits for it.
+        for _ in range(100):
+            running = await conn.fetchval(
+                "SELECT count(*) FROM timescaledb_information.job_stats "
+                "WHERE job_id = $1 AND job_status = 'Running'",
+                jobs["policy_compression"]["job"],
+            )
+            if not running:
+                break
+            await asyncio.sleep(0.1)
         await conn.execute(f"CALL run_job({jobs['policy_compression']['job']})")
         compressed = await conn.fetchval(
             "SELECT count(*) FROM timescaledb_information.chunks "
@@ -670,3 +702,134 @@ async def test_the_event_log_is_compressed_and_retention_drops_only_event_rows(
     async with ts_app_factory():  # unset: the retention policy goes, compression stays
         jobs = await _jobs(ts_url)
     assert sorted(jobs) == ["policy_compression"]
+
+
+# --- (g) inserts counted per statement on the hypertables ---------------------------------
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split("-")[0].split("."))
+
+
+async def test_the_hypertables_count_inserts_per_statement_from_the_supporting_release(
+    session: DbSession, timescaledb: str
+) -> None:
+    """From TimescaleDB 2.26.4 on, 0024 gives the hypertables 0014's statement triggers
+    (transition tables); before it, 0004's row triggers count inserts as they did."""
+    assert M0024.TIMESCALEDB_STATEMENT_COUNTS == (2, 26, 4)
+    rows = await session.execute(
+        text("""
+        SELECT c.relname AS tbl, t.tgname,
+               (t.tgtype & 1) = 1 AS per_row, (t.tgtype & 4) = 4 AS on_insert,
+               t.tgnewtable AS new_table
+        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        WHERE c.relname IN ('memory', 'memory_event') AND NOT t.tgisinternal
+          AND t.tgname IN ('memory_count_new', 'memory_count_inserted',
+                           'robot_activity_count', 'robot_activity_inserted')
+        ORDER BY 1, 2""")
+    )
+    found = [tuple(r) for r in rows]
+    if _version(timescaledb) >= (2, 26, 4):
+        assert found == [
+            ("memory", "memory_count_inserted", False, True, "inserted"),
+            ("memory", "memory_count_new", True, False, None),
+            ("memory_event", "robot_activity_count", True, False, None),
+            ("memory_event", "robot_activity_inserted", False, True, "inserted"),
+        ]
+    else:
+        assert found == [
+            ("memory", "memory_count_new", True, True, None),
+            ("memory_event", "robot_activity_count", True, True, None),
+        ]
+
+
+async def test_one_statement_inserting_into_many_chunks_is_counted_exactly(
+    session: DbSession,
+) -> None:
+    """One INSERT of 30 memories spread over 300 days (several chunks of memory, made 30
+    days long for it), and one INSERT of 40 events over 4 days (several of memory_event):
+    the counters hold each row once, with the bytes read back from the stored rows,
+    whichever triggers count them. The interval goes back with the rollback."""
+    await session.execute(text("SELECT set_chunk_time_interval('memory', INTERVAL '30 days')"))
+    ns = (
+        await session.execute(
+            text("INSERT INTO namespace (name) VALUES (:n) RETURNING id"),
+            {"n": f"ts-{uuid.uuid4().hex[:12]}"},
+        )
+    ).scalar_one()
+    robots = (
+        (
+            await session.execute(
+                text("""INSERT INTO robot (namespace_id, name)
+                    SELECT :ns, 'r' || i FROM generate_series(1, 2) i RETURNING id"""),
+                {"ns": ns},
+            )
+        )
+        .scalars()
+        .all()
+    )
+    first, second = sorted(robots)
+    await session.execute(
+        text("""
+        INSERT INTO memory (created_at, namespace_id, key, content, type, author_robot_id,
+                            token_count)
+        SELECT CAST(:base AS timestamptz) + i * interval '10 days', :ns, 'k' || i,
+               repeat('counted ', i + 1), CASE WHEN i % 3 = 0 THEN 'goal' ELSE 'fact' END,
+               CASE WHEN i < 20 THEN CAST(:a AS bigint) ELSE CAST(:b AS bigint) END, i + 1
+        FROM generate_series(0, 29) i"""),
+        {"base": datetime(2018, 1, 1, tzinfo=UTC), "ns": ns, "a": first, "b": second},
+    )
+    chunks = (
+        await session.execute(
+            text("SELECT count(DISTINCT tableoid) FROM memory WHERE namespace_id = :ns"),
+            {"ns": ns},
+        )
+    ).scalar_one()
+    assert chunks >= 10
+    per_robot = await session.execute(
+        text("""SELECT robot_id, type, sum(memories) AS n FROM robot_memory_count
+                WHERE namespace_id = :ns GROUP BY 1, 2 ORDER BY 1, 2"""),
+        {"ns": ns},
+    )
+    # goals: i in 0, 3, ..., 18 (7) for the first robot, 21, 24, 27 (3) for the second
+    assert [tuple(r) for r in per_robot] == [
+        (first, "fact", 13), (first, "goal", 7), (second, "fact", 7), (second, "goal", 3),
+    ]  # fmt: skip
+    namespace = (
+        await session.execute(
+            text("""SELECT sum(memories), sum(deleted), sum(pending), sum(bytes)
+                    FROM namespace_memory_count WHERE namespace_id = :ns"""),
+            {"ns": ns},
+        )
+    ).one()
+    stored = (
+        await session.execute(
+            text("""
+            SELECT sum(coalesce(pg_column_size(content), 0) + coalesce(pg_column_size(metadata), 0)
+                       + coalesce(pg_column_size(tags), 0)
+                       + coalesce(pg_column_size(embedding), 0))
+            FROM memory WHERE namespace_id = :ns"""),
+            {"ns": ns},
+        )
+    ).scalar_one()
+    assert tuple(namespace) == (30, 0, 30, stored)  # no embedding given: pending
+
+    await session.execute(
+        text("""
+        INSERT INTO memory_event (namespace_id, robot_id, kind, at)
+        SELECT :ns, CAST(:a AS bigint), CASE WHEN i % 4 = 0 THEN 'recall' ELSE 'add' END,
+               CAST(:base AS timestamptz) + (i % 4) * interval '9 days' + i * interval '1 minute'
+        FROM generate_series(0, 39) i"""),
+        {"base": datetime(2018, 1, 1, 6, tzinfo=UTC), "ns": ns, "a": first},
+    )
+    days = await session.execute(
+        text("""SELECT day, sum(adds), sum(recalls) FROM robot_activity_day
+                WHERE robot_id = :a GROUP BY day ORDER BY day"""),
+        {"a": first},
+    )
+    assert [tuple(r) for r in days] == [
+        (datetime(2018, 1, 1).date(), 0, 10),
+        (datetime(2018, 1, 10).date(), 10, 0),
+        (datetime(2018, 1, 19).date(), 10, 0),
+        (datetime(2018, 1, 28).date(), 10, 0),
+    ]
