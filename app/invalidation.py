@@ -154,6 +154,11 @@ class Invalidations:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                # A cancel that met redis-py's own read timeout can come out as a timeout
+                # (asyncio.timeout on 3.11): the task is still being cancelled, so stop.
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise asyncio.CancelledError from exc
                 if self.subscribed.is_set():
                     log.warning("invalidation channel lost (%s): caches fall back to TTLs", exc)
                 self.subscribed.clear()
@@ -161,7 +166,7 @@ class Invalidations:
             finally:
                 self.subscribed.clear()
                 with contextlib.suppress(Exception):
-                    await client.aclose()
+                    await asyncio.wait_for(client.aclose(), self.timeout_s)
 
     async def aclose(self, timeout_s: float = 2.0) -> None:
         """Send what is queued (within `timeout_s`), then close."""

@@ -44,6 +44,10 @@ async def periodic(
     try:
         yield task
     finally:
-        task.cancel()
+        # Cancelled until it ends: a library may turn one cancel into an error the pass
+        # catches (a read timeout racing it), and one lost cancel must not hang shutdown.
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
         with contextlib.suppress(asyncio.CancelledError):
             await task
