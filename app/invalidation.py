@@ -43,6 +43,11 @@ HEALTH_CHECK_S = 2.0
 QUEUE_MAX = 10_000
 
 
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 class Invalidations:
     """The channel: `register` what a topic's message evicts (and what a missed message
     clears), `announce` a local change, `listen` (a serving process's task) to apply
@@ -149,6 +154,8 @@ class Invalidations:
                     self.subscribed.set()
                     while True:
                         message = await pubsub.get_message(timeout=POLL_S)
+                        if _being_cancelled():  # a cancel redis-py's read swallowed
+                            raise asyncio.CancelledError
                         if message is not None and message["type"] == "message":
                             self._apply(message["data"])
             except asyncio.CancelledError:
@@ -156,8 +163,7 @@ class Invalidations:
             except Exception as exc:
                 # A cancel that met redis-py's own read timeout can come out as a timeout
                 # (asyncio.timeout on 3.11): the task is still being cancelled, so stop.
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
+                if _being_cancelled():
                     raise asyncio.CancelledError from exc
                 if self.subscribed.is_set():
                     log.warning("invalidation channel lost (%s): caches fall back to TTLs", exc)
