@@ -13,6 +13,7 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Multiprocess
 from uvicorn.supervisors.multiprocess import Process as UvicornProcess
 
@@ -160,8 +161,10 @@ class WorkerProcess(UvicornProcess):
 
 
 class Workers(Multiprocess):
-    """uvicorn's supervisor (a worker that dies is replaced; SIGTERM or SIGINT stops them
-    all, each draining as one process does), its processes WorkerProcesses."""
+    """uvicorn's supervisor (a worker that dies is replaced, one that fails at start stops
+    them all; SIGTERM or SIGINT stops them all, each draining as one process does), its
+    processes WorkerProcesses. (uvicorn's SIGHUP restart makes plain workers, without the
+    drain's grace period.)"""
 
     def __init__(self, config: uvicorn.Config, sockets: list[socket], grace_s: float) -> None:
         super().__init__(config, sockets)
@@ -181,6 +184,12 @@ class Workers(Multiprocess):
                 continue
             process.kill()
             process.join()
+            if process.exitcode == STARTUP_FAILURE:
+                # It failed before serving (the app, the database, the socket): so would a
+                # replacement. Stop them all, as uvicorn's supervisor does.
+                log.error("worker process %s failed to start: stopping", process.pid)
+                self.should_exit.set()
+                return
             if self.should_exit.is_set():
                 return
             log.warning("worker process %s died: starting another", process.pid)
