@@ -15,8 +15,8 @@ memory) does so through `WriteProtocol.commit_durable`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import cached_property
 
 from app.auth.caller import Caller
@@ -305,14 +305,6 @@ async def unit_of_work(
                 await reads.close()
         finally:
             await session.close()
-
-
-# How a worker (or a command) opens units of its own, one per namespace it works in.
-Units = Callable[[Caller], AbstractAsyncContextManager[UnitOfWork]]
-
-
-def units_of(components: Components) -> Units:
-    return lambda caller: unit_of_work(components, caller)
 
 
 async def operator(components: Components, namespace: str) -> Caller:

@@ -198,19 +198,6 @@ class MemoryRepository:
             )
         ).one_or_none()
 
-    async def get_many(self, ids: list[int]) -> list[Any]:
-        rows = (
-            await self.session.execute(
-                sql(f"""
-                SELECT {READ}
-                FROM memory m JOIN robot r ON r.id = m.author_robot_id
-                WHERE m.id = ANY(:ids)"""),
-                {"ids": ids},
-            )
-        ).all()
-        by_id = {r.id: r for r in rows}
-        return [by_id[i] for i in ids if i in by_id]
-
     async def replace(
         self,
         row: Any,
