@@ -10,6 +10,10 @@ robot's row and the pool's grants in the statement itself, so a grant revoked or
 is seen by the next statement, never through a cache. A group's shared working memory reads
 as the group (`group:<name>`): namespace-wide memories, its group's and public pools'.
 The operator (the CLI's data commands, the workers) reads everything and passes no reader.
+
+The predicate holds for metadata too: a field that names or counts a memory (a successor's
+key, a snapshot's items, a count) shows a robot only what it may read. `covers` keeps a
+supersede from ending a fact for a robot with a successor it may not read.
 """
 
 from __future__ import annotations
@@ -100,8 +104,25 @@ class Audience:
 
     @classmethod
     def of(cls, row: Any) -> Audience:
-        """A memory row's (one read with app/memories' READ columns)."""
+        """A memory row's (one read with app/memories' `read_columns`)."""
         return cls(row.visibility, tuple(row.readers), row.group_id, row.pool_id, row.pool)
 
 
 NAMESPACE = Audience()
+
+
+def covers(new: Audience, new_author: str, old: Audience, old_author: str) -> bool:
+    """Whether every robot that may read a memory written for `old` by `old_author` may read
+    one written for `new` by `new_author`: what a successor must be to what it supersedes
+    (app/memories/supersede.py), so that no robot sees a fact end for a successor it cannot
+    read. Namespace-wide covers every audience; otherwise the same group, the same pool, or
+    private to robots (author and readers) among which are all of the old one's."""
+    if new.visibility == "namespace":
+        return True
+    if new.visibility != old.visibility:
+        return False
+    if new.visibility == "group":
+        return new.group_id == old.group_id
+    if new.visibility == "pool":
+        return new.pool_id == old.pool_id
+    return {old_author, *old.readers} <= {new_author, *new.readers}

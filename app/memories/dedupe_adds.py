@@ -72,7 +72,9 @@ class DuplicateAdds:
             raise key_taken(taken)
         rewrites: list[tuple[Rewrite, Any]] = []
         for key, sources in of_stored.items():
-            row = await MemoryRepository(self.session).get(ns, key, for_update=True)
+            row = await MemoryRepository(self.session).get(
+                ns, key, for_update=True, viewer=Reader(ns, robot.name)
+            )
             if row is None or row.deleted_at is not None:
                 raise Conflict(
                     f"memory {key!r}, which this add duplicates, was deleted meanwhile; retry",

@@ -8,7 +8,8 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql
-from app.memories.repository import READ
+from app.memories.read_repository import read_columns
+from app.visibility import Reader
 
 # Not superseded, not ended: what a new fact may repeat.
 # Only namespace-wide memories are merged or taken as an add's duplicate (app/visibility.py).
@@ -72,18 +73,21 @@ class DuplicateRepository:
             ).scalar()
         )
 
-    async def survivor(self, memory_id: int) -> Any | None:
-        """The live memory a merged memory's key resolves to (`htm dedupe`), if any."""
+    async def survivor(self, memory_id: int, reader: Reader) -> Any | None:
+        """The live memory a merged memory's key resolves to (`htm dedupe`), if `reader` may
+        read it (a survivor narrowed since its merge is not shown through the merged key)."""
+        readable, params = reader.where()
+        columns, shown = read_columns(reader)
         return (
             await self.session.execute(
                 sql(f"""
-                SELECT {READ}
+                SELECT {columns}
                 FROM memory_alias a
                 JOIN memory_key k ON k.memory_id = a.survivor_id
                 JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
                 JOIN robot r ON r.id = m.author_robot_id
-                WHERE a.memory_id = :id AND m.deleted_at IS NULL"""),
-                {"id": memory_id},
+                WHERE a.memory_id = :id AND m.deleted_at IS NULL AND {readable}"""),
+                {"id": memory_id, **params, **shown},
             )
         ).one_or_none()
 

@@ -16,7 +16,7 @@ from app.events.repository import EventRepository
 from app.memories.access import AccessTracker
 from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.model import ListFilters
-from app.memories.repository import READ, MemoryRepository
+from app.memories.repository import MemoryRepository
 from app.memories.schemas import (
     MemoryHistory,
     MemoryRead,
@@ -65,11 +65,10 @@ class MemoryReader:
         (`htm dedupe`) resolves to that memory, unless the merged one itself is asked for
         (`include_deleted`). Read in `session` (default: the primary's)."""
         session = session or self.session
-        row = await MemoryRepository(session).get(
-            self.caller.namespace_id, key, reader=Reader(self.caller.namespace_id, robot_name)
-        )
+        reader = Reader(self.caller.namespace_id, robot_name)
+        row = await MemoryRepository(session).get(self.caller.namespace_id, key, reader=reader)
         if row is not None and row.deleted_at is not None and not include_deleted:
-            survivor = await DuplicateRepository(session).survivor(row.id)
+            survivor = await DuplicateRepository(session).survivor(row.id, reader)
             if survivor is not None:
                 return survivor
         if row is None or (row.deleted_at is not None and not include_deleted):
@@ -148,11 +147,7 @@ class MemoryReader:
         as far as `robot_name` may read it."""
         row = await self._get(robot_name, key, include_deleted=True)
         rows = await SupersedeRepository(self.session).chain(
-            self.caller.namespace_id,
-            row.id,
-            READ,
-            limit,
-            Reader(self.caller.namespace_id, robot_name),
+            self.caller.namespace_id, row.id, limit, Reader(self.caller.namespace_id, robot_name)
         )
         return MemoryHistory(
             key=row.key,

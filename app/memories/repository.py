@@ -11,18 +11,9 @@ from app.config import VectorStorage
 from app.db.session import DbSession
 from app.db.sql import sql, vector_text
 from app.memories.model import AddGroup, GroupStored, ListFilters, NewMemory, VectorChange
+from app.memories.read_repository import read_columns
 from app.memories.version_repository import AS_OF
 from app.visibility import Reader
-
-# Selected with the author's name so a memory is read in one round trip.
-READ = """
-    m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata, r.name AS author,
-    m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
-    m.created_at, m.updated_at, m.deleted_at, m.version, m.access_count, m.last_accessed_at,
-    m.search_text, m.archived, coalesce(m.valid_from, m.created_at) AS valid_from, m.valid_to,
-    (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by) AS superseded_by,
-    m.visibility, m.readers, m.group_id, m.pool_id,
-    (SELECT p.name FROM pool p WHERE p.id = m.pool_id) AS pool"""
 
 # One round trip stores the memories of one or more adds (group commit: app/memories/adds.py).
 # Each add is a group: its keys are claimed (numbering each memory), and only when every key
@@ -179,22 +170,31 @@ class MemoryRepository:
         return out
 
     async def get(
-        self, namespace_id: int, key: str, *, for_update: bool = False, reader: Reader | None = None
+        self,
+        namespace_id: int,
+        key: str,
+        *,
+        for_update: bool = False,
+        reader: Reader | None = None,
+        viewer: Reader | None = None,
     ) -> Any | None:
         """The memory of `key`; None when there is none or `reader` may not read it (None:
-        the operator, who reads every memory)."""
+        the operator, who reads every memory). Shown to `viewer` (default: the reader): a
+        lock taken as the operator for a robot's change is answered to that robot."""
+        assert reader is None or viewer is None  # one robot's `v_*` values per statement
         lock = "FOR UPDATE OF m" if for_update else ""
         readable, params = reader.where() if reader is not None else ("true", {})
+        columns, shown = read_columns(viewer or reader)
         return (
             await self.session.execute(
                 sql(f"""
-                SELECT {READ}
+                SELECT {columns}
                 FROM memory_key k
                 JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
                 JOIN robot r ON r.id = m.author_robot_id
                 WHERE k.namespace_id = :ns AND k.key = :key AND {readable}
                 {lock}"""),
-                {"ns": namespace_id, "key": key, **params},
+                {"ns": namespace_id, "key": key, **params, **shown},
             )
         ).one_or_none()
 
@@ -355,6 +355,8 @@ class MemoryRepository:
             readable, bound = f.reader.where()
             where.append(readable)
             params.update(bound)
+        columns, shown = read_columns(f.reader)
+        params.update(shown)
         if f.pool is not None:
             where.append("m.pool_id = (SELECT id FROM pool WHERE namespace_id = :ns AND name = :p)")
             params["p"] = f.pool
@@ -369,7 +371,7 @@ class MemoryRepository:
             (
                 await self.session.execute(
                     sql(f"""
-                    SELECT {READ}
+                    SELECT {columns}
                     FROM {source}
                     WHERE {" AND ".join(where)}
                     ORDER BY m.created_at DESC, m.id DESC

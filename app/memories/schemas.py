@@ -122,7 +122,8 @@ class MemoryCreate(MemoryFields):
         description="Keys of current memories this one replaces: atomically with the add, "
         "each one's validity ends at this memory's `valid_from`, it is linked to it "
         "(`superseded_by`) and leaves every working memory. 404 when a key does not exist, "
-        "409 when it is already superseded",
+        "409 when it is already superseded or a robot that reads it could not read this one "
+        "(a successor covers its predecessor's audience)",
     )
     supersede: Literal["off", "propose", "apply"] | None = Field(
         default=None,
@@ -206,7 +207,9 @@ class MemoryRead(BaseModel):
         default=None, description="When it stopped (or stops) being true; null: open-ended"
     )
     superseded_by: str | None = Field(
-        default=None, description="The key of the memory that superseded this one"
+        default=None,
+        description="The key of the memory that superseded this one; null also when the robot "
+        "may not read that one",
     )
     archived: str | None = Field(
         default=None,

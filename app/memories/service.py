@@ -37,7 +37,14 @@ from app.memories.schemas import (
     MemoryFields,
 )
 from app.memories.search_text import searched, with_speaker_tag
-from app.memories.supersede import Detector, SupersedingAdds, proposing, supersessions
+from app.memories.supersede import (
+    Detector,
+    SupersedingAdds,
+    check_covers,
+    proposing,
+    supersessions,
+)
+from app.memories.supersede_repository import SupersedeRepository
 from app.memories.turn_repository import TurnRepository
 from app.memories.writes import MemoryWrites, fields_of, key_taken
 from app.pools.service import PoolService
@@ -45,7 +52,7 @@ from app.recall.caches import SearchCaches
 from app.recall.repository import SearchRepository
 from app.robots.service import Robot, RobotService
 from app.tokens import Tokenizer
-from app.visibility import NAMESPACE, Reader
+from app.visibility import NAMESPACE, Audience, Reader
 from app.working_memory.protocol import WriteProtocol
 
 log = logging.getLogger(__name__)
@@ -272,7 +279,9 @@ class MemoryService(Forgetting):
         tokens = await self.tokenizer.count_async(body.content)
         robot = await self.robots.ensure(robot_name)
         for _ in range(UPSERT_ATTEMPTS):
-            row = await self.repo.get(namespace_id, key, for_update=True)
+            row = await self.repo.get(
+                namespace_id, key, for_update=True, viewer=self._reader(robot_name)
+            )
             if row is not None and not await self._readable(robot_name, row):
                 # Keys are namespace-wide: one the robot may not read is taken, not shown.
                 raise NotFound(f"memory {key!r} does not exist") if not create else key_taken([key])
@@ -324,12 +333,25 @@ class MemoryService(Forgetting):
         own). Holders of its old content are marked in the same transaction and withdrawn after
         the commit; the writer gets the new one."""
         audience = await self.audiences.for_change(robot, row, body)
+        if audience != Audience.of(row):
+            await self._still_covers(row, audience, keeps_successor=body.valid_to is not None)
         rewrite = await self.writes.rewrite(
             robot, row, body, tokens, vector, model, search_text=search_text, audience=audience
         )
         await self.two_tier.commit_durable()
         outcomes = await self.writes.place(robot, [rewrite.placement], rewrites=[rewrite])
         return self.writes.rewritten(rewrite, outcomes[row.key])
+
+    async def _still_covers(self, row: Any, audience: Audience, *, keeps_successor: bool) -> None:
+        """A change of the locked memory's audience keeps the supersede rule: it is still
+        read by everyone who reads what it superseded and, while it stays superseded (a PUT
+        with `valid_to` keeps `superseded_by`), its successor by everyone who reads it
+        (app/visibility.covers); else 409, nothing written."""
+        chain = await SupersedeRepository(self.session).neighbours(self.caller.namespace_id, row)
+        old = [(m.key, Audience.of(m), m.author) for m in chain if not m.successor]
+        check_covers(row.key, audience, row.author, old)
+        for new in (m for m in chain if m.successor and keeps_successor):
+            check_covers(new.key, Audience.of(new), new.author, [(row.key, audience, row.author)])
 
     async def adjust_importance(
         self, robot_name: str, key: str, change: ImportanceChange

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -32,7 +32,6 @@ from app.errors import Conflict, NotFound, Unprocessable
 from app.llm.base import ChatModel, LlmError, reply_json
 from app.memories.audiences import Audiences
 from app.memories.model import MemoryDraft
-from app.memories.repository import READ
 from app.memories.schemas import MemoryAdded, MemoryCreate, SupersedeProposal
 from app.memories.supersede_repository import SupersedeRepository
 from app.memories.writes import MemoryWrites, key_taken, placement_of
@@ -41,7 +40,7 @@ from app.recall.query import SearchFilters, SearchQuery
 from app.recall.repository import SearchRepository
 from app.robots.service import Robot
 from app.timeframes.validity import Validity
-from app.visibility import NAMESPACE, Reader
+from app.visibility import NAMESPACE, Audience, Reader, covers
 from app.working_memory.model import Holder
 from app.working_memory.protocol import WriteProtocol
 
@@ -166,7 +165,7 @@ class SupersedingAdds:
             raise _bad("a key is superseded twice in this request")
         repo = SupersedeRepository(self.writes.session)
         reader = Reader(self.namespace_id, robot.name)
-        rows = await repo.lock_keys(self.namespace_id, keys, READ, reader)
+        rows = await repo.lock_keys(self.namespace_id, keys, reader)
         missing = sorted(k for k in keys if k not in rows or rows[k].deleted_at is not None)
         if missing:
             raise NotFound(f"memories to supersede do not exist: {', '.join(missing)}")
@@ -175,6 +174,9 @@ class SupersedingAdds:
         ended = sorted(k for k in keys if rows[k].valid_to is not None)
         if ended:
             raise Conflict(f"already superseded or no longer valid: {', '.join(ended)}", keys=ended)
+        for d, ks in zip(drafts, supersedes, strict=True):
+            old = [(k, Audience.of(rows[k]), rows[k].author) for k in ks]
+            check_covers(d.key, d.audience, robot.name, old)
         # A memory added without a time starts now, after what it supersedes: the clock read
         # once the rows are locked, not the transaction's start (now()), which an add of a
         # superseded key committed meanwhile may follow.
@@ -204,6 +206,23 @@ class SupersedingAdds:
             self.writes.added(robot, m, now, outcomes[m.key]).model_copy(update={"superseded": ks})
             for (m, now), ks in zip(new, supersedes, strict=True)
         ]
+
+
+def check_covers(
+    key: str, audience: Audience, author: str, superseded: Sequence[tuple[str, Audience, str]]
+) -> None:
+    """409 naming the memories of `superseded` (key, audience, author) that some robot may
+    read and could not read their successor `key` (written for `audience` by `author`):
+    superseding them would end a fact for that robot with nothing it may read in its place
+    (app/visibility.covers)."""
+    refused = sorted(k for k, old, by in superseded if not covers(audience, author, old, by))
+    if refused:
+        raise Conflict(
+            f"{key!r} cannot supersede {', '.join(map(repr, refused))}: a robot that reads "
+            f"{'it' if len(refused) == 1 else 'them'} could not read {key!r} (a successor is "
+            "read by everyone its predecessor is)",
+            keys=refused,
+        )
 
 
 def _bad(message: str) -> Unprocessable:

@@ -10,6 +10,7 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql
+from app.memories.read_repository import read_columns
 from app.visibility import Reader
 
 # A current, live memory: what a new one may supersede.
@@ -104,41 +105,63 @@ class SupersedeRepository:
         ).one()
 
     async def lock_keys(
-        self, namespace_id: int, keys: Sequence[str], read: str, reader: Reader
+        self, namespace_id: int, keys: Sequence[str], reader: Reader
     ) -> dict[str, Any]:
         """The memories of `keys` that `reader` may read, locked FOR UPDATE in key order (two
         supersedes of overlapping keys cannot deadlock); a key without one is absent."""
         readable, params = reader.where()
+        columns, shown = read_columns(reader)
         rows = (
             await self.session.execute(
                 sql(f"""
-                SELECT {read}
+                SELECT {columns}
                 FROM memory_key k
                 JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
                 JOIN robot r ON r.id = m.author_robot_id
                 WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[])) AND {readable}
                 ORDER BY k.key
                 FOR UPDATE OF m"""),
-                {"ns": namespace_id, "keys": sorted(set(keys)), **params},
+                {"ns": namespace_id, "keys": sorted(set(keys)), **params, **shown},
             )
         ).all()
         return {r.key: r for r in rows}
+
+    async def neighbours(self, namespace_id: int, row: Any) -> list[Any]:
+        """The memories the locked memory `row` superseded, and the one that superseded it
+        (`successor` true): key, author and audience (app/visibility.Audience.of's columns),
+        whoever may read them (the memory_superseded_by index and the primary key)."""
+        return list(
+            await self.session.execute(
+                sql("""
+                SELECT m.key, r.name AS author, m.visibility, m.readers, m.group_id, m.pool_id,
+                       NULL AS pool, m.id <> :id AND m.superseded_by IS DISTINCT FROM :id
+                       AS successor
+                FROM memory m JOIN robot r ON r.id = m.author_robot_id
+                WHERE m.namespace_id = :ns
+                  AND (m.superseded_by = :id
+                       OR m.id = (SELECT superseded_by FROM memory
+                                  WHERE id = :id AND created_at = :c))
+                ORDER BY m.key"""),
+                {"ns": namespace_id, "id": row.id, "c": row.created_at},
+            )
+        )
 
     async def clock(self) -> datetime:
         """The server's clock now (clock_timestamp(), not the transaction's start)."""
         return (await self.session.execute(sql("SELECT clock_timestamp()"))).scalar_one()  # type: ignore[no-any-return]
 
     async def chain(
-        self, namespace_id: int, memory_id: int, read: str, most: int, reader: Reader
+        self, namespace_id: int, memory_id: int, most: int, reader: Reader
     ) -> list[Any]:
         """The memories of `memory_id`'s supersede chain (itself included) that `reader` may
         read, oldest first, each with its `depth` (0: itself, −1: what it superseded, 1: what
         superseded it); at most `most` links each way."""
         readable, params = reader.where()
+        columns, shown = read_columns(reader)
         rows = (
             await self.session.execute(
-                sql(_CHAIN.replace("{read}", read).replace("{readable}", readable)),
-                {"ns": namespace_id, "id": memory_id, "max": most, **params},
+                sql(_CHAIN.replace("{read}", columns).replace("{readable}", readable)),
+                {"ns": namespace_id, "id": memory_id, "max": most, **params, **shown},
             )
         ).all()
         return sorted(rows, key=lambda r: r.depth)

@@ -29,9 +29,10 @@ _HISTORY = f"""
 
 
 # Each memory of the namespace as its version current at :as_of (the newest written at or
-# before it; a memory added later has none), under the alias `m` with READ's columns: the
-# version's fields, the memory's identity (key, author, counts). One pass over the namespace's
-# rows and its kept versions: a read of what was believed then is a read of the namespace.
+# before it; a memory added later has none), under the alias `m` with the columns
+# `read_columns` selects: the version's fields, the memory's identity (key, author, counts).
+# One pass over the namespace's rows and its kept versions: a read of what was believed then
+# is a read of the namespace.
 _VERSION_COLUMNS = (
     "content, type, importance, tags, metadata, created_at, token_count, embedding_status, "
     "embedding_model, valid_from, valid_to, superseded_by"

@@ -15,29 +15,37 @@ _COLUMNS = (
 )
 # A robot (`r`) may read pool `p` now.
 MAY_READ = pool_grants("r.name")
+# No :reader (the namespace's caller), or the robot :reader may read pool `p` now.
+_READ_BY = f"(CAST(:reader AS text) IS NULL OR {pool_grants('CAST(:reader AS text)')})"
 
 
 class PoolRepository:
     def __init__(self, session: DbSession) -> None:
         self.session = session
 
-    async def get(self, namespace_id: int, name: str, *, lock: bool = False) -> Any | None:
+    async def get(
+        self, namespace_id: int, name: str, *, lock: bool = False, reader: str | None = None
+    ) -> Any | None:
+        """The pool; with `reader`, only if that robot may read it now."""
         return (
             await self.session.execute(
                 sql(f"""
                 SELECT {_COLUMNS}, archived_at IS NULL
                        AND (expires_at IS NULL OR expires_at > now()) AS open
-                FROM pool WHERE namespace_id = :ns AND name = :name
+                FROM pool p WHERE namespace_id = :ns AND name = :name AND {_READ_BY}
                 {"FOR UPDATE" if lock else ""}"""),
-                {"ns": namespace_id, "name": name},
+                {"ns": namespace_id, "name": name, "reader": reader},
             )
         ).one_or_none()
 
-    async def in_namespace(self, namespace_id: int) -> list[Any]:
+    async def in_namespace(self, namespace_id: int, reader: str | None = None) -> list[Any]:
+        """The namespace's pools; with `reader`, those that robot may read now."""
         return list(
             await self.session.execute(
-                sql(f"SELECT {_COLUMNS} FROM pool WHERE namespace_id = :ns ORDER BY name"),
-                {"ns": namespace_id},
+                sql(f"""
+                SELECT {_COLUMNS} FROM pool p WHERE namespace_id = :ns AND {_READ_BY}
+                ORDER BY name"""),
+                {"ns": namespace_id, "reader": reader},
             )
         )
 

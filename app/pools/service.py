@@ -31,10 +31,16 @@ class PoolService:
         return row
 
     async def list_pools(self) -> list[PoolRead]:
-        return [_read(r) for r in await self.repo.in_namespace(self.caller.namespace_id)]
+        """Every pool; through a key bound to a robot, the pools it may read (a pool it may
+        not read is not there for it: app/visibility.py)."""
+        rows = await self.repo.in_namespace(self.caller.namespace_id, self.caller.robot)
+        return [_read(r) for r in rows]
 
     async def get(self, name: str) -> PoolRead:
-        row = await self._row(name)
+        """As `list_pools` shows it: a robot's key gets 404 for a pool it may not read."""
+        row = await self.repo.get(self.caller.namespace_id, name, reader=self.caller.robot)
+        if row is None:
+            raise NotFound(f"pool {name!r} does not exist")
         by_author = await self.repo.stats(row.id)
         stats = PoolStats(
             memories=sum(r.memories for r in by_author),

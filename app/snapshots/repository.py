@@ -13,6 +13,30 @@ from app.timeframes.validity import Validity
 from app.visibility import Reader
 
 _SNAPSHOT = """s.id, r.name AS robot, s.name, s.created_at, s.item_count, s.tokens"""
+# A snapshot's memory (`{id}`) its robot may no longer read: one that exists and the reader's
+# predicate refuses (a memory deleted for good is nobody's: its key stays). What a robot is
+# shown of a snapshot leaves these out, counts included (app/visibility.py).
+_HIDDEN = "EXISTS (SELECT 1 FROM memory m WHERE m.id = {id} AND ({readable}) IS NOT TRUE)"
+# A snapshot as its robot is shown it: its items and the memories readable then, counted
+# without those it may no longer read.
+_SHOWN = """s.id, r.name AS robot, s.name, s.created_at,
+    (SELECT count(*) FROM working_memory_snapshot_item i
+     WHERE i.snapshot_id = s.id AND NOT {item}) AS item_count,
+    (SELECT coalesce(sum(i.tokens), 0) FROM working_memory_snapshot_item i
+     WHERE i.snapshot_id = s.id AND NOT {item}) AS tokens,
+    (SELECT count(*) FROM working_memory_snapshot_readable x
+     WHERE x.snapshot_id = s.id AND NOT {readable}) AS readable"""
+
+
+def _hidden(memory_id: str, reader: Reader) -> tuple[str, dict[str, Any]]:
+    """_HIDDEN for the memory id `memory_id` (an SQL expression), and its bind values."""
+    predicate, params = reader.where()
+    return _HIDDEN.replace("{readable}", predicate).replace("{id}", memory_id), params
+
+
+def _shown(reader: Reader) -> tuple[str, dict[str, Any]]:
+    (item, params), (readable, _) = _hidden("i.memory_id", reader), _hidden("x.memory_id", reader)
+    return _SHOWN.replace("{item}", item).replace("{readable}", readable), params
 
 
 class SnapshotRepository:
@@ -89,39 +113,54 @@ class SnapshotRepository:
             {"id": snapshot_id, "ns": namespace_id, **params, **bound},
         )
 
-    async def of_robot(self, robot_id: int) -> list[Any]:
+    async def of_robot(self, robot_id: int, reader: Reader) -> list[Any]:
+        """The robot's snapshots as `reader` (the robot) is shown them."""
+        shown, params = _shown(reader)
         return list(
             await self.session.execute(
                 sql(f"""
-                SELECT {_SNAPSHOT} FROM working_memory_snapshot s JOIN robot r ON r.id = s.robot_id
+                SELECT {shown} FROM working_memory_snapshot s JOIN robot r ON r.id = s.robot_id
                 WHERE s.robot_id = :robot ORDER BY s.id"""),
-                {"robot": robot_id},
+                {"robot": robot_id, **params},
             )
         )
 
-    async def get(self, robot_id: int, snapshot_id: int) -> Any:
-        """The robot's snapshot, with how many memories were readable; None if not its own."""
+    async def get(self, robot_id: int, snapshot_id: int, reader: Reader) -> Any:
+        """The robot's snapshot as `reader` (the robot) is shown it, with how many memories
+        were readable; None if not its own."""
+        shown, params = _shown(reader)
         return (
             await self.session.execute(
                 sql(f"""
-                SELECT {_SNAPSHOT}, (SELECT count(*) FROM working_memory_snapshot_readable x
-                                      WHERE x.snapshot_id = s.id) AS readable
+                SELECT {shown}
                 FROM working_memory_snapshot s JOIN robot r ON r.id = s.robot_id
                 WHERE s.id = :id AND s.robot_id = :robot"""),
-                {"id": snapshot_id, "robot": robot_id},
+                {"id": snapshot_id, "robot": robot_id, **params},
             )
         ).one_or_none()
 
-    async def items(self, snapshot_id: int) -> list[Any]:
+    async def items(self, snapshot_id: int, reader: Reader | None = None) -> list[Any]:
+        """The snapshot's items in order; with `reader`, those it is shown."""
+        hidden, params = ("false", {}) if reader is None else _hidden("i.memory_id", reader)
         return list(
             await self.session.execute(
-                sql("""
+                sql(f"""
                 SELECT memory_id, key, version, tokens, importance, added_at, last_access_at,
                        from_recall
-                FROM working_memory_snapshot_item WHERE snapshot_id = :id ORDER BY position"""),
-                {"id": snapshot_id},
+                FROM working_memory_snapshot_item i
+                WHERE snapshot_id = :id AND NOT {hidden} ORDER BY position"""),
+                {"id": snapshot_id, **params},
             )
         )
+
+    async def hidden(self, memory_ids: Sequence[int], reader: Reader) -> set[int]:
+        """Of these memories, those `reader` may no longer read."""
+        hidden, params = _hidden("x.id", reader)
+        rows = await self.session.execute(
+            sql(f"SELECT x.id FROM unnest(CAST(:ids AS bigint[])) AS x(id) WHERE {hidden}"),
+            {"ids": list(memory_ids), **params},
+        )
+        return {r.id for r in rows}
 
     async def delete(self, robot_id: int, snapshot_id: int) -> bool:
         done = await self.session.execute(

@@ -21,7 +21,10 @@ class SnapshotRead(BaseModel):
     robot: str
     name: str | None
     created_at: datetime
-    item_count: int = Field(description="Items of working memory when it was taken")
+    item_count: int = Field(
+        description="Items of working memory when it was taken (but those its robot may no "
+        "longer read)"
+    )
     tokens: int = Field(description="Their token total")
 
 
@@ -36,8 +39,13 @@ class SnapshotItem(BaseModel):
 
 
 class SnapshotDetail(SnapshotRead):
-    items: list[SnapshotItem] = Field(description="In eviction order (next victim first)")
-    readable: int = Field(description="How many memories the robot could read when it was taken")
+    items: list[SnapshotItem] = Field(
+        description="In eviction order (next victim first); a memory the robot may no longer "
+        "read is left out"
+    )
+    readable: int = Field(
+        description="How many memories the robot could read when it was taken (and still may)"
+    )
 
 
 class Skipped(BaseModel):
@@ -51,6 +59,9 @@ class SnapshotRestored(BaseModel):
     id: int
     robot: str
     restored: list[str] = Field(description="Keys placed, in the snapshot's order")
-    skipped: list[Skipped] = Field(description="Memories no longer current: not placed")
+    skipped: list[Skipped] = Field(
+        description="Memories no longer current: not placed (one the robot may no longer read "
+        "is not placed nor named)"
+    )
     evicted: list[str] = Field(description="Keys the budget left out (the eviction policy)")
     tokens: int = Field(description="Working memory's token total after the restore")

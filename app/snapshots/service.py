@@ -76,15 +76,20 @@ class SnapshotService:
             tokens=sum(i["tokens"] for i in items),
         )
 
+    def _reader(self, robot: Robot) -> Reader:
+        """What the robot is shown of its snapshots: the memories it may read now (one it
+        held then and may no longer read is left out, from the counts too)."""
+        return Reader(self.caller.namespace_id, robot.name)
+
     async def list(self, robot_name: str) -> list[SnapshotRead]:
         robot = await self.robots.require(robot_name)
         return [
             SnapshotRead.model_validate(r, from_attributes=True)
-            for r in await self.repo.of_robot(robot.id)
+            for r in await self.repo.of_robot(robot.id, self._reader(robot))
         ]
 
     async def _own(self, robot: Robot, snapshot_id: int) -> Any:
-        row = await self.repo.get(robot.id, snapshot_id)
+        row = await self.repo.get(robot.id, snapshot_id, self._reader(robot))
         if row is None:
             raise NotFound(f"robot {robot.name!r} has no snapshot {snapshot_id}")
         return row
@@ -94,7 +99,7 @@ class SnapshotService:
         row = await self._own(robot, snapshot_id)
         items = [
             SnapshotItem.model_validate(i, from_attributes=True)
-            for i in await self.repo.items(snapshot_id)
+            for i in await self.repo.items(snapshot_id, self._reader(robot))
         ]
         return SnapshotDetail.model_validate({**row._asdict(), "items": items})
 
@@ -108,7 +113,8 @@ class SnapshotService:
         """Working memory becomes the snapshot's, through the write protocol: each memory
         still current with its current content (a memory changed since is restored as it is
         now), its recorded order, last access and origin; the budget applies (the eviction
-        policy trims). Memories forgotten or superseded since are skipped and named."""
+        policy trims). Memories forgotten or superseded since are skipped and named; one the
+        robot may no longer read is skipped unnamed."""
         robot = await self.robots.require(robot_name)
         await self._own(robot, snapshot_id)
         items = await self.repo.items(snapshot_id)
@@ -120,7 +126,11 @@ class SnapshotService:
         ]
         done = await self.two_tier.restore(robot, wanted)
         keys = {i.memory_id: i.key for i in items}
-        still = await self.repo.ended(done.skipped) if done.skipped else set()
+        hidden = (
+            await self.repo.hidden(done.skipped, self._reader(robot)) if done.skipped else set()
+        )
+        skipped = [i for i in done.skipped if i not in hidden]
+        still = await self.repo.ended(skipped) if skipped else set()
         return SnapshotRestored.model_validate(
             {
                 "id": snapshot_id,
@@ -128,7 +138,7 @@ class SnapshotService:
                 "restored": [keys[i] for i in done.placed],
                 "skipped": [
                     {"key": keys[i], "reason": "superseded" if i in still else "forgotten"}
-                    for i in done.skipped
+                    for i in skipped
                 ],
                 "evicted": [keys[i] for i in done.evicted],
                 "tokens": done.tokens,

@@ -11,6 +11,33 @@ from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql
+from app.visibility import Reader
+
+# A memory's bytes as the counters add them up (migration 0004's trigger).
+_BYTES = (
+    "coalesce(pg_column_size(m.content), 0) + coalesce(pg_column_size(m.metadata), 0)"
+    " + coalesce(pg_column_size(m.tags), 0) + coalesce(pg_column_size(m.embedding), 0)"
+)
+# The memories of the namespace a reader may not read, as namespace()'s figures: only
+# restricted ones can be (a namespace-wide memory is every robot's), found through their
+# indexes (memory_restricted, memory_pool), so the figures stay a few rows' work when few are.
+_UNREADABLE = f"""
+    SELECT count(*) FILTER (WHERE m.deleted_at IS NULL) AS memories,
+           count(*) FILTER (WHERE m.deleted_at IS NOT NULL) AS deleted,
+           count(*) FILTER (WHERE m.deleted_at IS NULL
+                            AND m.embedding_status = 'pending') AS pending_embeddings,
+           count(*) FILTER (WHERE m.deleted_at IS NULL
+                            AND m.embedding_status = 'failed') AS failed_embeddings,
+           coalesce(sum({_BYTES}), 0)::bigint AS memory_bytes
+    FROM (
+        SELECT * FROM memory m
+        WHERE m.namespace_id = :ns AND m.visibility IN ('private', 'group')
+        UNION ALL
+        SELECT * FROM memory m
+        WHERE m.pool_id IN (SELECT id FROM pool WHERE namespace_id = :ns)
+          AND m.namespace_id = :ns AND m.visibility = 'pool'
+    ) m
+    WHERE ({{readable}}) IS NOT TRUE"""
 
 
 class StatsRepository:
@@ -106,6 +133,16 @@ class StatsRepository:
             )
         ).one()
         return int(row[0]), int(row[1])
+
+    async def unreadable(self, namespace_id: int, reader: Reader) -> dict[str, Any]:
+        """namespace()'s figures over the memories `reader` may not read."""
+        readable, params = reader.where()
+        row = (
+            await self.session.execute(
+                sql(_UNREADABLE.replace("{readable}", readable)), {"ns": namespace_id, **params}
+            )
+        ).one()
+        return row._asdict()
 
     async def namespace(self, namespace_id: int) -> dict[str, Any]:
         row = (

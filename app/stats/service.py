@@ -23,6 +23,7 @@ from app.stats.schemas import (
     Versions,
     WorkingMemoryUsage,
 )
+from app.visibility import Reader
 from app.working_memory.robots import Robot, group_name, robot_from_row
 from app.working_memory.service import WorkingMemoryService
 
@@ -113,11 +114,18 @@ class StatsService:
         )
 
     async def namespace(self) -> NamespaceStats:
-        counts = await self.repo.namespace(self.caller.namespace_id)
-        listed = [
-            robot_from_row(row, self.robots.default_budget)
-            for row in await self.robot_rows.list(self.caller.namespace_id)
-        ]
+        """The namespace's figures; through a key bound to a robot, only what that robot may
+        read (its memories, its own working memory, its group's when it shares one): a count
+        is metadata, and a robot sees none of what it may not read (app/visibility.py)."""
+        ns, bound = self.caller.namespace_id, self.caller.robot
+        counts = await self.repo.namespace(ns)
+        if bound is None:
+            rows = await self.robot_rows.list(ns)
+        else:
+            hidden = await self.repo.unreadable(ns, Reader(ns, bound))
+            counts = {name: counts[name] - hidden[name] for name in counts}
+            rows = [r for r in [await self.robot_rows.get(ns, bound)] if r is not None]
+        listed = [robot_from_row(row, self.robots.default_budget) for row in rows]
         # One Redis round trip for every robot's usage, not one per robot.
         usages = await self.working_memory.usage_many(listed)
         robots = [

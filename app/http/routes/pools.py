@@ -19,13 +19,15 @@ PoolName = Annotated[
 
 @router.get("", operation_id="pools-list", summary="List pools")
 async def list_pools(u: UnitDep) -> list[PoolRead]:
-    """Every pool of the namespace, archived ones included, by name, with its grants."""
+    """Every pool of the namespace, archived ones included, by name, with its grants; through
+    a key bound to a robot, only the pools that robot may read now."""
     return await u.pools.list_pools()
 
 
 @router.get("/{pool}", operation_id="pools-get", summary="Get a pool and its statistics")
 async def get_pool(pool: PoolName, u: UnitDep) -> PoolRead:
-    """The pool's grants, and its current memories counted by the robot that added them."""
+    """The pool's grants, and its current memories counted by the robot that added them. A
+    key bound to a robot that may not read the pool gets 404, as for one that does not exist."""
     return await u.pools.get(pool)
 
 

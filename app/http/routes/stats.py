@@ -24,5 +24,6 @@ async def robot_stats(
 
 @router.get("/v1/stats", operation_id="stats-namespace", summary="Namespace statistics")
 async def namespace_stats(u: ReadUnitDep) -> NamespaceStats:
-    """Memory counts and size, robots' working-memory use, and versions in use."""
+    """Memory counts and size, robots' working-memory use, and versions in use. Through a key
+    bound to a robot: only the memories that robot may read, and its own working memory."""
     return await u.stats.namespace()
