@@ -32,8 +32,10 @@ async def test_snapshots_round_trip_and_restore_the_same_working_memory(
     assert run.returncode == 0, run.stderr
     assert run.stderr.strip().endswith(f"exported 4 memories of namespace {a} to {out}")
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert lines[0]["version"] == 2
-    assert [x.get("kind") for x in lines[1:]] == [None, None, None, None, "snapshot"]
+    assert lines[0]["version"] == 3
+    assert [x.get("kind") for x in lines[1:]] == [
+        "robot", "robot", None, None, None, None, "snapshot",
+    ]  # fmt: skip
     line = lines[-1]
     assert (line["robot"], line["name"], line["readable"]) == ("ann", "kept", ["a", "b", "z"])
     assert [(i["key"], i["tokens"], i["from_recall"]) for i in line["items"]] == [
@@ -42,7 +44,7 @@ async def test_snapshots_round_trip_and_restore_the_same_working_memory(
 
     assert htm("import", str(out), "--namespace", b).stdout.strip() == (
         f"imported into namespace {b}: 4 added, 0 updated, 0 forgotten, 0 unchanged, "
-        "1 snapshots added"
+        "2 robots set, 1 snapshots added"
     )
     assert htm("import", str(out), "--namespace", b).stdout.strip() == (
         f"imported into namespace {b}: 0 added, 0 updated, 0 forgotten, 4 unchanged"
