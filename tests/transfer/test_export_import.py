@@ -298,3 +298,29 @@ async def test_import_runs_batches_two_at_a_time_in_file_order_and_places_nothin
     }
     assert held == {"writer-a": ["cache"], "writer-b": []}
     assert htm("import", str(out), "--batch", "0").returncode == 2
+
+
+async def test_an_import_supersedes_only_what_the_file_says(
+    client: httpx.AsyncClient, htm: Htm, tmp_path: Path
+) -> None:
+    """With the detector on (HTM_SUPERSEDE=apply), `city@2025` would supersede `city@2024`
+    (the key family rule): an import (and `htm load`, the same path) adds what the file has,
+    superseding only what its lines name."""
+    b = f"t-{uuid.uuid4().hex[:12]}"
+    header = {"format": "htm-export", "version": 1, "namespace": "x", "model": None,
+              "dimension": DIM, "exported_at": "2025-01-01T00:00:00Z"}  # fmt: skip
+    lines = [
+        {"key": f"city@{y}", "content": f"Lives in city {y}", "author": "r",
+         "created_at": f"{y}-01-01T00:00:00Z"}
+        for y in (2024, 2025)
+    ]  # fmt: skip
+    path = tmp_path / "f.jsonl"
+    for n in (1, 2):  # city@2024 in first
+        path.write_text("\n".join(json.dumps(x) for x in [header, *lines[:n]]) + "\n")
+        run = htm("import", str(path), "--namespace", b, HTM_SUPERSEDE="apply")
+        assert summary(run) == (
+            f"imported into namespace {b}: 1 added, 0 updated, 0 forgotten, {n - 1} unchanged"
+        )
+    client.headers["X-Namespace"] = b
+    r = await client.get("/v1/robots/r/memories/city@2024")
+    assert (r.status_code, r.json()["superseded_by"], r.json()["valid_to"]) == (200, None, None)

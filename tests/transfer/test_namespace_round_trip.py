@@ -201,3 +201,28 @@ async def test_a_namespace_round_trips_through_export_and_import(
         "include_deleted": True, "include": "superseded", "limit": 100,
     }))) == listed  # fmt: skip
     assert await ok(client.get("/v1/pools")) == pools
+
+
+async def test_a_group_memory_whose_group_was_deleted_stays_its_author_s_alone(
+    client: httpx.AsyncClient, htm: Htm, tmp_path: Path
+) -> None:
+    """Its group gone, only its author reads it; exported with `group: null`, it is imported
+    as a private memory (the same reader), not as the group memory of its author's group."""
+    a, b = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
+    client.headers["X-Namespace"] = a
+    await ok(client.put("/v1/groups/temp", json={"members": ["carol", "dan"]}))
+    body = {"key": "g1", "content": "A group note.", "visibility": "group"}
+    await ok(client.post("/v1/robots/carol/memories", json=body))
+    await ok(client.delete("/v1/groups/temp"))
+    await ok(client.put("/v1/groups/crew", json={"members": ["carol", "dan"]}))
+    assert (await client.get("/v1/robots/dan/memories/g1")).status_code == 404
+    lines = export(htm, a, tmp_path / "a.jsonl")
+    [g1] = [x for x in lines if x.get("key") == "g1"]
+    assert (g1["visibility"], g1["group"]) == ("group", None)
+
+    run = htm("import", str(tmp_path / "a.jsonl"), "--namespace", b)
+    assert run.returncode == 0, run.stderr
+    client.headers["X-Namespace"] = b
+    mine = await ok(client.get("/v1/robots/carol/memories/g1"))
+    assert (mine["visibility"], mine["readers"]) == ("private", [])
+    assert (await client.get("/v1/robots/dan/memories/g1")).status_code == 404
