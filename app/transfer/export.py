@@ -51,6 +51,8 @@ def _record(row: Any) -> dict[str, Any]:
         "readers": list(row.readers),
         "pool": row.pool,
         "group": group_name(row.group_row) if row.group_row else None,
+        "access_count": row.access_count,
+        "last_accessed_at": _iso(row.last_accessed_at),
     }
     if row.embedding is not None:
         out["embedding"] = orjson.loads(row.embedding)  # pgvector's text form is a JSON list

@@ -82,6 +82,10 @@ class Record(BaseModel):
         description="A group memory's group; null when that group was deleted since (then "
         "only its author reads it)",
     )
+    access_count: int = Field(default=0, ge=0, le=2**31 - 1)
+    last_accessed_at: datetime | None = Field(
+        default=None, description="With access_count, what retention's idle and stale judge"
+    )
 
 
 def _fields(record: BaseModel, *own: str) -> dict[str, Any]:

@@ -130,6 +130,8 @@ def wanted(r: Record, *, keep_vector: bool = False, superseded_later: bool = Fal
         pool=r.pool,
         archived=r.archived if r.deleted_at is not None else None,
         superseded_later=superseded_later,
+        access_count=r.access_count,
+        last_accessed_at=r.last_accessed_at,
     )
 
 

@@ -21,7 +21,7 @@ _PAGE = """
     SELECT m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
            r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
            m.embedding_status, m.embedding_model, {vector} AS embedding, m.archived, m.valid_from,
-           m.valid_to, {superseded_by}, {audience}
+           m.valid_to, {superseded_by}, {audience}, m.access_count, m.last_accessed_at
     FROM memory m JOIN robot r ON r.id = m.author_robot_id
     WHERE {where}
     ORDER BY m.created_at, m.id
@@ -106,7 +106,7 @@ class TransferRepository:
             sql(f"""
             SELECT m.key, m.content, m.type, m.importance, m.tags, m.metadata,
                    m.created_at, m.deleted_at, m.valid_from, m.valid_to, m.archived,
-                   m.version, {SUPERSEDED_BY}, {AUDIENCE}
+                   m.version, {SUPERSEDED_BY}, {AUDIENCE}, m.access_count, m.last_accessed_at
             FROM memory_key k
             JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
             WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))"""),
@@ -165,6 +165,29 @@ class TransferRepository:
             {"ns": namespace_id, "robot": robot_id} if robot_id else {"ns": namespace_id},
         )
         return list(rows)
+
+    async def carry_accesses(
+        self,
+        namespace_id: int,
+        keys: Sequence[str],
+        counts: Sequence[int],
+        lasts: Sequence[datetime | None],
+    ) -> None:
+        """The accesses an import brought along, on memories that have fewer: a count and a
+        last access only ever raised (the memory's own since stay)."""
+        await self.session.execute(
+            sql("""
+            UPDATE memory m SET access_count = greatest(m.access_count, t.n),
+                   last_accessed_at = greatest(m.last_accessed_at, t.at)
+            FROM unnest(CAST(:keys AS text[]), CAST(:counts AS int[]),
+                        CAST(:lasts AS timestamptz[])) AS t(key, n, at),
+                 memory_key k
+            WHERE k.namespace_id = :ns AND k.key = t.key
+              AND m.id = k.memory_id AND m.created_at = k.memory_created_at
+              AND (m.access_count < t.n OR m.last_accessed_at < t.at
+                   OR (m.last_accessed_at IS NULL AND t.at IS NOT NULL))"""),
+            {"ns": namespace_id, "keys": list(keys), "counts": list(counts), "lasts": list(lasts)},
+        )
 
     async def name_models(self, namespace_id: int, models: dict[str, str]) -> None:
         """Record the model that made vectors an import brought along (the service stores a

@@ -38,6 +38,9 @@ class Wanted:
     archived: str | None = None  # deleted by this retention rule
     # The keys it supersedes when it is added (those still current then).
     supersedes: list[str] = field(default_factory=list)
+    # Accesses it had (what retention judges): a memory with fewer is given these.
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
     # Superseded by a memory the import adds later: wanted current and live until that one
     # supersedes it (which ends its validity), not yet as it ends up.
     superseded_later: bool = False
@@ -184,7 +187,26 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
     if named:
         async with unit_of_work(c, caller) as r:
             await TransferRepository(r.session).name_models(caller.namespace_id, named)
+    accessed = [w for w in wanted if _accessed(w, current.get(w.key))]
+    if accessed:
+        async with unit_of_work(c, caller) as r:
+            await TransferRepository(r.session).carry_accesses(
+                caller.namespace_id,
+                [w.key for w in accessed],
+                [w.access_count for w in accessed],
+                [w.last_accessed_at for w in accessed],
+            )
     return counts
+
+
+def _accessed(w: Wanted, row: Any) -> bool:
+    """Whether `w` brings accesses the memory has not had (as its row was before)."""
+    if row is None:
+        return w.access_count > 0 or w.last_accessed_at is not None
+    last = row.last_accessed_at
+    return w.access_count > row.access_count or (
+        w.last_accessed_at is not None and (last is None or w.last_accessed_at > last)
+    )
 
 
 def _named(w: Wanted) -> bool:

@@ -96,6 +96,11 @@ async def build(client: httpx.AsyncClient, ns: str) -> None:
     await add("bob", "old-note", "A note nobody read.", type="note",
               created_at="2020-01-01T00:00:00Z")  # fmt: skip
     await add("bob", "dropped", "Forgotten, its link kept.")
+    await add("bob", "old-read", "An old note read since.", type="note",
+              created_at="2020-01-02T00:00:00Z")  # fmt: skip
+    for _ in range(2):  # accesses: what retention's idle and stale rules judge
+        await ok(client.get("/v1/robots/bob/memories/old-read"))
+    await client.app.state.components.access.flush()  # type: ignore[attr-defined]
 
     await ok(post("/v1/robots/alice/memories/policy-1/links",
                   json={"target": "policy-2", "type": "supports", "weight": 0.5}))  # fmt: skip
@@ -110,7 +115,7 @@ async def build(client: httpx.AsyncClient, ns: str) -> None:
         put("/v1/retention", json={"policies": [{"type": "note", "rule": "idle", "days": 30}]})
     )
     run = await ok(post("/v1/retention/run", json={}))
-    assert run["archived"] == 1  # old-note, as the idle rule
+    assert run["archived"] == 1  # old-note, as the idle rule (old-read was read)
     await ok(put("/v1/retention", json={"policies": [
         {"type": "note", "rule": "idle", "days": 30}, {"rule": "stale", "days": 90},
     ]}))  # fmt: skip
@@ -160,7 +165,7 @@ async def test_a_namespace_round_trips_through_export_and_import(
     kinds = [x.get("kind", "memory") for x in original[1:]]
     assert kinds == (
         ["robot"] * 5 + ["group"] * 2 + ["pool"] * 4 + ["retention", "maintenance"]
-        + ["memory"] * 15 + ["link"] * 3 + ["snapshot"]
+        + ["memory"] * 16 + ["link"] * 3 + ["snapshot"]
     )  # fmt: skip
     robots = ["alice", "bob", "carol", "htm-retention", "idle"]
     assert [x["name"] for x in original[1:6]] == robots
@@ -168,12 +173,21 @@ async def test_a_namespace_round_trips_through_export_and_import(
     run = htm("import", str(tmp_path / "a.jsonl"), "--namespace", b)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == (
-        f"imported into namespace {b}: 15 added, 0 updated, 2 forgotten, 0 unchanged, "
+        f"imported into namespace {b}: 16 added, 0 updated, 2 forgotten, 0 unchanged, "
         "5 robots set, 2 groups set, 4 pools set, 2 namespace settings set, 3 links added, "
         "1 snapshots added"
     )
     copy = export(htm, b, tmp_path / "b.jsonl")
     assert normalised(copy) == normalised(original)
+    [read] = [x for x in copy if x.get("key") == "old-read"]
+    assert read["access_count"] == 2
+    # Retention judges the copy as it judges the original (accesses came along).
+    would = []
+    for ns in (a, b):
+        client.headers["X-Namespace"] = ns
+        run = await ok(client.post("/v1/retention/run", json={"dry_run": True}))
+        would.append([p["keys"] for p in run["policies"]])
+    assert would[0] == would[1] == [[], ["city@2023"]]
 
     client.headers["X-Namespace"] = b
     # Who reads what came along: carol reads alice's private memory, bob his old group's
@@ -194,7 +208,7 @@ async def test_a_namespace_round_trips_through_export_and_import(
     run = htm("import", str(tmp_path / "a.jsonl"), "--namespace", b)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == (
-        f"imported into namespace {b}: 0 added, 0 updated, 0 forgotten, 15 unchanged"
+        f"imported into namespace {b}: 0 added, 0 updated, 0 forgotten, 16 unchanged"
     )
     assert await row_counts(client, b) == before
     assert (await ok(client.get("/v1/robots/alice/memories", params={
