@@ -208,6 +208,14 @@ async def test_a_namespace_round_trips_through_export_and_import(
         "include_deleted": True, "include": "superseded", "limit": 100,
     }))  # fmt: skip
     pools = await ok(client.get("/v1/pools"))
+    async with client.app.state.components.sessionmaker() as s:  # type: ignore[attr-defined]
+        # Seen an hour ago: a registration on the way would refresh it (a write).
+        await s.execute(
+            text("UPDATE robot SET last_seen_at = now() - interval '1 hour' WHERE "
+                 "namespace_id = (SELECT id FROM namespace WHERE name = :ns)"), {"ns": b},
+        )  # fmt: skip
+        await s.commit()
+    robots = await ok(client.get("/v1/robots"))
     before = await row_counts(client, b)
     run = htm("import", str(tmp_path / "a.jsonl"), "--namespace", b)
     assert run.returncode == 0, run.stderr
@@ -219,6 +227,7 @@ async def test_a_namespace_round_trips_through_export_and_import(
         "include_deleted": True, "include": "superseded", "limit": 100,
     }))) == listed  # fmt: skip
     assert await ok(client.get("/v1/pools")) == pools
+    assert await ok(client.get("/v1/robots")) == robots
 
 
 async def test_a_group_memory_whose_group_was_deleted_stays_its_author_s_alone(
