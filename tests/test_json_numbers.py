@@ -122,7 +122,8 @@ async def test_mcp_remember_refuses_such_an_integer(live_server_factory, app_fac
 
 
 async def test_htm_import_refuses_such_an_integer_and_imports_nothing(client, tmp_path) -> None:
-    from app.transfer.importer import BadFile, import_file
+    from app.transfer.importer import import_file
+    from app.transfer.reading import BadFile
 
     ns = f"t-{uuid.uuid4().hex[:10]}"
     header = {"format": "htm-export", "version": 1, "namespace": "x", "model": None,

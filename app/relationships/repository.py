@@ -188,6 +188,28 @@ class LinkRepository:
         }
         return (await self.session.execute(_LINK, params)).one()
 
+    async def ids(self, namespace_id: int, keys: Sequence[str]) -> dict[str, int]:
+        """key → memory id of the namespace's memories of `keys`, deleted ones too."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT CAST(key AS text) AS key, memory_id FROM memory_key
+            WHERE namespace_id = :ns AND key = ANY(CAST(:keys AS text[]))"""),
+            {"ns": namespace_id, "keys": list(keys)},
+        )
+        return {r.key: r.memory_id for r in rows}
+
+    async def explicit_weight(self, source: int, target: int, type_: str) -> float | None:
+        """The weight of the explicit link of that type between them; None: there is none."""
+        return (
+            await self.session.execute(
+                sql("""
+                SELECT weight FROM memory_link
+                WHERE source_id = :source AND target_id = :target AND type = :type
+                  AND origin = 'explicit'"""),
+                {"source": source, "target": target, "type": type_},
+            )
+        ).scalar()
+
     async def unlink(
         self, namespace_id: int, source: int, target: int, type_: str | None
     ) -> list[Any]:

@@ -51,6 +51,21 @@ class LinkService:
             created=row.created,
         )
 
+    async def adopt(self, key: str, body: LinkCreate) -> bool:
+        """An exported explicit link (`htm import`), between the memories of those keys,
+        deleted ones too (the operator reads every memory, and a soft delete keeps a
+        memory's links). Whether it was written: the same link with the same weight is
+        there already."""
+        ids = await self.repo.ids(self.namespace_id, [key, body.target])
+        missing = [k for k in (key, body.target) if k not in ids]
+        if missing:
+            raise NotFound(f"memory {missing[0]!r} does not exist")
+        source, target = ids[key], ids[body.target]
+        if await self.repo.explicit_weight(source, target, body.type) == body.weight:
+            return False
+        await self.repo.link(self.namespace_id, source, target, body.type, body.weight)
+        return True
+
     async def unlink(self, robot: str, key: str, target: str, type_: str | None) -> Unlinked:
         """Removes explicit links only (the derived ones follow the memories)."""
         source, dest = await self._named(robot, key, target)

@@ -187,20 +187,30 @@ class SnapshotRepository:
 
     async def of_namespace(self, namespace_id: int, robot_id: int | None) -> list[Any]:
         """Every snapshot of the namespace (or one robot's), oldest first, each with its items
-        (as JSON, in order) and the keys of its readable memories that still have one."""
+        (as JSON, in order) and the keys of its readable memories, each naming a memory the
+        export holds: one that still has its key (a hard delete takes it) and, for one
+        robot's export, that robot authored."""
         where = "s.namespace_id = :ns" + (" AND s.robot_id = :robot" if robot_id else "")
+        # The exported memories among the snapshot's (`x`).
+        exported = """JOIN memory_key k ON k.memory_id = x.memory_id""" + (
+            """
+                        JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+                                     AND m.author_robot_id = :robot"""
+            if robot_id
+            else ""
+        )
         return list(
             await self.session.execute(
                 sql(f"""
                 SELECT {_SNAPSHOT},
                        (SELECT coalesce(json_agg(json_build_object(
-                                   'key', i.key, 'version', i.version, 'tokens', i.tokens,
-                                   'importance', i.importance, 'added_at', i.added_at,
-                                   'last_access_at', i.last_access_at,
-                                   'from_recall', i.from_recall) ORDER BY i.position), '[]')
-                        FROM working_memory_snapshot_item i WHERE i.snapshot_id = s.id) AS entries,
-                       ARRAY(SELECT k.key FROM working_memory_snapshot_readable x
-                             JOIN memory_key k ON k.memory_id = x.memory_id
+                                   'key', k.key, 'version', x.version, 'tokens', x.tokens,
+                                   'importance', x.importance, 'added_at', x.added_at,
+                                   'last_access_at', x.last_access_at,
+                                   'from_recall', x.from_recall) ORDER BY x.position), '[]')
+                        FROM working_memory_snapshot_item x {exported}
+                        WHERE x.snapshot_id = s.id) AS entries,
+                       ARRAY(SELECT k.key FROM working_memory_snapshot_readable x {exported}
                              WHERE x.snapshot_id = s.id ORDER BY k.key) AS readable
                 FROM working_memory_snapshot s JOIN robot r ON r.id = s.robot_id
                 WHERE {where} ORDER BY s.id"""),

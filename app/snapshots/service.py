@@ -158,9 +158,12 @@ class SnapshotService:
         """An exported snapshot, recreated with the memories of this namespace of the same
         keys (an item whose key is not here is left out). Whether it was added: one of the
         robot's with the same name and time is the same snapshot, imported before."""
-        robot = await self.robots.ensure(robot_name)
-        if await self.repo.exists(robot.id, name, at):
-            return False
+        try:  # read first: an import run again writes nothing, not even a robot's last seen
+            robot = await self.robots.require(robot_name)
+            if await self.repo.exists(robot.id, name, at):
+                return False
+        except NotFound:
+            robot = await self.robots.ensure(robot_name)
         ns = self.caller.namespace_id
         ids = await self.repo.ids_of(ns, [*(i.key for i in items), *readable])
         kept = [{"memory_id": ids[i.key], **i.model_dump()} for i in items if i.key in ids]

@@ -14,8 +14,8 @@ from typing import Any
 from app import names
 from app.components import Components
 from app.errors import DomainError
-from app.transfer.importer import BadFile
 from app.transfer.progress import progress
+from app.transfer.reading import BadFile
 
 Run = Callable[[Components, argparse.Namespace], Awaitable[int]]
 ROBOT, NAMESPACE = names.argument("robot"), names.argument("namespace")
@@ -61,15 +61,14 @@ async def _import(c: Components, args: argparse.Namespace) -> int:
 
     try:
         with progress(args.quiet) as bar:
-            ns, n = await import_file(c, Path(args.file), args.namespace, bar, args.batch)
+            ns, n, written = await import_file(c, Path(args.file), args.namespace, bar, args.batch)
     except BadFile as exc:
         return _fail(args, f"{exc} (nothing imported)", 2)
     except (DomainError, OSError) as exc:
         return _fail(args, getattr(exc, "detail", None) or str(exc))
     print(
         f"imported into namespace {ns}: {n.added} added, {n.updated} updated, "
-        f"{n.forgotten} forgotten, {n.unchanged} unchanged"
-        + (f", {n.snapshots} snapshots added" if n.snapshots else "")
+        f"{n.forgotten} forgotten, {n.unchanged} unchanged{written.summary()}"
     )
     return 0
 

@@ -1,5 +1,6 @@
-"""`htm export`: a namespace (or one robot's memories) as JSON Lines, streamed page by page
-from one snapshot, so memory use does not grow with the namespace."""
+"""`htm export`: a namespace (or one robot's memories) as JSON Lines (app/transfer/format.py),
+read from one snapshot: the settings first, then the memories streamed page by page, so memory
+use does not grow with the namespace, then the explicit links and the snapshots."""
 
 from __future__ import annotations
 
@@ -11,10 +12,16 @@ import orjson
 from rich.progress import Progress
 
 from app.components import Components
+from app.db.session import DbSession
 from app.db.vectors import stored_dimension
 from app.errors import NotFound
+from app.groups.repository import GroupRepository
+from app.maintenance.repository import MaintenanceRepository
+from app.pools.repository import PoolRepository
+from app.retention.repository import RetentionRepository
+from app.robots.repository import RobotRepository
 from app.snapshots.repository import SnapshotRepository
-from app.transfer.format import FORMAT_VERSION, Header
+from app.transfer.format import SETTINGS_VERSION, SNAPSHOTS_VERSION, Header
 from app.transfer.repository import TransferRepository
 from app.working_memory.robots import group_name
 
@@ -44,6 +51,8 @@ def _record(row: Any) -> dict[str, Any]:
         "readers": list(row.readers),
         "pool": row.pool,
         "group": group_name(row.group_row) if row.group_row else None,
+        "access_count": row.access_count,
+        "last_accessed_at": _iso(row.last_accessed_at),
     }
     if row.embedding is not None:
         out["embedding"] = orjson.loads(row.embedding)  # pgvector's text form is a JSON list
@@ -61,15 +70,84 @@ def _snapshot(row: Any) -> dict[str, Any]:
     }
 
 
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None
+
+
+async def _settings(session: DbSession, ns_id: int, robot: str | None) -> list[dict[str, Any]]:
+    """The namespace's robots, groups, pools, retention policies and maintenance schedule, as
+    the PUTs that set them would. One robot's export has its own settings, and the groups and
+    pools its memories are in (its group's too), not the namespace's policies."""
+    robots = await RobotRepository(session).list(ns_id)
+    groups = await GroupRepository(session).list(ns_id)
+    pools = await PoolRepository(session).in_namespace(ns_id)
+    out: list[dict[str, Any]] = []
+    if robot is not None:
+        robots = [r for r in robots if r.name == robot]
+        robot_id = robots[0].id
+        pooled, grouped = await TransferRepository(session).audiences(ns_id, robot_id)
+        grouped += [r.g_name for r in robots if r.g_name]
+        groups = [g for g in groups if g.name in grouped]
+        pools = [p for p in pools if p.name in pooled]
+    out += [
+        {
+            "kind": "robot",
+            "name": r.name,
+            "working_memory_budget": r.working_memory_budget,  # null: the default
+            "session_ttl_s": r.session_ttl_s,
+            "summarize_evictions": r.summarize_evictions,
+        }
+        for r in robots
+    ]
+    out += [
+        {
+            "kind": "group",
+            "name": group_name(g.name),
+            "members": list(g.members),
+            "working_memory_budget": g.working_memory_budget,
+        }
+        for g in groups
+    ]
+    out += [
+        {
+            "kind": "pool",
+            "name": p.name,
+            "type": p.type,
+            "readers": list(p.readers),
+            "writers": list(p.writers),
+            "public_read": p.public_read,
+            "expires_at": _iso(p.expires_at),
+            "archived_at": _iso(p.archived_at),
+        }
+        for p in pools
+    ]
+    if robot is None:
+        policies = await RetentionRepository(session).policies(ns_id)
+        if policies:
+            out.append({"kind": "retention", "policies": [p.model_dump() for p in policies]})
+        schedule = await MaintenanceRepository(session).schedule(ns_id)
+        if schedule is not None:
+            out.append({"kind": "maintenance", **schedule.model_dump()})
+    return out
+
+
+def _version(settings: bool, snapshots: bool) -> int:
+    """The lowest format version that holds the file (an older htm reads what it can)."""
+    if settings:
+        return SETTINGS_VERSION
+    return SNAPSHOTS_VERSION if snapshots else 1
+
+
 async def lines(
     c: Components,
     namespace: str,
     robot: str | None,
     embeddings: bool,
     progress: Progress | None = None,
-) -> AsyncIterator[bytes]:
-    """The header, then each memory, oldest first (deleted ones too, with their deleted_at),
-    then each snapshot of working memory."""
+) -> AsyncIterator[tuple[bool, bytes]]:
+    """The header, the settings, each memory, oldest first (deleted ones too, with their
+    deleted_at), the explicit links, then each snapshot of working memory; each line with
+    whether it is a memory's."""
     async with c.sessionmaker() as session, session.begin():
         repo = TransferRepository(session)
         await repo.snapshot()
@@ -81,10 +159,12 @@ async def lines(
             robot_id = await repo.robot_id(ns_id, robot)
             if robot_id is None:
                 raise NotFound(f"robot {robot!r} does not exist in namespace {namespace!r}")
+        settings = await _settings(session, ns_id, robot)
+        links = await repo.explicit_links(ns_id, robot_id)
         snapshots = await SnapshotRepository(session).of_namespace(ns_id, robot_id)
         header = Header(
             format="htm-export",
-            version=FORMAT_VERSION if snapshots else 1,
+            version=_version(bool(settings or links), bool(snapshots)),
             namespace=namespace,
             robot=robot,
             model=c.embedder.model,
@@ -92,7 +172,9 @@ async def lines(
             embeddings=embeddings,
             exported_at=c.clock(),
         )
-        yield orjson.dumps(header.model_dump(mode="json")) + b"\n"
+        yield False, orjson.dumps(header.model_dump(mode="json")) + b"\n"
+        for setting in settings:
+            yield False, orjson.dumps(setting) + b"\n"
         task = None
         if progress is not None:
             total = await repo.count(ns_id, robot_id)
@@ -101,14 +183,18 @@ async def lines(
         while True:
             rows = await repo.page(ns_id, robot_id, after, PAGE, embeddings)
             for row in rows:
-                yield orjson.dumps(_record(row)) + b"\n"
+                yield True, orjson.dumps(_record(row)) + b"\n"
             if task is not None:
                 progress.advance(task, len(rows))  # type: ignore[union-attr]
             if len(rows) < PAGE:
                 break
             after = (rows[-1].created_at, rows[-1].id)
+        for link in links:
+            line = {"kind": "link", "source": link.source, "target": link.target,
+                    "type": link.type, "weight": link.weight}  # fmt: skip
+            yield False, orjson.dumps(line) + b"\n"
         for s in snapshots:
-            yield orjson.dumps(_snapshot(s)) + b"\n"
+            yield False, orjson.dumps(_snapshot(s)) + b"\n"
 
 
 async def export(
@@ -120,8 +206,8 @@ async def export(
     progress: Progress | None = None,
 ) -> int:
     """Writes the file; returns how many memories it holds."""
-    n = -1
-    async for line in lines(c, namespace, robot, embeddings, progress):
+    n = 0
+    async for memory, line in lines(c, namespace, robot, embeddings, progress):
         out.write(line)
-        n += not line.startswith(b'{"kind":"snapshot"')
+        n += memory
     return n

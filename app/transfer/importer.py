@@ -1,31 +1,31 @@
 """`htm import`: a file written by `htm export`, into a namespace, through the services.
 
-Two passes over the file, each a line at a time: the first checks every line (nothing is
-written when one is bad), the second applies them in batches (app/transfer/sync.py), so a
-key already in the file's state is skipped: importing a file again changes nothing, and an
-import that stopped half way is resumed by running it again. Snapshots follow the memories,
-each recreated through SnapshotService.adopt with the memories of its keys (one imported
-before, same robot, name and time, is skipped)."""
+First the check (app/transfer/plan.py): every line, and every name a line refers to, before
+anything is written. Then, in the order things depend on each other, each step skipping what
+the namespace has already (so importing a file again writes nothing, and an import cut off is
+finished by running it again): the robots and groups, the pools memories are written into
+(open to their authors meanwhile), the memories in batches (app/transfer/sync.py), then one
+at a time those that supersede others (once those are in) or belong to a group their author
+is not in at the end (written while it is), then the pools as the file has them, the
+retention policies and the maintenance schedule, the explicit links and the snapshots."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-from pydantic import ValidationError
 from rich.progress import Progress
 
-from app.common import parse_json
+from app.auth.caller import Caller
 from app.components import Components
-from app.config import Settings
 from app.db.vectors import stored_dimension
-from app.errors import DomainError
-from app.memories.limits import check_fields
-from app.memories.schemas import MemoryCreate
-from app.transfer.format import FORMAT_VERSION, Header, Record, SnapshotRecord
+from app.errors import NotFound
+from app.transfer import kinds
+from app.transfer.format import Record
+from app.transfer.plan import Plan, check, wanted
+from app.transfer.reading import memories
 from app.transfer.sync import Counts, Wanted, apply
 from app.unit import operator, unit_of_work
 
@@ -34,89 +34,6 @@ from app.unit import operator, unit_of_work
 # has the rate beside a raw COPY).
 BATCH = 500
 IN_FLIGHT = 2
-
-
-class BadFile(Exception):
-    """A line of the file that cannot be imported, and why."""
-
-    def __init__(self, path: Path, line: int, why: str) -> None:
-        super().__init__(f"{path}:{line}: {why}")
-
-
-def _records(path: Path) -> Iterator[tuple[int, Any]]:
-    with path.open("rb") as f:
-        for n, raw in enumerate(f, start=1):
-            if raw.strip():
-                try:
-                    yield n, parse_json(raw)  # as a request body: integers kept exactly
-                except json.JSONDecodeError as exc:
-                    raise BadFile(path, n, f"not JSON: {exc}") from None
-
-
-def read_header(path: Path) -> Header:
-    for n, value in _records(path):
-        try:
-            header = Header.model_validate(value)
-        except ValidationError as exc:
-            raise BadFile(path, n, f"not an htm export header: {_why(exc)}") from None
-        if header.version > FORMAT_VERSION:
-            raise BadFile(path, n, f"format version {header.version} is newer than this htm")
-        return header
-    raise BadFile(path, 1, "empty file")
-
-
-def _why(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}" for e in exc.errors()[:3]
-    )
-
-
-def _lines(path: Path) -> Iterator[tuple[int, Record | SnapshotRecord]]:
-    records = _records(path)
-    next(records)  # the header
-    for n, value in records:
-        snapshot = isinstance(value, dict) and value.get("kind") == "snapshot"
-        try:
-            yield n, (SnapshotRecord if snapshot else Record).model_validate(value)
-        except ValidationError as exc:
-            raise BadFile(path, n, _why(exc)) from None
-
-
-def _memories(path: Path) -> Iterator[tuple[int, Record]]:
-    for n, r in _lines(path):
-        if isinstance(r, Record):
-            yield n, r
-
-
-def check(path: Path, settings: Settings) -> int:
-    """Every memory line as the API would check it; returns how many there are."""
-    read_header(path)
-    for _ in _lines(path):  # every line's shape, snapshots' too
-        pass
-    count = 0
-    for n, r in _memories(path):
-        try:
-            check_fields(settings, MemoryCreate(**_fields(r)))
-        except ValidationError as exc:
-            raise BadFile(path, n, _why(exc)) from None
-        except DomainError as exc:
-            raise BadFile(path, n, exc.detail) from None
-        count += 1
-    return count
-
-
-def _fields(r: Record) -> dict[str, Any]:
-    return {
-        "key": r.key,
-        "content": r.content,
-        "type": r.type,
-        "importance": r.importance,
-        "tags": r.tags,
-        "metadata": r.metadata,
-        "created_at": r.created_at,
-        "valid_from": r.valid_from,
-        "valid_to": r.valid_to,
-    }
 
 
 def reusable(r: Record, model: str | None, dimension: int | None) -> bool:
@@ -134,30 +51,55 @@ async def import_file(
     namespace: str | None,
     progress: Progress | None = None,
     batch_size: int | None = None,
-) -> tuple[str, Counts]:
-    """Checks the file, then imports it; returns the namespace and what changed."""
-    header = read_header(path)
-    total = check(path, c.settings)
-    namespace = namespace or header.namespace
-    caller = await operator(c, namespace)
+) -> tuple[str, Counts, kinds.Written]:
+    """Checks the file, then imports it; returns the namespace, what changed among its
+    memories, and what else was written."""
+    plan = await check(c, path, namespace)
+    caller = await operator(c, plan.namespace)
+    done = kinds.Written()
+    await kinds.robots(c, caller, plan, done)
+    await kinds.groups(c, caller, plan, done)
+    await kinds.stage_pools(c, caller, plan, done)
+    counts = await _memories(c, caller, path, plan, progress, batch_size)
+    await kinds.finish_pools(c, caller, plan, done)
+    await kinds.namespace_settings(c, caller, plan, done)
+    await kinds.links(c, caller, plan, done)
+    await kinds.snapshots(c, caller, path, done)
+    return plan.namespace, counts, done
+
+
+async def _memories(
+    c: Components,
+    caller: Caller,
+    path: Path,
+    plan: Plan,
+    progress: Progress | None,
+    batch_size: int | None,
+) -> Counts:
     async with c.sessionmaker() as session:
         dimension = await stored_dimension(session)
     model = c.embedder.model
-    task = progress.add_task(f"import {namespace}", total=total) if progress else None
+    task = progress.add_task(f"import {plan.namespace}", total=plan.memories) if progress else None
     counts = Counts()
     size = min(batch_size or BATCH, c.settings.max_batch_size)
     batch: dict[str, Wanted] = {}
     # Batches in flight, with their keys: a key repeated in the file waits until every batch
     # holding it is applied, so the file's lines still apply in order, key by key.
     flying: list[tuple[asyncio.Task[Counts], set[str]]] = []
+    later: list[tuple[tuple[object, ...], Wanted, str | None]] = []  # written one at a time
+    superseded = plan.superseded
+    ends: dict[str, Wanted] = {}  # what a superseded memory ends as, once superseded
+
+    def advance(n: int) -> None:
+        if progress is not None and task is not None:
+            progress.advance(task, n)
 
     async def land(all_of_them: bool) -> None:
         nonlocal counts
         while flying and (all_of_them or len(flying) >= IN_FLIGHT):
             done, keys = flying.pop(0)
             counts += await done
-            if progress is not None and task is not None:
-                progress.advance(task, len(keys))
+            advance(len(keys))
 
     async def flush() -> None:
         if batch:
@@ -167,42 +109,69 @@ async def import_file(
             batch.clear()
 
     try:
-        for _, r in _memories(path):
+        for n, r in memories(path):
+            keep = reusable(r, model, dimension)
+            w = wanted(r, keep_vector=keep, superseded_later=r.key in superseded)
+            if r.key in superseded:
+                ends[r.key] = wanted(r, keep_vector=keep)
+            if r.key in plan.deferred:
+                w.supersedes = plan.supersedes.get(r.key, [])
+                group = r.group if w.visibility == "group" else None
+                later.append(((w.valid_from or w.created_at, n), w, group))
+                continue
             # A repeated key applies after every earlier line of it has.
             repeat = r.key in batch or any(r.key in keys for _, keys in flying)
             if repeat or len(batch) >= size:
                 await flush()
             if repeat:
                 await land(all_of_them=True)
-            keep = reusable(r, model, dimension)
-            batch[r.key] = Wanted(
-                key=r.key,
-                author=r.author,
-                content=r.content,
-                type=r.type,
-                importance=r.importance,
-                tags=r.tags,
-                metadata=r.metadata,
-                created_at=r.created_at,
-                deleted=r.deleted_at is not None,
-                embedding=r.embedding if keep else None,
-                embedding_model=r.embedding_model if keep else None,
-                valid_from=r.valid_from,
-                valid_to=r.valid_to,
-                visibility=r.visibility,
-                readers=r.readers,
-                pool=r.pool,
-            )
+            batch[r.key] = w
         await flush()
         await land(all_of_them=True)
-        for _, s in _lines(path):
-            if isinstance(s, SnapshotRecord):
-                async with unit_of_work(c, caller) as u:
-                    added = await u.snapshots.adopt(
-                        s.robot, s.name, s.created_at, s.items, s.readable
-                    )
-                counts.snapshots += added
     finally:  # an error (or Ctrl-C) leaves no batch running on its own
         for running, _ in flying:
             running.cancel()
-    return namespace, counts
+    # A memory superseding others after them, in the order of their validity: a chain's
+    # links one after the other.
+    for _, w, group in sorted(later, key=lambda x: x[0]):
+        async with _member(c, caller, w.author, group):
+            counts += await apply(c, caller, [w])
+        advance(1)
+    ended = list(ends.values())
+    for i in range(0, len(ended), size):
+        after = await apply(c, caller, ended[i : i + size])
+        counts.updated += after.updated
+        counts.forgotten += after.forgotten
+    return counts
+
+
+@asynccontextmanager
+async def _member(
+    c: Components, caller: Caller, robot: str, group: str | None
+) -> AsyncIterator[None]:
+    """The robot in `group` meanwhile (a group memory is written in its author's group),
+    through the groups' service; then back in its own."""
+    own = None
+    if group is not None:
+        async with unit_of_work(c, caller) as u:
+            try:
+                own = (await u.robots.get(robot)).group
+            except NotFound:
+                pass
+    if group is None or own == group:
+        yield
+        return
+    await _move(c, caller, robot, own, group)
+    try:
+        yield
+    finally:
+        await _move(c, caller, robot, group, own)
+
+
+async def _move(
+    c: Components, caller: Caller, robot: str, from_: str | None, to: str | None
+) -> None:
+    for name, join, leave in ((from_, [], [robot]), (to, [robot], [])):
+        if name is not None:
+            async with unit_of_work(c, caller) as u:
+                await u.groups.change(name, join=join, leave=leave)

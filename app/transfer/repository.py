@@ -14,12 +14,14 @@ from app.db.sql import sql
 AUDIENCE = """m.visibility, m.readers,
            (SELECT p.name FROM pool p WHERE p.id = m.pool_id) AS pool,
            (SELECT g.name FROM robot g WHERE g.id = m.group_id) AS group_row"""
+SUPERSEDED_BY = (
+    "(SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by) AS superseded_by"
+)
 _PAGE = """
     SELECT m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
            r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
            m.embedding_status, m.embedding_model, {vector} AS embedding, m.archived, m.valid_from,
-           m.valid_to, (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by)
-                       AS superseded_by, {audience}
+           m.valid_to, {superseded_by}, {audience}, m.access_count, m.last_accessed_at
     FROM memory m JOIN robot r ON r.id = m.author_robot_id
     WHERE {where}
     ORDER BY m.created_at, m.id
@@ -93,6 +95,7 @@ class TransferRepository:
         statement = _PAGE.format(
             vector="CAST(m.embedding AS text)" if vectors else "NULL",
             audience=AUDIENCE,
+            superseded_by=SUPERSEDED_BY,
             where=" AND ".join(where),
         )
         return list((await self.session.execute(sql(statement), params)).all())
@@ -102,13 +105,89 @@ class TransferRepository:
         rows = await self.session.execute(
             sql(f"""
             SELECT m.key, m.content, m.type, m.importance, m.tags, m.metadata,
-                   m.created_at, m.deleted_at, m.valid_from, m.valid_to, {AUDIENCE}
+                   m.created_at, m.deleted_at, m.valid_from, m.valid_to, m.archived,
+                   m.version, {SUPERSEDED_BY}, {AUDIENCE}, m.access_count, m.last_accessed_at
             FROM memory_key k
             JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
             WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))"""),
             {"ns": namespace_id, "keys": list(keys)},
         )
         return {r.key: r for r in rows}
+
+    async def keys(self, namespace_id: int, keys: Sequence[str]) -> set[str]:
+        """Those of `keys` the namespace has (deleted or not)."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT key FROM memory_key
+            WHERE namespace_id = :ns AND key = ANY(CAST(:keys AS text[]))"""),
+            {"ns": namespace_id, "keys": list(keys)},
+        )
+        return {r.key for r in rows}
+
+    async def audiences(self, namespace_id: int, robot_id: int) -> tuple[list[str], list[str]]:
+        """The pools and the groups (their rows' names) that the robot's memories are in."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT p.name AS pool, g.name AS group_row
+            FROM (SELECT DISTINCT pool_id, group_id FROM memory
+                  WHERE namespace_id = :ns AND author_robot_id = :robot
+                    AND (pool_id IS NOT NULL OR group_id IS NOT NULL)) m
+            LEFT JOIN pool p ON p.id = m.pool_id
+            LEFT JOIN robot g ON g.id = m.group_id"""),
+            {"ns": namespace_id, "robot": robot_id},
+        )
+        found = rows.all()
+        return (
+            sorted({r.pool for r in found if r.pool}),
+            sorted({r.group_row for r in found if r.group_row}),
+        )
+
+    async def explicit_links(self, namespace_id: int, robot_id: int | None) -> list[Any]:
+        """(source, target, type, weight) of the links written explicitly, by their memories'
+        keys (of one robot's memories: both ends its own), in key order."""
+        mine = (
+            """JOIN memory ms ON ms.id = s.memory_id AND ms.created_at = s.memory_created_at
+                                 AND ms.author_robot_id = :robot
+               JOIN memory mt ON mt.id = t.memory_id AND mt.created_at = t.memory_created_at
+                                 AND mt.author_robot_id = :robot"""
+            if robot_id
+            else ""
+        )
+        rows = await self.session.execute(
+            sql(f"""
+            SELECT s.key AS source, t.key AS target, l.type, l.weight
+            FROM memory_link l
+            JOIN memory_key s ON s.memory_id = l.source_id
+            JOIN memory_key t ON t.memory_id = l.target_id
+            {mine}
+            WHERE l.namespace_id = :ns AND l.origin = 'explicit'
+            ORDER BY s.key, t.key, l.type"""),
+            {"ns": namespace_id, "robot": robot_id} if robot_id else {"ns": namespace_id},
+        )
+        return list(rows)
+
+    async def carry_accesses(
+        self,
+        namespace_id: int,
+        keys: Sequence[str],
+        counts: Sequence[int],
+        lasts: Sequence[datetime | None],
+    ) -> None:
+        """The accesses an import brought along, on memories that have fewer: a count and a
+        last access only ever raised (the memory's own since stay)."""
+        await self.session.execute(
+            sql("""
+            UPDATE memory m SET access_count = greatest(m.access_count, t.n),
+                   last_accessed_at = greatest(m.last_accessed_at, t.at)
+            FROM unnest(CAST(:keys AS text[]), CAST(:counts AS int[]),
+                        CAST(:lasts AS timestamptz[])) AS t(key, n, at),
+                 memory_key k
+            WHERE k.namespace_id = :ns AND k.key = t.key
+              AND m.id = k.memory_id AND m.created_at = k.memory_created_at
+              AND (m.access_count < t.n OR m.last_accessed_at < t.at
+                   OR (m.last_accessed_at IS NULL AND t.at IS NOT NULL))"""),
+            {"ns": namespace_id, "keys": list(keys), "counts": list(counts), "lasts": list(lasts)},
+        )
 
     async def name_models(self, namespace_id: int, models: dict[str, str]) -> None:
         """Record the model that made vectors an import brought along (the service stores a

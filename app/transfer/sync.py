@@ -5,7 +5,7 @@ and resumable and `htm load` a file sync."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,15 @@ class Wanted:
     visibility: str = "namespace"  # who may read it (app/visibility.py)
     readers: list[str] = field(default_factory=list)
     pool: str | None = None
+    archived: str | None = None  # deleted by this retention rule
+    # The keys it supersedes when it is added (those still current then).
+    supersedes: list[str] = field(default_factory=list)
+    # Accesses it had (what retention judges): a memory with fewer is given these.
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
+    # Superseded by a memory the import adds later: wanted current and live until that one
+    # supersedes it (which ends its validity), not yet as it ends up.
+    superseded_later: bool = False
 
 
 @dataclass
@@ -43,14 +52,12 @@ class Counts:
     updated: int = 0
     forgotten: int = 0
     unchanged: int = 0
-    snapshots: int = 0  # of working memory, added
 
     def __iadd__(self, other: Counts) -> Counts:
         self.added += other.added
         self.updated += other.updated
         self.forgotten += other.forgotten
         self.unchanged += other.unchanged
-        self.snapshots += other.snapshots
         return self
 
 
@@ -75,10 +82,22 @@ def same_fields(w: Wanted, row: Any) -> bool:
 
 
 def same(w: Wanted, row: Any) -> bool:
-    return (row.deleted_at is not None) == w.deleted and same_fields(w, row)
+    return (
+        (row.deleted_at is not None) == w.deleted
+        and (not w.deleted or row.archived == w.archived)
+        and same_fields(w, row)
+    )
 
 
-def _fields(w: Wanted, *, vector: bool) -> dict[str, Any]:
+def as_now(w: Wanted, row: Any) -> Wanted:
+    """The state `w` is wanted in now: one `superseded_later` is current and live until it
+    is superseded."""
+    if w.superseded_later and (row is None or row.superseded_by is None):
+        return replace(w, valid_to=None, deleted=False, archived=None, superseded_later=False)
+    return w
+
+
+def fields(w: Wanted, *, vector: bool) -> dict[str, Any]:
     return {
         "content": w.content,
         "type": w.type,
@@ -98,16 +117,22 @@ def _fields(w: Wanted, *, vector: bool) -> dict[str, Any]:
 async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
     """One batch (its keys distinct). New keys are added together per author (one group
     commit), to long-term memory only; changed ones are PUT one by one (which re-places them
-    where working memory holds them); a wanted delete is a soft forget."""
+    where working memory holds them); a wanted delete is a soft forget, or the archive of
+    the retention rule the memory names. A memory that supersedes others is added in a
+    transaction of its own with those still current (`supersedes`)."""
     counts = Counts()
+    superseded = [k for w in wanted for k in w.supersedes]
     async with unit_of_work(c, caller) as r:
         current = await TransferRepository(r.session).current(
-            caller.namespace_id, [w.key for w in wanted]
+            caller.namespace_id, [w.key for w in wanted] + superseded
         )
     new: dict[str, list[Wanted]] = defaultdict(list)
     changed: list[Wanted] = []
     for w in wanted:
         row = current.get(w.key)
+        w = as_now(w, row)
+        if w.supersedes:  # only those still current: the others were superseded before
+            w = replace(w, supersedes=[k for k in w.supersedes if _current(current.get(k))])
         if row is None:
             new[w.author].append(w)
         elif same(w, row):
@@ -119,44 +144,93 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
         try:
             async with unit_of_work(c, caller) as r:
                 service = r.memories
-                # Every key is wanted as it is: no near-duplicate rule merges two of them.
+                # Every key is wanted as it is: no near-duplicate rule merges two of them,
+                # and what it supersedes is named (the detector finds nothing of its own).
                 bodies = [
-                    MemoryCreate(key=w.key, dedupe="off", **_fields(w, vector=True)) for w in group
+                    MemoryCreate(
+                        key=w.key,
+                        dedupe="off",
+                        supersede="off",
+                        supersedes=w.supersedes,
+                        **fields(w, vector=True),
+                    )
+                    for w in group
                 ]
                 # Long-term memory only: an import restores history, and placing it would
                 # evict what the robots are focused on now (as `working_memory: false`).
-                await service.add_many(author, bodies, place=False)
+                added = await service.add_many(author, bodies, place=False)
             counts.added += len(group)
         except Conflict:  # a key was added meanwhile (another import): PUT them instead
             changed += group
             continue
         named.update({w.key: w.embedding_model for w in group if w.embedding_model and _named(w)})
-        for w in group:
+        for w, a in zip(group, added, strict=True):
             if w.deleted:
-                await forget(c, caller, w.author, w.key)
+                await delete(c, caller, w, a.version)
                 counts.forgotten += 1
     for w in changed:
         row = current.get(w.key)
+        version = None if row is None else row.version
         if row is None or not (w.deleted and row.deleted_at is None and same_fields(w, row)):
             # The stored vector stays when the content does (a PUT keeps it).
             vector = row is None or row.content != w.content
             async with unit_of_work(c, caller) as r:
                 service = r.memories
-                await service.upsert(w.author, w.key, MemoryUpsert(**_fields(w, vector=vector)))
+                body = MemoryUpsert(**fields(w, vector=vector))
+                version = (await service.upsert(w.author, w.key, body)).version
             if vector and _named(w):
                 named[w.key] = w.embedding_model  # type: ignore[assignment]
             counts.updated += 1
         if w.deleted:
-            await forget(c, caller, w.author, w.key)
+            await delete(c, caller, w, version)
             counts.forgotten += 1
     if named:
         async with unit_of_work(c, caller) as r:
             await TransferRepository(r.session).name_models(caller.namespace_id, named)
+    accessed = [w for w in wanted if _accessed(w, current.get(w.key))]
+    if accessed:
+        async with unit_of_work(c, caller) as r:
+            await TransferRepository(r.session).carry_accesses(
+                caller.namespace_id,
+                [w.key for w in accessed],
+                [w.access_count for w in accessed],
+                [w.last_accessed_at for w in accessed],
+            )
     return counts
+
+
+def _accessed(w: Wanted, row: Any) -> bool:
+    """Whether `w` brings accesses the memory has not had (as its row was before)."""
+    if row is None:
+        return w.access_count > 0 or w.last_accessed_at is not None
+    last = row.last_accessed_at
+    return w.access_count > row.access_count or (
+        w.last_accessed_at is not None and (last is None or w.last_accessed_at > last)
+    )
 
 
 def _named(w: Wanted) -> bool:
     return w.embedding is not None and w.embedding_model not in (None, "client")
+
+
+def _current(row: Any) -> bool:
+    """Live and valid, superseded by nothing: what an add may supersede."""
+    return (
+        row is not None
+        and row.deleted_at is None
+        and row.valid_to is None
+        and row.superseded_by is None
+    )
+
+
+async def delete(c: Components, caller: Caller, w: Wanted, version: int | None) -> None:
+    """A soft delete (restorable): as its retention rule archives it (at `version`, the
+    memory's now), else as DELETE /v1/robots/{robot}/memories/{key}."""
+    async with unit_of_work(c, caller) as r:
+        if w.archived is not None and version is not None:
+            await r.memories.archive(w.key, version, w.archived)
+        else:
+            await r.memories.forget(w.author, w.key, hard=False, confirm=None)
 
 
 async def forget(c: Components, caller: Caller, robot: str, key: str) -> None:

@@ -88,6 +88,11 @@ async def recalls(client: httpx.AsyncClient, ns: str) -> list[list[str]]:
     return out
 
 
+def memory_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The memories' lines of an export (the others have a `kind`)."""
+    return [m for m in lines if "kind" not in m]
+
+
 def summary(run: Any) -> str:
     assert run.returncode == 0, run.stderr
     return run.stdout.strip()
@@ -106,14 +111,16 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     header = lines[0]
     assert {k: header[k] for k in ("format", "version", "namespace", "model", "dimension")} == {
-        "format": "htm-export", "version": 1, "namespace": a, "model": None, "dimension": DIM,
+        "format": "htm-export", "version": 3, "namespace": a, "model": None, "dimension": DIM,
     }  # fmt: skip
-    assert [m["key"] for m in lines[1:]] == [m["key"] for m in MEMORIES]  # oldest first
-    assert lines[1]["embedding_model"] == "client" and len(lines[1]["embedding"]) == DIM
-    assert [m["key"] for m in lines[1:] if m["deleted_at"]] == ["gone"]
+    assert [x.get("kind") for x in lines[1:3]] == ["robot", "robot"]  # the settings first
+    mems = memory_lines(lines[1:])
+    assert [m["key"] for m in mems] == [m["key"] for m in MEMORIES]  # oldest first
+    assert mems[0]["embedding_model"] == "client" and len(mems[0]["embedding"]) == DIM
+    assert [m["key"] for m in mems if m["deleted_at"]] == ["gone"]
 
     assert summary(htm("import", str(out), "--namespace", b)) == (
-        f"imported into namespace {b}: 7 added, 0 updated, 1 forgotten, 0 unchanged"
+        f"imported into namespace {b}: 7 added, 0 updated, 1 forgotten, 0 unchanged, 2 robots set"
     )
     original, restored = await contents(client, a), await contents(client, b)
     assert restored == original
@@ -158,7 +165,7 @@ async def test_a_changed_file_updates_forgets_and_adds_through_the_services(
     assert htm("export", "--namespace", a, "--out", str(out)).returncode == 0
     summary(htm("import", str(out), "--namespace", b))
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    by_key = {m["key"]: m for m in lines[1:]}
+    by_key = {m["key"]: m for m in memory_lines(lines[1:])}
     by_key["db"]["content"] = "The staging database runs PostgreSQL 19."
     by_key["coffee"]["deleted_at"] = "2025-04-01T00:00:00Z"
     by_key["gone"]["deleted_at"] = None  # restored
@@ -251,7 +258,8 @@ async def test_export_streams_pages_of_one_robot_oldest_first(
     assert await export.export(c, buf, a, "writer-b", False) == 4
     lines = [json.loads(x) for x in buf.getvalue().splitlines()]
     assert lines[0]["robot"] == "writer-b"
-    assert [m["key"] for m in lines[1:]] == ["db", "deploy", "backup", "gone"]
+    assert [x["name"] for x in lines[1:] if x.get("kind") == "robot"] == ["writer-b"]
+    assert [m["key"] for m in memory_lines(lines[1:])] == ["db", "deploy", "backup", "gone"]
     assert all("embedding" not in m for m in lines[1:])
 
 
@@ -266,7 +274,7 @@ async def test_import_runs_batches_two_at_a_time_in_file_order_and_places_nothin
     out = tmp_path / "a.jsonl"
     assert htm("export", "--namespace", a, "--out", str(out)).returncode == 0
     header, *lines = [json.loads(x) for x in out.read_text().splitlines()]
-    by_key = {m["key"]: m for m in lines}
+    by_key = {m["key"]: m for m in memory_lines(lines)}
     later = [
         {**by_key["cache"], "content": "Redis keeps working memory; Postgres mirrors it."},
         {**by_key["review"], "deleted_at": "2025-04-01T00:00:00Z"},
@@ -275,7 +283,7 @@ async def test_import_runs_batches_two_at_a_time_in_file_order_and_places_nothin
     out.write_text("\n".join(json.dumps(x) for x in [header, *lines, *later]) + "\n")
 
     assert summary(htm("import", str(out), "--namespace", b, "--batch", "2")) == (
-        f"imported into namespace {b}: 7 added, 1 updated, 2 forgotten, 0 unchanged"
+        f"imported into namespace {b}: 7 added, 1 updated, 2 forgotten, 0 unchanged, 2 robots set"
     )
     now = await contents(client, b)
     assert now["cache"]["content"] == "Redis keeps working memory; Postgres mirrors it."
@@ -290,3 +298,29 @@ async def test_import_runs_batches_two_at_a_time_in_file_order_and_places_nothin
     }
     assert held == {"writer-a": ["cache"], "writer-b": []}
     assert htm("import", str(out), "--batch", "0").returncode == 2
+
+
+async def test_an_import_supersedes_only_what_the_file_says(
+    client: httpx.AsyncClient, htm: Htm, tmp_path: Path
+) -> None:
+    """With the detector on (HTM_SUPERSEDE=apply), `city@2025` would supersede `city@2024`
+    (the key family rule): an import (and `htm load`, the same path) adds what the file has,
+    superseding only what its lines name."""
+    b = f"t-{uuid.uuid4().hex[:12]}"
+    header = {"format": "htm-export", "version": 1, "namespace": "x", "model": None,
+              "dimension": DIM, "exported_at": "2025-01-01T00:00:00Z"}  # fmt: skip
+    lines = [
+        {"key": f"city@{y}", "content": f"Lives in city {y}", "author": "r",
+         "created_at": f"{y}-01-01T00:00:00Z"}
+        for y in (2024, 2025)
+    ]  # fmt: skip
+    path = tmp_path / "f.jsonl"
+    for n in (1, 2):  # city@2024 in first
+        path.write_text("\n".join(json.dumps(x) for x in [header, *lines[:n]]) + "\n")
+        run = htm("import", str(path), "--namespace", b, HTM_SUPERSEDE="apply")
+        assert summary(run) == (
+            f"imported into namespace {b}: 1 added, 0 updated, 0 forgotten, {n - 1} unchanged"
+        )
+    client.headers["X-Namespace"] = b
+    r = await client.get("/v1/robots/r/memories/city@2024")
+    assert (r.status_code, r.json()["superseded_by"], r.json()["valid_to"]) == (200, None, None)

@@ -32,8 +32,10 @@ async def test_snapshots_round_trip_and_restore_the_same_working_memory(
     assert run.returncode == 0, run.stderr
     assert run.stderr.strip().endswith(f"exported 4 memories of namespace {a} to {out}")
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert lines[0]["version"] == 2
-    assert [x.get("kind") for x in lines[1:]] == [None, None, None, None, "snapshot"]
+    assert lines[0]["version"] == 3
+    assert [x.get("kind") for x in lines[1:]] == [
+        "robot", "robot", None, None, None, None, "snapshot",
+    ]  # fmt: skip
     line = lines[-1]
     assert (line["robot"], line["name"], line["readable"]) == ("ann", "kept", ["a", "b", "z"])
     assert [(i["key"], i["tokens"], i["from_recall"]) for i in line["items"]] == [
@@ -42,7 +44,7 @@ async def test_snapshots_round_trip_and_restore_the_same_working_memory(
 
     assert htm("import", str(out), "--namespace", b).stdout.strip() == (
         f"imported into namespace {b}: 4 added, 0 updated, 0 forgotten, 0 unchanged, "
-        "1 snapshots added"
+        "2 robots set, 1 snapshots added"
     )
     assert htm("import", str(out), "--namespace", b).stdout.strip() == (
         f"imported into namespace {b}: 0 added, 0 updated, 0 forgotten, 4 unchanged"
@@ -58,3 +60,29 @@ async def test_snapshots_round_trip_and_restore_the_same_working_memory(
     assert r.status_code == 200, r.text
     assert r.json()["restored"] == ["b", "a", "z"]
     assert await wm(client, "ann") == taken  # the same items, order, times and origin
+
+
+async def test_one_robot_s_export_holds_its_snapshots_with_its_own_memories(
+    client: httpx.AsyncClient, htm: Htm, tmp_path: Path
+) -> None:
+    """`--robot`: the file has only that robot's memories, so its snapshots name only those
+    (and the file imports into a fresh namespace: every key it names is in it)."""
+    a, b = f"t-{uuid.uuid4().hex[:12]}", f"t-{uuid.uuid4().hex[:12]}"
+    client.headers["X-Namespace"] = a
+    await add(client, "ann", "a", 5, 3, "alpha")
+    await add(client, "bob", "z", 6, 9, "zebra")
+    assert await recall(client, "ann", "zebra") == ["z"]
+    await snapshot(client, "ann", name="kept")
+    out = tmp_path / "ann.jsonl"
+    assert htm("export", "--namespace", a, "--robot", "ann", "--out", str(out)).returncode == 0
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(x.get("kind"), x.get("name") or x.get("key")) for x in lines[1:]] == [
+        ("robot", "ann"), (None, "a"), ("snapshot", "kept"),
+    ]  # fmt: skip
+    assert ([i["key"] for i in lines[-1]["items"]], lines[-1]["readable"]) == (["a"], ["a"])
+    run = htm("import", str(out), "--namespace", b)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == (
+        f"imported into namespace {b}: 1 added, 0 updated, 0 forgotten, 0 unchanged, "
+        "1 robots set, 1 snapshots added"
+    )
