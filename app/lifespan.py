@@ -6,11 +6,12 @@ app/cli.py) import this module."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -84,6 +85,25 @@ def cross_process(settings: Settings, robots: RobotCache, keys: KeyCache) -> Inv
     return invalidations
 
 
+class ClusterConnection(Connection):
+    """A Redis Cluster node's connection. In a failover redis-py's cluster client closes every
+    node's connections (after a ClusterDownError), also one another command has taken and not
+    yet written on (its write runs a loop turn later, in asyncio.wait_for's task): that write
+    met no writer, an AttributeError, and the request a 500. That shape alone is a connection
+    error: the client finds the slots again and sends the command once more, which is safe as
+    none of it was sent; if that fails too, Redis is unavailable."""
+
+    async def send_packed_command(
+        self, command: bytes | str | Iterable[bytes], check_health: bool = True
+    ) -> None:
+        try:
+            await super().send_packed_command(command, check_health)
+        except AttributeError as exc:
+            if exc.obj is not None or exc.name != "writelines":
+                raise
+            raise RedisConnectionError("the connection was closed before the write") from exc
+
+
 def create_redis(settings: Settings) -> Any:
     if not settings.redis_url:
         raise RuntimeError("HTM_REDIS_URL is not set; `htm serve` starts an embedded Redis")
@@ -107,7 +127,12 @@ def create_redis(settings: Settings) -> Any:
     if settings.redis_cluster:
         from redis.asyncio.cluster import RedisCluster
 
-        return RedisCluster.from_url(settings.redis_url, **opts)
+        cluster = RedisCluster.from_url(settings.redis_url, **opts)
+        # RedisCluster takes no connection class: the nodes' (those found later too) is set.
+        cluster.nodes_manager.connection_kwargs["connection_class"] = ClusterConnection
+        for node in cluster.nodes_manager.startup_nodes.values():
+            node.connection_class = ClusterConnection
+        return cluster
     return aioredis.from_url(settings.redis_url, **opts)
 
 
