@@ -6,12 +6,11 @@ app/cli.py) import this module."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -54,7 +53,7 @@ from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
 from app.unit import UnitOfWork, unit_of_work
 from app.workers import periodic
-from app.working_memory.model import RedisBreaker, RepairQueue
+from app.working_memory.model import ClusterConnection, RedisBreaker, RepairQueue
 from app.working_memory.protocol import TwoTier
 from app.working_memory.repair import RepairWorker
 from app.working_memory.robots import RobotCache
@@ -83,25 +82,6 @@ def cross_process(settings: Settings, robots: RobotCache, keys: KeyCache) -> Inv
     )
     keys.announce = lambda: invalidations.announce("keys")
     return invalidations
-
-
-class ClusterConnection(Connection):
-    """A Redis Cluster node's connection. In a failover redis-py's cluster client closes every
-    node's connections (after a ClusterDownError), also one another command has taken and not
-    yet written on (its write runs a loop turn later, in asyncio.wait_for's task): that write
-    met no writer, an AttributeError, and the request a 500. That shape alone is a connection
-    error: the client finds the slots again and sends the command once more, which is safe as
-    none of it was sent; if that fails too, Redis is unavailable."""
-
-    async def send_packed_command(
-        self, command: bytes | str | Iterable[bytes], check_health: bool = True
-    ) -> None:
-        try:
-            await super().send_packed_command(command, check_health)
-        except AttributeError as exc:
-            if exc.obj is not None or exc.name != "writelines":
-                raise
-            raise RedisConnectionError("the connection was closed before the write") from exc
 
 
 def create_redis(settings: Settings) -> Any:
