@@ -9,16 +9,17 @@ from typing import Any
 
 from app.config import VectorStorage
 from app.db.session import DbSession
-from app.db.sql import sql, vector_text
+from app.db.sql import ACCESS_COUNT, LAST_ACCESSED_AT, sql, vector_text
 from app.memories.model import AddGroup, GroupStored, ListFilters, NewMemory, VectorChange
 from app.memories.version_repository import AS_OF
 from app.visibility import Reader
 
 # Selected with the author's name so a memory is read in one round trip.
-READ = """
+READ = f"""
     m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata, r.name AS author,
     m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
-    m.created_at, m.updated_at, m.deleted_at, m.version, m.access_count, m.last_accessed_at,
+    m.created_at, m.updated_at, m.deleted_at, m.version,
+    {ACCESS_COUNT} AS access_count, {LAST_ACCESSED_AT} AS last_accessed_at,
     m.search_text, m.archived, coalesce(m.valid_from, m.created_at) AS valid_from, m.valid_to,
     (SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by) AS superseded_by,
     m.visibility, m.readers, m.group_id, m.pool_id,
@@ -264,14 +265,12 @@ class MemoryRepository:
                                         type, importance, tags, metadata, author_robot_id,
                                         token_count, embedding, embedding_model,
                                         embedding_status, version, changed_by_robot_id,
-                                        changed_at, access_count, last_accessed_at,
-                                        search_text, valid_from, valid_to, superseded_by,
-                                        visibility, readers, group_id, pool_id)
+                                        changed_at, search_text, valid_from, valid_to,
+                                        superseded_by, visibility, readers, group_id, pool_id)
                     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
                            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
-                           {new_vector}, :version, :by, now(), access_count, last_accessed_at,
-                           CAST(:search_text AS text), CAST(:valid_from AS timestamptz),
-                           CAST(:valid_to AS timestamptz),
+                           {new_vector}, :version, :by, now(), CAST(:search_text AS text),
+                           CAST(:valid_from AS timestamptz), CAST(:valid_to AS timestamptz),
                            CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
                                 THEN superseded_by END,
                            {_AUDIENCE_VALUES}
