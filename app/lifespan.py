@@ -53,7 +53,7 @@ from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
 from app.unit import UnitOfWork, unit_of_work
 from app.workers import periodic
-from app.working_memory.model import RedisBreaker, RepairQueue
+from app.working_memory.model import ClusterConnection, RedisBreaker, RepairQueue
 from app.working_memory.protocol import TwoTier
 from app.working_memory.repair import RepairWorker
 from app.working_memory.robots import RobotCache
@@ -107,7 +107,12 @@ def create_redis(settings: Settings) -> Any:
     if settings.redis_cluster:
         from redis.asyncio.cluster import RedisCluster
 
-        return RedisCluster.from_url(settings.redis_url, **opts)
+        cluster = RedisCluster.from_url(settings.redis_url, **opts)
+        # RedisCluster takes no connection class: the nodes' (those found later too) is set.
+        cluster.nodes_manager.connection_kwargs["connection_class"] = ClusterConnection
+        for node in cluster.nodes_manager.startup_nodes.values():
+            node.connection_class = ClusterConnection
+        return cluster
     return aioredis.from_url(settings.redis_url, **opts)
 
 

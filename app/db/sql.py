@@ -37,6 +37,11 @@ def vector_text(embedding: Sequence[float]) -> str:
 # Set inside the statement, it costs no round trip of its own. A statement joins `flush`.
 RELAXED_FLUSH_CTE = "flush AS (SELECT set_config('synchronous_commit', 'off', true) AS relaxed)"
 
+# A memory `m`'s accesses and the latest (migration 0025: memory_access, a row per memory
+# accessed at least once, written by app/memories/access.py).
+ACCESS_COUNT = "coalesce((SELECT a.access_count FROM memory_access a WHERE a.memory_id = m.id), 0)"
+LAST_ACCESSED_AT = "(SELECT a.last_accessed_at FROM memory_access a WHERE a.memory_id = m.id)"
+
 
 _DIALECT = asyncpg_dialect()
 

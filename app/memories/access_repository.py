@@ -1,5 +1,10 @@
 """The SQL of access counts (app/memories/access.py): one statement per table writes what a
-process gathered since its last flush (memories; the session messages prompts took)."""
+process gathered since its last flush (memories; the session messages prompts took).
+
+A memory's counts live in memory_access (migration 0025), not in its wide `memory` row: an
+update there wrote a new row version with an entry in each of memory's indexes (HNSW too),
+as a full page left no room for a heap-only one. A memory_access row is narrow, its page
+keeps room for the next version, and no index holds the counts: its updates are HOT."""
 
 from __future__ import annotations
 
@@ -9,14 +14,17 @@ from datetime import datetime
 from app.db.session import DbSession
 from app.db.sql import sql
 
+# A memory hard-deleted since its access was counted has no key any more: skipped.
 _ADD = sql("""
-    UPDATE memory m
-    SET access_count = m.access_count + u.n,
-        last_accessed_at = greatest(m.last_accessed_at, u.at)
-    FROM (SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:ns AS int[]),
-                               CAST(:ats AS timestamptz[])) AS u(id, n, at)
-          ORDER BY id) AS u
-    WHERE m.id = u.id""")
+    INSERT INTO memory_access AS a (memory_id, access_count, last_accessed_at)
+    SELECT u.id, u.n, u.at
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:ns AS int[]),
+                CAST(:ats AS timestamptz[])) AS u(id, n, at)
+    WHERE EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = u.id)
+    ORDER BY u.id
+    ON CONFLICT (memory_id) DO UPDATE
+    SET access_count = a.access_count + excluded.access_count,
+        last_accessed_at = greatest(a.last_accessed_at, excluded.last_accessed_at)""")
 
 
 _ADD_MESSAGES = sql("""

@@ -88,7 +88,7 @@ class DuplicateAdds:
             rewrite = await self.writes.rewrite(
                 robot, row, fields, row.token_count, None, None, {"duplicate": True}
             )
-            access = await finder.accessed(row.id, row.created_at, len(sources), self.clock())
+            access = await finder.accessed(row.id, len(sources), self.clock())
             rewrites.append((rewrite, access))
         await self.two_tier.commit_durable()
 

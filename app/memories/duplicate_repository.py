@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.db.session import DbSession
-from app.db.sql import sql
+from app.db.sql import ACCESS_COUNT, sql
 from app.memories.read_repository import read_columns
 from app.visibility import Reader
 
@@ -91,16 +91,18 @@ class DuplicateRepository:
             )
         ).one_or_none()
 
-    async def accessed(self, id_: int, created_at: Any, times: int, at: Any) -> Any:
+    async def accessed(self, id_: int, times: int, at: Any) -> Any:
         """Count `times` accesses at `at`; returns (access_count, last_accessed_at)."""
         return (
             await self.session.execute(
                 sql("""
-                UPDATE memory SET access_count = access_count + :n,
-                                  last_accessed_at = greatest(last_accessed_at, :at)
-                WHERE id = :id AND created_at = :c
+                INSERT INTO memory_access AS a (memory_id, access_count, last_accessed_at)
+                VALUES (:id, :n, :at)
+                ON CONFLICT (memory_id) DO UPDATE
+                SET access_count = a.access_count + excluded.access_count,
+                    last_accessed_at = greatest(a.last_accessed_at, excluded.last_accessed_at)
                 RETURNING access_count, last_accessed_at"""),
-                {"id": id_, "c": created_at, "n": times, "at": at},
+                {"id": id_, "n": times, "at": at},
             )
         ).one()
 
@@ -141,9 +143,9 @@ class DuplicateRepository:
     async def members(self, ids: list[int]) -> dict[int, Any]:
         """What ranks a cluster's live members, by id."""
         rows = await self.session.execute(
-            sql("""
-            SELECT id, key, type, importance, access_count, created_at FROM memory
-            WHERE id = ANY(CAST(:ids AS bigint[])) AND deleted_at IS NULL"""),
+            sql(f"""
+            SELECT id, key, type, importance, {ACCESS_COUNT} AS access_count, created_at
+            FROM memory m WHERE id = ANY(CAST(:ids AS bigint[])) AND deleted_at IS NULL"""),
             {"ids": ids},
         )
         return {r.id: r for r in rows}

@@ -122,7 +122,6 @@ class Merger:
         )
         await self.duplicates.accessed(
             survivor.id,
-            survivor.created_at,
             sum(o.access_count for o in live),
             max((o.last_accessed_at for o in live if o.last_accessed_at), default=None),
         )

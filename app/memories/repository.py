@@ -251,14 +251,12 @@ class MemoryRepository:
                                         type, importance, tags, metadata, author_robot_id,
                                         token_count, embedding, embedding_model,
                                         embedding_status, version, changed_by_robot_id,
-                                        changed_at, access_count, last_accessed_at,
-                                        search_text, valid_from, valid_to, superseded_by,
-                                        visibility, readers, group_id, pool_id)
+                                        changed_at, search_text, valid_from, valid_to,
+                                        superseded_by, visibility, readers, group_id, pool_id)
                     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
                            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
-                           {new_vector}, :version, :by, now(), access_count, last_accessed_at,
-                           CAST(:search_text AS text), CAST(:valid_from AS timestamptz),
-                           CAST(:valid_to AS timestamptz),
+                           {new_vector}, :version, :by, now(), CAST(:search_text AS text),
+                           CAST(:valid_from AS timestamptz), CAST(:valid_to AS timestamptz),
                            CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
                                 THEN superseded_by END,
                            {_AUDIENCE_VALUES}

@@ -30,16 +30,16 @@ _HISTORY = f"""
 
 # Each memory of the namespace as its version current at :as_of (the newest written at or
 # before it; a memory added later has none), under the alias `m` with the columns
-# `read_columns` selects: the version's fields, the memory's identity (key, author, counts).
-# One pass over the namespace's rows and its kept versions: a read of what was believed then
-# is a read of the namespace.
+# `read_columns` selects: the version's fields, the memory's identity (key, author; its access
+# counts read by id). One pass over the namespace's rows and its kept versions: a read of what
+# was believed then is a read of the namespace.
 _VERSION_COLUMNS = (
     "content, type, importance, tags, metadata, created_at, token_count, embedding_status, "
     "embedding_model, valid_from, valid_to, superseded_by"
 )
 _IDENTITY = (
-    "key, namespace_id, author_robot_id, deleted_at, access_count, last_accessed_at, "
-    "search_text, archived, visibility, readers, group_id, pool_id"
+    "key, namespace_id, author_robot_id, deleted_at, search_text, archived, visibility, "
+    "readers, group_id, pool_id"
 )
 _OF = ", ".join
 AS_OF = f"""(

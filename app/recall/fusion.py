@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from app.config import Settings
+from app.db.sql import ACCESS_COUNT
 from app.errors import Unprocessable
 from app.recall.planner import EF_SEARCH_MAX
 from app.recall.schemas import FusionOptions, FusionRead, RecallRequest, SignalOptions
@@ -57,7 +58,7 @@ class Signals:
     tags        the fraction of `query_tags` the memory carries, itself or a descendant
                 (`db` is carried by `db:postgres`)
     access      ln(1 + accesses) / ln(1 + ACCESS_SATURATION), at most 1: how often recalls
-                and reads returned it (memory.access_count)
+                and reads returned it (memory_access.access_count)
 
     With any weight above 0, score = (1 − Σw) · fused / max(fused) + Σ wᵢ · signalᵢ over the
     candidates (Σw ≤ 1); with none, score = fused."""
@@ -237,7 +238,7 @@ RECENCY = (
 IMPORTANCE = "m.importance / 10"
 # Accesses at which the access signal reaches 1.
 ACCESS_SATURATION = 100
-ACCESS = f"least(1, ln(1 + m.access_count) / ln(1 + {ACCESS_SATURATION}))"
+ACCESS = f"least(1, ln(1 + {ACCESS_COUNT}) / ln(1 + {ACCESS_SATURATION}))"
 TAG_OVERLAP = """((SELECT count(*) FROM unnest(CAST(:q_tags AS text[])) AS qt(tag)
         WHERE EXISTS (SELECT 1 FROM unnest(m.tags) AS mt(tag)
                       WHERE mt.tag = qt.tag OR left(mt.tag, length(qt.tag) + 1) = qt.tag || ':'))

@@ -6,18 +6,18 @@ from datetime import datetime
 from typing import Any
 
 from app.db.session import DbSession
-from app.db.sql import sql
+from app.db.sql import ACCESS_COUNT, LAST_ACCESSED_AT, sql
 from app.retention.schemas import RetentionPolicy
 
 # Each rule's memories, live ones of the namespace (and of the policy's type, if any), as of
 # :now. Staleness = min(1, idle days / days) × (1 − importance / 10) / (1 + accesses): 1 for a
 # memory of importance 0 never read for `days`; idle days count from the last access, or
 # from when it was added.
-_IDLE = "coalesce(m.last_accessed_at, m.created_at)"
+_IDLE = f"coalesce({LAST_ACCESSED_AT}, m.created_at)"
 _RULES = {
     "idle": f"{_IDLE} < CAST(:now AS timestamptz) - make_interval(days => :days)",
     "stale": f"""least(1.0, extract(epoch FROM CAST(:now AS timestamptz) - {_IDLE})
-                   / 86400.0 / :days) * (1 - m.importance / 10.0) / (1 + m.access_count)
+                   / 86400.0 / :days) * (1 - m.importance / 10.0) / (1 + {ACCESS_COUNT})
               >= :threshold""",
     # memory_valid_to: the ended memories of the namespace by when they ended
     "superseded": """m.valid_to IS NOT NULL

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from app.db.session import DbSession
-from app.db.sql import sql
+from app.db.sql import ACCESS_COUNT, LAST_ACCESSED_AT, sql
 
 # Who may read a memory (app/visibility.py), its pool and group by name.
 AUDIENCE = """m.visibility, m.readers,
@@ -21,7 +21,8 @@ _PAGE = """
     SELECT m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
            r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
            m.embedding_status, m.embedding_model, {vector} AS embedding, m.archived, m.valid_from,
-           m.valid_to, {superseded_by}, {audience}, m.access_count, m.last_accessed_at
+           m.valid_to, {superseded_by}, {audience}, {access_count} AS access_count,
+           {last_accessed_at} AS last_accessed_at
     FROM memory m JOIN robot r ON r.id = m.author_robot_id
     WHERE {where}
     ORDER BY m.created_at, m.id
@@ -96,6 +97,8 @@ class TransferRepository:
             vector="CAST(m.embedding AS text)" if vectors else "NULL",
             audience=AUDIENCE,
             superseded_by=SUPERSEDED_BY,
+            access_count=ACCESS_COUNT,
+            last_accessed_at=LAST_ACCESSED_AT,
             where=" AND ".join(where),
         )
         return list((await self.session.execute(sql(statement), params)).all())
@@ -106,7 +109,8 @@ class TransferRepository:
             sql(f"""
             SELECT m.key, m.content, m.type, m.importance, m.tags, m.metadata,
                    m.created_at, m.deleted_at, m.valid_from, m.valid_to, m.archived,
-                   m.version, {SUPERSEDED_BY}, {AUDIENCE}, m.access_count, m.last_accessed_at
+                   m.version, {SUPERSEDED_BY}, {AUDIENCE}, {ACCESS_COUNT} AS access_count,
+                   {LAST_ACCESSED_AT} AS last_accessed_at
             FROM memory_key k
             JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
             WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))"""),
@@ -177,15 +181,18 @@ class TransferRepository:
         last access only ever raised (the memory's own since stay)."""
         await self.session.execute(
             sql("""
-            UPDATE memory m SET access_count = greatest(m.access_count, t.n),
-                   last_accessed_at = greatest(m.last_accessed_at, t.at)
+            INSERT INTO memory_access AS a (memory_id, access_count, last_accessed_at)
+            SELECT k.memory_id, t.n, t.at
             FROM unnest(CAST(:keys AS text[]), CAST(:counts AS int[]),
-                        CAST(:lasts AS timestamptz[])) AS t(key, n, at),
-                 memory_key k
-            WHERE k.namespace_id = :ns AND k.key = t.key
-              AND m.id = k.memory_id AND m.created_at = k.memory_created_at
-              AND (m.access_count < t.n OR m.last_accessed_at < t.at
-                   OR (m.last_accessed_at IS NULL AND t.at IS NOT NULL))"""),
+                        CAST(:lasts AS timestamptz[])) AS t(key, n, at)
+            JOIN memory_key k ON k.namespace_id = :ns AND k.key = t.key
+            ORDER BY k.memory_id
+            ON CONFLICT (memory_id) DO UPDATE
+            SET access_count = greatest(a.access_count, excluded.access_count),
+                last_accessed_at = greatest(a.last_accessed_at, excluded.last_accessed_at)
+            WHERE a.access_count < excluded.access_count
+               OR a.last_accessed_at < excluded.last_accessed_at
+               OR (a.last_accessed_at IS NULL AND excluded.last_accessed_at IS NOT NULL)"""),
             {"ns": namespace_id, "keys": list(keys), "counts": list(counts), "lasts": list(lasts)},
         )
 

@@ -1,15 +1,17 @@
 """The working-memory tier's value types, shared by the write protocol, the reads and the
 repair worker: what is placed, who holds a memory, a protocol's scope, and how Redis being
-unreachable is told apart from a bug."""
+unreachable is told apart from a bug (UNAVAILABLE, and ClusterConnection's one shape)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from redis.asyncio.connection import Connection
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 
 from app.visibility import NAMESPACE, Audience
@@ -19,6 +21,26 @@ from app.working_memory.items import WMItem
 # RedisClusterException, which is no RedisError, when no node answers to tell it the slots,
 # and its SlotNotCoveredError while a failover leaves a slot without a master.
 UNAVAILABLE = (RedisError, RedisClusterException, OSError, TimeoutError)
+
+
+class ClusterConnection(Connection):
+    """A Redis Cluster node's connection (app/lifespan.create_redis). In a failover redis-py's
+    cluster client closes every node's connections (after a ClusterDownError), also one
+    another command has taken and not yet written on (its write runs a loop turn later, in
+    asyncio.wait_for's task): that write met no writer, an AttributeError, and the request a
+    500. That shape alone is a connection error: the client finds the slots again and sends
+    the command once more, which is safe as none of it was sent; if that fails too, Redis is
+    unavailable."""
+
+    async def send_packed_command(
+        self, command: bytes | str | Iterable[bytes], check_health: bool = True
+    ) -> None:
+        try:
+            await super().send_packed_command(command, check_health)
+        except AttributeError as exc:
+            if exc.obj is not None or exc.name != "writelines":
+                raise
+            raise RedisConnectionError("the connection was closed before the write") from exc
 
 
 def to_us(t: datetime) -> int:

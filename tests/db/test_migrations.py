@@ -31,6 +31,7 @@ TABLES = {
     "session_message",
     "speaker",  # the speakers a namespace's memories name (0016)
     "memory_alias",  # keys merged by htm dedupe resolve to the survivor (migration 0011)
+    "memory_access",  # access counts, out of memory's wide rows (migration 0025)
     "alembic_version",
 }
 MEMORY_INDEXES = {
@@ -107,6 +108,43 @@ async def test_upgrade_downgrade_upgrade_round_trip(database_factory) -> None:
     tables, indexes, _, _ = await _schema(url)
     assert tables == TABLES
     assert indexes == MEMORY_INDEXES
+
+
+async def test_access_counts_move_to_memory_access_and_back(database_factory) -> None:
+    """0025 carries each memory's counts into memory_access (a row only for memories read
+    at least once) and drops memory's columns; its downgrade puts them back."""
+    url = await database_factory()
+    await asyncio.to_thread(upgrade, url, "0024")
+    at = "2026-11-20 10:00:00+00"
+    engine = create_async_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(f"""
+            WITH ns AS (INSERT INTO namespace (name) VALUES ('m') RETURNING id),
+                 r AS (INSERT INTO robot (namespace_id, name) SELECT id, 'r' FROM ns
+                       RETURNING id, namespace_id),
+                 k AS (INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
+                       SELECT r.namespace_id, 'k' || i, i, '{at}' FROM r, generate_series(1, 3) i)
+            INSERT INTO memory (id, created_at, namespace_id, key, content, author_robot_id,
+                                token_count, access_count, last_accessed_at)
+            SELECT i, '{at}', r.namespace_id, 'k' || i, 'c' || i, r.id, 1, (i - 1) * 2,
+                   CASE WHEN i > 1 THEN timestamptz '{at}' + i * interval '1 hour' END
+            FROM r, generate_series(1, 3) i""")
+        )
+    await asyncio.to_thread(upgrade, url)
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT memory_id, access_count, extract(hour FROM last_accessed_at AT TIME ZONE"
+                 " 'UTC') FROM memory_access ORDER BY memory_id")
+        )  # fmt: skip
+        assert [tuple(r) for r in rows] == [(2, 2, 12), (3, 4, 13)]
+    await asyncio.to_thread(downgrade, url, "0024")
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT id, access_count, last_accessed_at IS NULL FROM memory ORDER BY id")
+        )
+        assert [tuple(r) for r in rows] == [(1, 0, True), (2, 2, False), (3, 4, False)]
+    await engine.dispose()
 
 
 async def test_vector_dimension_comes_from_settings(database_factory, monkeypatch) -> None:

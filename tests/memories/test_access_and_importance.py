@@ -87,6 +87,66 @@ async def test_a_flush_that_fails_keeps_its_counts_for_the_next(client, database
     assert got["k1"][0] == 5
 
 
+# The tuples written to each table, as the statistics collector has them.
+_TUPLES = """
+    SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+    WHERE relname IN ('memory', 'memory_access')"""
+
+
+async def tuples(sessionmaker) -> dict[str, tuple[int, int, int]]:
+    """(inserted, updated, HOT-updated) per table, after `sessionmaker`'s one connection has
+    reported what it wrote (a backend reports at most once a second unless forced)."""
+    async with sessionmaker() as s, s.begin():
+        await s.execute(text("SELECT pg_stat_force_next_flush()"))
+    async with sessionmaker() as s, s.begin():
+        rows = (await s.execute(text(_TUPLES))).all()
+    return {r.relname: (r.n_tup_ins, r.n_tup_upd, r.n_tup_hot_upd) for r in rows}
+
+
+def written(before: dict, after: dict) -> dict[str, tuple[int, ...]]:
+    return {t: tuple(a - b for a, b in zip(after[t], before[t], strict=True)) for t in after}
+
+
+async def test_a_flush_writes_no_memory_row_and_its_updates_are_hot(
+    client, database_url, redis_url
+) -> None:
+    """Counts live in memory_access (migration 0025). Writing them into `memory` was not a
+    heap-only (HOT) update (a wide row, a full page): each added an entry to every index of
+    `memory`, HNSW's too (336 ms for ~300 recalled rows). A first access inserts the counts'
+    row; the next flush updates every row in place, HOT, even those of a full page (its
+    fillfactor leaves room for a new version of each), and `memory` is not written. (Later
+    flushes are HOT once pruning has reclaimed the versions before, which a snapshot older
+    than them holds back: bench/results/2026-11-28-access-counts.md.)"""
+    # More than a page of memory_access holds: every row of a full page is updated at once.
+    memories = [{"key": f"h{i}", "content": f"hot update {i}"} for i in range(100)]
+    r = await client.post("/v1/robots/a/memories/batch", json={"memories": memories})
+    assert r.status_code == 201
+    ids = [m["id"] for m in r.json()["memories"]]
+    # One connection, so the tracker's writes are what it reports when forced to.
+    engine = create_engine(
+        make_settings(database_url, redis_url, db_pool_size=1, db_max_overflow=0)
+    )
+    tracker = AccessTracker(create_sessionmaker(engine))
+    try:
+        before = await tuples(tracker.sessionmaker)
+        tracker.record(ids, T0)
+        assert await tracker.flush() == 100
+        inserted = await tuples(tracker.sessionmaker)
+        assert written(before, inserted) == {"memory": (0, 0, 0), "memory_access": (100, 0, 0)}
+        tracker.record(ids, T0 + timedelta(minutes=1))
+        tracker.record(ids[:7], T0 + timedelta(minutes=2))
+        assert await tracker.flush() == 107
+        updated = await tuples(tracker.sessionmaker)
+        assert written(inserted, updated) == {"memory": (0, 0, 0), "memory_access": (0, 100, 100)}
+    finally:
+        await engine.dispose()
+    got = await counts(client)
+    assert (got["h0"], got["h7"]) == (
+        (3, T0 + timedelta(minutes=2)),
+        (2, T0 + timedelta(minutes=1)),
+    )
+
+
 async def message_counts(client) -> list[int]:
     """The session's counts as stored, read as a reader (whose read counts nothing)."""
     async with client.app.state.components.sessionmaker() as s:

@@ -4,7 +4,9 @@ dimension check at start."""
 
 from __future__ import annotations
 
+import math
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -125,6 +127,21 @@ async def test_signals_per_request_reorder_and_explain_their_contributions(clien
     y = body["hits"][0]["explain"]
     assert y["signals"] == {"recency": {"value": 1.0, "weight": 1.0, "contribution": 1.0}}
     assert y["relevance"] == 0.0  # (1 − Σw) = 0
+
+
+async def test_the_access_signal_reads_the_flushed_counts(client) -> None:
+    """Access counts live in memory_access (migration 0025): 100 accesses make the signal 1,
+    10 ln(11) / ln(101), none 0."""
+    await seed(client)
+    listed = (await client.get("/v1/robots/r/memories", params={"limit": 10})).json()["items"]
+    ids = {m["key"]: m["id"] for m in listed}
+    access = client.app.state.components.access
+    access.record([ids["a"]] * 100 + [ids["b"]] * 10, datetime(2026, 1, 2, tzinfo=UTC))
+    assert await access.flush() == 110
+    body = await recall(client, explain=True, signals={"access": 1.0})
+    assert [h["key"] for h in body["hits"][:2]] == ["a", "b"]
+    values = {h["key"]: h["explain"]["signals"]["access"]["value"] for h in body["hits"]}
+    assert values == pytest.approx({"a": 1.0, "b": math.log(11) / math.log(101), "x": 0, "y": 0})
 
 
 async def test_score_fusion_per_request(client) -> None:

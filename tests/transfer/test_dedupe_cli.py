@@ -20,8 +20,9 @@ async def live(client, ns: str) -> list[tuple[str, float, list[str], int, bool]]
     async with client.app.state.components.sessionmaker() as s:
         rows = await s.execute(
             text(
-                "SELECT m.key, m.importance, m.tags, m.access_count, m.deleted_at IS NULL "
-                "FROM memory m JOIN namespace n ON n.id = m.namespace_id "
+                "SELECT m.key, m.importance, m.tags, coalesce(a.access_count, 0),"
+                " m.deleted_at IS NULL FROM memory m JOIN namespace n ON n.id = m.namespace_id"
+                " LEFT JOIN memory_access a ON a.memory_id = m.id "
                 "WHERE n.name = :ns ORDER BY m.key"
             ),
             {"ns": ns},
@@ -59,8 +60,9 @@ async def test_dedupe_reports_then_merges_and_merged_keys_resolve_to_the_survivo
             for key, n in (("a1", 3), ("a2", 1), ("a3", 2)):
                 await s.execute(
                     text(
-                        "UPDATE memory SET access_count = :n WHERE key = :k AND namespace_id = "
-                        "(SELECT id FROM namespace WHERE name = :ns)"
+                        "INSERT INTO memory_access (memory_id, access_count) SELECT k.memory_id, :n"
+                        " FROM memory_key k JOIN namespace n ON n.id = k.namespace_id"
+                        " WHERE k.key = :k AND n.name = :ns"
                     ),
                     {"n": n, "k": key, "ns": ns},
                 )

@@ -3,6 +3,8 @@ slot, so each script runs on the node owning it."""
 
 from __future__ import annotations
 
+import asyncio
+
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
@@ -142,3 +144,53 @@ async def test_requests_degrade_while_no_cluster_node_answers(app_factory, clust
         r = await client.get("/v1/robots/a/working-memory/events")
         assert r.status_code == 503
         assert r.headers["content-type"] == "application/problem+json"
+
+
+async def _close_the_next_connection_taken(cluster: RedisCluster) -> str:
+    """Close the first connection a command takes from the cluster client's pools, before the
+    command writes on it, as redis-py's own failover handling does (after a ClusterDownError it
+    closes every node's connections, also those other requests hold); returns the node's name.
+    On Python 3.11 a command's write runs in a task of asyncio.wait_for's own, so a loop turn
+    separates taking the connection from writing on it: the moment this closes it in."""
+    while True:
+        for node in cluster.get_nodes():
+            free = set(node._free)
+            taken = [c for c in node._connections if c not in free and c.is_connected]
+            if taken:
+                await taken[0].disconnect(nowait=True)
+                return node.name
+        await asyncio.sleep(0)
+
+
+async def test_a_connection_closed_as_its_command_is_sent_is_redis_unavailable(
+    app_factory, cluster_nodes, ns
+):
+    """During a failover a command could find its connection closed under it before it wrote
+    (redis-py: AttributeError: 'NoneType' object has no attribute 'writelines'): a read
+    answered 500, an add was reported not admitted and its robot queued for repair. It is a
+    connection error now: the cluster client finds the slots again and sends the command once
+    more (nothing was sent), so the read is served from Redis and the add placed."""
+    url = cluster_nodes[0].url
+    async with app_factory(redis_url=url, redis_cluster=True, redis_retry_after_s=0) as client:
+        client.headers["X-Namespace"] = ns
+        cluster = client.app.state.components.redis
+        body = {"key": "warm", "content": "walrus tusks", "importance": 3}
+        r = await client.post("/v1/robots/a/memories", json=body)
+        assert r.status_code == 201 and r.json()["working_memory"]["admitted"] is True
+
+        closer = asyncio.create_task(_close_the_next_connection_taken(cluster))
+        r = await client.get("/v1/robots/a/context")
+        assert closer.done(), "no command took a connection"
+        assert r.status_code == 200, r.text
+        assert r.json()["degraded"] is False
+        assert [i["key"] for i in r.json()["items"]] == ["warm"]
+
+        closer = asyncio.create_task(_close_the_next_connection_taken(cluster))
+        body = {"key": "during", "content": "zebra stripes", "importance": 3}
+        r = await client.post("/v1/robots/a/memories", json=body)
+        assert closer.done(), "no command took a connection"
+        assert r.status_code == 201, r.text
+        assert r.json()["working_memory"] == {"admitted": True, "reason": "admitted", "evicted": []}
+        r = await client.get("/v1/robots/a/working-memory")
+        assert r.status_code == 200 and r.json()["degraded"] is False
+        assert sorted(i["key"] for i in r.json()["items"]) == ["during", "warm"]
