@@ -102,18 +102,20 @@ bench-cli: install
 bench-peer: install
 	$(PY) -m bench.peer $(PEER_ARGS)
 
-# The recall eval (evals/): a generated multi-session conversational set and the bench's
-# labelled facts, loaded and asked through the HTTP API with the local model, for two
-# deployments (old-default and the service's defaults); recall@5/@10, MRR, p50 and the
-# min_score floor calibration per deployment, configuration, kind and split (~15 minutes).
-# Writes evals/results/. The baseline (vector, fulltext, hybrid, default) runs beside the
-# configurations of evals/configs/fusion.json and recall.json; CONFIGS="<a.json> ..." runs
-# others instead.
+# The recall eval (evals/): a generated multi-session conversational set, ten real chats
+# (../shared/realtalk/, skipped when absent) and the bench's labelled facts, the chats loaded
+# in two modes (docs, content-only), asked through the HTTP API with the local model, for two
+# deployments (old-default and the service's defaults); recall@5/@10/@20, MRR, p50 and the
+# min_score floor calibration per deployment, set, mode, configuration, kind and split (an
+# hour or more on 2 cores). Writes evals/results/, then fails when hybrid's recall@10 is below
+# vector's or full text's on a set and mode (--check). The baseline (vector, fulltext, hybrid,
+# default) runs beside the configurations of evals/configs/fusion.json and recall.json;
+# CONFIGS="<a.json> ..." runs others instead.
 CONFIGS ?= evals/configs/fusion.json evals/configs/recall.json
 EVAL_ARGS = $(foreach c,$(CONFIGS),--configs $(c))
 
 eval: install
-	$(PY) -m evals $(EVAL_ARGS)
+	$(PY) -m evals --check $(EVAL_ARGS)
 
 eval-quick: install
 	$(PY) -m evals --quick $(EVAL_ARGS)

@@ -1,11 +1,14 @@
-"""`python -m evals [--quick] [--sets conv,facts] [--configs PATH.json] [--deployments ...]`.
+"""`python -m evals [--quick] [--sets conv,facts,realtalk] [--modes docs,content-only]
+[--configs PATH.json] [--deployments ...] [--check]`.
 
 The recall eval. Starts PostgreSQL and Redis (embedded, as the bench does), then for each
 deployment (evals/deployments.py: by default `old-default` and `default`) the service with the
-local embedding model and the deployment's environment, loads each set through the HTTP API
-into the deployment's fresh database, asks every question with every configuration (the
-baseline vector / fulltext / hybrid / default, plus those of --configs), stops it; prints a
-table and writes evals/results/latest.{json,md} and a dated copy.
+local embedding model and the deployment's environment, loads each set in each of its modes
+through the HTTP API into the deployment's fresh database, asks every question with every
+configuration (the baseline vector / fulltext / hybrid / default, plus those of --configs),
+stops it; prints a table and writes evals/results/latest.{json,md} and a dated copy. It checks
+that hybrid's R@10 is at least that of each of its inputs (vector, full text) on every set and
+mode: a FAIL line when not, and with --check an exit status of 1.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from typing import Any
 
 from evals import report
 from evals.deployments import DEFAULTS, Deployment, configs_of, load_deployments, select
-from evals.runner import BASELINE, Config, load, load_configs, run_config
-from evals.sets import SETS, EvalSet
+from evals.runner import BASELINE, DEEP_LIMIT, LIMIT, Config, load, load_configs, run_config
+from evals.sets import MODES, SET_MODES, SETS, EvalSet, Mode, Unavailable
 
 CONCURRENCY = 4
 STEP_LIMIT_S = 1800.0
@@ -36,7 +39,15 @@ DESCRIPTIONS = {
     "noise, in one namespace.",
     "changes": "The facts set where each person's job, city and car had an earlier value, "
     "stated in the same words before the current one (evals/sets.py changes_set).",
+    "realtalk": "Ten real two-person chats over 21 days nobody on this project wrote (REALTALK, "
+    "Lee et al. 2025, arXiv 2502.13270; read from ../shared/realtalk/ at eval time), one "
+    "namespace each; chats 1-5 dev, 6-10 test.",
 }
+
+
+def label(s: EvalSet) -> str:
+    """A set in a mode, as the results name it: `realtalk/content-only`."""
+    return f"{s.name}/{s.mode}"
 
 
 def say(msg: str) -> None:
@@ -46,8 +57,19 @@ def say(msg: str) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m evals", description=__doc__)
     p.add_argument("--quick", action="store_true", help="2 dialogues and a small facts set")
-    p.add_argument("--sets", default="conv,facts",
-                   help="comma-separated: conv, facts, changes")  # fmt: skip
+    p.add_argument("--sets", default="conv,facts,realtalk",
+                   help="comma-separated: conv, facts, realtalk, changes")  # fmt: skip
+    p.add_argument("--modes", default=",".join(MODES),
+                   help="comma-separated: the conversational sets' loading modes "
+                   "(docs, content-only; the facts sets have docs only)")  # fmt: skip
+    p.add_argument("--realtalk-time", choices=("session", "message"), default="session",
+                   help="realtalk's created_at: its session's start plus one second a "
+                   "message, or the message's own time")  # fmt: skip
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when hybrid's R@10 is below vector's or full text's anywhere",
+    )
     p.add_argument("--configs", type=Path, action="append", default=[],
                    help="a JSON file of more configurations (repeatable)")  # fmt: skip
     p.add_argument("--no-baseline", action="store_true", help="only the --configs ones")
@@ -64,36 +86,68 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.sets.split(",")) - SETS.keys()
     if unknown:
         p.error(f"unknown sets: {', '.join(sorted(unknown))}")
+    unknown = set(args.modes.split(",")) - set(MODES)
+    if unknown:
+        p.error(f"unknown modes: {', '.join(sorted(unknown))}")
     return args
+
+
+def plan(args: argparse.Namespace) -> tuple[list[tuple[str, Mode]], dict[str, str]]:
+    """The (set, mode) pairs to run, and the sets skipped because their files are absent."""
+    modes = args.modes.split(",")
+    pairs: list[tuple[str, Mode]] = []
+    skipped: dict[str, str] = {}
+    for name in args.sets.split(","):
+        try:
+            build_set(args, name, "docs", labels=False)
+        except Unavailable as e:
+            say(f"set {name} skipped: {e}")
+            skipped[name] = str(e)
+            continue
+        pairs += [(name, m) for m in SET_MODES[name] if m in modes]
+    return pairs, skipped
+
+
+def build_set(args: argparse.Namespace, name: str, mode: Mode, labels: bool) -> EvalSet:
+    extra = {"created": args.realtalk_time} if name == "realtalk" else {}
+    return SETS[name](args.quick, mode=mode, labels=labels, **extra)
 
 
 async def run(
     args: argparse.Namespace, deployments: list[Deployment], configs: list[Config]
 ) -> dict[str, Any]:
+    pairs, skipped = plan(args)
     results: dict[str, Any] = {
-        "schema": 2,
+        "schema": 3,
         "profile": "quick" if args.quick else "full",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "concurrency": CONCURRENCY,
-        "limit": 10,
+        "limits": [LIMIT, DEEP_LIMIT],
+        "realtalk_time": args.realtalk_time,
+        "skipped": skipped,
         "deployments": {},
     }
     t0 = time.perf_counter()
     servers = start_servers()
     try:
         for d in deployments:
-            say(f"deployment {d.name}: env {d.env or '{}'}, content {d.content}")
+            say(f"deployment {d.name}: env {d.env or '{}'}")
             try:
-                results["deployments"][d.name] = await run_deployment(args, servers, d, configs)
+                results["deployments"][d.name] = await run_deployment(
+                    args, servers, d, configs, pairs
+                )
             except RuntimeError as e:  # the service refused its settings, or failed to load
                 say(f"  deployment {d.name} failed: {e}")
                 results["deployments"][d.name] = {
-                    "status": "failed", "error": str(e), "env": d.env, "content": d.content,
-                    "request": d.request, "headline": d.headline, "sets": {},
+                    "status": "failed", "error": str(e), "env": d.env, "request": d.request,
+                    "headline": d.headline, "sets": {},
                 }  # fmt: skip
     finally:
         servers.stop()
     results["seconds"] = time.perf_counter() - t0
+    results["hybrid_checks"] = report.hybrid_checks(results)
+    checked = [c["holds"] for c in results["hybrid_checks"]]
+    results["hybrid_ge_inputs"] = all(checked) if checked else None
     return results
 
 
@@ -119,7 +173,11 @@ def start_servers() -> Any:
 
 
 async def run_deployment(
-    args: argparse.Namespace, servers: Any, d: Deployment, configs: list[Config]
+    args: argparse.Namespace,
+    servers: Any,
+    d: Deployment,
+    configs: list[Config],
+    pairs: list[tuple[str, Mode]],
 ) -> dict[str, Any]:
     """One deployment: its own database and service, every set loaded, every configuration
     asked, then the service stopped (and the database dropped)."""
@@ -130,7 +188,6 @@ async def run_deployment(
     out: dict[str, Any] = {
         "status": "ok",
         "env": d.env,
-        "content": d.content,
         "request": d.request,
         "headline": d.headline,
         "calibrate": d.calibrate,
@@ -139,9 +196,7 @@ async def run_deployment(
         "sets": {},
     }
     t0 = time.perf_counter()
-    sets: list[EvalSet] = [
-        SETS[n](args.quick, content=d.content, labels=d.labels) for n in args.sets.split(",")
-    ]
+    sets = [build_set(args, name, mode, d.labels) for name, mode in pairs]
     service = None
     try:
         url = await fresh_database(servers, d.database)
@@ -161,13 +216,16 @@ async def run_deployment(
             t1 = time.perf_counter()
             memories = 0
             for s in sets:
-                say(f"  loading {s.name}: {sum(len(g) for g in s.groups.values())} memories")
+                say(f"  loading {label(s)}: {sum(len(g) for g in s.groups.values())} memories")
                 async with asyncio.timeout(STEP_LIMIT_S):
                     n = await load(client, s, prefix=d.prefix)
-                memories += n
-                out["sets"][s.name] = {
-                    "description": DESCRIPTIONS[s.name],
-                    "memories": n,
+                memories += n.sent
+                out["sets"][label(s)] = {
+                    "set": s.name,
+                    "mode": s.mode,
+                    "description": f"{DESCRIPTIONS[s.name]} {s.note}".strip(),
+                    "memories": n.sent,
+                    "duplicates": n.duplicates,
                     "questions": len(s.questions),
                     "configs": {},
                 }
@@ -179,10 +237,10 @@ async def run_deployment(
                     async with asyncio.timeout(STEP_LIMIT_S):
                         r = await run_config(client, s, c, prefix=d.prefix,
                                              concurrency=CONCURRENCY, base=d.request)  # fmt: skip
-                    out["sets"][s.name]["configs"][c.name] = r
+                    out["sets"][label(s)]["configs"][c.name] = r
                     state = f"R@10 {r['all']['recall_at_10']:.3f}" if r["status"] == "ok" else (
                         f"failed: {r['http_status']}")  # fmt: skip
-                    say(f"  {d.name} / {s.name} / {c.name}: {state}")
+                    say(f"  {d.name} / {label(s)} / {c.name}: {state}")
     finally:
         if service is not None:
             service.stop()
@@ -222,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     dated, md = report.write(results, args.out)
     print(report.terminal(results))
     say(f"results: {dated} and {md}; {results['seconds']:.0f}s")
-    return 0
+    return 1 if args.check and results["hybrid_ge_inputs"] is False else 0
 
 
 if __name__ == "__main__":

@@ -2,21 +2,19 @@
 
 A deployment is a name, environment overrides for the service (`{"HTM_SEARCH_TEXT":
 "plain"}`: settings read by app/config.py's Settings, prefix HTM_; an unknown HTM_ variable is
-ignored by the service), how the client stores a conversation turn (`content`: "prefixed",
-"Speaker: text", or "plain", the text alone; the metadata {dialogue, session, turn, speaker}
-is sent either way), fields added under every configuration's request (`request`), and the
+ignored by the service), fields added under every configuration's request (`request`), and the
 configuration its floor table is drawn from (`headline`), and the configurations it runs
 (`configs`: their names; all when absent). Each deployment gets a fresh database and
-namespaces prefixed by its name.
+namespaces prefixed by its name, and loads each conversational set in every mode of the run
+(sets.py: how a client sends a turn is the mode's, not the deployment's).
 
 The default run compares two:
 
 - `old-default`: the service as it was before contextual search text: `HTM_SEARCH_TEXT=plain`
   (and the recall settings added with it at their neutral values: the question's vector as
-  asked, no speaker boost, no floor), content "Speaker: text", its headline the plain
-  `{"strategy": "hybrid"}` request; it runs the baseline's `vector`, `fulltext` and `hybrid`.
-- `default`: the service's own defaults, content the turn's text alone (the speaker and session
-  in the metadata only), its headline a bare request (`default`: `{}`).
+  asked, no speaker boost, no floor), its headline the plain `{"strategy": "hybrid"}` request;
+  it runs the baseline's `vector`, `fulltext` and `hybrid`.
+- `default`: the service's own defaults, its headline a bare request (`default`: `{}`).
 """
 
 from __future__ import annotations
@@ -25,10 +23,9 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from evals.runner import EVAL_FIELDS, Config
-from evals.sets import CONTENT_STYLES, ContentStyle
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,29}")
 
@@ -37,14 +34,13 @@ NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,29}")
 class Deployment:
     name: str
     env: dict[str, str] = field(default_factory=dict)
-    content: ContentStyle = "plain"
     request: dict[str, Any] = field(default_factory=dict)
     headline: str = "default"
     configs: tuple[str, ...] | None = None  # None: every configuration of the run
     # the configuration the floor table is drawn from when it ran (a floor already applied
     # would hide the hits below it); else the headline
     calibrate: str | None = None
-    labels: bool = False  # the set's changed facts labelled (evals/sets.py conv_set)
+    labels: bool = False  # the set's changed facts labelled in docs mode (sets.py conv_set)
 
     @property
     def prefix(self) -> str:
@@ -68,18 +64,14 @@ OLD_ENV = {
     "HTM_RECALL_FULLTEXT_WEIGHT": "0.7",
 }
 # The baseline only: the fusion alternatives are measured on the service's defaults.
-OLD_DEFAULT = Deployment(
-    "old-default", OLD_ENV, "prefixed", {}, "hybrid", ("vector", "fulltext", "hybrid")
-)
-DEFAULT = Deployment("default", {}, "plain", {}, "default", calibrate="default-no-floor")
+OLD_DEFAULT = Deployment("old-default", OLD_ENV, {}, "hybrid", ("vector", "fulltext", "hybrid"))
+DEFAULT = Deployment("default", {}, {}, "default", calibrate="default-no-floor")
 DEFAULTS = (OLD_DEFAULT, DEFAULT)
 
 
 def check(d: Deployment) -> Deployment:
     if not NAME.fullmatch(d.name):
         raise ValueError(f"deployment name {d.name!r}: 1 to 30 of a-z 0-9 -, not first '-'")
-    if d.content not in CONTENT_STYLES:
-        raise ValueError(f"deployment {d.name}: content is one of {', '.join(CONTENT_STYLES)}")
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in d.env.items()):
         raise ValueError(f"deployment {d.name}: env maps names to strings")
     if EVAL_FIELDS & d.request.keys():
@@ -88,14 +80,14 @@ def check(d: Deployment) -> Deployment:
 
 
 def load_deployments(path: Path) -> list[Deployment]:
-    """A JSON list of {"name", "env"?, "content"?, "request"?, "headline"?, "configs"?}."""
+    """A JSON list of {"name", "env"?, "request"?, "headline"?, "configs"?, "calibrate"?,
+    "labels"?}."""
     raw = json.loads(path.read_text())
     if not isinstance(raw, list):
         raise ValueError(f"{path}: a list of deployments")
     out = []
     for item in raw:
-        fields = {"name", "env", "content", "request", "headline", "configs", "calibrate",
-                  "labels"}  # fmt: skip
+        fields = {"name", "env", "request", "headline", "configs", "calibrate", "labels"}
         unknown = set(item) - fields
         if unknown:
             raise ValueError(f"{path}: unknown deployment fields {sorted(unknown)}")
@@ -104,7 +96,6 @@ def load_deployments(path: Path) -> list[Deployment]:
                 Deployment(
                     str(item["name"]),
                     dict(item.get("env", {})),
-                    cast(ContentStyle, item.get("content", "plain")),
                     dict(item.get("request", {})),
                     str(item.get("headline", "default")),
                     None if item.get("configs") is None else tuple(map(str, item["configs"])),

@@ -50,6 +50,7 @@ class Outcome:
     relevances: tuple[float | None, ...] = ()
     changed: str | None = None  # EvalQuestion.changed
     stale: tuple[str, ...] = ()  # EvalQuestion.stale
+    deep: tuple[str, ...] | None = None  # the keys of the same question asked with limit 20
 
 
 def summary(outcomes: Sequence[Outcome]) -> dict[str, Any]:
@@ -64,6 +65,11 @@ def summary(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "mrr": sum(reciprocal_rank(o.ranked, o.evidence) for o in outcomes) / n,
         "p50_ms": 1000.0 * statistics.median(o.latency_s for o in outcomes),
     }
+    deep = [o for o in outcomes if o.deep is not None]
+    if deep:
+        out["recall_at_20"] = sum(recall_at(o.deep or (), o.evidence, 20) for o in deep) / len(deep)
+        # the limit-20 answer's top 10 is the limit-10 answer (hybrid's depth follows the limit)
+        out["same_top_10"] = sum(1 for o in deep if (o.deep or ())[:10] == o.ranked) / len(deep)
     if any(o.expanded is not None for o in outcomes):
         # the evidence among the hits and the neighbours returned with them (all of them: a
         # top-10 recall with n neighbours a side returns up to 10·(2n + 1) turns)

@@ -9,8 +9,10 @@ from typing import Any
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 KINDS = (
     "single", "latest", "multi_hop", "temporal", "paraphrase", "synonym", "inverted", "speaker",
-    "names",
+    "names", "open_domain",
 )  # fmt: skip
+# The summary's strategies: hybrid, its two inputs, and what a bare request gets.
+SUMMARY = ("vector", "fulltext", "hybrid", "default")
 
 
 def _f(x: float | None, digits: int = 3) -> str:
@@ -19,10 +21,10 @@ def _f(x: float | None, digits: int = 3) -> str:
 
 def _row(s: dict[str, Any]) -> list[str]:
     if not s.get("questions"):
-        return ["0", "–", "–", "–", "–"]
+        return ["0", "–", "–", "–", "–", "–"]
     return [
-        str(s["questions"]), _f(s["recall_at_5"]), _f(s["recall_at_10"]), _f(s["mrr"]),
-        _f(s["p50_ms"], 1),
+        str(s["questions"]), _f(s["recall_at_5"]), _f(s["recall_at_10"]),
+        _f(s.get("recall_at_20")), _f(s["mrr"]), _f(s["p50_ms"], 1),
     ]  # fmt: skip
 
 
@@ -37,9 +39,11 @@ def _ok(configs: dict[str, Any]) -> dict[str, Any]:
 
 def set_markdown(name: str, result: dict[str, Any], level: str = "###") -> list[str]:
     configs = result["configs"]
+    dups = result.get("duplicates")
+    stored = f" ({dups} of them duplicates the service stored once)" if dups else ""
     lines = [f"{level} {name}", "", f"{result['description']} {result['questions']} questions, "
-             f"{result['memories']} memories.", ""]  # fmt: skip
-    head = ["config", "split", "questions", "R@5", "R@10", "MRR", "p50 ms"]
+             f"{result['memories']} memories{stored}.", ""]  # fmt: skip
+    head = ["config", "split", "questions", "R@5", "R@10", "R@20", "MRR", "p50 ms"]
     rows, failed = [], []
     for cname, c in configs.items():
         if c["status"] != "ok":
@@ -59,6 +63,12 @@ def set_markdown(name: str, result: dict[str, Any], level: str = "###") -> list[
                  for n, c in changed for which, s in c["changed"].items()]  # fmt: skip
         lines += _table(["config", "about", "questions", "R@1", "R@10", "stale value first"],
                         crows)  # fmt: skip
+    same = [(n, c["all"]["same_top_10"]) for n, c in _ok(configs).items()
+            if "same_top_10" in c["all"]]  # fmt: skip
+    if same:
+        lines += ["", "R@20 is from the same questions asked with `limit` 20, whose top 10 was "
+                  "the limit-10 answer for " + ", ".join(f"`{n}` {_f(x)}" for n, x in same)
+                  + " of them."]  # fmt: skip
     expanded = [(n, c) for n, c in _ok(configs).items() if "recall_with_neighbours" in c["all"]]
     if expanded:
         found = ", ".join(f"`{n}` {_f(c['all']['recall_with_neighbours'])}" for n, c in expanded)
@@ -135,28 +145,83 @@ def floor_markdown(deployment: dict[str, Any]) -> list[str]:
     return [*lines, "", f"Highest floor keeping ≥ 95 % of the evidence hits: {best}."]
 
 
+def _kinds(configs: list[dict[str, Any]]) -> list[str]:
+    found = {k for c in configs for k in c.get("kind", {})}
+    return [k for k in KINDS if k in found] + sorted(found - set(KINDS))
+
+
 def summary_markdown(results: dict[str, Any]) -> list[str]:
-    """R@10 (all / dev / test) of each configuration on each set, a column per deployment."""
+    """For each set, a row per deployment, mode and strategy (vector, fulltext, hybrid,
+    default): R@10 over all questions, dev and test, then per kind (dev / test); and whether
+    hybrid kept up with its inputs."""
     deps = {n: d for n, d in results["deployments"].items() if d.get("status") == "ok"}
     if not deps:
         return []
-    lines = ["## Summary: R@10 (all / dev / test)", ""]
-    for set_name in dict.fromkeys(s for d in deps.values() for s in d["sets"]):
-        in_set = [d["sets"].get(set_name, {}).get("configs", {}) for d in deps.values()]
-        configs = list(dict.fromkeys(c for cs in in_set for c in cs))
+    lines = ["## Summary: R@10", ""]
+    for set_name in dict.fromkeys(r["set"] for d in deps.values() for r in d["sets"].values()):
+        runs = [(dn, r) for dn, d in deps.items() for r in d["sets"].values()
+                if r["set"] == set_name]  # fmt: skip
+        ran = [c for _, r in runs for n, c in _ok(r["configs"]).items() if n in SUMMARY]
+        kinds = _kinds(ran) if len(_kinds(ran)) > 1 else []
+        first = ran[0] if ran else {}
+        head = ["deployment", "mode", "strategy", "all", "dev", "test"]
+        head += [f"{k} ({first['kind'].get(k, {}).get('questions', 0)}): dev / test" for k in kinds]
         rows = []
-        for c in configs:
-            cells = []
-            for d in deps.values():
-                r = d["sets"].get(set_name, {}).get("configs", {}).get(c)
-                if r is None or r["status"] != "ok":
-                    cells.append("–" if r is None else f"failed ({r['http_status']})")
+        for dname, r in runs:
+            for cname in SUMMARY:
+                c = r["configs"].get(cname)
+                if c is None:
                     continue
-                parts = [r["all"], *r["split"].values()]
-                cells.append(" / ".join(_f(p["recall_at_10"]) for p in parts))
-            rows.append([f"{set_name} `{c}`", *cells])
-        lines += [*_table(["set, config", *(f"`{n}`" for n in deps)], rows), ""]
-    return lines
+                if c["status"] != "ok":
+                    rows.append([f"`{dname}`", r["mode"], f"`{cname}`",
+                                 f"failed ({c['http_status']})"])  # fmt: skip
+                    continue
+                splits = [_f(c["split"].get(s, {}).get("recall_at_10")) for s in ("dev", "test")]
+                cells = [
+                    " / ".join(_f(c["split_kind"].get(s, {}).get(k, {}).get("recall_at_10"))
+                               for s in ("dev", "test"))
+                    for k in kinds
+                ]  # fmt: skip
+                rows.append([f"`{dname}`", r["mode"], f"`{cname}`",
+                             _f(c["all"]["recall_at_10"]), *splits, *cells])  # fmt: skip
+        n = runs[0][1]["questions"]
+        lines += [f"### {set_name} ({n} questions)", "", *_table(head, rows), ""]
+    return [*lines, *check_markdown(results), ""]
+
+
+def hybrid_checks(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each deployment, set and mode where vector, fulltext and hybrid all ran: whether
+    hybrid's R@10 (all questions) is at least each of its inputs'."""
+    out = []
+    for dname, d in results["deployments"].items():
+        for r in d.get("sets", {}).values():
+            ok = _ok(r["configs"])
+            if not {"vector", "fulltext", "hybrid"} <= ok.keys():
+                continue
+            got = {n: ok[n]["all"]["recall_at_10"] for n in ("hybrid", "vector", "fulltext")}
+            holds = got["hybrid"] >= max(got["vector"], got["fulltext"])
+            out.append({"deployment": dname, "set": r["set"], "mode": r["mode"], **got,
+                        "holds": holds})  # fmt: skip
+    return out
+
+
+def check_lines(results: dict[str, Any]) -> list[str]:
+    """A FAIL line for each set and mode where hybrid's R@10 is below an input's, else one
+    line saying it holds everywhere."""
+    checks = results.get("hybrid_checks", [])
+    failed = [
+        f"FAIL: hybrid R@10 {_f(c['hybrid'])} < max(vector {_f(c['vector'])}, fulltext "
+        f"{_f(c['fulltext'])}) on `{c['deployment']}` {c['set']}/{c['mode']}"
+        for c in checks
+        if not c["holds"]
+    ]
+    if failed or not checks:
+        return failed
+    return [f"hybrid R@10 ≥ max(vector, fulltext) on every set and mode ({len(checks)} checked)"]
+
+
+def check_markdown(results: dict[str, Any]) -> list[str]:
+    return [f"**{line}**" if line.startswith("FAIL") else line for line in check_lines(results)]
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -167,9 +232,12 @@ def markdown(results: dict[str, Any]) -> str:
         f"{m['cores']} cores, {m['cpu']}; {results['seconds']:.0f} s wall time.",
         "Recall@k: the fraction of a question's evidence turns in the top k, averaged; MRR: "
         "1 / rank of the first evidence hit in the top 10; p50: a recall's latency at "
-        f"concurrency {results['concurrency']}. Each deployment is the service started with "
-        "its environment, on a fresh database, with the sets loaded in its content style "
-        "(evals/deployments.py).",
+        f"concurrency {results['concurrency']}; R@20: the same question asked with `limit` "
+        "20. Each deployment is the service started with its environment, on a fresh "
+        "database (evals/deployments.py); each conversational set is loaded in two modes "
+        "(evals/sets.py): `docs`, the turn's text with its `speaker` and `session` in the "
+        'metadata, as docs/api.md asks, and `content-only`, "Speaker: text" and no metadata.',
+        *(f"Set `{n}` skipped: {why}" for n, why in results.get("skipped", {}).items()),
         "",
         *summary_markdown(results),
     ]
@@ -177,8 +245,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [f"## Deployment `{dname}`", ""]
         env = json.dumps(d["env"]) if d["env"] else "the service's defaults"
         request = json.dumps(d["request"])
-        lines += [f"Environment {env}; content {d['content']}; request fields {request}; "
-                  f"headline configuration `{d['headline']}`."]  # fmt: skip
+        lines += [f"Environment {env}; request fields {request}; headline configuration "
+                  f"`{d['headline']}`."]  # fmt: skip
         if d.get("status") != "ok":
             lines += ["", f"**Failed**: {d.get('error')}", ""]
             continue
@@ -216,10 +284,11 @@ def terminal(results: dict[str, Any]) -> str:
                 floor = c.get("floors", {}).get("floor_95")
                 out.append(
                     f"  {cname:<22} R@5 {a['recall_at_5']:.3f}  R@10 {a['recall_at_10']:.3f}  "
-                    f"MRR {a['mrr']:.3f}  p50 {a['p50_ms']:.1f} ms  floor95 {_f(floor, 2)}"
+                    f"R@20 {_f(a.get('recall_at_20'))}  MRR {a['mrr']:.3f}  "
+                    f"p50 {a['p50_ms']:.1f} ms  floor95 {_f(floor, 2)}"
                     f" | R@10 {splits}" + (f" | {kinds}" if len(c["kind"]) > 1 else "")
                 )
-    return "\n".join(out)
+    return "\n".join([*out, *check_lines(results)])
 
 
 def write(results: dict[str, Any], out_dir: Path = RESULTS_DIR) -> tuple[Path, Path]:

@@ -1,11 +1,15 @@
 """Loads a set and asks its questions, through the HTTP API only.
 
-Each group (a dialogue, or the facts set) goes into a namespace of its own (`X-Namespace`),
-so a recall only searches its own dialogue: one turn, one memory, keyed by the turn's id,
-dated by its session, with {dialogue, session, turn, speaker} as metadata. A configuration is
-a name and the extra fields it adds to every recall request; a configuration whose requests
-are refused (say a field this API does not know yet: 422) is reported as failed, with the
-problem the service returned, and the run goes on.
+Each group of a set in a mode (a dialogue, a chat, or the facts set) goes into a namespace of
+its own (`X-Namespace`: `<prefix><set>-<mode>-<group>`), so a recall only searches its own
+dialogue: one turn, one memory, keyed by the turn's id, its content and metadata those of its
+mode (sets.py). A configuration is a name and the extra fields it adds to every recall
+request; a configuration whose requests are refused (say a field this API does not know yet:
+422) is reported as failed, with the problem the service returned, and the run goes on.
+
+Each question is asked twice: with `limit` 10 (R@5, R@10, MRR) and 20 (R@20). Not one list cut
+twice: hybrid reads k + 2·limit candidates from each list (app/recall/fusion.py), so the top 10
+of a limit-20 answer may differ from a limit-10 answer's; how often it does is reported.
 
 A hit's `score`, `relevance` and `vector_similarity` are kept (for the floor calibration;
 `min_score` compares `relevance`), and the turns
@@ -28,6 +32,7 @@ from evals.sets import Doc, EvalQuestion, EvalSet
 ROBOT = "evals"
 BATCH = 100
 LIMIT = 10
+DEEP_LIMIT = 20
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,7 @@ class Refused(Exception):
 
 
 def namespace(prefix: str, evalset: EvalSet, group: str) -> str:
-    return f"{prefix}{evalset.name}-{group}"
+    return f"{prefix}{evalset.name}-{evalset.mode}-{group}"
 
 
 async def _post(client: Client, ns: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -94,22 +99,36 @@ async def _post(client: Client, ns: str, path: str, body: dict[str, Any]) -> tup
     return r.status_code, payload
 
 
-async def load(client: Client, evalset: EvalSet, prefix: str, embedded: bool = True) -> int:
+@dataclass(frozen=True)
+class Loaded:
+    sent: int
+    # adds the service's dedupe rule answered with `duplicate_of` (stored nothing): a turn
+    # without metadata is no conversation turn to it, so "Mia: Hmm, yeah." said twice is one
+    duplicates: int
+
+
+def memory_body(d: Doc) -> dict[str, Any]:
+    """A memory of a batch: key, content, and metadata and created_at when the doc has them
+    (content-only sends no metadata field at all)."""
+    m: dict[str, Any] = {"key": d.key, "content": d.content}
+    if d.metadata:
+        m["metadata"] = d.metadata
+    if d.created_at is not None:
+        m["created_at"] = d.created_at
+    return m
+
+
+async def load(client: Client, evalset: EvalSet, prefix: str, embedded: bool = True) -> Loaded:
     """Every memory of the set, in order, 100 per batch; a labelled fact (metadata
     `attribute`, sets.py `labels`) in a batch of its own, after what came before it, as an
     agent storing it when it learns it would (the supersession detector compares it with
     what is stored). With `embedded`, each must come back embedded (a pending one means the
     embedder failed and vector results would be wrong)."""
-    loaded = 0
+    loaded = duplicates = 0
     for group, docs in evalset.groups.items():
         ns = namespace(prefix, evalset, group)
         for batch in _batches(docs):
-            memories = []
-            for d in batch:
-                m: dict[str, Any] = {"key": d.key, "content": d.content, "metadata": d.metadata}
-                if d.created_at is not None:
-                    m["created_at"] = d.created_at
-                memories.append(m)
+            memories = [memory_body(d) for d in batch]
             path = f"/v1/robots/{ROBOT}/memories/batch"
             status, body = await _post(client, ns, path, {"memories": memories})
             if status != 201:
@@ -118,7 +137,8 @@ async def load(client: Client, evalset: EvalSet, prefix: str, embedded: bool = T
             if embedded and pending:
                 raise RuntimeError(f"{len(pending)} memories left pending: the embedder failed")
             loaded += len(memories)
-    return loaded
+            duplicates += sum(1 for m in body["memories"] if m.get("duplicate_of"))
+    return Loaded(loaded, duplicates)
 
 
 def _batches(docs: list[Doc]) -> list[list[Doc]]:
@@ -154,14 +174,18 @@ def _expanded(hits: list[dict[str, Any]]) -> tuple[str, ...] | None:
 
 
 def request_body(
-    config: Config, question: str, base: dict[str, Any] | None = None, speaker: str = ""
+    config: Config,
+    question: str,
+    base: dict[str, Any] | None = None,
+    speaker: str = "",
+    limit: int = LIMIT,
 ) -> dict:
     """The recall request: the deployment's fields, the configuration's over them, and the
     eval's own (the question, the limit, no working memory) over both. A field whose value is
     "{query}" gets the question (`{"vector_query": "{query}"}`: the vector list searches the
     question as asked); a value "{speaker}", at any depth, the person the question is about
     (`{"filters": {"metadata": {"subject": "{speaker}"}}}`)."""
-    own = {"query": question, "limit": LIMIT, "load_into_working_memory": False}
+    own = {"query": question, "limit": limit, "load_into_working_memory": False}
     body = {**(base or {}), **config.fields, **own}
     return {k: question if v == QUESTION else _speaker(v, speaker) for k, v in body.items()}
 
@@ -174,16 +198,25 @@ def _speaker(value: Any, speaker: str) -> Any:
     return value
 
 
-async def _ask(
-    client: Client, ns: str, q: EvalQuestion, config: Config, base: dict[str, Any] | None
-) -> Outcome:
-    body = request_body(config, q.text, base, q.speaker)
+async def _recall(
+    client: Client, ns: str, q: EvalQuestion, config: Config, base: dict[str, Any] | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], float]:  # fmt: skip
+    body = request_body(config, q.text, base, q.speaker, limit)
     t0 = time.perf_counter()
     status, payload = await _post(client, ns, f"/v1/robots/{ROBOT}/recall", body)
     latency = time.perf_counter() - t0
     if status != 200:
         raise Refused(status, payload)
-    hits = payload["hits"]
+    return payload["hits"], latency
+
+
+async def _ask(
+    client: Client, ns: str, q: EvalQuestion, config: Config, base: dict[str, Any] | None
+) -> Outcome:
+    """The question at limit 10 (its hits, scores and latency), then at limit 20 (its keys)."""
+    hits, latency = await _recall(client, ns, q, config, base, LIMIT)
+    deep, _ = await _recall(client, ns, q, config, base, DEEP_LIMIT)
     ranked = tuple(h["key"] for h in hits)
     scores = tuple(float(h["score"]) for h in hits)
     sims, rels = (tuple(None if h.get(f) is None else float(h[f]) for h in hits)
@@ -201,6 +234,7 @@ async def _ask(
         rels,
         q.changed,
         q.stale,
+        tuple(h["key"] for h in deep),
     )
 
 

@@ -2,21 +2,25 @@
 into a namespace of its own, so a question only searches its own dialogue) and questions.
 
 - `conv`: the generated conversations of evals/data/conv/ (evals/generate.py).
+- `realtalk`: ten real chats nobody on this project wrote (../shared/realtalk/, read at eval
+  time only, never copied into the repository).
 - `facts`: bench/quality.py's set (bench/dataset.py `quality_dataset`): one fact per person
   and relation, a paraphrased question per fact, background noise around them.
 
-A conversation turn is stored in one of two content styles (a deployment's `content`):
-`prefixed`, "Speaker: text" (what a client had to send before the service built a search text
-from a memory's context), or `plain`, the turn's text alone; the metadata
-{dialogue, session, turn, speaker} is sent either way. The facts set has no speakers: its
-content is the same in both styles.
+A conversational set (conv, realtalk) is loaded in each of two modes, which decide both the
+content and the metadata of a turn (`turn_doc`): `docs`, as docs/api.md asks (the turn's text
+as said; who said it and its session in the metadata), and `content-only`, a client that
+sends "Speaker: text" and no metadata at all. The facts sets have one mode, `docs`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,8 +28,8 @@ from evals.generate import DATA_DIR
 
 FACTS_SEED = 20260101  # the bench's default seed, so the figures match bench/quality.py's
 QUICK_DIALOGUES = ("d01", "d08")  # one dev and one test dialogue
-ContentStyle = Literal["prefixed", "plain"]
-CONTENT_STYLES: tuple[ContentStyle, ...] = ("prefixed", "plain")
+Mode = Literal["docs", "content-only"]
+MODES: tuple[Mode, ...] = ("docs", "content-only")
 
 
 @dataclass(frozen=True)
@@ -57,25 +61,39 @@ class EvalSet:
     name: str
     groups: dict[str, list[Doc]]
     questions: list[EvalQuestion]
+    mode: Mode = "docs"
+    note: str = ""  # what the report says of the set beyond its description
+
+
+class Unavailable(Exception):
+    """A set whose files are not on this machine: the run goes on without it."""
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def turn_content(speaker: str, text: str, style: ContentStyle = "prefixed") -> str:
-    return f"{speaker}: {text}" if style == "prefixed" else text
+def turn_doc(
+    key: str, speaker: str, text: str, at: str, metadata: dict[str, Any], mode: Mode
+) -> Doc:
+    """A conversation's turn as the mode sends it: `docs`, the text with `metadata` (which
+    holds `speaker` and `session`); `content-only`, "Speaker: text" and no metadata."""
+    if mode == "docs":
+        return Doc(key, text, at, metadata)
+    return Doc(key, f"{speaker}: {text}", at, {})
 
 
 def conv_set(
     quick: bool = False,
-    directory: Path = DATA_DIR,
-    content: ContentStyle = "prefixed",
+    *,
+    mode: Mode = "docs",
     labels: bool = False,
+    directory: Path = DATA_DIR,
 ) -> EvalSet:
-    """With `labels`, the turns of changes.jsonl carry metadata `subject` and `attribute`,
-    as an agent labelling the facts it stores would send them (the service's supersession
-    detector reads them)."""
+    """The metadata of `docs` is {dialogue, session, turn, speaker}. With `labels`, the turns
+    of changes.jsonl also carry metadata `subject` and `attribute`, as an agent labelling the
+    facts it stores would send them (the service's supersession detector reads them);
+    `content-only` sends no metadata, so no labels either."""
     keep = set(QUICK_DIALOGUES) if quick else None
     changes = _jsonl(directory / "changes.jsonl")
     labelled = {
@@ -91,7 +109,7 @@ def conv_set(
             meta = {k: t[k] for k in ("dialogue", "session", "turn", "speaker")}
             if labels and t["id"] in labelled:
                 meta.update(labelled[t["id"]])
-            doc = Doc(t["id"], turn_content(t["speaker"], t["text"], content), t["at"], meta)
+            doc = turn_doc(t["id"], t["speaker"], t["text"], t["at"], meta, mode)
             groups.setdefault(t["dialogue"], []).append(doc)
     questions = [
         EvalQuestion(
@@ -109,7 +127,7 @@ def conv_set(
         for q in _jsonl(directory / "questions.jsonl")
         if keep is None or q["dialogue"] in keep
     ]
-    return EvalSet("conv", groups, questions)
+    return EvalSet("conv", groups, questions, mode)
 
 
 def _changed(evidence: list[str], later: set[str], earlier: set[str]) -> str | None:
@@ -121,14 +139,11 @@ def _changed(evidence: list[str], later: set[str], earlier: set[str]) -> str | N
 
 
 def facts_set(
-    quick: bool = False,
-    seed: int = FACTS_SEED,
-    content: ContentStyle = "prefixed",
-    labels: bool = False,
+    quick: bool = False, *, mode: Mode = "docs", labels: bool = False, seed: int = FACTS_SEED
 ) -> EvalSet:
     """bench/quality.py's set at its profile's size (full: 40 people, 3,000 background
-    memories; quick: 12 and 400). People in the first half are dev, the rest test. No
-    speakers, so `content` changes nothing."""
+    memories; quick: 12 and 400). People in the first half are dev, the rest test. Facts
+    without speakers or metadata: one mode, `docs`."""
     from bench.dataset import quality_dataset
 
     people, background = (12, 400) if quick else (40, 3000)
@@ -149,10 +164,7 @@ EARLIER_AT, LATER_AT = "2025-01-10T09:00:00Z", "2025-06-10T09:00:00Z"
 
 
 def changes_set(
-    quick: bool = False,
-    seed: int = FACTS_SEED,
-    content: ContentStyle = "prefixed",
-    labels: bool = False,
+    quick: bool = False, *, mode: Mode = "docs", labels: bool = False, seed: int = FACTS_SEED
 ) -> EvalSet:
     """Facts that change: the `facts` set, where each person's job, city and car had an
     earlier value, stated in the same words (January), before the one the `facts` set holds
@@ -196,8 +208,118 @@ def changes_set(
     return EvalSet("changes", {"changes": docs + later}, questions)
 
 
+# --- realtalk: real chats (../shared/realtalk/README.md) ------------------------------------
+
+REALTALK_ENV = "HTM_EVAL_REALTALK_DIR"
+# ../shared/realtalk/ beside the repository: read at eval time, never copied into it
+REALTALK_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "realtalk"
+REALTALK_DEV = frozenset(range(1, 6))  # chats 1-5 dev, 6-10 test
+REALTALK_QUICK = (4, 10)  # the smallest dev and test chats
+CATEGORIES = {1: "multi_hop", 2: "temporal", 3: "open_domain"}
+Created = Literal["session", "message"]
+_SESSION = re.compile(r"session_(\d+)")
+_EVIDENCE = re.compile(r"D\s*(\d+)\s*[:;]\s*(\d+)(?:\s*-\s*D\s*(\d+)\s*[:;]\s*(\d+))?")
+
+
+def realtalk_dir() -> Path:
+    return Path(os.environ.get(REALTALK_ENV) or REALTALK_DIR)
+
+
+def realtalk_evidence(written: list[str], ids: set[str]) -> tuple[str, ...]:
+    """The messages a question's evidence names, as its annotator meant them: `D3:12`, but
+    also written `D3:12; D4:1`, `D12:3-D12:5` (a range), `D17;39`, `D 2:18` or `D20:6.`. An id
+    naming no message of the chat is dropped: the authors' preprocessing left photos out."""
+    found: list[str] = []
+    for entry in written:
+        for m in _EVIDENCE.finditer(entry):
+            session, first, session_to, last = m.groups()
+            if session_to is None:
+                found.append(f"D{session}:{first}")
+            elif session_to == session:
+                found += [f"D{session}:{i}" for i in range(int(first), int(last) + 1)]
+            else:
+                found += [f"D{session}:{first}", f"D{session_to}:{last}"]
+    return tuple(k for k in dict.fromkeys(found) if k in ids)
+
+
+def _realtalk_time(text: str) -> datetime:
+    return datetime.strptime(text, "%d.%m.%Y, %H:%M:%S").replace(tzinfo=UTC)
+
+
+def _iso(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def realtalk_set(
+    quick: bool = False,
+    *,
+    mode: Mode = "docs",
+    labels: bool = False,
+    directory: Path | None = None,
+    created: Created = "session",
+) -> EvalSet:
+    """Every message of each chat (`Chat_<n>_*.json`, namespace `c<nn>`) is a memory keyed by
+    its dia_id; `created_at` is its session's start plus one second a message (`created`
+    "session", as the held-out figure was loaded) or the message's own time ("message");
+    `docs` metadata is {speaker, session}. A question is asked in its chat, its kind its
+    category's name; one without evidence, or whose evidence names only messages the files
+    do not hold, is left out. Chats 1-5 are dev, 6-10 test; `quick`, chats 4 and 10.
+    No labels: these chats have none."""
+    directory = realtalk_dir() if directory is None else directory
+    files = sorted(directory.glob("Chat_*.json"), key=lambda p: int(p.name.split("_")[1]))
+    if not files:
+        raise Unavailable(f"no Chat_*.json in {directory} (or set {REALTALK_ENV})")
+    groups: dict[str, list[Doc]] = {}
+    questions: list[EvalQuestion] = []
+    written = without = unheld = 0
+    for path in files:
+        n = int(path.name.split("_")[1])
+        if quick and n not in REALTALK_QUICK:
+            continue
+        chat = json.loads(path.read_text(encoding="utf-8"))
+        group, split = f"c{n:02d}", "dev" if n in REALTALK_DEV else "test"
+        sessions = sorted((int(m[1]), m[0]) for k in chat if (m := _SESSION.fullmatch(k)))
+        docs: list[Doc] = []
+        for number, name in sessions:
+            start = _realtalk_time(chat[f"{name}_date_time"])
+            for i, msg in enumerate(chat[name]):
+                own = _realtalk_time(msg["date_time"])
+                at = start + timedelta(seconds=i) if created == "session" else own
+                meta = {"speaker": msg["speaker"], "session": number}
+                docs.append(turn_doc(msg["dia_id"], msg["speaker"], msg["clean_text"],
+                                     _iso(at), meta, mode))  # fmt: skip
+        groups[group] = docs
+        ids = {d.key for d in docs}
+        for i, q in enumerate(chat["qa"]):
+            written += 1
+            evidence = realtalk_evidence(q["evidence"], ids)
+            if not evidence:
+                without += not q["evidence"]
+                unheld += bool(q["evidence"])
+                continue
+            kind = CATEGORIES[q["category"]]
+            questions.append(
+                EvalQuestion(f"{group}-q{i:03d}", group, split, kind, q["question"], evidence)
+            )
+    when = "its session's start plus one second a message" if created == "session" else "its own"
+    note = (
+        f"{len(questions)} of {written} questions asked: {without} without evidence and "
+        f"{unheld} whose evidence is only photos the files do not hold are left out; a "
+        f"message's created_at is {when}."
+    )
+    return EvalSet("realtalk", groups, questions, mode, note)
+
+
 SETS: dict[str, Callable[..., EvalSet]] = {
     "conv": conv_set,
     "facts": facts_set,
     "changes": changes_set,
+    "realtalk": realtalk_set,
+}
+# The modes each set is loaded in (the facts sets' memories have no speaker to move).
+SET_MODES: dict[str, tuple[Mode, ...]] = {
+    "conv": MODES,
+    "realtalk": MODES,
+    "facts": ("docs",),
+    "changes": ("docs",),
 }

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.runner import Config, load, load_configs, run_config
+from evals.runner import Config, Loaded, load, load_configs, run_config
 from evals.sets import Doc, EvalQuestion, EvalSet
 
 
@@ -43,9 +43,10 @@ async def test_a_set_loads_one_namespace_per_group_and_each_question_searches_it
     prefix = f"t-{uuid.uuid4().hex[:8]}-"
     evalset = _set()
     async with app_factory() as client:
-        assert await load(client, evalset, prefix, embedded=False) == 4
+        assert await load(client, evalset, prefix, embedded=False) == Loaded(4, 0)
         r = await client.get(
-            "/v1/robots/evals/memories/d01-s01-t000", headers={"x-namespace": f"{prefix}conv-d01"}
+            "/v1/robots/evals/memories/d01-s01-t000",
+            headers={"x-namespace": f"{prefix}conv-docs-d01"},
         )
         assert r.status_code == 200
         m = r.json()
@@ -63,6 +64,7 @@ async def test_a_set_loads_one_namespace_per_group_and_each_question_searches_it
     assert result["all"]["questions"] == 3
     assert result["split"]["dev"]["recall_at_10"] == pytest.approx(0.5)
     assert result["split"]["test"]["recall_at_10"] == 1.0
+    assert (result["all"]["recall_at_20"], result["all"]["same_top_10"]) == (2 / 3, 1.0)
 
 
 async def test_a_config_the_api_refuses_is_reported_failed_with_the_problem(
