@@ -1,15 +1,20 @@
 """Cron expressions, five fields in UTC (minute hour day-of-month month day-of-week), pure:
 `*`, numbers, ranges `a-b`, steps `*/n` and `a-b/n`, lists `a,b`; day-of-week 0-7 (0 and 7:
 Sunday). As in Vixie cron, when both day fields are restricted a day matching either is due.
+An expression that names no existing date (`0 0 30 2 *`: February 30th) parses, and
+`never_fires` says so: a schedule is refused with it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 _BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _NAMES = ("minute", "hour", "day of month", "month", "day of week")
+# Four years, a leap year among them: every (month, day) that exists, on every weekday.
+_CYCLE_START = date(2024, 1, 1)
+_CYCLE_DAYS = 4 * 365 + 1
 
 
 class CronError(ValueError):
@@ -34,6 +39,15 @@ class Cron:
         if self.any_day or self.any_weekday:
             return dom and dow
         return dom or dow
+
+    def never_fires(self) -> bool:
+        """Whether no date matches (the days named exist in none of the months named). Every
+        field keeps at least one value, so a matching date has a matching minute."""
+        for n in range(_CYCLE_DAYS):
+            d = _CYCLE_START + timedelta(days=n)
+            if self.day_matches(datetime(d.year, d.month, d.day, tzinfo=UTC)):
+                return False
+        return True
 
     def due(self, after: datetime, now: datetime) -> bool:
         """Whether a minute the expression names falls in (after, now]."""

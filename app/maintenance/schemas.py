@@ -43,9 +43,13 @@ class MaintenanceSchedule(StrictModel):
     def _cron(cls, v: str | None) -> str | None:
         if v is not None:
             try:
-                parse(v)
+                cron = parse(v)
             except CronError as exc:
                 raise ValueError(str(exc)) from exc
+            if cron.never_fires():
+                days = ",".join(str(d) for d in sorted(cron.days))
+                months = ",".join(str(m) for m in sorted(cron.months))
+                raise ValueError(f"never fires: day {days} of month {months} does not exist")
         return v
 
     @field_validator("steps")
