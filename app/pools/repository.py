@@ -33,6 +33,10 @@ class PoolRepository:
             )
         ).one_or_none()
 
+    async def now(self) -> datetime:
+        """The instant expiries are compared with (the transaction's: `expired`, `open`)."""
+        return (await self.session.execute(sql("SELECT now()"))).scalar_one()  # type: ignore[no-any-return]
+
     async def in_namespace(self, namespace_id: int) -> list[Any]:
         return list(
             await self.session.execute(
