@@ -48,6 +48,7 @@ INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028234663852886e38
 MAX_JSON_DEPTH = 64
+TOO_DEEP = f"is nested deeper than {MAX_JSON_DEPTH} levels"
 MIN_INSTANT = datetime(1900, 1, 1, tzinfo=UTC)
 MAX_INSTANT = datetime(9999, 1, 1, tzinfo=UTC)
 INSTANT_RANGE = (
@@ -110,11 +111,20 @@ reach the spec as raw "ge"/"le" keys instead of minimum/maximum."""
 _WHERE = re.compile(r" at line (\d+) column (\d+)$")
 
 
+# What pydantic-core's parser (jiter) says when nesting passes its own limit (about 200).
+_TOO_DEEP = "recursion limit exceeded"
+
+
+class JsonTooDeep(json.JSONDecodeError):
+    """Well-formed JSON nested past the parser's limit, far deeper than MAX_JSON_DEPTH: what
+    the schemas would refuse with a 422 had it been parsed, so it is one (app/http/problems.py)."""
+
+
 def parse_json(raw: bytes) -> Any:
     """A request body's (or an import line's) JSON, with integers of any size kept exactly
     for the schemas to judge (pydantic-core's parser; app/http/routing.py says why not orjson).
     Malformed JSON raises json.JSONDecodeError, which FastAPI turns into its `json_invalid`
-    error (400 problem+json, app/errors.py)."""
+    error (400 problem+json, app/errors.py); nesting past the parser's limit JsonTooDeep."""
     try:
         return pydantic_core.from_json(raw, allow_inf_nan=False)
     except ValueError as exc:
@@ -124,6 +134,8 @@ def parse_json(raw: bytes) -> Any:
             line, column = int(where[1]), int(where[2])
             pos = sum(len(x) for x in doc.splitlines(keepends=True)[: line - 1]) + column - 1
             message = message[: where.start()]
+        if message == _TOO_DEEP:
+            raise JsonTooDeep(TOO_DEEP, doc, pos) from None
         raise json.JSONDecodeError(message, doc, pos) from None
 
 
@@ -140,7 +152,7 @@ def _check_json(value: Any) -> Any:
         item, depth = entry[0], entry[1]
         if isinstance(item, dict | list):
             if depth > MAX_JSON_DEPTH:
-                raise ValueError(f"is nested deeper than {MAX_JSON_DEPTH} levels")
+                raise ValueError(TOO_DEEP)
             if isinstance(item, dict):
                 if any(isinstance(key, str) and "\x00" in key for key in item):
                     raise ValueError("has a key with NUL (U+0000): PostgreSQL cannot store it")

@@ -327,9 +327,21 @@ DEPTH_CASES = [
         "nested deeper than 64",
     ),
     (R, '{"query": "x", "filters": {"metadata": ' + nested(150) + "}}", 422, "than 64"),
-    # Past the JSON parser's own nesting limit (200, app/http/routing.py) the body is not parsed.
-    (M, '{"content": "x", "metadata": ' + nested(1000) + "}", 400, "not valid JSON"),
-    (M, '{"content": "x", "metadata": ' + nested(5000) + "}", 400, "not valid JSON"),
+    # Past the JSON parser's own nesting limit (about 200, app/http/routing.py) the body is
+    # not parsed, and is refused as the schemas would refuse it: a 422 about depth.
+    (
+        M,
+        '{"content": "x", "metadata": ' + nested(1000) + "}",
+        422,
+        "body: is nested deeper than 64",
+    ),
+    (
+        M,
+        '{"content": "x", "metadata": ' + nested(5000) + "}",
+        422,
+        "body: is nested deeper than 64",
+    ),
+    (R, "[" * 300 + "]" * 300, 422, "body: is nested deeper than 64 levels"),
 ]
 
 
@@ -339,6 +351,10 @@ async def test_deep_metadata_is_rejected_before_anything_recurses(
 ) -> None:
     r = await send(client, "POST", url, body)
     assert detail in assert_problem(r, status)["detail"]
+    if detail.startswith("body: "):
+        assert r.json()["errors"] == [
+            {"field": "body", "message": "is nested deeper than 64 levels", "type": "json_too_deep"}
+        ]
     await assert_nothing_written(client, ns)
 
 
