@@ -82,8 +82,14 @@ class _NoNul:
         return json_schema
 
 
-Text = Annotated[str, _NoNul()]
-"""Free text: anything but NUL."""
+NO_NUL = _NoNul()
+Text = Annotated[str, NO_NUL]
+"""Free text: anything but NUL. Text with bounds puts them before the check,
+`Annotated[str, StringConstraints(max_length=200), NO_NUL]`: a Field's bounds on an optional
+`Text` are checked after it, as a sequence's ("at most 200 items")."""
+PHRASE_LENGTH = 200
+Phrase = Annotated[str, StringConstraints(max_length=PHRASE_LENGTH), NO_NUL]
+"""A timeframe or an instant as a client writes it: at most 200 characters."""
 
 Tag = Annotated[str, StringConstraints(max_length=MAX_TAG_LENGTH, pattern=TAG_PATTERN)]
 MemoryType = Annotated[str, StringConstraints(pattern=TYPE_PATTERN)]

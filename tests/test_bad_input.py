@@ -8,12 +8,18 @@ one, and that nothing was written: no robot, memory, key, event or API key.
 from __future__ import annotations
 
 import base64
+import functools
+import importlib
 import json
-from collections.abc import AsyncIterator
+import pkgutil
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from sqlalchemy import text
+
+import app
 
 PROBLEM = "application/problem+json"
 DIM = 384
@@ -546,3 +552,51 @@ async def test_a_key_sent_while_auth_is_off_is_said_to_be_ignored(client) -> Non
     assert r.status_code == 200
     assert r.headers["x-htm-auth"].startswith("ignored: auth is off")
     assert "x-htm-auth" not in (await client.get("/v1/robots")).headers
+
+
+# --- 12. a limit's message names what it counts -----------------------------------------
+
+
+def _sequence_bounds_on_text(node: Any, field: str = "") -> Iterator[str]:
+    """Fields whose string length is checked by pydantic's generic length validator (its
+    message counts "items"): a Field's bounds placed after a validator on an optional str."""
+    if isinstance(node, dict):
+        fn = node.get("function")
+        f = fn.get("function") if isinstance(fn, dict) else None
+        if isinstance(f, functools.partial) and f.func.__name__.endswith("_length_validator"):
+            inner = node["schema"]
+            while inner.get("type", "").startswith("function") or inner.get("type") == "nullable":
+                inner = inner["schema"]
+            if inner.get("type") == "str":
+                yield field
+        for k, v in node.items():
+            if k == "fields" and isinstance(v, dict):
+                for name, schema in v.items():
+                    yield from _sequence_bounds_on_text(schema, name)
+            else:
+                yield from _sequence_bounds_on_text(v, field)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _sequence_bounds_on_text(v, field)
+
+
+def test_every_text_bound_counts_characters() -> None:
+    found = []
+    for info in pkgutil.walk_packages(app.__path__, "app."):
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ == info.name:
+                found += [f"{info.name}.{name}.{f}" for f in _sequence_bounds_on_text(
+                    obj.__pydantic_core_schema__
+                )]  # fmt: skip
+    assert found == []
+
+
+async def test_a_long_timeframe_is_422_counting_characters(client, ns) -> None:
+    for r in (
+        await client.get(M, params={"timeframe": "x" * 1000}),
+        await client.post(R, json={"query": "x", "timeframe": "x" * 1000}),
+    ):
+        [error] = assert_problem(r, 422)["errors"]
+        assert error["message"] == "String should have at most 200 characters", error
+    await assert_nothing_written(client, ns)

@@ -1,16 +1,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.common import (
     INSTANT_RANGE,
+    NO_NUL,
     Instant,
     Integer,
     JsonObject,
     MemoryType,
+    Phrase,
     StrictModel,
     Tag,
     Text,
@@ -105,9 +107,8 @@ class RecallRequest(StrictModel):
         ge=1,
         description='At most max_recall_limit (default 100); why 10: README, "Recall\'s defaults"',
     )
-    timeframe: Text | None = Field(
+    timeframe: Phrase | None = Field(
         default=None,
-        max_length=200,
         description="ISO-8601 or a phrase: 'last week', 'since 2025-01-01', 'yesterday', ...; "
         "'auto' takes the time phrase out of the query ('what did we decide last week "
         "about the schema')",
@@ -143,9 +144,8 @@ class RecallRequest(StrictModel):
         "when one is configured); 422 when none is",
     )
     explain: bool = Field(default=False, description="Say how each hit's score was made")
-    vector_query: Text | None = Field(
+    vector_query: Annotated[str, StringConstraints(min_length=1), NO_NUL] | None = Field(
         default=None,
-        min_length=1,
         description="The vector list's own question (full text keeps `query`); default: the "
         "query without the names of the namespace's speakers (HTM_RECALL_VECTOR_QUERY)",
     )
@@ -164,7 +164,7 @@ class RecallRequest(StrictModel):
         description="For each hit of a conversation (metadata `session`), up to this many "
         "turns of its session before it and after it, in `neighbours`",
     )
-    valid_at: Text | None = Field(default=None, max_length=200, description=VALID_AT_DESCRIPTION)
+    valid_at: Phrase | None = Field(default=None, description=VALID_AT_DESCRIPTION)
     include: list[Include] = Field(default_factory=list, description=INCLUDE_DESCRIPTION)
     expand: Literal["related"] | None = Field(
         default=None,

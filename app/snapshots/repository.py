@@ -132,17 +132,20 @@ class SnapshotRepository:
         )
         return done.one_or_none() is not None
 
-    async def ended(self, memory_ids: Sequence[int]) -> set[int]:
-        """Of these memories, those that exist undeleted (so a restore skipped them because
-        their validity ended, not because they were forgotten)."""
+    async def why_skipped(self, memory_ids: Sequence[int]) -> dict[int, str]:
+        """Why a restore skipped each of these memories (read after it, in its transaction):
+        `superseded` (its validity ended), `no_access` (current, but its robot may no longer
+        read it); a memory absent here was forgotten (soft-deleted, or gone)."""
         rows = await self.session.execute(
             sql("""
-            SELECT m.id FROM memory_key k
+            SELECT m.id, CASE WHEN m.valid_to IS NOT NULL AND m.valid_to <= now()
+                              THEN 'superseded' ELSE 'no_access' END AS reason
+            FROM memory_key k
             JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
             WHERE k.memory_id = ANY(CAST(:ids AS bigint[])) AND m.deleted_at IS NULL"""),
             {"ids": list(memory_ids)},
         )
-        return {r.id for r in rows}
+        return {r.id: r.reason for r in rows}
 
     # --- export and import -----------------------------------------------------------------
 

@@ -1,19 +1,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from app.common import StrictModel, Text
+from app.common import NO_NUL, StrictModel
+
+SnapshotName = Annotated[str, StringConstraints(min_length=1, max_length=200), NO_NUL]
 
 
 class SnapshotCreate(StrictModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "before"}]})
 
-    name: Text | None = Field(
-        default=None, min_length=1, max_length=200, description="A label of your choosing"
-    )
+    name: SnapshotName | None = Field(default=None, description="A label of your choosing")
 
 
 class SnapshotRead(BaseModel):
@@ -42,8 +42,10 @@ class SnapshotDetail(SnapshotRead):
 
 class Skipped(BaseModel):
     key: str
-    reason: Literal["forgotten", "superseded"] = Field(
-        description="forgotten: deleted since (soft or hard); superseded: its validity ended"
+    reason: Literal["forgotten", "superseded", "no_access"] = Field(
+        description="forgotten: deleted since (soft or hard); superseded: its validity ended; "
+        "no_access: current, but the robot may no longer read it (a grant taken away, a "
+        "visibility changed)"
     )
 
 
@@ -51,6 +53,8 @@ class SnapshotRestored(BaseModel):
     id: int
     robot: str
     restored: list[str] = Field(description="Keys placed, in the snapshot's order")
-    skipped: list[Skipped] = Field(description="Memories no longer current: not placed")
+    skipped: list[Skipped] = Field(
+        description="Memories no longer current, or no longer readable by the robot: not placed"
+    )
     evicted: list[str] = Field(description="Keys the budget left out (the eviction policy)")
     tokens: int = Field(description="Working memory's token total after the restore")

@@ -108,7 +108,8 @@ class SnapshotService:
         """Working memory becomes the snapshot's, through the write protocol: each memory
         still current with its current content (a memory changed since is restored as it is
         now), its recorded order, last access and origin; the budget applies (the eviction
-        policy trims). Memories forgotten or superseded since are skipped and named."""
+        policy trims). Memories forgotten or superseded since, or that the robot may no longer
+        read, are skipped and named with the reason."""
         robot = await self.robots.require(robot_name)
         await self._own(robot, snapshot_id)
         items = await self.repo.items(snapshot_id)
@@ -120,15 +121,14 @@ class SnapshotService:
         ]
         done = await self.two_tier.restore(robot, wanted)
         keys = {i.memory_id: i.key for i in items}
-        still = await self.repo.ended(done.skipped) if done.skipped else set()
+        why = await self.repo.why_skipped(done.skipped) if done.skipped else {}
         return SnapshotRestored.model_validate(
             {
                 "id": snapshot_id,
                 "robot": robot.name,
                 "restored": [keys[i] for i in done.placed],
                 "skipped": [
-                    {"key": keys[i], "reason": "superseded" if i in still else "forgotten"}
-                    for i in done.skipped
+                    {"key": keys[i], "reason": why.get(i, "forgotten")} for i in done.skipped
                 ],
                 "evicted": [keys[i] for i in done.evicted],
                 "tokens": done.tokens,
