@@ -530,6 +530,17 @@ async def test_a_service_s_field_errors_are_named_as_the_schema_s_are(client, ns
     batch = {"memories": [{"content": "x"}, {"content": "y", "embedding": [1.0]}]}
     [error] = assert_problem(await client.post(M + "/batch", json=batch), 422)["errors"]
     assert error["field"] == "body.memories.1.embedding"
+    # A batch of one is still a batch: its fields are memories[0]'s.
+    one = {"content": "y", "embedding": [1.0], "valid_from": "2026-01-02T00:00:00Z"}
+    [error] = assert_problem(await client.post(M + "/batch", json={"memories": [one]}), 422)[
+        "errors"
+    ]
+    assert error["field"] == "body.memories.0.embedding"
+    one = {"content": "y", "valid_to": "2000-01-01T00:00:00Z"}  # before now, its start
+    [error] = assert_problem(await client.post(M + "/batch", json={"memories": [one]}), 422)[
+        "errors"
+    ]
+    assert error["field"] == "body.memories.0.valid_to"
     await assert_nothing_written(client, ns)
 
 
