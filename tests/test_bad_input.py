@@ -15,11 +15,13 @@ import pkgutil
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import jsonschema
 import pytest
 from pydantic import BaseModel
 from sqlalchemy import text
 
 import app
+from app.http.openapi import SPEC_PATH
 
 PROBLEM = "application/problem+json"
 DIM = 384
@@ -132,7 +134,7 @@ NUL_CASES = [
     ("GET", "/v1/robots/a%00/memories", None, {}, "path.robot"),
     ("GET", M + "/k%00", None, {}, "path.key"),
     ("POST", "/v1/keys", {"name": "n\u0000", "role": "reader"}, {}, "body.name"),
-    ("GET", "/v1/robots", None, {"headers": {"X-Namespace": "t\u0000"}}, "header.X-Namespace"),
+    ("GET", "/v1/robots", None, {"headers": {"X-Namespace": "t\u0000"}}, "header.x-namespace"),
 ]
 
 
@@ -150,7 +152,9 @@ VECTOR_CASES = [
     ("POST", M, {"content": "x", "embedding": with_first(-1e308)}, "body.embedding.0"),
     ("POST", M, {"content": "x", "embedding": [0.0] * DIM}, "body.embedding"),
     ("POST", M, {"content": "x", "embedding": [1e-30] * DIM}, "body.embedding"),  # 0 in float32
-    ("POST", M, {"content": "x", "embedding": [1e20] * DIM}, "body.embedding"),  # |v|² overflows
+    ("POST", M, {"content": "x", "embedding": [1e-19] * DIM}, "body.embedding"),  # < 1e-18
+    ("POST", M, {"content": "x", "embedding": [1e20] * DIM}, "body.embedding.0"),  # > 1e17
+    ("POST", M, {"content": "x", "embedding": with_first(1.1e17)}, "body.embedding.0"),
     ("POST", M, {"content": "x", "embedding": []}, "body.embedding"),
     ("PUT", M + "/k", {"content": "x", "embedding": with_first(1e308)}, "body.embedding.0"),
     (
@@ -611,3 +615,37 @@ async def test_a_long_timeframe_is_422_counting_characters(client, ns) -> None:
         [error] = assert_problem(r, 422)["errors"]
         assert error["message"] == "String should have at most 200 characters", error
     await assert_nothing_written(client, ns)
+
+
+# --- 13. headers: refused exactly when the spec refuses them -----------------------------
+
+HEADER_CASES = [
+    ("x-namespace", "t-other.ns_1"),
+    ("x-namespace", "n" * 64),
+    ("x-namespace", "n" * 65),
+    ("x-namespace", "a b"),
+    ("x-namespace", "a/b"),
+    ("HTM-Consistency-Token", "0/1A2B3C4"),
+    ("HTM-Consistency-Token", "1/2/3"),
+    ("HTM-Consistency-Token", "null"),
+]
+
+
+@pytest.mark.parametrize(("header", "value"), HEADER_CASES)
+async def test_a_header_is_refused_exactly_when_the_spec_refuses_it(client, header, value) -> None:
+    spec = json.loads(SPEC_PATH.read_text())
+    [schema] = [
+        p["schema"] for p in spec["paths"]["/v1/stats"]["get"]["parameters"] if p["name"] == header
+    ]
+    allowed = jsonschema.Draft202012Validator(schema).is_valid(value)
+    r = await client.get("/v1/stats", headers={header: value})
+    assert r.status_code == (200 if allowed else 422), r.text
+    if not allowed:
+        assert [e["field"] for e in r.json()["errors"]] == [f"header.{header}"]
+
+
+async def test_an_optional_header_sent_empty_is_one_not_sent(client) -> None:
+    r = await client.get("/v1/stats", headers={"X-Namespace": "", "HTM-Consistency-Token": ""})
+    assert r.status_code == 200, r.text
+    del client.headers["X-Namespace"]
+    assert r.json() == (await client.get("/v1/stats")).json()  # the default namespace's

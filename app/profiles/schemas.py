@@ -24,6 +24,7 @@ class ProfilePatch(StrictModel):
     slots: dict[SlotName, SlotValue | None] = Field(
         min_length=1,
         max_length=MAX_SLOTS,
+        json_schema_extra={"propertyNames": {"pattern": SLOT_PATTERN}},
         description=f"Slot name ({SLOT_PATTERN}) → its new value; null removes the slot",
     )
 

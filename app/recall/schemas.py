@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from app.common import (
     INSTANT_RANGE,
@@ -17,6 +17,7 @@ from app.common import (
     Tag,
     Text,
     Vector,
+    integral,
 )
 from app.timeframes.validity import INCLUDE_DESCRIPTION, VALID_AT_DESCRIPTION, Include
 from app.visibility import Name
@@ -44,14 +45,16 @@ class FusionOptions(StrictModel):
         description="rrf: Σ weight / (k + rank); score: a convex combination of each list's "
         "normalised raw scores",
     )
-    k: int | None = Field(default=None, ge=1, le=1000, description="RRF's k")
+    k: Annotated[int, Field(ge=1, le=1000), BeforeValidator(integral)] | None = Field(
+        default=None, description="RRF's k"
+    )
     vector_weight: float | None = Field(default=None, ge=0, le=100)
     fulltext_weight: float | None = Field(default=None, ge=0, le=100)
     normalization: Literal["minmax", "zscore"] | None = Field(
         default=None, description="score fusion: how each list's raw scores are normalised"
     )
-    candidates: int | None = Field(
-        default=None, ge=1, le=1000, description="How deep each list is read (≥ limit)"
+    candidates: Annotated[int, Field(ge=1, le=1000), BeforeValidator(integral)] | None = Field(
+        default=None, description="How deep each list is read (≥ limit)"
     )
 
 
@@ -125,8 +128,8 @@ class RecallRequest(StrictModel):
     )
     embedding: Vector | None = Field(
         default=None,
-        description="Client-supplied query vector (skips the embedder): float32 elements, "
-        "not all zero",
+        description="Client-supplied query vector (skips the embedder): elements within "
+        "±1e17, one at least 1e-18 in magnitude",
     )
     now: Instant | None = Field(
         default=None,
@@ -157,7 +160,7 @@ class RecallRequest(StrictModel):
         "vector) is below this; default HTM_RECALL_MIN_SCORE. Hits without a vector (strategy "
         "fulltext, an embedding still pending) are not judged",
     )
-    neighbours: int = Field(
+    neighbours: Integer = Field(
         default=0,
         ge=0,
         le=5,
