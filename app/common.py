@@ -13,7 +13,7 @@ import json
 import math
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import pydantic_core
@@ -27,6 +27,7 @@ from pydantic import (
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
     StringConstraints,
+    WithJsonSchema,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
@@ -46,13 +47,22 @@ NO_NUL_PATTERN = r"^[^\x00]*$"
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
-FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028234663852886e38
+# A vector's elements lie within ±1e17 and one at least is 1e-18 or more in magnitude: then
+# pgvector's float32 sum of squares is never 0 and never overflows, up to 16,000 dimensions
+# (16,000 x (1e17)² = 1.6e38 < float32's 3.4e38; (1e-18)² = 1e-36 > its smallest, 1.2e-38).
+# Both are JSON Schema bounds (items' minimum/maximum, `contains`), so the spec says it all.
+VECTOR_ELEMENT_MAX = 1e17
+VECTOR_ELEMENT_MIN = 1e-18
 MAX_JSON_DEPTH = 64
-MIN_INSTANT = datetime(1900, 1, 1, tzinfo=UTC)
-MAX_INSTANT = datetime(9999, 1, 1, tzinfo=UTC)
+TOO_DEEP = f"is nested deeper than {MAX_JSON_DEPTH} levels"
+MIN_INSTANT = datetime(1900, 1, 1)
+MAX_INSTANT = datetime(9999, 1, 1)
 INSTANT_RANGE = (
-    f"{MIN_INSTANT:%Y-%m-%dT%H:%M:%SZ} (inclusive) to {MAX_INSTANT:%Y-%m-%dT%H:%M:%SZ} (exclusive)"
+    f"{MIN_INSTANT:%Y-%m-%dT%H:%M:%S} (inclusive) to {MAX_INSTANT:%Y-%m-%dT%H:%M:%S} "
+    "(exclusive), as written in its own offset"
 )
+# The same range as a JSON Schema pattern on the written year: 1900 to 9998.
+INSTANT_PATTERN = r"^(19[0-9]{2}|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-"
 
 
 # --- text --------------------------------------------------------------------------------
@@ -81,8 +91,14 @@ class _NoNul:
         return json_schema
 
 
-Text = Annotated[str, _NoNul()]
-"""Free text: anything but NUL."""
+NO_NUL = _NoNul()
+Text = Annotated[str, NO_NUL]
+"""Free text: anything but NUL. Text with bounds puts them before the check,
+`Annotated[str, StringConstraints(max_length=200), NO_NUL]`: a Field's bounds on an optional
+`Text` are checked after it, as a sequence's ("at most 200 items")."""
+PHRASE_LENGTH = 200
+Phrase = Annotated[str, StringConstraints(max_length=PHRASE_LENGTH), NO_NUL]
+"""A timeframe or an instant as a client writes it: at most 200 characters."""
 
 Tag = Annotated[str, StringConstraints(max_length=MAX_TAG_LENGTH, pattern=TAG_PATTERN)]
 MemoryType = Annotated[str, StringConstraints(pattern=TYPE_PATTERN)]
@@ -110,11 +126,20 @@ reach the spec as raw "ge"/"le" keys instead of minimum/maximum."""
 _WHERE = re.compile(r" at line (\d+) column (\d+)$")
 
 
+# What pydantic-core's parser (jiter) says when nesting passes its own limit (about 200).
+_TOO_DEEP = "recursion limit exceeded"
+
+
+class JsonTooDeep(json.JSONDecodeError):
+    """Well-formed JSON nested past the parser's limit, far deeper than MAX_JSON_DEPTH: what
+    the schemas would refuse with a 422 had it been parsed, so it is one (app/http/problems.py)."""
+
+
 def parse_json(raw: bytes) -> Any:
     """A request body's (or an import line's) JSON, with integers of any size kept exactly
     for the schemas to judge (pydantic-core's parser; app/http/routing.py says why not orjson).
     Malformed JSON raises json.JSONDecodeError, which FastAPI turns into its `json_invalid`
-    error (400 problem+json, app/errors.py)."""
+    error (400 problem+json, app/errors.py); nesting past the parser's limit JsonTooDeep."""
     try:
         return pydantic_core.from_json(raw, allow_inf_nan=False)
     except ValueError as exc:
@@ -124,6 +149,8 @@ def parse_json(raw: bytes) -> Any:
             line, column = int(where[1]), int(where[2])
             pos = sum(len(x) for x in doc.splitlines(keepends=True)[: line - 1]) + column - 1
             message = message[: where.start()]
+        if message == _TOO_DEEP:
+            raise JsonTooDeep(TOO_DEEP, doc, pos) from None
         raise json.JSONDecodeError(message, doc, pos) from None
 
 
@@ -140,7 +167,7 @@ def _check_json(value: Any) -> Any:
         item, depth = entry[0], entry[1]
         if isinstance(item, dict | list):
             if depth > MAX_JSON_DEPTH:
-                raise ValueError(f"is nested deeper than {MAX_JSON_DEPTH} levels")
+                raise ValueError(TOO_DEEP)
             if isinstance(item, dict):
                 if any(isinstance(key, str) and "\x00" in key for key in item):
                     raise ValueError("has a key with NUL (U+0000): PostgreSQL cannot store it")
@@ -180,24 +207,33 @@ integers within int64 and its numbers finite."""
 
 
 def _check_vector(vector: list[float]) -> list[float]:
-    # pgvector stores float32 and sums the squares in float32 for cosine distance: a vector
-    # whose squared length is 0 or overflows has no direction, and every distance is NaN.
-    with np.errstate(over="ignore", under="ignore"):
-        values = np.asarray(vector, dtype=np.float32)
-        squared = float(np.sum(values * values, dtype=np.float32))
-    if squared == 0.0:
-        raise ValueError("is all zeros (or too small for float32): it has no direction")
-    if not math.isfinite(squared):
-        raise ValueError("is too long: its squared length overflows float32; normalise it")
+    # pgvector sums the squares in float32 for cosine distance: a vector whose squared length
+    # is 0 has no direction, and every distance is NaN (VECTOR_ELEMENT_MIN says when it is not).
+    if float(np.max(np.abs(np.asarray(vector)))) < VECTOR_ELEMENT_MIN:
+        raise ValueError(
+            f"has no element of magnitude {VECTOR_ELEMENT_MIN:g} or more: it has no direction"
+        )
     return vector
 
 
-# pgvector's element type, checked by pydantic-core itself (a Python validator per element
-# cost 16 ms of CPU per 500 vectors of 384: bench/README.md, "Figures behind the code").
-# NaN fails both bounds; the bounds are also the JSON schema's minimum and maximum.
-Float32 = Annotated[float, Field(ge=-FLOAT32_MAX, le=FLOAT32_MAX)]
-Vector = Annotated[list[Float32], Field(min_length=1), AfterValidator(_check_vector)]
-"""A client-supplied embedding: float32 elements, a non-zero length cosine can use."""
+# An element, checked by pydantic-core itself (a Python validator per element cost 16 ms of
+# CPU per 500 vectors of 384: bench/README.md, "Figures behind the code"). NaN fails both
+# bounds; the bounds are also the JSON schema's minimum and maximum.
+VectorElement = Annotated[float, Field(ge=-VECTOR_ELEMENT_MAX, le=VECTOR_ELEMENT_MAX)]
+Vector = Annotated[
+    list[VectorElement],
+    Field(
+        min_length=1,
+        json_schema_extra={
+            "contains": {
+                "anyOf": [{"minimum": VECTOR_ELEMENT_MIN}, {"maximum": -VECTOR_ELEMENT_MIN}]
+            }
+        },
+    ),
+    AfterValidator(_check_vector),
+]
+"""A client-supplied embedding: float32 elements within ±1e17, one at least 1e-18 or more in
+magnitude: a length cosine can use."""
 
 
 # --- instants ----------------------------------------------------------------------------
@@ -217,25 +253,55 @@ def _parse_instant(value: Any) -> Any:
 
 
 def in_instant_range(value: datetime) -> bool:
-    return MIN_INSTANT <= value < MAX_INSTANT
+    """The range is the instant as written (its own offset's wall clock), as INSTANT_PATTERN
+    says it. Year 1 at +05:00 or 9999-12-31 at -05:00 cannot be moved to UTC by Python; from
+    1900 to 9998 in any offset can, and a day away from either end stays within Python's."""
+    return MIN_INSTANT <= value.replace(tzinfo=None) < MAX_INSTANT
 
 
 def _check_instant(value: datetime) -> datetime:
-    # Year 1 at +05:00 or 9999-12-31 at -05:00 cannot be moved to UTC by Python.
     if not in_instant_range(value):
         raise ValueError(f"must be from {INSTANT_RANGE}")
     return value
 
 
-Instant = Annotated[AwareDatetime, BeforeValidator(_parse_instant), AfterValidator(_check_instant)]
-"""An ISO-8601 date-time with an offset, from MIN_INSTANT (inclusive) to MAX_INSTANT."""
+Instant = Annotated[
+    AwareDatetime,
+    BeforeValidator(_parse_instant),
+    AfterValidator(_check_instant),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": INSTANT_PATTERN}),
+]
+"""An ISO-8601 date-time with an offset, written with a year from 1900 to 9998."""
 
 
 class StrictModel(BaseModel):
     """Request models reject unknown fields (a typo must not be silently ignored) and loose
-    types: no true for 1, no "5" for 5, no 5 for "5". An int is still a float (importance 5)."""
+    types: no true for 1, no "5" for 5, no 5 for "5". An int is still a float (importance 5).
+
+    `schema_rules`: the rules between fields that JSON Schema can state (`if`/`then`), written
+    into the model's schema as `allOf`, so the spec refuses what the model's validators do."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    schema_rules: ClassVar[tuple[dict[str, Any], ...]] = ()
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        if cls.schema_rules:
+            handler.resolve_ref_schema(json_schema)["allOf"] = list(cls.schema_rules)
+        return json_schema
+
+
+def given(field: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """JSON Schema: `field` is present and matches `schema`."""
+    return {"required": [field], "properties": {field: schema}}
+
+
+def unset(field: str) -> dict[str, Any]:
+    """JSON Schema: `field` is absent or null."""
+    return {"properties": {field: {"type": "null"}}}
 
 
 T = TypeVar("T")

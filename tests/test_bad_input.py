@@ -8,12 +8,20 @@ one, and that nothing was written: no robot, memory, key, event or API key.
 from __future__ import annotations
 
 import base64
+import functools
+import importlib
 import json
-from collections.abc import AsyncIterator
+import pkgutil
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import jsonschema
 import pytest
+from pydantic import BaseModel
 from sqlalchemy import text
+
+import app
+from app.http.openapi import SPEC_PATH
 
 PROBLEM = "application/problem+json"
 DIM = 384
@@ -126,7 +134,7 @@ NUL_CASES = [
     ("GET", "/v1/robots/a%00/memories", None, {}, "path.robot"),
     ("GET", M + "/k%00", None, {}, "path.key"),
     ("POST", "/v1/keys", {"name": "n\u0000", "role": "reader"}, {}, "body.name"),
-    ("GET", "/v1/robots", None, {"headers": {"X-Namespace": "t\u0000"}}, "header.X-Namespace"),
+    ("GET", "/v1/robots", None, {"headers": {"X-Namespace": "t\u0000"}}, "header.x-namespace"),
 ]
 
 
@@ -144,7 +152,9 @@ VECTOR_CASES = [
     ("POST", M, {"content": "x", "embedding": with_first(-1e308)}, "body.embedding.0"),
     ("POST", M, {"content": "x", "embedding": [0.0] * DIM}, "body.embedding"),
     ("POST", M, {"content": "x", "embedding": [1e-30] * DIM}, "body.embedding"),  # 0 in float32
-    ("POST", M, {"content": "x", "embedding": [1e20] * DIM}, "body.embedding"),  # |v|² overflows
+    ("POST", M, {"content": "x", "embedding": [1e-19] * DIM}, "body.embedding"),  # < 1e-18
+    ("POST", M, {"content": "x", "embedding": [1e20] * DIM}, "body.embedding.0"),  # > 1e17
+    ("POST", M, {"content": "x", "embedding": with_first(1.1e17)}, "body.embedding.0"),
     ("POST", M, {"content": "x", "embedding": []}, "body.embedding"),
     ("PUT", M + "/k", {"content": "x", "embedding": with_first(1e308)}, "body.embedding.0"),
     (
@@ -327,9 +337,21 @@ DEPTH_CASES = [
         "nested deeper than 64",
     ),
     (R, '{"query": "x", "filters": {"metadata": ' + nested(150) + "}}", 422, "than 64"),
-    # Past the JSON parser's own nesting limit (200, app/http/routing.py) the body is not parsed.
-    (M, '{"content": "x", "metadata": ' + nested(1000) + "}", 400, "not valid JSON"),
-    (M, '{"content": "x", "metadata": ' + nested(5000) + "}", 400, "not valid JSON"),
+    # Past the JSON parser's own nesting limit (about 200, app/http/routing.py) the body is
+    # not parsed, and is refused as the schemas would refuse it: a 422 about depth.
+    (
+        M,
+        '{"content": "x", "metadata": ' + nested(1000) + "}",
+        422,
+        "body: is nested deeper than 64",
+    ),
+    (
+        M,
+        '{"content": "x", "metadata": ' + nested(5000) + "}",
+        422,
+        "body: is nested deeper than 64",
+    ),
+    (R, "[" * 300 + "]" * 300, 422, "body: is nested deeper than 64 levels"),
 ]
 
 
@@ -339,6 +361,10 @@ async def test_deep_metadata_is_rejected_before_anything_recurses(
 ) -> None:
     r = await send(client, "POST", url, body)
     assert detail in assert_problem(r, status)["detail"]
+    if detail.startswith("body: "):
+        assert r.json()["errors"] == [
+            {"field": "body", "message": "is nested deeper than 64 levels", "type": "json_too_deep"}
+        ]
     await assert_nothing_written(client, ns)
 
 
@@ -508,6 +534,17 @@ async def test_a_service_s_field_errors_are_named_as_the_schema_s_are(client, ns
     batch = {"memories": [{"content": "x"}, {"content": "y", "embedding": [1.0]}]}
     [error] = assert_problem(await client.post(M + "/batch", json=batch), 422)["errors"]
     assert error["field"] == "body.memories.1.embedding"
+    # A batch of one is still a batch: its fields are memories[0]'s.
+    one = {"content": "y", "embedding": [1.0], "valid_from": "2026-01-02T00:00:00Z"}
+    [error] = assert_problem(await client.post(M + "/batch", json={"memories": [one]}), 422)[
+        "errors"
+    ]
+    assert error["field"] == "body.memories.0.embedding"
+    one = {"content": "y", "valid_to": "2000-01-01T00:00:00Z"}  # before now, its start
+    [error] = assert_problem(await client.post(M + "/batch", json={"memories": [one]}), 422)[
+        "errors"
+    ]
+    assert error["field"] == "body.memories.0.valid_to"
     await assert_nothing_written(client, ns)
 
 
@@ -530,3 +567,85 @@ async def test_a_key_sent_while_auth_is_off_is_said_to_be_ignored(client) -> Non
     assert r.status_code == 200
     assert r.headers["x-htm-auth"].startswith("ignored: auth is off")
     assert "x-htm-auth" not in (await client.get("/v1/robots")).headers
+
+
+# --- 12. a limit's message names what it counts -----------------------------------------
+
+
+def _sequence_bounds_on_text(node: Any, field: str = "") -> Iterator[str]:
+    """Fields whose string length is checked by pydantic's generic length validator (its
+    message counts "items"): a Field's bounds placed after a validator on an optional str."""
+    if isinstance(node, dict):
+        fn = node.get("function")
+        f = fn.get("function") if isinstance(fn, dict) else None
+        if isinstance(f, functools.partial) and f.func.__name__.endswith("_length_validator"):
+            inner = node["schema"]
+            while inner.get("type", "").startswith("function") or inner.get("type") == "nullable":
+                inner = inner["schema"]
+            if inner.get("type") == "str":
+                yield field
+        for k, v in node.items():
+            if k == "fields" and isinstance(v, dict):
+                for name, schema in v.items():
+                    yield from _sequence_bounds_on_text(schema, name)
+            else:
+                yield from _sequence_bounds_on_text(v, field)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _sequence_bounds_on_text(v, field)
+
+
+def test_every_text_bound_counts_characters() -> None:
+    found = []
+    for info in pkgutil.walk_packages(app.__path__, "app."):
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__module__ == info.name:
+                found += [f"{info.name}.{name}.{f}" for f in _sequence_bounds_on_text(
+                    obj.__pydantic_core_schema__
+                )]  # fmt: skip
+    assert found == []
+
+
+async def test_a_long_timeframe_is_422_counting_characters(client, ns) -> None:
+    for r in (
+        await client.get(M, params={"timeframe": "x" * 1000}),
+        await client.post(R, json={"query": "x", "timeframe": "x" * 1000}),
+    ):
+        [error] = assert_problem(r, 422)["errors"]
+        assert error["message"] == "String should have at most 200 characters", error
+    await assert_nothing_written(client, ns)
+
+
+# --- 13. headers: refused exactly when the spec refuses them -----------------------------
+
+HEADER_CASES = [
+    ("x-namespace", "t-other.ns_1"),
+    ("x-namespace", "n" * 64),
+    ("x-namespace", "n" * 65),
+    ("x-namespace", "a b"),
+    ("x-namespace", "a/b"),
+    ("HTM-Consistency-Token", "0/1A2B3C4"),
+    ("HTM-Consistency-Token", "1/2/3"),
+    ("HTM-Consistency-Token", "null"),
+]
+
+
+@pytest.mark.parametrize(("header", "value"), HEADER_CASES)
+async def test_a_header_is_refused_exactly_when_the_spec_refuses_it(client, header, value) -> None:
+    spec = json.loads(SPEC_PATH.read_text())
+    [schema] = [
+        p["schema"] for p in spec["paths"]["/v1/stats"]["get"]["parameters"] if p["name"] == header
+    ]
+    allowed = jsonschema.Draft202012Validator(schema).is_valid(value)
+    r = await client.get("/v1/stats", headers={header: value})
+    assert r.status_code == (200 if allowed else 422), r.text
+    if not allowed:
+        assert [e["field"] for e in r.json()["errors"]] == [f"header.{header}"]
+
+
+async def test_an_optional_header_sent_empty_is_one_not_sent(client) -> None:
+    r = await client.get("/v1/stats", headers={"X-Namespace": "", "HTM-Consistency-Token": ""})
+    assert r.status_code == 200, r.text
+    del client.headers["X-Namespace"]
+    assert r.json() == (await client.get("/v1/stats")).json()  # the default namespace's

@@ -97,3 +97,83 @@ async def test_database_outage_is_503_without_sql_or_traces(app_factory) -> None
     text = r.text.lower()
     assert "select" not in text and "insert" not in text and "traceback" not in text
     assert r.json()["dependency"] == "postgres"
+
+
+# A body the spec allows is one the request model takes, and one it refuses the model refuses:
+# the rules between fields and the bounds the models check are in the spec too.
+E = [0.0] * 383 + [1.0]
+AGREEMENT_CASES = [
+    ("ApiKeyCreate", {"name": "n", "role": "writer", "robot": "ann"}),
+    ("ApiKeyCreate", {"name": "n", "role": "admin", "robot": "ann"}),
+    ("ApiKeyCreate", {"name": "n", "role": "admin", "robot": None}),
+    ("PoolPut", {"type": "task", "expires_at": "2030-01-01T00:00:00Z"}),
+    ("PoolPut", {"type": "task"}),
+    ("PoolPut", {"type": "team", "expires_at": "2030-01-01T00:00:00Z"}),
+    ("PoolPut", {"type": "team", "expires_at": None}),
+    ("MemoryCreate", {"content": "x", "visibility": "pool", "pool": "ops"}),
+    ("MemoryCreate", {"content": "x", "visibility": "pool"}),
+    ("MemoryCreate", {"content": "x", "visibility": "private", "pool": "ops"}),
+    ("MemoryCreate", {"content": "x", "pool": "ops"}),
+    ("MemoryCreate", {"content": "x", "readers": ["bob"]}),
+    ("MemoryCreate", {"content": "x", "readers": ["bob"], "visibility": "private"}),
+    ("MemoryCreate", {"content": "x", "readers": [], "visibility": "group"}),
+    ("MemoryCreate", {"content": "x", "supersedes": ["a", "a"]}),
+    ("MemoryCreate", {"content": "x", "embedding": E}),
+    ("MemoryCreate", {"content": "x", "embedding": [0.0] * 384}),
+    ("MemoryCreate", {"content": "x", "embedding": [1e-19] * 384}),
+    ("MemoryCreate", {"content": "x", "embedding": [1e18, *E[1:]]}),
+    ("MemoryCreate", {"content": "x", "created_at": "1899-12-31T23:00:00-05:00"}),
+    ("MemoryCreate", {"content": "x", "created_at": "1900-01-01T00:00:00+05:00"}),
+    ("MemoryCreate", {"content": "x", "created_at": "9998-12-31T23:00:00-05:00"}),
+    ("MemoryCreate", {"content": "x", "created_at": "9999-01-01T00:00:00+05:00"}),
+    ("ImportanceChange", {"importance": 5}),
+    ("ImportanceChange", {"importance": 5, "boost": None}),
+    ("ImportanceChange", {"importance": 5, "boost": 1}),
+    ("ImportanceChange", {}),
+    ("RetentionPolicy", {"rule": "stale", "days": 30, "threshold": 0.5}),
+    ("RetentionPolicy", {"rule": "idle", "days": 30, "threshold": 0.5}),
+    ("RetentionPolicy", {"rule": "idle", "days": 30.0}),
+    ("GroupUpdate", {"members": ["a", "b"]}),
+    ("GroupUpdate", {"members": ["a", "a"]}),
+    ("MaintenanceSchedule", {"steps": ["dedupe", "dedupe"]}),
+    ("MaintenanceSchedule", {"schedule": "30 3 * * *"}),
+    ("MaintenanceSchedule", {"schedule": " 0\\t0 1,15 */2 1-5 "}),
+    ("MaintenanceSchedule", {"schedule": "60 * * * *"}),
+    ("MaintenanceSchedule", {"schedule": "* * * *"}),
+    ("MaintenanceSchedule", {"schedule": "* * * * mon"}),
+    ("MaintenanceSchedule", {"schedule": "*/² * * * *"}),
+    ("ProfilePatch", {"slots": {"city": "Lisbon"}}),
+    ("ProfilePatch", {"slots": {"City": "Lisbon"}}),
+    ("ProfilePatch", {"slots": {"Bad Key": 5}}),
+    ("RecallRequest", {"query": "x", "neighbours": 5.0, "fusion": {"k": 60.0, "candidates": 50.0}}),
+    ("SnapshotCreate", {"name": ""}),
+]
+
+
+@pytest.mark.parametrize(("name", "body"), AGREEMENT_CASES)
+def test_the_spec_and_the_request_models_agree(name: str, body: dict) -> None:
+    import jsonschema
+
+    from app.auth.schemas import ApiKeyCreate
+    from app.groups.schemas import GroupUpdate
+    from app.maintenance.schemas import MaintenanceSchedule
+    from app.memories.schemas import ImportanceChange, MemoryCreate
+    from app.pools.schemas import PoolPut
+    from app.profiles.schemas import ProfilePatch
+    from app.recall.schemas import RecallRequest
+    from app.retention.schemas import RetentionPolicy
+    from app.snapshots.schemas import SnapshotCreate
+
+    models = {m.__name__: m for m in (
+        ApiKeyCreate, GroupUpdate, MaintenanceSchedule, ImportanceChange, MemoryCreate,
+        PoolPut, ProfilePatch, RecallRequest, RetentionPolicy, SnapshotCreate,
+    )}  # fmt: skip
+    spec = json.loads(SPEC_PATH.read_text())
+    root = {"$ref": f"#/components/schemas/{name}", "components": spec["components"]}
+    allowed = jsonschema.Draft202012Validator(root).is_valid(body)
+    try:
+        models[name].model_validate_json(json.dumps(body))
+        taken = True
+    except ValueError:
+        taken = False
+    assert allowed == taken, (allowed, taken)

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.common import NAME_PATTERN, StrictModel, Text
+from app.common import NAME_PATTERN, StrictModel, Text, unset
 
 Role = Literal["admin", "writer", "reader"]
 
@@ -26,6 +26,8 @@ class ApiKeyCreate(StrictModel):
         "robot in a path, a query or an MCP call is a 403) and cannot change groups, so a "
         "robot's private memories stay private from other robots' keys. Not for admin keys",
     )
+
+    schema_rules = ({"if": {"properties": {"role": {"const": "admin"}}}, "then": unset("robot")},)
 
     @model_validator(mode="after")
     def _not_admin(self) -> ApiKeyCreate:

@@ -19,6 +19,7 @@ class GroupUpdate(StrictModel):
 
     members: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
         max_length=MAX_MEMBERS,
+        json_schema_extra={"uniqueItems": True},
         description="The robots sharing the group's working memory (registered if new); a "
         "robot left out leaves the group and has its own working memory again. A robot is in "
         "at most one group",

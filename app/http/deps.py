@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
+from pydantic import BeforeValidator, StringConstraints
 
 from app.auth.caller import Caller, acts_as, identify, may_change_groups, require_role
+from app.common import NAME_PATTERN
 from app.components import Components
 from app.db.replicas import LSN_PATTERN, ReadFrom, parse_lsn
 from app.http.consistency import CONSISTENCY_TOKEN, TOKEN_STATE
@@ -27,11 +29,33 @@ async def get_components(request: Request) -> Components:
 ComponentsDep = Annotated[Components, Depends(get_components)]
 
 
+# An optional header's value matches its pattern or is empty, which is one not sent (what
+# generated clients and proxies send for an unset value); the spec says both.
+
+
+def _or_empty(pattern: str) -> str:
+    return f"^(?:{pattern.strip('^$')})?$"
+
+
+def _absent_if_empty(value: object) -> object:
+    return None if value == "" else value
+
+
+NamespaceHeader = Annotated[
+    Annotated[str, StringConstraints(pattern=_or_empty(NAME_PATTERN))] | None,
+    BeforeValidator(_absent_if_empty),
+]
+TokenHeader = Annotated[
+    Annotated[str, StringConstraints(pattern=_or_empty(LSN_PATTERN))] | None,
+    BeforeValidator(_absent_if_empty),
+]
+
+
 async def get_caller(
     request: Request,
     c: ComponentsDep,
     x_namespace: Annotated[
-        str | None,
+        NamespaceHeader,
         Header(description="Namespace to act in when auth is off (default: `default`)"),
     ] = None,
 ) -> Caller:
@@ -110,10 +134,9 @@ async def get_read_unit(
     caller: CallerDep,
     c: ComponentsDep,
     token: Annotated[
-        str | None,
+        TokenHeader,
         Header(
             alias=CONSISTENCY_TOKEN,
-            pattern=LSN_PATTERN,
             description="A write's consistency token (its response's `HTM-Consistency-Token`): "
             "the read sees that write, from a read replica that has replayed it or else from "
             "the primary (docs/api.md, read replicas)",

@@ -99,6 +99,17 @@ def _reads_replicas(op: dict[str, Any]) -> bool:
     return any(p.get("name") == CONSISTENCY_TOKEN for p in op.get("parameters", []))
 
 
+def _without_null(parameter: dict[str, Any]) -> None:
+    """A query or header parameter is a string or absent, never JSON's null: an optional
+    one's `null` branch (pydantic's way to say optional) would let a client send "null"."""
+    schema = parameter.get("schema", {})
+    branches = schema.get("anyOf")
+    if isinstance(branches, list):
+        kept = [b for b in branches if b != {"type": "null"}]
+        rest = {k: v for k, v in schema.items() if k != "anyOf"}
+        parameter["schema"] = {**rest, **kept[0]} if len(kept) == 1 else {**rest, "anyOf": kept}
+
+
 def _problem_response(description: str) -> dict[str, Any]:
     return {
         "description": description,
@@ -121,6 +132,8 @@ def build_spec(app: FastAPI) -> dict[str, Any]:
     schemas.pop("ValidationError", None)
     for path, item in spec["paths"].items():
         for method, op in item.items():
+            for parameter in op.get("parameters", []):
+                _without_null(parameter)
             codes = ["503"] if path.startswith("/readyz") else []
             if path.startswith("/v1/"):
                 codes = ROUTE_ERRORS[method]

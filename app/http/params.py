@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
-from app.common import KEY_PATTERN, NAME_PATTERN, Text
+from app.common import KEY_PATTERN, NAME_PATTERN, Phrase
 
 RobotName = Annotated[
     str,
@@ -29,5 +29,5 @@ TIMEFRAME_DESCRIPTION = (
     "last 3 days, 2 weeks ago, recently, since 2025-01-01, between 2025-01-01 and yesterday"
 )
 TimeframeQuery = Annotated[
-    Text | None, Query(max_length=200, description=TIMEFRAME_DESCRIPTION, examples=["last week"])
+    Phrase | None, Query(description=TIMEFRAME_DESCRIPTION, examples=["last week"])
 ]

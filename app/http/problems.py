@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
+from app.common import TOO_DEEP, JsonTooDeep
 from app.errors import PROBLEM_BASE, PROBLEM_JSON, DomainError, database_failure
 from app.observability import request_id as request_ids
 
@@ -130,6 +131,16 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if isinstance(exc.__cause__, JsonTooDeep):  # JSON, only deeper than any schema allows
+            return problem(
+                422,
+                "validation-error",
+                "Validation failed",
+                f"body: {TOO_DEEP}",
+                request.url.path,
+                request_id=request_ids.of(request.scope),
+                errors=[{"field": "body", "message": TOO_DEEP, "type": "json_too_deep"}],
+            )
         errors = _field_errors(exc)
         # A body that is not JSON at all is a 400, a JSON body of the wrong shape a 422.
         if any(e["type"] == "json_invalid" for e in errors):

@@ -13,10 +13,10 @@ behind the code") nor orjson: orjson turns an integer past 64 bits into a float 
 word, and a memory's metadata came back changed. jiter keeps integers of any size exactly,
 and the schemas refuse what cannot be kept (app/common.py `JsonObject`). Measured here
 against orjson: a 500 x 384-float batch in 12 ms (orjson 16), 250 x 32 KB in 11 ms (19), one
-memory with its vector in 13 µs (10). NaN and Infinity are not JSON and are refused here, as
-is nesting past 200 levels (orjson's limit was 1024; the schemas allow 64); a number too
-large for a float (1e400) parses as infinity, which every float field's bounds and
-`JsonObject` refuse.
+memory with its vector in 13 µs (10). NaN and Infinity are not JSON and are refused here
+(400); nesting past the parser's limit (about 200 levels; orjson's was 1024) is the 422 the
+schemas give past their 64 (`common.JsonTooDeep`); a number too large for a float (1e400)
+parses as infinity, which every float field's bounds and `JsonObject` refuse.
 """
 
 from __future__ import annotations

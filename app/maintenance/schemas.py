@@ -6,7 +6,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.common import StrictModel
-from app.maintenance.cron import CronError, parse
+from app.maintenance.cron import PATTERN, CronError, parse
 
 Step = Literal["dedupe", "retention", "summaries", "supersede"]
 STEPS: tuple[Step, ...] = ("dedupe", "retention", "summaries", "supersede")
@@ -21,12 +21,14 @@ class MaintenanceSchedule(StrictModel):
     schedule: str | None = Field(
         default=None,
         max_length=200,
+        json_schema_extra={"pattern": PATTERN},
         description="When a run starts: a cron expression in UTC (minute hour day month "
         "weekday, e.g. `30 3 * * *`: every day at 03:30); none: only runs asked for "
         "(`POST /v1/maintenance/run`)",
     )
     steps: list[Step] = Field(
         default_factory=lambda: list(STEPS),
+        json_schema_extra={"uniqueItems": True},
         description="What a run does, always in this order: dedupe (merge near-duplicates, "
         "`htm dedupe --apply`'s merge), retention (the namespace's policies), summaries "
         "(hierarchical summaries of each robot's previous day and of long sessions), "
@@ -43,9 +45,13 @@ class MaintenanceSchedule(StrictModel):
     def _cron(cls, v: str | None) -> str | None:
         if v is not None:
             try:
-                parse(v)
+                cron = parse(v)
             except CronError as exc:
                 raise ValueError(str(exc)) from exc
+            if cron.never_fires():
+                days = ",".join(str(d) for d in sorted(cron.days))
+                months = ",".join(str(m) for m in sorted(cron.months))
+                raise ValueError(f"never fires: day {days} of month {months} does not exist")
         return v
 
     @field_validator("steps")

@@ -11,8 +11,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.common import KEY_PATTERN, NAME_PATTERN, Instant, JsonObject, MemoryType, Tag, Text
+from app.common import (
+    KEY_PATTERN,
+    NAME_PATTERN,
+    Instant,
+    JsonObject,
+    MemoryType,
+    Phrase,
+    Tag,
+    Text,
+)
 from app.relationships.schemas import LinkType
+from app.snapshots.schemas import SnapshotName
 
 Robot = Annotated[str, Field(pattern=NAME_PATTERN)]
 Key = Annotated[str, Field(pattern=KEY_PATTERN)]
@@ -44,9 +54,9 @@ class RecallIn(In):
     query: Text = Field(min_length=1)
     limit: int = Field(default=10, ge=1, le=100)
     strategy: Literal["hybrid", "vector", "fulltext"] = "hybrid"
-    timeframe: Text | None = Field(default=None, max_length=200, description="'last week', ...")
+    timeframe: Phrase | None = Field(default=None, description="'last week', ...")
     tags: list[Tag] | None = Field(default=None, description="any of")
-    valid_at: Text | None = Field(default=None, max_length=200, description="default: now")
+    valid_at: Phrase | None = Field(default=None, description="default: now")
     pools: list[Robot] = Field(default=[], description="also these pools")
 
 
@@ -88,7 +98,7 @@ class StatsIn(In):
 
 
 class TagsIn(In):
-    timeframe: Text | None = Field(default=None, max_length=200)
+    timeframe: Phrase | None = None
 
 
 class AppendIn(In):
@@ -141,7 +151,7 @@ class ProfileSetIn(ProfileIn):
 
 
 class SnapshotIn(In):
-    name: Text | None = Field(default=None, max_length=200)
+    name: SnapshotName | None = None
 
 
 class SnapshotIdIn(In):

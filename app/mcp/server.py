@@ -2,8 +2,10 @@
 validated by its model (in JSON mode, as a request body is), a unit of work that commits on
 success and rolls back on error (app/unit.py, as a REST request's), and the answer as a
 compact text with its structured copy (the tool's output schema). A domain error or bad
-input is a tool error (`isError`) carrying the problem+json body. Resources: the namespace's
-statistics, tag tree and groups, and a robot's working memory and recent memories."""
+input is a tool error (`isError`) carrying the problem+json body, for the model to read and
+correct (MCP's rule for a tool's own errors). Resources: the namespace's statistics, tag tree
+and groups, and a robot's working memory and recent memories; a read refused, like an unknown
+tool, is a JSON-RPC error (`protocol_error`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from typing import Any
 import mcp_types as types
 import orjson
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import BaseModel, ValidationError
 
 from app import VERSION
@@ -133,6 +137,24 @@ def _domain(exc: DomainError) -> types.CallToolResult:
     )
 
 
+def protocol_error(exc: DomainError, **context: Any) -> MCPError:
+    """A refusal of a request that is not a tool call, as a JSON-RPC error: the caller's
+    fault (a 4xx: no such resource, not allowed, bad input) is INVALID_PARAMS, as MCP's
+    resource-not-found is (SEP-2164); a dependency down (503) INTERNAL_ERROR. `data` carries
+    the problem+json body, so a client tells 403 from 404. Raised on purpose, so the SDK
+    answers it without logging a traceback."""
+    code = INVALID_PARAMS if exc.status < 500 else INTERNAL_ERROR
+    problem = {
+        "type": PROBLEM_BASE + exc.type,
+        "title": exc.title,
+        "status": exc.status,
+        "detail": exc.detail,
+        **exc.extra,
+        **context,
+    }
+    return MCPError(code, exc.detail, problem)
+
+
 def robot_for(given: BaseModel, default: str | None) -> str:
     robot = getattr(given, "robot", None) or default
     if robot is None:
@@ -171,15 +193,9 @@ def build_server(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         tool = TOOLS.get(params.name)
-        if tool is None:
-            return _error(
-                {
-                    "type": PROBLEM_BASE + "not-found",
-                    "title": "Not found",
-                    "status": 404,
-                    "detail": f"no tool {params.name!r}; tools: {', '.join(TOOLS)}",
-                }
-            )
+        if tool is None:  # a protocol error, as MCP says of an unknown tool
+            missing = NotFound(f"no tool {params.name!r}; tools: {', '.join(TOOLS)}")
+            raise protocol_error(missing, tool=params.name)
         try:
             out, text = await call(
                 components(), caller_of(ctx), tool, params.arguments or {}, robot_of(ctx)
@@ -218,13 +234,16 @@ def build_server(
     async def read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        caller = caller_of(ctx)
-        require_role(caller, "reader")
         uri = str(params.uri)
-        async with unit_of_work(components(), caller) as unit:
-            body = await read(unit, uri)
-        if body is None:
-            raise NotFound(f"no resource {uri}")
+        try:
+            caller = caller_of(ctx)
+            require_role(caller, "reader")
+            async with unit_of_work(components(), caller) as unit:
+                body = await read(unit, uri)
+            if body is None:
+                raise NotFound(f"no resource {uri}")
+        except DomainError as exc:
+            raise protocol_error(exc, uri=uri) from None
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(

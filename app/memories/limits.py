@@ -20,11 +20,13 @@ def json_depth(value: Any) -> int:
     return 0
 
 
-def check_batch_size(s: Settings, n: int) -> None:
+def check_batch_size(s: Settings, n: int, items: str = "memories") -> None:
+    """413 for a request of more than HTM_MAX_BATCH_SIZE `items` (the body's field: memories,
+    or a session's messages, promoted as memories in batches)."""
     if n > s.max_batch_size:
         raise PayloadTooLarge(
-            f"a batch holds at most {s.max_batch_size} memories; got {n}",
-            field="memories",
+            f"a request holds at most {s.max_batch_size} {items}; got {n}",
+            field=items,
             limit=s.max_batch_size,
         )
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.common import (
     INSTANT_RANGE,
@@ -17,6 +17,7 @@ from app.common import (
     Tag,
     Text,
     Vector,
+    given,
 )
 from app.visibility import MAX_READERS, VISIBILITY_DESCRIPTION, Name, Visibility
 from app.working_memory.schemas import WorkingMemoryOutcome
@@ -51,8 +52,8 @@ class MemoryFields(StrictModel):
     )
     embedding: Vector | None = Field(
         default=None,
-        description="Client-supplied vector of the deployment's dimension: float32 elements, "
-        "not all zero",
+        description="Client-supplied vector of the deployment's dimension: elements within "
+        "±1e17, one at least 1e-18 in magnitude",
     )
     valid_from: Instant | None = Field(
         default=None,
@@ -73,6 +74,18 @@ class MemoryFields(StrictModel):
     )
     pool: Name | None = Field(
         default=None, description="Add it into this pool (the robot needs the pool's write grant)"
+    )
+
+    schema_rules = (
+        {
+            "if": given("pool", {"type": "string"}),
+            "then": {"properties": {"visibility": {"enum": ["pool", None]}}},
+        },
+        {"if": given("visibility", {"const": "pool"}), "then": given("pool", {"type": "string"})},
+        {
+            "if": given("readers", {"type": "array", "minItems": 1}),
+            "then": given("visibility", {"const": "private"}),
+        },
     )
 
     @model_validator(mode="after")
@@ -119,6 +132,7 @@ class MemoryCreate(MemoryFields):
     supersedes: list[Annotated[str, Field(pattern=KEY_PATTERN)]] = Field(
         default_factory=list,
         max_length=MAX_SUPERSEDES,
+        json_schema_extra={"uniqueItems": True},
         description="Keys of current memories this one replaces: atomically with the add, "
         "each one's validity ends at this memory's `valid_from`, it is linked to it "
         "(`superseded_by`) and leaves every working memory. 404 when a key does not exist, "
@@ -131,6 +145,14 @@ class MemoryCreate(MemoryFields):
         "off: not looked for; propose: listed in `supersede_proposals` for the agent to "
         "confirm; apply: superseded as if named in `supersedes`",
     )
+
+    @field_validator("supersedes")
+    @classmethod
+    def _once_each(cls, keys: list[str]) -> list[str]:
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise ValueError(f"keys repeated: {', '.join(repeated)}")
+        return keys
 
 
 class MemoryUpsert(MemoryFields):
@@ -151,6 +173,10 @@ class ImportanceChange(StrictModel):
         ge=-10,
         le=10,
         description="Added to the current importance (negative: reduce), kept within 0–10",
+    )
+
+    schema_rules = (
+        {"oneOf": [given("importance", {"type": "number"}), given("boost", {"type": "number"})]},
     )
 
     @model_validator(mode="after")

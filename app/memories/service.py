@@ -104,14 +104,20 @@ class MemoryService(Forgetting):
     # --- add -------------------------------------------------------------------------------
 
     async def add_many(
-        self, robot_name: str, bodies: list[MemoryCreate], *, place: bool = True
+        self,
+        robot_name: str,
+        bodies: list[MemoryCreate],
+        *,
+        place: bool = True,
+        batch: bool = True,
     ) -> list[MemoryAdded]:
         """All or nothing: every memory is stored (or, as a duplicate, reinforces the memory
-        it duplicates), or none is."""
+        it duplicates), or none is. An error names a field of `memories[i]`, or of the body
+        itself for one memory added alone (`batch` false: `add`)."""
         check_batch_size(self.settings, len(bodies))
         for i, body in enumerate(bodies):
-            check_fields(self.settings, body, i if len(bodies) > 1 else None)
-            check_validity(body, self.clock(), i if len(bodies) > 1 else None)
+            check_fields(self.settings, body, i if batch else None)
+            check_validity(body, self.clock(), i if batch else None)
         if any(b.embedding is not None for b in bodies):  # no connection otherwise
             check_storable([b.embedding for b in bodies], await self._storage())
         keys = Counter(b.key for b in bodies if b.key)
@@ -244,7 +250,7 @@ class MemoryService(Forgetting):
         return importance_scorer.score(body.content, body.type, body.metadata)
 
     async def add(self, robot_name: str, body: MemoryCreate) -> MemoryAdded:
-        return (await self.add_many(robot_name, [body]))[0]
+        return (await self.add_many(robot_name, [body], batch=False))[0]
 
     # --- upsert ----------------------------------------------------------------------------
 

@@ -38,6 +38,10 @@ class PoolRepository:
             )
         ).one_or_none()
 
+    async def now(self) -> datetime:
+        """The instant expiries are compared with (the transaction's: `expired`, `open`)."""
+        return (await self.session.execute(sql("SELECT now()"))).scalar_one()  # type: ignore[no-any-return]
+
     async def in_namespace(self, namespace_id: int, reader: str | None = None) -> list[Any]:
         """The namespace's pools; with `reader`, those that robot may read now."""
         return list(

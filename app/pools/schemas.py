@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.common import Instant, StrictModel
+from app.common import Instant, StrictModel, given, unset
 from app.visibility import MAX_READERS, Name
 
 PoolType = Literal["shared", "team", "task"]
@@ -36,6 +36,14 @@ class PoolPut(StrictModel):
     )
     public_read: bool = Field(default=False, description="Every robot of the namespace reads it")
     expires_at: Instant | None = Field(default=None, description="For a task pool: required")
+
+    schema_rules = (
+        {
+            "if": {"properties": {"type": {"const": "task"}}},
+            "then": given("expires_at", {"type": "string"}),
+            "else": unset("expires_at"),
+        },
+    )
 
     @model_validator(mode="after")
     def _expiry(self) -> PoolPut:

@@ -10,7 +10,7 @@ from typing import Any
 
 from app.auth.caller import Caller
 from app.db.session import DbSession
-from app.errors import Conflict, Forbidden, NotFound
+from app.errors import Conflict, Forbidden, NotFound, Unprocessable
 from app.pools.repository import PoolRepository
 from app.pools.schemas import Level, PoolPut, PoolRead, PoolStats
 from app.working_memory.model import Holder
@@ -50,6 +50,16 @@ class PoolService:
         return _read(row).model_copy(update={"stats": stats})
 
     async def put(self, name: str, body: PoolPut) -> PoolRead:
+        """Create the pool or replace its settings. An expiry already past ends an open pool
+        now (its memories are read by nobody at once); a pool cannot be created, or revived
+        from its archive, already expired (422)."""
+        current = await self.repo.get(self.caller.namespace_id, name, lock=True)
+        opens = current is None or current.archived_at is not None
+        if opens and body.expires_at is not None and body.expires_at <= await self.repo.now():
+            message = f"is {body.expires_at.isoformat()}, already past: the pool would never open"
+            raise Unprocessable(
+                f"expires_at: {message}", errors=[{"field": "expires_at", "message": message}]
+            )
         row = await self.repo.put(
             self.caller.namespace_id,
             name,

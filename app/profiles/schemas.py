@@ -5,13 +5,14 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from app.common import StrictModel, Text
+from app.common import NO_NUL, StrictModel
 
 # A slot's name is part of its memories' keys (`profile:<subject>:<slot>@<n>`, 128 at most).
 SLOT_PATTERN = r"^[a-z][a-z0-9_]{0,39}$"
 MAX_SLOTS = 50
 
 SlotName = Annotated[str, StringConstraints(pattern=SLOT_PATTERN)]
+SlotValue = Annotated[str, StringConstraints(min_length=1, max_length=1000), NO_NUL]
 
 
 class ProfilePatch(StrictModel):
@@ -20,9 +21,10 @@ class ProfilePatch(StrictModel):
         json_schema_extra={"examples": [{"slots": {"city": "Lisbon", "employer": None}}]},
     )
 
-    slots: dict[SlotName, Annotated[Text, Field(min_length=1, max_length=1000)] | None] = Field(
+    slots: dict[SlotName, SlotValue | None] = Field(
         min_length=1,
         max_length=MAX_SLOTS,
+        json_schema_extra={"propertyNames": {"pattern": SLOT_PATTERN}},
         description=f"Slot name ({SLOT_PATTERN}) → its new value; null removes the slot",
     )
 

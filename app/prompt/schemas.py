@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
-from app.common import NAME_PATTERN, Integer, StrictModel, Text, integral
+from app.common import NAME_PATTERN, Integer, Phrase, StrictModel, Text, integral
 from app.recall.schemas import RecallFilters, Strategy
 from app.sessions.schemas import Role
 from app.working_memory.store import Strategy as ContextStrategy
@@ -33,7 +33,7 @@ class Reserve(StrictModel):
 class PromptRecall(StrictModel):
     strategy: Strategy = "hybrid"
     limit: Integer = Field(default=5, ge=1, le=1000, description="At most max_recall_limit")
-    timeframe: Text | None = Field(default=None, max_length=200, description="As in recall")
+    timeframe: Phrase | None = Field(default=None, description="As in recall")
     scope: Literal["self", "all"] = "all"
     filters: RecallFilters = Field(default_factory=RecallFilters)
     min_score: float | None = Field(

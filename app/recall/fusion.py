@@ -230,10 +230,12 @@ def fusion_params(fusion: Fusion) -> dict[str, Any]:
     return params
 
 
-# Each signal in [0, 1] (planner.Signals), from the memory row and the bind values.
+# Each signal in [0, 1] (planner.Signals), from the memory row and the bind values. Recency's
+# exponent stops at 1,000 half-lives (0.5^1000 ≈ 1e-301): past about 1,075, float8 underflows
+# and PostgreSQL raises instead of answering 0 (a memory of 1900 with a 30-day half-life).
 RECENCY = (
-    "power(0.5, greatest(extract(epoch FROM CAST(:now AS timestamptz) - m.created_at), 0)"
-    " / CAST(:half_life_s AS float8))"
+    "power(0.5, least(greatest(extract(epoch FROM CAST(:now AS timestamptz) - m.created_at), 0)"
+    " / CAST(:half_life_s AS float8), 1000))"
 )
 IMPORTANCE = "m.importance / 10"
 # Accesses at which the access signal reaches 1.

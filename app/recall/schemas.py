@@ -1,20 +1,23 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from app.common import (
     INSTANT_RANGE,
+    NO_NUL,
     Instant,
     Integer,
     JsonObject,
     MemoryType,
+    Phrase,
     StrictModel,
     Tag,
     Text,
     Vector,
+    integral,
 )
 from app.timeframes.validity import INCLUDE_DESCRIPTION, VALID_AT_DESCRIPTION, Include
 from app.visibility import Name
@@ -42,14 +45,16 @@ class FusionOptions(StrictModel):
         description="rrf: Σ weight / (k + rank); score: a convex combination of each list's "
         "normalised raw scores",
     )
-    k: int | None = Field(default=None, ge=1, le=1000, description="RRF's k")
+    k: Annotated[int, Field(ge=1, le=1000), BeforeValidator(integral)] | None = Field(
+        default=None, description="RRF's k"
+    )
     vector_weight: float | None = Field(default=None, ge=0, le=100)
     fulltext_weight: float | None = Field(default=None, ge=0, le=100)
     normalization: Literal["minmax", "zscore"] | None = Field(
         default=None, description="score fusion: how each list's raw scores are normalised"
     )
-    candidates: int | None = Field(
-        default=None, ge=1, le=1000, description="How deep each list is read (≥ limit)"
+    candidates: Annotated[int, Field(ge=1, le=1000), BeforeValidator(integral)] | None = Field(
+        default=None, description="How deep each list is read (≥ limit)"
     )
 
 
@@ -105,9 +110,8 @@ class RecallRequest(StrictModel):
         ge=1,
         description='At most max_recall_limit (default 100); why 10: README, "Recall\'s defaults"',
     )
-    timeframe: Text | None = Field(
+    timeframe: Phrase | None = Field(
         default=None,
-        max_length=200,
         description="ISO-8601 or a phrase: 'last week', 'since 2025-01-01', 'yesterday', ...; "
         "'auto' takes the time phrase out of the query ('what did we decide last week "
         "about the schema')",
@@ -124,8 +128,8 @@ class RecallRequest(StrictModel):
     )
     embedding: Vector | None = Field(
         default=None,
-        description="Client-supplied query vector (skips the embedder): float32 elements, "
-        "not all zero",
+        description="Client-supplied query vector (skips the embedder): elements within "
+        "±1e17, one at least 1e-18 in magnitude",
     )
     now: Instant | None = Field(
         default=None,
@@ -143,9 +147,8 @@ class RecallRequest(StrictModel):
         "when one is configured); 422 when none is",
     )
     explain: bool = Field(default=False, description="Say how each hit's score was made")
-    vector_query: Text | None = Field(
+    vector_query: Annotated[str, StringConstraints(min_length=1), NO_NUL] | None = Field(
         default=None,
-        min_length=1,
         description="The vector list's own question (full text keeps `query`); default: the "
         "query without the names of the namespace's speakers (HTM_RECALL_VECTOR_QUERY)",
     )
@@ -157,14 +160,14 @@ class RecallRequest(StrictModel):
         "vector) is below this; default HTM_RECALL_MIN_SCORE. Hits without a vector (strategy "
         "fulltext, an embedding still pending) are not judged",
     )
-    neighbours: int = Field(
+    neighbours: Integer = Field(
         default=0,
         ge=0,
         le=5,
         description="For each hit of a conversation (metadata `session`), up to this many "
         "turns of its session before it and after it, in `neighbours`",
     )
-    valid_at: Text | None = Field(default=None, max_length=200, description=VALID_AT_DESCRIPTION)
+    valid_at: Phrase | None = Field(default=None, description=VALID_AT_DESCRIPTION)
     include: list[Include] = Field(default_factory=list, description=INCLUDE_DESCRIPTION)
     expand: Literal["related"] | None = Field(
         default=None,

@@ -149,6 +149,33 @@ _LINK = sql("""
     DO UPDATE SET weight = EXCLUDED.weight, origin = 'explicit'
     RETURNING type, weight, origin, created_at, xmax = 0 AS created""")
 
+# Explicit `supersedes` links are written one at a time per namespace (a transaction lock):
+# two links closing one cycle from either end cannot both miss it.
+_SUPERSEDES_LOCK = sql("""
+    SELECT pg_advisory_xact_lock(
+        hashtextextended('htm-supersedes:' || CAST(CAST(:ns AS bigint) AS text), 0))""")
+
+# Every `supersedes` edge reachable from :start along the edges' direction (what it
+# supersedes, what that supersedes, ...), explicit and derived, whoever may read them: each
+# edge once, so the walk ends even where earlier data holds a cycle.
+_SUPERSEDED_FROM = sql("""
+    WITH RECURSIVE reach(source_id, target_id) AS (
+        SELECT source_id, target_id FROM memory_link
+        WHERE source_id = :start AND type = 'supersedes' AND namespace_id = :ns
+        UNION
+        SELECT l.source_id, l.target_id FROM reach r
+        JOIN memory_link l ON l.source_id = r.target_id
+        WHERE l.type = 'supersedes' AND l.namespace_id = :ns
+    )
+    SELECT source_id, target_id FROM reach""")
+
+# The keys of these memories, and whether `reader` may read each.
+_KEYS = """
+    SELECT m.id, CAST(m.key AS text) AS key, ({readable}) AS readable
+    FROM memory_key k
+    JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+    WHERE k.namespace_id = :ns AND k.memory_id = ANY(CAST(:ids AS bigint[]))"""
+
 _UNLINK = sql("""
     DELETE FROM memory_link
     WHERE namespace_id = :ns AND source_id = :source AND target_id = :target
@@ -209,6 +236,41 @@ class LinkRepository:
                 {"source": source, "target": target, "type": type_},
             )
         ).scalar()
+
+    async def supersede_path(self, namespace_id: int, source: int, target: int) -> list[int]:
+        """The shortest chain of `supersedes` edges from `target` to `source` (their ids,
+        both included), or [] when there is none: a link `source` supersedes `target` would
+        close it into a cycle. Taken under the namespace's lock for these links, held until
+        the transaction ends."""
+        params = {"ns": namespace_id, "start": target}
+        await self.session.execute(_SUPERSEDES_LOCK, {"ns": namespace_id})
+        edges = list(await self.session.execute(_SUPERSEDED_FROM, params))
+        after: dict[int, list[int]] = {}
+        for e in edges:
+            after.setdefault(e.source_id, []).append(e.target_id)
+        came_from: dict[int, int] = {target: target}
+        todo = [target]
+        for node in todo:  # breadth first: the first time `source` is reached is the shortest
+            for nxt in sorted(after.get(node, ())):
+                if nxt not in came_from:
+                    came_from[nxt] = node
+                    todo.append(nxt)
+        if source not in came_from:
+            return []
+        path = [source]
+        while path[-1] != target:
+            path.append(came_from[path[-1]])
+        return path[::-1]
+
+    async def keys(
+        self, namespace_id: int, ids: Sequence[int], reader: Reader
+    ) -> dict[int, tuple[str, bool]]:
+        """id → (key, whether `reader` may read it)."""
+        statement, bound = _readable(_KEYS, reader)
+        rows = await self.session.execute(
+            statement, {"ns": namespace_id, "ids": list(ids), **bound}
+        )
+        return {r.id: (r.key, r.readable) for r in rows}
 
     async def unlink(
         self, namespace_id: int, source: int, target: int, type_: str | None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.errors import NotFound, Unprocessable
+from app.errors import Conflict, NotFound, Unprocessable
 from app.relationships.repository import LinkRepository
 from app.relationships.schemas import LinkCreate, LinkRead, Related, RelatedMemory, Unlinked
 from app.visibility import Reader
@@ -34,6 +34,8 @@ class LinkService:
                 errors=[{"field": "target", "message": "the memory's own key"}],
             )
         source, target = await self._named(robot, key, body.target)
+        if body.type == "supersedes":
+            await self._no_cycle(robot, source.id, target.id)
         row = await self.repo.link(
             self.namespace_id,
             source.id,
@@ -65,6 +67,22 @@ class LinkService:
             return False
         await self.repo.link(self.namespace_id, source, target, body.type, body.weight)
         return True
+
+    async def _no_cycle(self, robot: str, source: int, target: int) -> None:
+        """409 when `target` already supersedes `source`, directly or through others: the
+        link would make a cycle (a fact that replaces itself). The chain is named, a memory
+        the robot may not read by a placeholder."""
+        path = await self.repo.supersede_path(self.namespace_id, source, target)
+        if not path:
+            return
+        keys = await self.repo.keys(self.namespace_id, path, Reader(self.namespace_id, robot))
+        cycle = [path[-1], *path[:-1]]  # the link's source, its target, ... back to source
+        shown = [keys[i][0] if keys[i][1] else None for i in cycle]
+        chain = " supersedes ".join(k or "(a memory you cannot read)" for k in [*shown, shown[0]])
+        raise Conflict(
+            f"a supersede cycle: {chain}; the link would make a memory supersede itself",
+            keys=[k for k in shown if k is not None],
+        )
 
     async def unlink(self, robot: str, key: str, target: str, type_: str | None) -> Unlinked:
         """Removes explicit links only (the derived ones follow the memories)."""

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.common import MemoryType, StrictModel
+from app.common import Integer, MemoryType, StrictModel, unset
 
 Rule = Literal["idle", "stale", "superseded"]
 DEFAULT_STALENESS = 0.9
@@ -20,12 +20,16 @@ class RetentionPolicy(StrictModel):
         "since it was added; stale: staleness at least `threshold` (docs/api.md, retention); "
         "superseded: superseded, or its validity ended, `days` ago"
     )
-    days: int = Field(ge=1, le=36_500)
+    days: Integer = Field(ge=1, le=36_500)
     threshold: float | None = Field(
         default=None,
         gt=0,
         le=1,
         description=f"stale only: the staleness that archives (default {DEFAULT_STALENESS})",
+    )
+
+    schema_rules = (
+        {"if": {"properties": {"rule": {"const": "stale"}}}, "else": unset("threshold")},
     )
 
     @model_validator(mode="after")

@@ -82,7 +82,7 @@ class SessionService:
     def _check(self, name: str, body: MessagesAppend) -> None:
         """The deployment's limits, as the messages will be promoted (413 / 422)."""
         s = self.settings
-        check_batch_size(s, len(body.messages))
+        check_batch_size(s, len(body.messages), "messages")
         errors: list[dict[str, str]] = []
         for i, m in enumerate(body.messages):
             size = len(m.content.encode())

@@ -1,19 +1,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from app.common import StrictModel, Text
+from app.common import NO_NUL, StrictModel
+
+SnapshotName = Annotated[str, StringConstraints(min_length=1, max_length=200), NO_NUL]
 
 
 class SnapshotCreate(StrictModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "before"}]})
 
-    name: Text | None = Field(
-        default=None, min_length=1, max_length=200, description="A label of your choosing"
-    )
+    name: SnapshotName | None = Field(default=None, description="A label of your choosing")
 
 
 class SnapshotRead(BaseModel):
@@ -61,7 +61,12 @@ class SnapshotRestored(BaseModel):
     restored: list[str] = Field(description="Keys placed, in the snapshot's order")
     skipped: list[Skipped] = Field(
         description="Memories no longer current: not placed (one the robot may no longer read "
-        "is not placed nor named)"
+        "is not placed nor named: it is counted in `withheld`)"
+    )
+    withheld: int = Field(
+        description="How many memories of the snapshot the robot may no longer read (a grant "
+        "taken away, a visibility changed): not placed, and not named, as nothing a robot may "
+        "not read is"
     )
     evicted: list[str] = Field(description="Keys the budget left out (the eviction policy)")
     tokens: int = Field(description="Working memory's token total after the restore")

@@ -113,8 +113,8 @@ class SnapshotService:
         """Working memory becomes the snapshot's, through the write protocol: each memory
         still current with its current content (a memory changed since is restored as it is
         now), its recorded order, last access and origin; the budget applies (the eviction
-        policy trims). Memories forgotten or superseded since are skipped and named; one the
-        robot may no longer read is skipped unnamed."""
+        policy trims). Memories forgotten or superseded since are skipped and named with the
+        reason; those the robot may no longer read are skipped unnamed and counted."""
         robot = await self.robots.require(robot_name)
         await self._own(robot, snapshot_id)
         items = await self.repo.items(snapshot_id)
@@ -140,6 +140,7 @@ class SnapshotService:
                     {"key": keys[i], "reason": "superseded" if i in still else "forgotten"}
                     for i in skipped
                 ],
+                "withheld": len(hidden),
                 "evicted": [keys[i] for i in done.evicted],
                 "tokens": done.tokens,
             }

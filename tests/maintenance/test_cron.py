@@ -55,3 +55,19 @@ def test_a_bad_expression_says_which_field(expr: str, says: str) -> None:
     with pytest.raises(CronError, match=None) as e:
         parse(expr)
     assert says in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("expr", "never"),
+    [
+        ("0 0 30 2 *", True),
+        ("0 0 31 2,4,6,9,11 *", True),
+        ("0 0 29 2 *", False),  # leap years
+        ("0 0 31 2 5", False),  # both day fields restricted: every Friday of February
+        ("0 0 31 * *", False),
+        ("0 0 * 2 *", False),
+        ("0 0 * * 3", False),
+    ],
+)
+def test_never_fires_when_no_date_matches(expr: str, never: bool) -> None:
+    assert parse(expr).never_fires() is never

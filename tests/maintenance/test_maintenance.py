@@ -66,6 +66,29 @@ async def test_the_schedule_round_trips_and_bad_ones_are_422(client) -> None:
     assert (await client.get("/v1/maintenance")).json() == want
 
 
+@pytest.mark.parametrize(
+    ("schedule", "says"),
+    [
+        ("0 0 31 2 *", "never fires: day 31 of month 2 does not exist"),
+        ("0 0 30,31 2 *", "never fires: day 30,31 of month 2 does not exist"),
+        ("15 4 31 4,6,9,11 *", "never fires: day 31 of month 4,6,9,11 does not exist"),
+    ],
+)
+async def test_a_schedule_that_never_fires_is_422_naming_it(client, schedule, says) -> None:
+    r = await client.put("/v1/maintenance", json={"schedule": schedule})
+    assert (r.status_code, r.headers["content-type"]) == (422, PROBLEM), r.text
+    assert [(e["field"], e["message"]) for e in r.json()["errors"]] == [
+        ("body.schedule", f"Value error, {says}")
+    ]
+    assert (await client.get("/v1/maintenance")).json()["schedule"] is None
+
+
+async def test_a_schedule_of_a_day_some_years_have_is_taken(client) -> None:
+    for schedule in ("0 0 29 2 *", "0 0 31 2 1", "0 0 31 2,3 *"):  # leap years; or Mondays
+        r = await client.put("/v1/maintenance", json={"schedule": schedule})
+        assert (r.status_code, r.json()["schedule"]) == (200, schedule)
+
+
 @pytest.fixture
 async def seeded(client):
     await add(

@@ -5,12 +5,15 @@ the SDK's client against a live server."""
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 
 import httpx2
 import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
-from tests.mcp.test_mcp_tools import mcp_session
+from tests.mcp.test_mcp_tools import _key, mcp_session
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +51,35 @@ async def test_resources_list_and_read(base) -> None:
         assert [(m["key"], m["content"]) for m in recent] == [
             ("two", "memory two"), ("one", "memory one")
         ]  # fmt: skip
-        with pytest.raises(Exception, match="no resource"):
+        with pytest.raises(MCPError) as refused:
             await s.read_resource("htm://nothing")
+        assert (refused.value.code, refused.value.message) == (
+            INVALID_PARAMS, "no resource htm://nothing"
+        )  # fmt: skip
+        assert refused.value.data["status"] == 404
+
+
+async def test_a_resource_of_another_robot_is_a_jsonrpc_error_logged_without_traceback(
+    live_server_factory, database_url, caplog
+) -> None:
+    base = live_server_factory(auth_enabled=True)
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    key = await _key(database_url, ns, "writer", robot="ann")
+    caplog.set_level(logging.INFO)
+    async with mcp_session(base, Authorization=f"Bearer {key}") as s:
+        assert not (await s.call_tool("remember", {"key": "k", "content": "kept"})).is_error
+        wm = await _read(s, "htm://robots/ann/working-memory")
+        assert [i["key"] for i in wm["items"]] == ["k"]
+        with pytest.raises(MCPError) as refused:
+            await s.read_resource("htm://robots/bob/working-memory")
+    error = refused.value
+    assert (error.code, error.data["status"], error.data["uri"]) == (
+        INVALID_PARAMS, 403, "htm://robots/bob/working-memory"
+    )  # fmt: skip
+    assert error.data["type"].endswith("/forbidden")
+    assert [
+        r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR
+    ] == []
 
 
 async def test_group_tools_create_join_leave_failover_and_recall(base) -> None:

@@ -10,6 +10,8 @@ import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from app.mcp.tools import score
 
@@ -188,8 +190,9 @@ async def test_bad_input_is_a_tool_error_and_writes_nothing(base) -> None:
         assert typo.is_error and typo.structured_content["status"] == 422
         missing = await s.call_tool("forget", {"key": "absent"})
         assert missing.is_error and missing.structured_content["status"] == 404
-        unknown = await s.call_tool("teleport", {})
-        assert unknown.is_error and unknown.structured_content["status"] == 404
+        with pytest.raises(MCPError) as unknown:  # not a tool's error: a protocol error
+            await s.call_tool("teleport", {})
+        assert (unknown.value.code, unknown.value.data["status"]) == (INVALID_PARAMS, 404)
     async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
         assert (await http.get("/v1/robots")).json() == []
 

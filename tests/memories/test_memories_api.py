@@ -156,6 +156,9 @@ async def test_batch_over_the_configured_size_is_413(app_factory, ns) -> None:
         )
         assert r.status_code == 413
         assert r.headers["content-type"] == PROBLEM
+        assert (r.json()["detail"], r.json()["field"]) == (
+            "a request holds at most 3 memories; got 4", "memories",
+        )  # fmt: skip
         assert await count_rows(client, ns) == 0
 
 

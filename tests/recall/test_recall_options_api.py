@@ -144,6 +144,21 @@ async def test_the_access_signal_reads_the_flushed_counts(client) -> None:
     assert values == pytest.approx({"a": 1.0, "b": math.log(11) / math.log(101), "x": 0, "y": 0})
 
 
+async def test_recency_of_a_memory_thousands_of_half_lives_old_is_zero_not_a_500(client) -> None:
+    old = {
+        "key": "ancient",
+        "content": QUESTION,
+        "embedding": E0,
+        "created_at": "1900-01-01T00:00:00Z",
+    }
+    assert (await client.post("/v1/robots/r/memories", json=old)).status_code == 201
+    # 126 years at a 1-hour half-life: 0.5 ** 1.1 million underflows float8.
+    body = await recall(client, explain=True, signals={"recency": 0.5, "half_life_days": 1 / 24})
+    [hit] = body["hits"]
+    assert hit["key"] == "ancient"
+    assert hit["explain"]["signals"]["recency"]["value"] == pytest.approx(0.0, abs=1e-300)
+
+
 async def test_score_fusion_per_request(client) -> None:
     await seed(client)
     fusion = {"method": "score", "vector_weight": 1, "fulltext_weight": 0}

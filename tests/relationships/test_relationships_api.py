@@ -235,6 +235,60 @@ async def test_explicit_links_are_201_then_200_and_refusals_write_nothing(client
     assert await edges(client, ns) == before - {("a", "e", "supports", 0.8)}
 
 
+async def supersede(client, source: str, target: str, robot: str = "a"):
+    return await client.post(
+        f"/v1/robots/{robot}/memories/{source}/links",
+        json={"target": target, "type": "supersedes"},
+    )
+
+
+async def test_a_supersede_link_closing_a_cycle_is_409_naming_it(client, ns) -> None:
+    for key in ("a", "b", "c"):
+        await add(client, key, [])
+    assert (await supersede(client, "a", "b")).status_code == 201
+    before = await edges(client, ns)
+    r = await supersede(client, "b", "a")  # both ways: a cycle of two
+    assert (r.status_code, r.headers["content-type"]) == (409, PROBLEM), r.text
+    assert (r.json()["detail"], r.json()["keys"]) == (
+        "a supersede cycle: b supersedes a supersedes b; the link would make a memory "
+        "supersede itself",
+        ["b", "a"],
+    )
+    assert await edges(client, ns) == before
+    assert (await supersede(client, "b", "c")).status_code == 201
+    r = await supersede(client, "c", "a")  # a supersedes b supersedes c: c -> a is a cycle
+    assert (r.status_code, r.json()["keys"]) == (409, ["c", "a", "b"])
+    assert r.json()["detail"].startswith(
+        "a supersede cycle: c supersedes a supersedes b supersedes c;"
+    )
+    # The same edge again is no cycle, and other types may point back.
+    assert (await supersede(client, "a", "b")).status_code == 200
+    r = await client.post("/v1/robots/a/memories/c/links", json={"target": "a"})
+    assert r.status_code == 201
+    assert ("c", "a", "supersedes", 1.0) not in await edges(client, ns)
+
+
+async def test_a_cycle_through_an_add_supersede_or_an_unreadable_memory_is_409(client, ns) -> None:
+    await add(client, "old", [], content="Ana lives in Lisbon")
+    await add(client, "new", [], content="Ana lives in Berlin", supersedes=["old"])
+    r = await supersede(client, "old", "new")  # the add's own edge: new supersedes old
+    assert (r.status_code, r.json()["keys"]) == (409, ["old", "new"])
+    # b's private memory sits in the middle of the chain: a sees the cycle, not its key.
+    await add(client, "x", [])
+    r = await client.post(
+        "/v1/robots/b/memories", json={"key": "p", "content": "b's", "visibility": "private"}
+    )
+    assert r.status_code == 201, r.text
+    await add(client, "y", [])
+    assert (await supersede(client, "p", "x", robot="b")).status_code == 201
+    assert (await supersede(client, "y", "p", robot="b")).status_code == 201
+    r = await supersede(client, "x", "y")
+    assert (r.status_code, r.json()["keys"]) == (409, ["x", "y"])
+    assert r.json()["detail"].startswith(
+        "a supersede cycle: x supersedes y supersedes (a memory you cannot read) supersedes x;"
+    )
+
+
 async def test_supersede_and_derived_from_are_edges(client, ns) -> None:
     await add(client, "home", [], content="Ana lives in Lisbon")
     new = await add(client, "home@2", [], content="Ana lives in Berlin", supersedes=["home"])

@@ -429,6 +429,20 @@ async def test_metadata_over_the_limit_as_promoted_is_422(app_factory: Any) -> N
         assert await session_rows(client) == []
 
 
+async def test_too_many_messages_is_413_naming_messages(app_factory: Any) -> None:
+    async with app_factory(max_batch_size=3) as client:
+        client.headers["X-Namespace"] = f"t-{uuid.uuid4().hex[:12]}"
+        r = await client.post(
+            "/v1/robots/alice/sessions/s/messages", json={"messages": [user("x")] * 4}
+        )
+        assert (r.status_code, r.headers["content-type"]) == (413, PROBLEM)
+        problem = r.json()
+        assert (problem["detail"], problem["field"], problem["limit"]) == (
+            "a request holds at most 3 messages; got 4", "messages", 3,
+        )  # fmt: skip
+        assert await session_rows(client) == []
+
+
 async def test_unknown_session_or_robot_is_404(client: httpx.AsyncClient) -> None:
     assert (await window(client, "nope")).status_code == 404
     await append(client, "yes", user("x"))

@@ -120,6 +120,36 @@ async def test_a_restore_skips_what_was_forgotten_or_superseded_since(client) ->
     assert [row[0] for row in await mirror(client, "ann")] == ["a"]
 
 
+async def test_a_restore_counts_a_memory_the_robot_may_no_longer_read_without_naming_it(
+    client,
+) -> None:
+    await add(client, "ann", "a", 5, 3, "alpha")
+    r = await client.post(
+        "/v1/robots/bob/memories",
+        json={"key": "p", "content": "zephyr plans", "visibility": "private", "readers": ["ann"]},
+    )
+    assert r.status_code == 201, r.text
+    assert await recall(client, "ann", "zephyr") == ["p"]
+    s = await snapshot(client, "ann")
+    assert s["item_count"] == 2
+    body = {"content": "zephyr plans", "visibility": "private", "readers": []}
+    assert (await client.put("/v1/robots/bob/memories/p", json=body)).status_code == 200
+    r = await client.post(f"/v1/robots/ann/snapshots/{s['id']}/restore")
+    assert r.status_code == 200, r.text
+    assert (r.json()["restored"], r.json()["skipped"], r.json()["withheld"]) == (["a"], [], 1)
+    assert [i["key"] for i in await wm(client, "ann")] == ["a"]
+
+
+async def test_a_snapshot_name_too_long_is_422_counting_characters(client) -> None:
+    await add(client, "ann", "a", 5, 3, "alpha")
+    r = await client.post("/v1/robots/ann/snapshots", json={"name": "n" * 100_000})
+    assert (r.status_code, r.headers["content-type"]) == (422, PROBLEM)
+    assert [(e["field"], e["message"]) for e in r.json()["errors"]] == [
+        ("body.name", "String should have at most 200 characters")
+    ]
+    assert (await client.get("/v1/robots/ann/snapshots")).json() == []
+
+
 async def test_the_budget_still_applies_to_a_restore(client) -> None:
     await add(client, "ann", "a", 5, 3, "alpha")
     await add(client, "ann", "b", 7, 1, "beta")

@@ -154,6 +154,25 @@ async def test_an_expired_task_pool_is_archived_never_lost(client) -> None:
     assert tuple(row) == (None, "pool")
 
 
+async def test_a_pool_created_or_revived_already_expired_is_422(client) -> None:
+    past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    expired = {"type": "task", "writers": ["wes"], "expires_at": past}
+    r = await client.put("/v1/pools/late", json=expired)
+    assert (r.status_code, r.headers["content-type"]) == (422, PROBLEM), r.text
+    [error] = r.json()["errors"]
+    assert error["field"] == "body.expires_at"
+    assert error["message"].endswith("already past: the pool would never open")
+    assert (await client.get("/v1/pools")).json() == []
+    # Archived, then revived already expired: refused too, and it stays archived.
+    soon = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    r = await client.put("/v1/pools/late", json={**expired, "expires_at": soon})
+    assert r.status_code == 200
+    assert (await client.delete("/v1/pools/late")).status_code == 200
+    r = await client.put("/v1/pools/late", json=expired)
+    assert r.status_code == 422
+    assert (await client.get("/v1/pools/late")).json()["archived_at"] is not None
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -4,7 +4,16 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Response, status
 
-from app.common import INSTANT_RANGE, NAME_PATTERN, TYPE_PATTERN, Instant, Page, Tag, Text
+from app.common import (
+    INSTANT_RANGE,
+    NAME_PATTERN,
+    TYPE_PATTERN,
+    Instant,
+    Page,
+    Phrase,
+    Tag,
+    Text,
+)
 from app.errors import PROBLEM_JSON
 from app.http.deps import ReadUnitDep, UnitDep
 from app.http.params import MemoryKeyPath, RobotName, TimeframeQuery
@@ -97,9 +106,7 @@ async def list_memories(
     min_importance: Annotated[float | None, Query(ge=0, le=10)] = None,
     timeframe: TimeframeQuery = None,
     include_deleted: Annotated[bool, Query(description="Include soft-deleted memories")] = False,
-    valid_at: Annotated[
-        Text | None, Query(max_length=200, description=VALID_AT_DESCRIPTION)
-    ] = None,
+    valid_at: Annotated[Phrase | None, Query(description=VALID_AT_DESCRIPTION)] = None,
     include: Annotated[list[Include] | None, Query(description=INCLUDE_DESCRIPTION)] = None,
     as_of: Annotated[
         Instant | None,
