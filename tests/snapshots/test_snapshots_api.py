@@ -80,6 +80,7 @@ async def test_a_restore_gives_back_working_memory_exactly_as_snapshotted(client
     assert r.status_code == 200, r.text
     assert r.json() == {
         "id": s["id"], "robot": "ann", "restored": ["b", "a", "c", "z"], "skipped": [],
+        "withheld": 0,
         "evicted": [], "tokens": 22,
     }  # fmt: skip
     assert await wm(client, "ann") == before  # keys, order, tokens, times, origin
