@@ -178,6 +178,14 @@ def _source(model: str, models_dir: Path) -> tuple[Path, Path]:
     return source, models_dir / "onnx" / f"{name}-{fingerprint(source)}"
 
 
+def exported(model: str, models_dir: Path, *, quantized: bool = False) -> bool:
+    """Whether `model`'s export (and its int8 copy when `quantized`) is already made
+    (EmbeddingError: a model this module cannot export)."""
+    source, folder = _source(model, models_dir)
+    _pipeline(source)
+    return (folder / MANIFEST).exists() and (not quantized or (folder / INT8_FILE).exists())
+
+
 def ensure_exported(model: str, models_dir: Path, *, quantized: bool = False) -> Path:
     """The folder holding `model`'s ONNX export (and its int8 copy when `quantized`),
     exporting it first if needed. Blocking: run it in a thread."""

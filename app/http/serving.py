@@ -13,6 +13,7 @@ import ipaddress
 import logging
 import signal
 import time
+from collections.abc import Callable
 from socket import socket
 from types import FrameType
 from typing import Any
@@ -88,11 +89,13 @@ class DrainingServer(uvicorn.Server):
         *,
         app: FastAPI | None = None,
         grace_s: float,
+        on_started: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config)
         self.server_state: DrainState = DrainState()
         self.app = app  # None in a worker process: the one worker_app made there
         self.grace_s = grace_s
+        self.on_started = on_started
         self.exit_at: float | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -114,6 +117,11 @@ class DrainingServer(uvicorn.Server):
         if self.exit_at is not None and time.monotonic() >= self.exit_at:
             self.should_exit = True
         return await super().on_tick(counter)
+
+    async def startup(self, sockets: list[socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_started is not None:
+            self.on_started()
 
     async def shutdown(self, sockets: list[socket] | None = None) -> None:
         uvicorn_log.info("Shutting down")
