@@ -8,7 +8,7 @@ made once before the workers start rather than by each at once. The embedded ser
 the supervisor knows is shared with the workers' /readyz.
 
 It overrides uvicorn's supervisor (its `Process`, checks and termination), written against
-uvicorn 0.54.
+uvicorn 0.54: pyproject.toml pins that minor.
 """
 
 from __future__ import annotations

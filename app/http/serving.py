@@ -3,7 +3,7 @@ stops, and the rule that keeps an unauthenticated service on loopback. (Several 
 `--workers`: app/http/multiprocess.py.)
 
 The drain overrides uvicorn's internals (`Server.shutdown`, its `server_state`), written
-against uvicorn 0.54.
+against uvicorn 0.54: pyproject.toml pins that minor.
 """
 
 from __future__ import annotations
