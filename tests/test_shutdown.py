@@ -218,6 +218,8 @@ async def test_a_request_arriving_on_a_kept_alive_connection_during_the_drain_ge
     port = int(url.rsplit(":", 1)[1])
     stub.delay_s = 2.0
     late, idle = await asyncio.gather(*(asyncio.to_thread(kept_alive, port) for _ in "ab"))
+    unused = HTTPConnection("127.0.0.1", port, timeout=30)  # connected, no request yet
+    unused.connect()
     async with httpx.AsyncClient(timeout=30) as http:
         body = {"content": "in flight as another arrives", "key": "answered"}
         add = asyncio.create_task(http.post(f"{url}/v1/robots/a/memories", json=body))
@@ -225,16 +227,16 @@ async def test_a_request_arriving_on_a_kept_alive_connection_during_the_drain_ge
         proc.send_signal(signal.SIGTERM)
         await logged(proc, "Shutting down")
 
-        def refused_add() -> HTTPResponse:
-            late.request(
+        def refused_add(conn: HTTPConnection, key: str) -> HTTPResponse:
+            conn.request(
                 "POST",
                 "/v1/robots/a/memories",
-                body=json.dumps({"content": "arrived during the drain", "key": "late"}),
+                body=json.dumps({"content": f"arrived during the drain: {key}", "key": key}),
                 headers={"content-type": "application/json"},
             )
-            return late.getresponse()
+            return conn.getresponse()
 
-        refused = await asyncio.to_thread(refused_add)
+        refused = await asyncio.to_thread(refused_add, late, "late")
         assert refused.status == 503
         assert refused.getheader("content-type") == "application/problem+json"
         assert refused.getheader("retry-after") == "1"
@@ -250,15 +252,20 @@ async def test_a_request_arriving_on_a_kept_alive_connection_during_the_drain_ge
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
         added = await add
+        # A connection opened before the drain is not closed before its first request,
+        # even with nothing in flight any more: its client opened it to send one.
+        await asyncio.sleep(1.0)
+        first = await asyncio.to_thread(refused_add, unused, "first")
+        assert (first.status, first.getheader("connection")) == (503, "close")
     assert (added.status_code, added.headers["connection"]) == (201, "close"), added.text
     # The connection that stayed idle is closed once nothing is in flight.
     assert idle.sock is not None and idle.sock.recv(1) == b""
     rc = await asyncio.to_thread(proc.wait, 30)
     log = log_of(proc)
     assert rc == 0, log
-    assert "the drain answered 1 request(s) 503" in log
+    assert "the drain answered 2 request(s) 503" in log
     assert await stored(own_database, "answered") == 1
-    assert await stored(own_database, "late") == 0
+    assert await stored(own_database, "late") == await stored(own_database, "first") == 0
 
 
 async def test_a_second_sigterm_still_lets_the_request_in_flight_finish(

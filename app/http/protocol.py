@@ -15,8 +15,8 @@ uvicorn's "auto" picks: uvicorn[standard] installs httptools).
 The protocol's part of the drain (app/http/serving.DrainingServer): once the server drains,
 a request that begins on a connection is answered 503 (nothing processed; `Retry-After`,
 `Connection: close`), the one in flight gets its own answer and then the connection closes,
-and an idle connection is closed only when no request is in flight any more and no byte of
-a next one has arrived (see `ServiceProtocol.shutdown`).
+and a connection is closed between two requests only once it has been quiet for a moment
+(see `ServiceProtocol.shutdown` and `idle`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
 # What a request refused by the drain is told to wait before it tries again (elsewhere).
 RETRY_AFTER_S = 1
+# The drain closes a kept-alive connection once its last answer is this old: a client between
+# two requests sends the next within milliseconds, and a close then would cross it.
+IDLE_QUIET_S = 0.5
 
 
 def _problem(status: int, title: str, type_: str, detail: str, **extra: Any) -> bytes:
@@ -101,6 +104,7 @@ class ServiceProtocol(HttpToolsProtocol):
     _deadline: asyncio.TimerHandle | None = None  # armed while a request's headers come in
     _header_bytes = 0
     _begun = False  # a request's first bytes are in, its headers not all
+    _answered_at: float | None = None  # the loop's time of the last answer
 
     @classmethod
     def with_timeout(cls, header_timeout_s: float) -> type[ServiceProtocol]:
@@ -140,6 +144,10 @@ class ServiceProtocol(HttpToolsProtocol):
         self._begun = False
         self._disarm()
         super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        self._answered_at = self.loop.time()
+        super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -190,7 +198,7 @@ class ServiceProtocol(HttpToolsProtocol):
         behind it: after the last of them). An idle connection stays open for now, unlike
         uvicorn's, which closes it here: its client may be sending the next request at this
         very moment, and that request would get no answer, not even a refusal; the server
-        closes it with `close_if_idle` once no request is in flight.
+        closes it with `close_if_idle` once it is `idle`.
         """
         self.app = self._shutting_down
         if self.pipeline:  # the last request queued behind the one in flight
@@ -200,17 +208,19 @@ class ServiceProtocol(HttpToolsProtocol):
 
     @property
     def idle(self) -> bool:
-        """No request on this connection: none in flight or queued, none begun, and no byte
-        of one waiting in the kernel (a busy event loop reads them late)."""
+        """Between two requests, quiet for IDLE_QUIET_S: none in flight or queued, none begun,
+        no byte of one waiting in the kernel (a busy event loop reads them late), the last
+        answered that long ago. A connection that has carried no request yet is not idle: its
+        client opened it to send one (the header deadline closes it if none comes)."""
+        if self._answered_at is None or self.loop.time() - self._answered_at < IDLE_QUIET_S:
+            return False
         if self.cycle is not None and not self.cycle.response_complete:
             return False
         return not self.pipeline and not self._begun and _unread(self.transport) == 0
 
-    def close_if_idle(self) -> bool:
-        """Close the connection if it is idle; whether it is closed or closing."""
+    def close_if_idle(self) -> None:
         if not self.transport.is_closing() and self.idle:
             self.transport.close()
-        return self.transport.is_closing()
 
     async def _shutting_down(
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable

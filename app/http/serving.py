@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from socket import socket
 from types import FrameType
-from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -70,7 +69,8 @@ class DrainingServer(uvicorn.Server):
     2. Every request that begins from now on gets 503 problem+json with `Retry-After` and
        `Connection: close`, nothing processed; each request in flight gets its own answer,
        then its connection closes (app/http/protocol.py).
-    3. Once no request is in flight, the idle connections are closed.
+    3. A connection between two requests is closed once it has been quiet for a moment
+       (IDLE_QUIET_S): a client between two requests sends the next within milliseconds.
 
     Then the lifespan's shutdown: background workers, then the embedder, Redis and the pools
     (app.main). Another SIGINT (Ctrl-C) ends the grace period early; one more stops waiting
@@ -151,20 +151,17 @@ class DrainingServer(uvicorn.Server):
             await self.lifespan.shutdown()
 
     async def _drain(self) -> None:
-        """Until no request is in flight; then the idle connections are closed; until every
-        connection has closed."""
+        """Until every connection has closed (each idle one closed by the drain) and no
+        request is running."""
         state = self.server_state
         if state.tasks:
             log.info("draining: %d request(s) in flight", len(state.tasks))
         # Looked at every 50 ms, as uvicorn does: a connection turns idle in several ways (an
-        # answer sent, a task's end, bytes read, a close), each seen by the next look.
-        while _busy(state) and not self.force_exit:  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-        # No await from the check to the close: nothing can begin on them in between.
-        for connection in list(state.connections):
-            if isinstance(connection, ServiceProtocol):
-                connection.close_if_idle()
-        while state.connections and not self.force_exit:  # noqa: ASYNC110
+        # answer sent, a task's end, bytes read, time), each seen by the next look.
+        while (state.connections or state.tasks) and not self.force_exit:
+            for connection in list(state.connections):
+                if isinstance(connection, ServiceProtocol):
+                    connection.close_if_idle()
             await asyncio.sleep(0.05)
         for server in self.servers:
             await server.wait_closed()
@@ -174,17 +171,6 @@ class DrainingServer(uvicorn.Server):
         return self.config.http_protocol_class(  # type: ignore[call-arg]
             config=self.config, server_state=self.server_state, app_state=self.lifespan.state
         )
-
-
-def _busy(state: DrainState) -> bool:
-    """A request in flight, or a connection that is not idle."""
-    return bool(state.tasks) or not all(map(_idle, state.connections))
-
-
-def _idle(connection: Any) -> bool:
-    if isinstance(connection, ServiceProtocol):
-        return connection.transport.is_closing() or connection.idle
-    return False  # another protocol (a WebSocket's) until it closes on its own
 
 
 def _accept_queued(sock: socket) -> list[socket]:
