@@ -74,7 +74,8 @@ def _workers(value: str) -> int:
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
-    from app.http.serving import refuse_unauthenticated, run, run_workers
+    from app.http.multiprocess import run_workers
+    from app.http.serving import refuse_unauthenticated, run
     from app.main import create_app
 
     host = args.host or settings.host

@@ -63,7 +63,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
 def worker_app() -> FastAPI:
     """The app of one `htm serve --workers N` process (uvicorn's factory, called in the
     spawned process): its settings from the environment, where the parent put the database
-    and Redis it resolved (app/http/serving.run_workers)."""
+    and Redis it resolved (app/http/multiprocess.run_workers)."""
     from app.http.serving import serving_app
     from app.observability.logs import configure as configure_logging
 

@@ -1,15 +1,19 @@
 """Graceful shutdown of a real `htm serve`: on SIGTERM /readyz reads 503 at once, requests in
-flight finish (within HTM_SHUTDOWN_TIMEOUT_S), the lifespan then stops the background worker
-before the pools, and the process exits 0."""
+flight finish (within HTM_SHUTDOWN_TIMEOUT_S), a request that arrives meanwhile on a kept-alive
+connection is answered 503, the lifespan then stops the background worker before the pools,
+and the process exits 0. (Under load, one process and several: tests/processes.)"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from http.client import HTTPConnection, HTTPResponse
 from pathlib import Path
 
 import httpx
@@ -152,7 +156,7 @@ async def test_sigterm_flips_readiness_and_lets_a_request_in_flight_finish(
     steps = [
         "SIGTERM: draining",
         "Shutting down",
-        "Waiting for connections to close",
+        "draining: 1 request(s) in flight",
         "stopping background workers",
         "app.main: stopped",
     ]
@@ -187,3 +191,102 @@ async def test_requests_still_running_after_the_shutdown_timeout_are_cut_off(
     assert "Application shutdown complete" in log and "app.main: stopped" in log
     assert "timeout graceful shutdown exceeded" in log
     assert await stored(own_database, "cut-off") == 0  # cancelled before anything was written
+
+
+def kept_alive(port: int) -> HTTPConnection:
+    """A connection that has had one answer and stays open (HTTP/1.1 keep-alive)."""
+    conn = HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/healthz")
+    answer = conn.getresponse()
+    assert (answer.status, answer.read()) == (200, b'{"status":"ok"}')
+    return conn
+
+
+async def logged(proc: subprocess.Popen[bytes], line: str) -> None:
+    for _ in range(500):
+        if line in log_of(proc):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never logged {line!r}:\n{log_of(proc)}")
+
+
+async def test_a_request_arriving_on_a_kept_alive_connection_during_the_drain_gets_503(
+    served, stub: StubServer, own_database: str
+) -> None:
+    url, start = served
+    proc = await start(HTM_SHUTDOWN_GRACE_S="0", HTM_SHUTDOWN_TIMEOUT_S="10")
+    port = int(url.rsplit(":", 1)[1])
+    stub.delay_s = 2.0
+    late, idle = await asyncio.gather(*(asyncio.to_thread(kept_alive, port) for _ in "ab"))
+    unused = HTTPConnection("127.0.0.1", port, timeout=30)  # connected, no request yet
+    unused.connect()
+    async with httpx.AsyncClient(timeout=30) as http:
+        body = {"content": "in flight as another arrives", "key": "answered"}
+        add = asyncio.create_task(http.post(f"{url}/v1/robots/a/memories", json=body))
+        await wait_until_embedding(stub, body["content"])
+        proc.send_signal(signal.SIGTERM)
+        await logged(proc, "Shutting down")
+
+        def refused_add(conn: HTTPConnection, key: str) -> HTTPResponse:
+            conn.request(
+                "POST",
+                "/v1/robots/a/memories",
+                body=json.dumps({"content": f"arrived during the drain: {key}", "key": key}),
+                headers={"content-type": "application/json"},
+            )
+            return conn.getresponse()
+
+        refused = await asyncio.to_thread(refused_add, late, "late")
+        assert refused.status == 503
+        assert refused.getheader("content-type") == "application/problem+json"
+        assert refused.getheader("retry-after") == "1"
+        assert refused.getheader("connection") == "close"
+        assert json.loads(refused.read()) == {
+            "type": "https://htm.dev/problems/unavailable",
+            "title": "Service unavailable",
+            "status": 503,
+            "detail": "the service is shutting down; the request was not processed: retry it",
+            "draining": True,
+        }
+        # The listener is closed: a new connection is refused, nothing sent.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        added = await add
+        # A connection opened before the drain is not closed before its first request,
+        # even with nothing in flight any more: its client opened it to send one.
+        await asyncio.sleep(1.0)
+        first = await asyncio.to_thread(refused_add, unused, "first")
+        assert (first.status, first.getheader("connection")) == (503, "close")
+    assert (added.status_code, added.headers["connection"]) == (201, "close"), added.text
+    # The connection that stayed idle is closed once nothing is in flight.
+    assert idle.sock is not None and idle.sock.recv(1) == b""
+    rc = await asyncio.to_thread(proc.wait, 30)
+    log = log_of(proc)
+    assert rc == 0, log
+    assert "the drain answered 2 request(s) 503" in log
+    assert await stored(own_database, "answered") == 1
+    assert await stored(own_database, "late") == await stored(own_database, "first") == 0
+
+
+async def test_a_second_sigterm_still_lets_the_request_in_flight_finish(
+    served, stub: StubServer, own_database: str
+) -> None:
+    """systemd (KillMode=control-group) and `timeout` signal every process of the group, and
+    `htm serve --workers`' supervisor sends each worker its own SIGTERM too."""
+    url, start = served
+    proc = await start(HTM_SHUTDOWN_GRACE_S="0", HTM_SHUTDOWN_TIMEOUT_S="10")
+    stub.delay_s = 2.0
+    async with httpx.AsyncClient(timeout=30) as http:
+        body = {"content": "in flight at two SIGTERMs", "key": "twice"}
+        add = asyncio.create_task(http.post(f"{url}/v1/robots/a/memories", json=body))
+        await wait_until_embedding(stub, body["content"])
+        proc.send_signal(signal.SIGTERM)
+        await logged(proc, "Shutting down")
+        proc.send_signal(signal.SIGTERM)
+        added = await add
+    assert added.status_code == 201, added.text
+    rc = await asyncio.to_thread(proc.wait, 30)
+    log = log_of(proc)
+    assert rc == 0, log
+    assert "stopping background workers" in log and "app.main: stopped" in log
+    assert await stored(own_database, "twice") == 1

@@ -10,11 +10,14 @@ uses, whether an embedded server is running, being restarted, or was given up on
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import multiprocessing
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
@@ -168,3 +171,58 @@ def embedded_health(**urls: str | None) -> dict[str, Health]:
     knows (e.g. embedded_health(postgres=database_url, redis=redis_url))."""
     with _registry_lock:
         return {name: _by_url[url]() for name, url in urls.items() if url in _by_url}
+
+
+@dataclass
+class SharedHealth:
+    """What this process's supervisors know of the embedded servers at `urls`, for the
+    processes it spawns (`htm serve --workers`), whose /readyz then reports it as one
+    process's does: a JSON copy in shared memory, published as often as a supervisor
+    checks. Pickled into each spawned process, which `register`s it there."""
+
+    urls: list[str]
+    copy: Any  # a spawn context's Array of bytes
+
+    SIZE = 4096
+    ERROR_CHARS = 500  # each server's last error, at most, so that the copy fits
+
+    @classmethod
+    def of(cls, *urls: str | None) -> SharedHealth | None:
+        """For those of `urls` that are embedded servers of this process (None if none)."""
+        with _registry_lock:
+            known = [url for url in urls if url is not None and url in _by_url]
+        if not known:
+            return None
+        return cls(known, multiprocessing.get_context("spawn").Array("c", cls.SIZE))
+
+    def publish(self) -> None:
+        with _registry_lock:
+            health = {url: asdict(_by_url[url]()) for url in self.urls if url in _by_url}
+        for h in health.values():
+            h["error"] = h["error"] and h["error"][: self.ERROR_CHARS]
+        self.copy.value = json.dumps(health).encode()
+
+    @contextlib.contextmanager
+    def publishing(self) -> Iterator[SharedHealth]:
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(CHECK_EVERY_S):
+                self.publish()
+
+        self.publish()
+        thread = threading.Thread(target=run, name="publish embedded health", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+
+    def register(self) -> None:
+        """In a spawned process: what `embedded_health` reads for these URLs."""
+        for url in self.urls:
+            register(url, lambda url=url: self._read(url))  # type: ignore[misc]
+
+    def _read(self, url: str) -> Health:
+        return Health(**json.loads(self.copy.value or b"{}").get(url, {}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from app.config import Settings
@@ -12,7 +13,7 @@ from app.embeddings.batcher import MicroBatcher
 from app.embeddings.lazy import LazyEmbedder
 from app.embeddings.local import LocalEmbedder
 from app.embeddings.ollama import DEFAULT_OLLAMA_URL, OllamaEmbedder
-from app.embeddings.onnx_model import OnnxEmbedder, available
+from app.embeddings.onnx_model import OnnxEmbedder, available, exported
 from app.embeddings.openai import DEFAULT_OPENAI_URL, OpenAIEmbedder
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,22 @@ async def build_local(settings: Settings) -> Embedder:
             quantized=runtime == "onnx-int8",
         )
     return await LocalEmbedder.create(model, dimension, models_dir=models_dir, threads=threads)
+
+
+def pending_export(settings: Settings) -> tuple[str, Path, bool] | None:
+    """The ONNX export the local model's runtime will load and that is not made yet, as
+    `onnx_model.ensure_exported`'s (model, models_dir, quantized); None when none is due
+    (another provider, torch, or a model ONNX cannot run: build_local decides as usual)."""
+    runtime = settings.embedding_runtime
+    if settings.embedding_provider != "local" or runtime == "torch" or not available():
+        return None
+    models_dir, quantized = settings.data_dir / "models", runtime == "onnx-int8"
+    try:
+        if exported(settings.embedding_model, models_dir, quantized=quantized):
+            return None
+    except EmbeddingError:
+        return None
+    return settings.embedding_model, models_dir, quantized
 
 
 async def build_embedder(settings: Settings, *, lazy: bool = False) -> Embedder | None:

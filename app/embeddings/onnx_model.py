@@ -7,9 +7,10 @@ on first use into `<models_dir>/onnx/<name>-<fingerprint>/` (the transformer and
 in one graph, `torch.onnx.export`; 2-3 s for MiniLM), with its `tokenizer.json` beside it.
 Later starts, and every other process, load that folder: no torch, no transformers, only
 onnxruntime and the tokenizers library. The fingerprint is taken from the source folder's
-configuration and file sizes, so other weights get another folder. An export is written to a
-temporary folder and renamed into place, so processes starting together never read half of
-one.
+configuration and file sizes, so other weights get another folder. Processes starting
+together export once: the first takes a lock on the `onnx` folder, the others wait for it and
+load its export; an export is written to a temporary folder and renamed into place, so none
+ever reads half of one.
 
 `quantized=True` runs an int8 copy (onnxruntime's dynamic quantization, per channel): 2-3x
 faster, but its vectors differ from the float model's (top-10 agreement 0.83 on the eval's
@@ -24,6 +25,8 @@ event loop).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -32,6 +35,7 @@ import shutil
 import tempfile
 import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,17 +169,35 @@ def _quantize(folder: Path) -> None:
     os.replace(tmp, folder / INT8_FILE)
 
 
-def ensure_exported(model: str, models_dir: Path, *, quantized: bool = False) -> Path:
-    """The folder holding `model`'s ONNX export (and its int8 copy when `quantized`),
-    exporting it first if needed. Blocking: run it in a thread."""
+def _source(model: str, models_dir: Path) -> tuple[Path, Path]:
+    """(the model's sentence-transformers folder, the folder its export goes to)."""
     source = Path(packaged.resolve(model, models_dir))
     if not source.is_dir():
         raise EmbeddingError(f"local embedding model {model!r}: no model folder at {source}")
+    name = packaged.canonical(model) or source.name
+    return source, models_dir / "onnx" / f"{name}-{fingerprint(source)}"
+
+
+def exported(model: str, models_dir: Path, *, quantized: bool = False) -> bool:
+    """Whether `model`'s export (and its int8 copy when `quantized`) is already made
+    (EmbeddingError: a model this module cannot export)."""
+    source, folder = _source(model, models_dir)
+    _pipeline(source)
+    return (folder / MANIFEST).exists() and (not quantized or (folder / INT8_FILE).exists())
+
+
+def ensure_exported(model: str, models_dir: Path, *, quantized: bool = False) -> Path:
+    """The folder holding `model`'s ONNX export (and its int8 copy when `quantized`),
+    exporting it first if needed. Blocking: run it in a thread."""
+    source, folder = _source(model, models_dir)
     max_len, normalize = _pipeline(source)
     name = packaged.canonical(model) or source.name
-    root = models_dir / "onnx"
-    folder = root / f"{name}-{fingerprint(source)}"
-    with _EXPORTING:  # torch's exporter keeps global state: one export per process at a time
+    root = folder.parent
+    root.mkdir(parents=True, exist_ok=True)
+    # One export at a time: in this process (torch's exporter keeps global state) and across
+    # processes starting together (several `htm serve`), which would otherwise each spend a
+    # whole export's CPU at once; the ones that waited find it made.
+    with _EXPORTING, _locked(root):
         if not (folder / MANIFEST).exists():
             _export_into(root, folder, source, name, max_len, normalize)
         if quantized and not (folder / INT8_FILE).exists():
@@ -183,12 +205,22 @@ def ensure_exported(model: str, models_dir: Path, *, quantized: bool = False) ->
     return folder
 
 
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive flock on `directory`, across processes."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _export_into(
     root: Path, folder: Path, source: Path, name: str, max_len: int, normalize: bool
 ) -> None:
-    """Export into a temporary folder, then rename it into place: a process that loses the
-    race to another uses the winner's export."""
-    root.mkdir(parents=True, exist_ok=True)
+    """Export into a temporary folder, then rename it into place: a process that dies in
+    the middle leaves no half of an export where a later one would take it as whole."""
     work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     try:
         log.info("exporting the embedding model %s to ONNX in %s", name, folder)

@@ -1,27 +1,31 @@
 """`htm serve`'s server: uvicorn with the service's protocol options and a drain before it
-stops, and the rule that keeps an unauthenticated service on loopback."""
+stops, and the rule that keeps an unauthenticated service on loopback. (Several processes,
+`--workers`: app/http/multiprocess.py.)
+
+The drain overrides uvicorn's internals (`Server.shutdown`, its `server_state`), written
+against uvicorn 0.54: pyproject.toml pins that minor.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
-import os
 import signal
 import time
+from collections.abc import Callable
 from socket import socket
 from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
-from uvicorn.config import STARTUP_FAILURE
-from uvicorn.supervisors.multiprocess import Multiprocess
-from uvicorn.supervisors.multiprocess import Process as UvicornProcess
 
 from app.config import Settings
 from app.http.draining import start_draining
-from app.http.protocol import WorkerProtocol, uvicorn_options
+from app.http.protocol import DrainState, ServiceProtocol, WorkerProtocol, uvicorn_options
 
 log = logging.getLogger("htm")
+uvicorn_log = logging.getLogger("uvicorn.error")  # the lines uvicorn's own shutdown writes
 
 
 def is_loopback(host: str) -> bool:
@@ -56,11 +60,23 @@ class DrainingServer(uvicorn.Server):
 
     The first SIGTERM or SIGINT flips /readyz to 503 at once. The listening socket stays open
     for `shutdown_grace_s` (0 by default; the Kubernetes preStop pattern: the load balancer
-    sees the pod unready and stops sending it traffic while it still answers), then uvicorn
-    stops accepting, waits up to `shutdown_timeout_s` for in-flight requests (cancelling what
-    is left) and runs the lifespan's shutdown: background workers, then the embedder, Redis
-    and the pools (app.main). Another signal ends the grace period early; one more (the
-    second, without a grace period) stops waiting for requests, like uvicorn's second Ctrl-C.
+    sees the pod unready and stops sending it traffic while it still answers). Then the
+    drain (`shutdown`), within `shutdown_timeout_s` (what still runs then is cancelled):
+
+    1. The listener closes, so a client's connect is refused and it knows it sent nothing.
+       The connections waiting in its queue are taken first: closing it would reset them
+       after their clients may have sent a request.
+    2. Every request that begins from now on gets 503 problem+json with `Retry-After` and
+       `Connection: close`, nothing processed; each request in flight gets its own answer,
+       then its connection closes (app/http/protocol.py).
+    3. A connection between two requests is closed once it has been quiet for a moment
+       (IDLE_QUIET_S): a client between two requests sends the next within milliseconds.
+
+    Then the lifespan's shutdown: background workers, then the embedder, Redis and the pools
+    (app.main). Another SIGINT (Ctrl-C) ends the grace period early; one more stops waiting
+    for requests, like uvicorn's second Ctrl-C. A repeated SIGTERM changes nothing, as in
+    uvicorn: a process manager that signals the whole process group (systemd, `timeout`)
+    and `htm serve --workers`' supervisor each send a worker one.
 
     Unlike uvicorn's own handler this one does not re-raise the signal once the server has
     stopped: a drained shutdown is a clean exit (0), and `htm serve` still has embedded
@@ -68,11 +84,18 @@ class DrainingServer(uvicorn.Server):
     """
 
     def __init__(
-        self, config: uvicorn.Config, *, app: FastAPI | None = None, grace_s: float
+        self,
+        config: uvicorn.Config,
+        *,
+        app: FastAPI | None = None,
+        grace_s: float,
+        on_started: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config)
+        self.server_state: DrainState = DrainState()
         self.app = app  # None in a worker process: the one worker_app made there
         self.grace_s = grace_s
+        self.on_started = on_started
         self.exit_at: float | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -83,6 +106,8 @@ class DrainingServer(uvicorn.Server):
                 start_draining(app)
             self.exit_at = time.monotonic() + self.grace_s
             self.should_exit = self.grace_s <= 0
+        elif sig != signal.SIGINT:
+            return
         elif not self.should_exit:
             self.should_exit = True
         else:
@@ -93,8 +118,76 @@ class DrainingServer(uvicorn.Server):
             self.should_exit = True
         return await super().on_tick(counter)
 
+    async def startup(self, sockets: list[socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_started is not None:
+            self.on_started()
 
-def _config(
+    async def shutdown(self, sockets: list[socket] | None = None) -> None:
+        uvicorn_log.info("Shutting down")
+        state = self.server_state
+        state.draining = True
+        for connection in list(state.connections):
+            connection.shutdown()
+        queued = [conn for sock in sockets or [] for conn in _accept_queued(sock)]
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        loop = asyncio.get_running_loop()
+        for conn in queued:  # their protocols answer 503 from the start (connection_made)
+            await loop.connect_accepted_socket(self._connection, conn)
+        try:
+            await asyncio.wait_for(self._drain(), timeout=self.config.timeout_graceful_shutdown)
+        except TimeoutError:
+            uvicorn_log.error(
+                "Cancel %s running task(s), timeout graceful shutdown exceeded", len(state.tasks)
+            )
+            for task in state.tasks:
+                task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+        if state.refused:
+            log.info("the drain answered %d request(s) 503", state.refused)
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+    async def _drain(self) -> None:
+        """Until every connection has closed (each idle one closed by the drain) and no
+        request is running."""
+        state = self.server_state
+        if state.tasks:
+            log.info("draining: %d request(s) in flight", len(state.tasks))
+        # Looked at every 50 ms, as uvicorn does: a connection turns idle in several ways (an
+        # answer sent, a task's end, bytes read, time), each seen by the next look.
+        while (state.connections or state.tasks) and not self.force_exit:
+            for connection in list(state.connections):
+                if isinstance(connection, ServiceProtocol):
+                    connection.close_if_idle()
+            await asyncio.sleep(0.05)
+        for server in self.servers:
+            await server.wait_closed()
+
+    def _connection(self) -> asyncio.Protocol:
+        """A protocol as uvicorn's `startup` makes one for each connection."""
+        return self.config.http_protocol_class(  # type: ignore[call-arg]
+            config=self.config, server_state=self.server_state, app_state=self.lifespan.state
+        )
+
+
+def _accept_queued(sock: socket) -> list[socket]:
+    """The connections waiting in a listener's queue. The kernel has completed them, so
+    their clients may have sent a request; the event loop takes them between other work,
+    so under load some are always waiting."""
+    sock.setblocking(False)
+    taken: list[socket] = []
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:  # BlockingIOError: none left
+            return taken
+        taken.append(conn)
+
+
+def uvicorn_config(
     app: FastAPI | str,
     settings: Settings,
     host: str,
@@ -127,11 +220,17 @@ def run(
 ) -> None:
     """Serve the app on host:port until a signal drains and stops it."""
     log.info("serving on http://%s:%s", host, port)
-    config = _config(app, settings, host, port, access_log=access_log)
-    DrainingServer(config, app=app, grace_s=settings.shutdown_grace_s).run()
+    config = uvicorn_config(app, settings, host, port, access_log=access_log)
+    # The listening socket is the server's own to close: its drain takes the connections
+    # waiting in its queue first.
+    sock = config.bind_socket()
+    try:
+        DrainingServer(config, app=app, grace_s=settings.shutdown_grace_s).run([sock])
+    finally:
+        sock.close()
 
 
-# --- several processes (htm serve --workers N) ----------------------------------------------
+# --- a worker process of htm serve --workers N (app/http/multiprocess.py) -------------------
 
 # The app of this worker process (app.main.worker_app puts it here), for the drain.
 _worker_app: FastAPI | None = None
@@ -144,77 +243,3 @@ def serving_app(app: FastAPI, settings: Settings) -> FastAPI:
     _worker_app = app
     WorkerProtocol.header_timeout_s = settings.header_timeout_s
     return app
-
-
-class WorkerProcess(UvicornProcess):
-    """uvicorn's worker process, serving with the drain (DrainingServer)."""
-
-    def __init__(self, config: uvicorn.Config, sockets: list[socket], grace_s: float) -> None:
-        self.grace_s = grace_s
-        super().__init__(config, sockets)
-
-    @property
-    def server(self) -> uvicorn.Server:
-        if self._server is None:
-            self._server = DrainingServer(config=self.config, grace_s=self.grace_s)
-        return self._server
-
-
-class Workers(Multiprocess):
-    """uvicorn's supervisor (a worker that dies is replaced, one that fails at start stops
-    them all; SIGTERM or SIGINT stops them all, each draining as one process does), its
-    processes WorkerProcesses. (uvicorn's SIGHUP restart makes plain workers, without the
-    drain's grace period.)"""
-
-    def __init__(self, config: uvicorn.Config, sockets: list[socket], grace_s: float) -> None:
-        super().__init__(config, sockets)
-        self.grace_s = grace_s
-
-    def init_processes(self) -> None:
-        for _ in range(self.processes_num):
-            process = WorkerProcess(self.config, self.sockets, self.grace_s)
-            process.start()
-            self.processes.append(process)
-
-    def keep_subprocess_alive(self) -> None:
-        if self.should_exit.is_set():
-            return
-        for idx, process in enumerate(self.processes):
-            if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
-                continue
-            process.kill()
-            process.join()
-            if process.exitcode == STARTUP_FAILURE:
-                # It failed before serving (the app, the database, the socket): so would a
-                # replacement. Stop them all, as uvicorn's supervisor does.
-                log.error("worker process %s failed to start: stopping", process.pid)
-                self.should_exit.set()
-                return
-            if self.should_exit.is_set():
-                return
-            log.warning("worker process %s died: starting another", process.pid)
-            replacement = WorkerProcess(self.config, self.sockets, self.grace_s)
-            replacement.start()
-            self.processes[idx] = replacement
-
-
-def run_workers(
-    settings: Settings, host: str, port: int, workers: int, *, access_log: bool = False
-) -> None:
-    """Serve on host:port from `workers` processes sharing one listening socket (uvicorn's
-    supervisor), until a signal drains and stops them. Each worker builds its app from the
-    environment: `settings`' database and Redis URLs are put there first."""
-    if settings.database_url:
-        os.environ["HTM_DATABASE_URL"] = settings.database_url
-    if settings.redis_url:
-        os.environ["HTM_REDIS_URL"] = settings.redis_url
-    log.info("serving on http://%s:%s from %d processes", host, port, workers)
-    config = _config(
-        "app.main:worker_app", settings, host, port,
-        access_log=access_log, worker=True, factory=True, workers=workers,
-    )  # fmt: skip
-    sock = config.bind_socket()
-    try:
-        Workers(config, [sock], settings.shutdown_grace_s).run()
-    finally:
-        sock.close()

@@ -81,24 +81,32 @@ async def test_the_export_is_made_once_and_reused(tmp_path: Path):
     assert [p.name for p in (tmp_path / "onnx").iterdir()] == [first.name]
 
 
-async def test_two_processes_exporting_at_once_both_get_one_whole_export(tmp_path: Path):
+async def test_two_processes_exporting_at_once_export_once_and_both_get_it(tmp_path: Path):
     code = (
-        "import sys; from pathlib import Path; "
+        "import logging, sys; from pathlib import Path; "
         "from app.embeddings.onnx_model import ensure_exported; "
+        "logging.basicConfig(level=logging.INFO); "
         f"print(ensure_exported({MINILM!r}, Path(sys.argv[1])))"
     )
 
-    async def export() -> str:
+    async def export() -> tuple[str, str]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", code, str(tmp_path), stdout=asyncio.subprocess.PIPE
+            sys.executable,
+            "-c",
+            code,
+            str(tmp_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
-        out, _ = await proc.communicate()
-        assert proc.returncode == 0
-        return out.decode().strip()
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+        return out.decode().strip(), err.decode()
 
-    a, b = await asyncio.gather(export(), export())
+    (a, a_log), (b, b_log) = await asyncio.gather(export(), export())
 
     assert a == b
+    # one made it while the other waited for it, instead of both spending an export's CPU
+    assert (a_log + b_log).count("exporting the embedding model") == 1, a_log + b_log
     # no half-written temporary folder is left beside the one export
     assert [p.name for p in (tmp_path / "onnx").iterdir()] == [Path(a).name]
     embedder = await OnnxEmbedder.create(MINILM, 384, models_dir=tmp_path)
