@@ -110,14 +110,11 @@ class Workers(Multiprocess):
         if self.should_exit.is_set():
             return
         for idx, process in enumerate(self.processes):
-            ended = not process.process.is_alive()
-            why = None if ended else self._failing(process)
-            if why is None and not ended:
+            hung = self._hung(process)
+            if hung is None and process.process.is_alive():
                 continue
             process.kill()
             process.join()
-            if why is None:
-                why = _exit_reason(process.exitcode)
             if process.exitcode == STARTUP_FAILURE:
                 # It failed before serving (the app, the database, the socket): so would a
                 # replacement. Stop them all, as uvicorn's supervisor does.
@@ -126,17 +123,21 @@ class Workers(Multiprocess):
                 return
             if self.should_exit.is_set():
                 return
+            why = hung or _exit_reason(process.exitcode)
             log.warning("worker process %s %s: starting another", process.pid, why)
             self.processes[idx] = self._spawn()
 
-    def _failing(self, process: UvicornProcess) -> str | None:
-        """Why a running `process` is to be replaced; None while it is fine."""
+    def _hung(self, process: UvicornProcess) -> str | None:
+        """Why a running `process` is to be killed as hung; None while it is fine, or once it
+        has ended (its exit status says why)."""
+        if not process.process.is_alive():
+            return None
         timeout = self.config.timeout_worker_healthcheck
         if isinstance(process, WorkerProcess) and not process.started.is_set():
             if time.monotonic() - process.spawned_at < START_TIMEOUT_S:
                 return None
             return f"did not start serving within {START_TIMEOUT_S:g} s"
-        if process.ping(timeout):
+        if process.ping(timeout) or not process.process.is_alive():  # or it died meanwhile
             return None
         return f"did not answer the supervisor's health check within {timeout} s"
 
