@@ -3,6 +3,7 @@ PostgreSQL and Redis, never the suite's shared servers under .htm/test/)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from app.config import PROJECT_ROOT
 from app.embedded import free_port
@@ -106,9 +108,14 @@ class Served:
             raise
 
     def kill(self) -> None:
+        """SIGKILL, to it and its children: `--workers`' processes outlive a killed supervisor."""
         if self.proc is not None and self.proc.poll() is None:
+            children = psutil.Process(self.proc.pid).children(recursive=True)
             self.proc.kill()
             self.proc.wait()
+            for child in children:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.kill()
 
 
 def postmaster_pid(data_dir: Path) -> int:
