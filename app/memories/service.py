@@ -153,94 +153,82 @@ class MemoryService(Forgetting):
         for i, v in zip(todo, vectors, strict=True):
             embeddings[i], models[i] = v, model if v is not None else None
         tokens = await self.tokenizer.count_many_async([b.content for b in bodies])
-        robot, registered = await self._register(robot_name)
+        robot, registered = await self.robots.register(robot_name)
         try:
             audiences = await self.audiences.for_adds(robot, bodies)
-            drafts = [
-                MemoryDraft(
-                    key=b.key or f"m-{uuid.uuid4().hex}",
-                    created_at=b.created_at,
-                    content=b.content,
-                    type=b.type,
-                    importance=self._importance(b),
-                    tags=with_speaker_tag(b.tags, b.metadata, template),
-                    metadata=b.metadata,
-                    token_count=tokens[i],
-                    embedding=embeddings[i],
-                    embedding_model=models[i],
-                    search_text=texts[i],
-                    valid_from=b.valid_from,
-                    valid_to=b.valid_to,
-                    audience=audiences[i],
-                )
-                for i, b in enumerate(bodies)
-            ]
-            detector = Detector.of(
-                self.session, self.caller.namespace_id, self.settings, self.search_caches, self.llm
+        except Exception:  # nothing is written: nor is the robot
+            if registered is not None:
+                await self.robots.discard(robot, registered)
+            raise
+        drafts = [
+            MemoryDraft(
+                key=b.key or f"m-{uuid.uuid4().hex}",
+                created_at=b.created_at,
+                content=b.content,
+                type=b.type,
+                importance=self._importance(b),
+                tags=with_speaker_tag(b.tags, b.metadata, template),
+                metadata=b.metadata,
+                token_count=tokens[i],
+                embedding=embeddings[i],
+                embedding_model=models[i],
+                search_text=texts[i],
+                valid_from=b.valid_from,
+                valid_to=b.valid_to,
+                audience=audiences[i],
             )
-            supersedes, proposals = await supersessions(
-                bodies, drafts, detector(self.clock()), self.settings.supersede
-            )
-            if any(supersedes):
-                # One transaction under the superseded rows' locks (a 409 keeps no robot);
-                # the add's dedupe rule does not apply.
-                added = await SupersedingAdds(
-                    namespace_id=self.caller.namespace_id,
-                    writes=self.writes,
-                    two_tier=self.two_tier,
-                    audiences=self.audiences,
-                ).add(robot, drafts, supersedes, place)
-                return proposing(added, proposals)
-            # A private, group or pool memory is nobody's duplicate: it is stored as asked.
-            rules = [r if d.audience == NAMESPACE else rule_for("off", None, self.settings)
-                     for r, d in zip(rules, drafts, strict=True)]  # fmt: skip
-            finder = DuplicateRepository(self.session)
-            if await may_duplicate(bodies, drafts, rules, finder, self.caller.namespace_id):
-                # One transaction under the rules' locks (a 409 keeps no robot).
-                added = await DuplicateAdds(
-                    session=self.session,
-                    namespace_id=self.caller.namespace_id,
-                    writes=self.writes,
-                    two_tier=self.two_tier,
-                    clock=self.clock,
-                    search=SearchRepository(
-                        self.session, self.settings.hnsw_ef_search, self.search_caches
-                    ),
-                ).add(robot, drafts, rules, place)
-                return proposing(added, proposals)
+            for i, b in enumerate(bodies)
+        ]
+        detector = Detector.of(
+            self.session, self.caller.namespace_id, self.settings, self.search_caches, self.llm
+        )
+        supersedes, proposals = await supersessions(
+            bodies, drafts, detector(self.clock()), self.settings.supersede
+        )
+        if any(supersedes):
+            # One transaction under the superseded rows' locks (a 409 registers nothing);
+            # the add's dedupe rule does not apply.
+            added = await SupersedingAdds(
+                namespace_id=self.caller.namespace_id,
+                writes=self.writes,
+                two_tier=self.two_tier,
+                audiences=self.audiences,
+            ).add(robot, drafts, supersedes, place)
+            return proposing(added, proposals)
+        # A private, group or pool memory is nobody's duplicate: it is stored as asked.
+        rules = [r if d.audience == NAMESPACE else rule_for("off", None, self.settings)
+                 for r, d in zip(rules, drafts, strict=True)]  # fmt: skip
+        finder = DuplicateRepository(self.session)
+        if await may_duplicate(bodies, drafts, rules, finder, self.caller.namespace_id):
+            # One transaction under the rules' locks: a 409 registers nothing.
+            added = await DuplicateAdds(
+                session=self.session,
+                namespace_id=self.caller.namespace_id,
+                writes=self.writes,
+                two_tier=self.two_tier,
+                clock=self.clock,
+                search=SearchRepository(
+                    self.session, self.settings.hnsw_ef_search, self.search_caches
+                ),
+            ).add(robot, drafts, rules, place)
+            return proposing(added, proposals)
+        try:
             try:
                 new, taken = await self.writes.store(robot, drafts, group_commit=True)
             except RemovedMeanwhile:  # the robot, read from the cache, was removed: again
                 self.robots.forget(robot_name)
-                robot, registered = await self._register(robot_name)
+                robot, registered = await self.robots.register(robot_name)
                 new, taken = await self.writes.store(robot, drafts, group_commit=True)
             if taken:
                 raise key_taken(taken)
-        except Exception:  # nothing is written: nor is the robot
-            await self._discard(robot, registered)
+        except Exception:
+            # The group commits in its own transaction, so the robot's registration was
+            # committed before it: a rejected add must not leave a robot behind.
+            if registered is not None:
+                with contextlib.suppress(Exception):  # the add's own error is the answer
+                    await self.robots.discard(robot, registered)
             raise
         return proposing(await self.writes.acknowledge_new(robot, new, place), proposals)
-
-    async def _register(self, robot_name: str) -> tuple[Robot, int | None]:
-        """The robot, registered on first use (RobotService.register), that registration
-        committed before the write it is for: no transaction that writes memories holds
-        robot's table lock (a registration's insert, a last-seen update). On TimescaleDB a
-        new chunk of `memory` locks the tables its foreign keys reference (robot, namespace)
-        after the hypertable, so such a transaction inserting into that chunk deadlocked with
-        the one creating it (503; tests/db/test_timescaledb.py). A write that then fails
-        discards the registration (`_discard`)."""
-        robot, registered = await self.robots.register(robot_name)
-        await self.session.commit()
-        return robot, registered
-
-    async def _discard(self, robot: Robot, registered: int | None) -> None:
-        """A registration `_register` committed for a write that failed: removed unless the
-        robot was written or stored something meanwhile."""
-        if registered is None:
-            return
-        with contextlib.suppress(Exception):  # the write's own error is the answer
-            await self.session.rollback()
-            await self.robots.discard(robot, registered)
 
     def _importance(self, body: MemoryCreate) -> float:
         """The body's importance; when it has none and the deployment scores adds, the
@@ -295,53 +283,47 @@ class MemoryService(Forgetting):
                 await self.session.rollback()  # no transaction open across the provider call
             [vector], model = await self.embedder.embed_or_defer([wanted])
         tokens = await self.tokenizer.count_async(body.content)
-        robot, registered = await self._register(robot_name)
-        try:
-            for _ in range(UPSERT_ATTEMPTS):
-                row = await self.repo.get(
-                    namespace_id, key, for_update=True, viewer=self._reader(robot_name)
-                )
-                if row is not None and not await self._readable(robot_name, row):
-                    # Keys are namespace-wide: one the robot may not read is taken, not shown.
-                    if not create:
-                        raise NotFound(f"memory {key!r} does not exist")
-                    raise key_taken([key])
-                if row is None and not create:
-                    raise NotFound(f"memory {key!r} does not exist")
-                if row is None:
-                    draft = MemoryDraft(
-                        key=key,
-                        created_at=body.created_at,
-                        content=body.content,
-                        type=body.type,
-                        importance=body.importance,
-                        tags=body.tags,
-                        metadata=body.metadata,
-                        token_count=tokens,
-                        embedding=vector,
-                        embedding_model=model if vector is not None else None,
-                        search_text=text,
-                        valid_from=body.valid_from,
-                        valid_to=body.valid_to,
-                        audience=await self.audiences.asked(robot, body),
-                    )
-                    try:
-                        new, taken = await self.writes.store(robot, [draft])
-                    except RemovedMeanwhile:  # the robot, read from the cache, was removed
-                        await self.session.rollback()
-                        self.robots.forget(robot_name)
-                        robot, registered = await self._register(robot_name)
-                        continue
-                    if not taken:
-                        return (await self.writes.acknowledge_new(robot, new))[0]
-                    continue  # created concurrently (that commit is visible now): replace it
-                return await self._replace(robot, row, body, tokens, vector, model, text)
-            raise Conflict(
-                f"memory {key!r} kept being created and deleted concurrently; retry", keys=[key]
+        robot = await self.robots.ensure(robot_name)
+        for _ in range(UPSERT_ATTEMPTS):
+            row = await self.repo.get(
+                namespace_id, key, for_update=True, viewer=self._reader(robot_name)
             )
-        except Exception:
-            await self._discard(robot, registered)
-            raise
+            if row is not None and not await self._readable(robot_name, row):
+                # Keys are namespace-wide: one the robot may not read is taken, not shown.
+                raise NotFound(f"memory {key!r} does not exist") if not create else key_taken([key])
+            if row is None and not create:
+                raise NotFound(f"memory {key!r} does not exist")
+            if row is None:
+                draft = MemoryDraft(
+                    key=key,
+                    created_at=body.created_at,
+                    content=body.content,
+                    type=body.type,
+                    importance=body.importance,
+                    tags=body.tags,
+                    metadata=body.metadata,
+                    token_count=tokens,
+                    embedding=vector,
+                    embedding_model=model if vector is not None else None,
+                    search_text=text,
+                    valid_from=body.valid_from,
+                    valid_to=body.valid_to,
+                    audience=await self.audiences.asked(robot, body),
+                )
+                try:
+                    new, taken = await self.writes.store(robot, [draft])
+                except RemovedMeanwhile:  # the robot, read from the cache, was removed
+                    await self.session.rollback()
+                    self.robots.forget(robot_name)
+                    robot = await self.robots.ensure(robot_name)
+                    continue
+                if not taken:
+                    return (await self.writes.acknowledge_new(robot, new))[0]
+                continue  # created concurrently (that commit is visible now): replace it
+            return await self._replace(robot, row, body, tokens, vector, model, text)
+        raise Conflict(
+            f"memory {key!r} kept being created and deleted concurrently; retry", keys=[key]
+        )
 
     async def _replace(
         self,
