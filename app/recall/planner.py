@@ -1,8 +1,8 @@
 """Recall's decisions, with no database in sight: which pgvector settings an index scan runs
 with, whether exact search or the HNSW index answers a vector search (`route`), and which
 question words select full-text candidates. Everything here is a pure function of its
-arguments; statements.py turns the decisions into SQL, repository.py runs it and hands the
-planner what it read (an estimate, a count, the lexemes' statistics).
+arguments: plan.py asks it when it makes a search's plan from what repository.py read (an
+estimate, a count, the lexemes' statistics); statements.py turns the plan into SQL.
 
 Exact search or the index. A small set is answered exactly, by construction: a count capped
 just past EXACT_SEARCH_MAX_ROWS says whether it is small. In an analyzed table of
@@ -46,7 +46,7 @@ INDEX_TUPLE_COST = 20.0
 # Full text uses a query's first this-many distinct content words. Questions have far fewer;
 # a pasted paragraph would otherwise cost a count per word and a ts_rank over all of them.
 MAX_QUERY_LEXEMES = 32
-# Full-text work bounds (see SearchRepository.fulltext): the most matches the rare lexemes
+# Full-text work bounds (see Search.fulltext): the most matches the rare lexemes
 # may have, and how many of the newest memories are searched for the common ones.
 FULLTEXT_CANDIDATE_BUDGET = 500
 FULLTEXT_FILL_WINDOW = 2_000
@@ -58,14 +58,11 @@ PgvectorVersion = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class TextPlan:
-    """Which tsqueries select and rank the full-text candidates (see SearchRepository.fulltext)."""
+    """Which tsqueries select and rank the full-text candidates (see Search.fulltext)."""
 
     all_q: str  # every content lexeme of the question, OR-ed: the ranking query
     rare_q: str | None  # the rarest lexemes whose matches fit the candidate budget
     common_q: str | None  # the rest; None when every lexeme is rare enough (exact ranking)
-    # Embedded memories passing the filters, capped at EXACT_SEARCH_MAX_ROWS + 1, when
-    # hybrid asked for the count to ride along with the plan's statement.
-    vector_eligible: int | None = None
 
 
 @dataclass(frozen=True)

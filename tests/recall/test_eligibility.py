@@ -1,16 +1,17 @@
 # ruff: noqa: F811  (the fixtures imported from test_search are parameters here)
 """How a vector search chooses between exact search and the HNSW index (planner.route,
-planner.exact_is_cheaper, SearchRepository._route): the cost model's arithmetic, the routes it
+planner.exact_is_cheaper, plan.route): the cost model's arithmetic, the routes it
 takes on the 20,000-memory set, and exact answers when the estimate alone chose exact search."""
 
 from __future__ import annotations
 
 from app.db.session import DbSession
-from app.recall import planner
+from app.recall import plan, planner
 from app.recall.caches import PgvectorVersions, SearchCaches
+from app.recall.plan import Facts
 from app.recall.planner import Route, exact_is_cheaper, index_scan_tuples
 from app.recall.query import SearchFilters, SearchQuery
-from app.recall.repository import SearchRepository
+from app.recall.search import Search
 from tests.recall.test_search import (  # noqa: F401  (fixtures)
     BIG,
     WEEK,
@@ -56,12 +57,22 @@ def test_exact_search_wins_where_it_reads_fewer_rows_than_the_walk_costs() -> No
     assert exact_is_cheaper(50_000, M, 10, OLD)
 
 
-def repository(session: DbSession) -> SearchRepository:
-    return SearchRepository(session, 100, SearchCaches(pgvector=PgvectorVersions(forced=ITERATIVE)))
+def repository(session: DbSession) -> Search:
+    return Search(session, 100, SearchCaches(pgvector=PgvectorVersions(forced=ITERATIVE)))
+
+
+async def facts_of(search: Search, query: SearchQuery) -> Facts:
+    return await search.repository.gather(query, "vector", search.bounds)
+
+
+async def route_of(search: Search, query: SearchQuery) -> Route:
+    """The vector list's route (plan.route) from the facts gathered for it."""
+    return plan.route(query, "vector", await facts_of(search, query), search.bounds)
 
 
 async def routed(big: BigSet, session: DbSession, filters: SearchFilters, wanted: int) -> Route:
-    return await repository(session)._route(SearchQuery(big.namespace_id, wanted, filters), wanted)
+    query = SearchQuery(big.namespace_id, wanted, filters, vector=query_vector(big, 1).tolist())
+    return await route_of(repository(session), query)
 
 
 async def test_routes_on_the_analyzed_set(big: BigSet, big_session: DbSession) -> None:
@@ -70,11 +81,11 @@ async def test_routes_on_the_analyzed_set(big: BigSet, big_session: DbSession) -
     week = SearchFilters(start=WEEK[0], end=WEEK[1])
 
     def of(filters: SearchFilters) -> SearchQuery:
-        return SearchQuery(big.namespace_id, 20, filters)
+        return SearchQuery(big.namespace_id, 20, filters, vector=query_vector(big, 1).tolist())
 
     # ANALYZE read every row of the set: its estimates are the counts, near enough.
-    assert await repo._estimate(of(SearchFilters())) == (BIG, BIG)
-    estimated, _ = await repo._estimate(of(week)) or (0.0, 0.0)
+    assert (await facts_of(repo, of(SearchFilters()))).estimate == (BIG, BIG)
+    estimated, _ = (await facts_of(repo, of(week))).estimate or (0.0, 0.0)
     assert 384 * 0.8 < estimated < 384 * 1.2
     # The whole namespace: far too many to count, the index. A robot's 50 and a week's 384:
     # counted (they may be few), and exact when they are not (384 rows against a walk of
@@ -83,9 +94,9 @@ async def test_routes_on_the_analyzed_set(big: BigSet, big_session: DbSession) -
     assert await routed(big, big_session, by_author, 20) == Route(count=True, exact=True)
     assert await routed(big, big_session, week, 20) == Route(count=True, exact=True)
     # Below ESTIMATE_MIN_ROWS no estimate is made: the count decides, then the index.
-    repo.estimate_min_rows = BIG + 1
-    assert await repo._estimate(of(by_author)) is None
-    assert await repo._route(of(by_author), 20) == Route(count=True, exact=False)
+    repo.bounds.estimate_min_rows = BIG + 1
+    assert (await facts_of(repo, of(by_author))).estimate is None
+    assert await route_of(repo, of(by_author)) == Route(count=True, exact=False)
 
 
 async def test_exact_search_chosen_by_the_estimate_alone_gives_the_exact_answer(
@@ -95,7 +106,7 @@ async def test_exact_search_chosen_by_the_estimate_alone_gives_the_exact_answer(
     estimate's word: one EXPLAIN, no count, no index statement."""
     monkeypatch.setattr(planner, "COUNT_BELOW_ESTIMATE", 0)
     recorded = Recording(big_session)
-    repo = SearchRepository(recorded)  # type: ignore[arg-type]
+    repo = Search(recorded)  # type: ignore[arg-type]
     q = query_vector(big, 11)
     expected, _ = nearest(q, big.vectors[big.authored], big.ids[big.authored], 20)
     filters = SearchFilters(author_robot_id=big.author_id)
