@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from app.recall.fusion import SIGNAL_NAMES
-from app.recall.plan import SearchPlan
+from app.recall.planner import SearchPlan
 from app.visibility import NAMESPACE, Audience
 
 

@@ -1,8 +1,8 @@
 """The only part of recall that runs a search's SQL, in two calls: `gather` reads what the
-planner needs (plan.Facts: the embeddings' storage, the pgvector version, an estimate of
+planner needs (planner.Facts: the embeddings' storage, the pgvector version, an estimate of
 the eligible memories, the question's lexemes with their statistics or counts, a capped
 count), each fact from its cache when it holds it; `run` runs a plan's statements
-(statements.render) in order until one's answer stands. It decides nothing: plan.py does.
+(statements.render) in order until one's answer stands. It decides nothing: planner.py does.
 The session is inside the request's transaction."""
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ from typing import Any
 from app.config import VectorStorage
 from app.db.session import DbSession
 from app.db.sql import sql
-from app.recall import plan as planned
+from app.recall import planner
 from app.recall import statements as q
 from app.recall.caches import SearchCaches
-from app.recall.plan import Bounds, Facts, Lexemes, Strategy
 from app.recall.planner import (
     MAX_QUERY_LEXEMES,
+    Bounds,
+    Facts,
     LexemeFrequencies,
+    Lexemes,
     PgvectorVersion,
+    Strategy,
     lexeme_frequencies,
     parse_pgvector_version,
 )
@@ -58,16 +61,16 @@ class SearchRepository:
     # --- gather --------------------------------------------------------------------------
 
     async def gather(self, query: SearchQuery, strategy: Strategy, bounds: Bounds) -> Facts:
-        """What plan.plan_search needs to plan this search, read once."""
+        """What planner.plan_search needs to plan this search, read once."""
         facts = Facts()
-        if planned.wants_vector(query, strategy):
+        if planner.wants_vector(query, strategy):
             facts = await self._vector_facts(query, bounds)
-        if not planned.wants_text(strategy):
+        if not planner.wants_text(strategy):
             return facts
-        count = planned.wants_vector(query, strategy) and planned.counts_first(
-            planned.route(query, strategy, facts, bounds), strategy
+        count = planner.wants_vector(query, strategy) and planner.counts_first(
+            planner.route_for(query, strategy, facts, bounds), strategy
         )
-        wanted = planned.depth(query, strategy)
+        wanted = planner.depth(query, strategy)
         lexemes, eligible = await self._lexemes(query, wanted, bounds=bounds, count=count)
         if count and eligible is None:
             eligible = await self._ready_count(query, bounds)

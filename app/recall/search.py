@@ -1,5 +1,5 @@
 """One search, as one straight walk: gather what the planner needs (SearchRepository.gather,
-once) → plan (plan.plan_search: a value naming every choice) → render (statements.render)
+once) → plan (planner.plan_search: a value naming every choice) → render (statements.render)
 → run (SearchRepository.run) → hits (hits.hits_of). The three strategies are its ways in."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ from __future__ import annotations
 from app.db.session import DbSession
 from app.recall.caches import SearchCaches
 from app.recall.hits import SearchHit, hits_of
-from app.recall.plan import Bounds, SearchPlan, Strategy, plan_search
-from app.recall.planner import EF_SEARCH_DEFAULT
+from app.recall.planner import EF_SEARCH_DEFAULT, Bounds, SearchPlan, Strategy, plan_search
 from app.recall.query import SearchQuery
 from app.recall.repository import SearchRepository
 from app.recall.statements import render

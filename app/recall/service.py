@@ -30,7 +30,7 @@ from app.recall.fusion import (
     signals_for,
 )
 from app.recall.hits import SearchHit
-from app.recall.plan import Strategy
+from app.recall.planner import Strategy
 from app.recall.query import SearchFilters, SearchQuery
 from app.recall.schemas import (
     EmbeddingState,

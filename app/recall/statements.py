@@ -11,10 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from app.config import VectorStorage
-from app.db.sql import vector_text
 from app.recall.fusion import fusion_params, fusion_parts, signal_columns, signal_params
-from app.recall.plan import Ranker, SearchPlan, TextList, VectorList
-from app.recall.planner import TextPlan
+from app.recall.planner import Ranker, SearchPlan, TextList, TextPlan, VectorList
 
 
 def qvec(storage: VectorStorage) -> str:
@@ -219,7 +217,7 @@ def ts_rank(alias: str) -> str:
     return f"ts_rank({alias}.search_tsv, CAST(:all_q AS tsquery))"
 
 
-# Each full-text ranker (plan.Ranker): the score of a memory row `alias` for the question.
+# Each full-text ranker (planner.Ranker): the score of a memory row `alias` for the question.
 RANKERS: dict[Ranker, Callable[[str], str]] = {"ts_rank": ts_rank}
 
 
@@ -438,19 +436,19 @@ def _vector_steps(plan: SearchPlan) -> tuple[Step, ...]:
 
 
 def _vector_params(plan: SearchPlan) -> dict[str, Any]:
-    assert plan.vector is not None and plan.query.vector is not None
-    return {"qvec": vector_text(plan.query.vector), "vec_n": plan.vector.depth}
+    assert plan.vector is not None
+    return {"qvec": plan.query.vector_text, "vec_n": plan.vector.depth}
 
 
 def _hybrid_params(plan: SearchPlan, *, exact: bool) -> dict[str, Any]:
     query = plan.query
     params = {**query.where.params, "limit": query.limit}
-    params.update(fusion_params(query.fusion))
-    params.update(signal_params(query.signals, query.now))
     if plan.vector is not None:
         params.update(_vector_params(plan))
         if not exact:
             params.update(settings_params(plan.vector.index))
     if plan.text is not None:
         params.update(text_params(plan.text))
+    params.update(fusion_params(query.fusion))
+    params.update(signal_params(query.signals, query.now))
     return params

@@ -1,15 +1,14 @@
 # ruff: noqa: F811  (the fixtures imported from test_search are parameters here)
 """How a vector search chooses between exact search and the HNSW index (planner.route,
-planner.exact_is_cheaper, plan.route): the cost model's arithmetic, the routes it
+planner.exact_is_cheaper, planner.route_for): the cost model's arithmetic, the routes it
 takes on the 20,000-memory set, and exact answers when the estimate alone chose exact search."""
 
 from __future__ import annotations
 
 from app.db.session import DbSession
-from app.recall import plan, planner
+from app.recall import planner
 from app.recall.caches import PgvectorVersions, SearchCaches
-from app.recall.plan import Facts
-from app.recall.planner import Route, exact_is_cheaper, index_scan_tuples
+from app.recall.planner import Facts, Route, exact_is_cheaper, index_scan_tuples
 from app.recall.query import SearchFilters, SearchQuery
 from app.recall.search import Search
 from tests.recall.test_search import (  # noqa: F401  (fixtures)
@@ -66,8 +65,8 @@ async def facts_of(search: Search, query: SearchQuery) -> Facts:
 
 
 async def route_of(search: Search, query: SearchQuery) -> Route:
-    """The vector list's route (plan.route) from the facts gathered for it."""
-    return plan.route(query, "vector", await facts_of(search, query), search.bounds)
+    """The vector list's route (planner.route_for) from the facts gathered for it."""
+    return planner.route_for(query, "vector", await facts_of(search, query), search.bounds)
 
 
 async def routed(big: BigSet, session: DbSession, filters: SearchFilters, wanted: int) -> Route:

@@ -28,11 +28,11 @@ from app.recall import planner as recall_planner
 from app.recall.caches import LargeNamespaces, LexemeStats, PgvectorVersions, SearchCaches
 from app.recall.fusion import Fusion, hybrid_candidates
 from app.recall.hits import SearchHit, hits_of
-from app.recall.plan import TextList
 from app.recall.planner import (
     FULLTEXT_FILL_WINDOW,
     MAX_QUERY_LEXEMES,
     Route,
+    TextList,
     TextPlan,
     hnsw_settings,
 )
