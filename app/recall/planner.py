@@ -314,7 +314,7 @@ def wants_text(strategy: Strategy) -> bool:
     return strategy != "vector"
 
 
-def route_for(query: SearchQuery, strategy: Strategy, facts: Facts, bounds: Bounds) -> Route:
+def route_for(query: SearchQuery, strategy: Strategy, facts: Facts, *, bounds: Bounds) -> Route:
     """`route` for the vector list; an unfiltered search of a namespace known to be
     large goes to the index at once (caches.LargeNamespaces)."""
     if facts.known_large:
@@ -325,19 +325,19 @@ def route_for(query: SearchQuery, strategy: Strategy, facts: Facts, bounds: Boun
 
 
 def plan_search(
-    query: SearchQuery, strategy: Strategy, facts: Facts, bounds: Bounds
+    query: SearchQuery, strategy: Strategy, facts: Facts, *, bounds: Bounds
 ) -> SearchPlan | None:
     """The plan, or None when the search can find nothing: a full-text list without content
     words and no vector list beside it."""
-    vector, large = _vector_list(query, strategy, facts, bounds)
-    text = _text_list(query, strategy, facts, bounds)
+    vector, large = _vector_list(query, strategy, facts, bounds=bounds)
+    text = _text_list(query, strategy, facts, bounds=bounds)
     if vector is None and text is None:
         return None
     return SearchPlan(strategy, query, vector, text, large and query.filters.unfiltered)
 
 
 def _vector_list(
-    query: SearchQuery, strategy: Strategy, facts: Facts, bounds: Bounds
+    query: SearchQuery, strategy: Strategy, facts: Facts, *, bounds: Bounds
 ) -> tuple[VectorList | None, bool]:
     """The vector list and whether its facts proved the namespace large. Hybrid's count came
     with the facts, so its route is settled here: exact search or the index."""
@@ -345,7 +345,7 @@ def _vector_list(
     if not wants_vector(query, strategy):
         return None, False
     assert facts.version is not None and facts.storage is not None
-    chosen = route_for(query, strategy, facts, bounds)
+    chosen = route_for(query, strategy, facts, bounds=bounds)
     large = not facts.known_large and not (chosen.count or chosen.exact)
     if strategy == "hybrid" and chosen.count:
         chosen, large = _counted(facts, chosen, bounds)
@@ -371,7 +371,7 @@ def _counted(facts: Facts, chosen: Route, bounds: Bounds) -> tuple[Route, bool]:
 
 
 def _text_list(
-    query: SearchQuery, strategy: Strategy, facts: Facts, bounds: Bounds
+    query: SearchQuery, strategy: Strategy, facts: Facts, *, bounds: Bounds
 ) -> TextList | None:
     """The full-text list: the question's rarest words select its candidates
     (split_lexemes; Search.fulltext says why)."""

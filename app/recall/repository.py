@@ -68,7 +68,7 @@ class SearchRepository:
         if not planner.wants_text(strategy):
             return facts
         count = planner.wants_vector(query, strategy) and planner.counts_first(
-            planner.route_for(query, strategy, facts, bounds), strategy
+            planner.route_for(query, strategy, facts, bounds=bounds), strategy
         )
         wanted = planner.depth(query, strategy)
         lexemes, eligible = await self._lexemes(query, wanted, bounds=bounds, count=count)

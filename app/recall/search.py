@@ -29,7 +29,7 @@ class Search:
     async def plan(self, query: SearchQuery, strategy: Strategy) -> SearchPlan | None:
         """What the search will run (None: it can find nothing)."""
         facts = await self.repository.gather(query, strategy, self.bounds)
-        return plan_search(query, strategy, facts, self.bounds)
+        return plan_search(query, strategy, facts, bounds=self.bounds)
 
     async def find(self, query: SearchQuery, strategy: Strategy) -> list[SearchHit]:
         """The hits of `query` by `strategy`: its plan, rendered and run."""

@@ -222,7 +222,7 @@ class RecallService:
         hits = await self._search(req.strategy, asked.query)
         page = await self._page(req, asked, hits)
         wm = await self._acknowledge(robot, req, page.hits)
-        return await self._answer(req, asked, page, wm)
+        return await self._answer(req, asked, page, wm=wm)
 
     async def _ask(
         self,
@@ -326,7 +326,7 @@ class RecallService:
         return wm
 
     async def _answer(
-        self, req: RecallRequest, asked: Asked, page: Page, wm: RecallWorkingMemory | None
+        self, req: RecallRequest, asked: Asked, page: Page, *, wm: RecallWorkingMemory | None
     ) -> RecallResult:
         query = asked.query
         signals = query.signals

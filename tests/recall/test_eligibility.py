@@ -11,6 +11,7 @@ from app.recall.caches import PgvectorVersions, SearchCaches
 from app.recall.planner import Facts, Route, exact_is_cheaper, index_scan_tuples
 from app.recall.query import SearchFilters, SearchQuery
 from app.recall.search import Search
+from app.recall.statements import render
 from tests.recall.test_search import (  # noqa: F401  (fixtures)
     BIG,
     WEEK,
@@ -66,7 +67,7 @@ async def facts_of(search: Search, query: SearchQuery) -> Facts:
 
 async def route_of(search: Search, query: SearchQuery) -> Route:
     """The vector list's route (planner.route_for) from the facts gathered for it."""
-    return planner.route_for(query, "vector", await facts_of(search, query), search.bounds)
+    return planner.route_for(query, "vector", await facts_of(search, query), bounds=search.bounds)
 
 
 async def routed(big: BigSet, session: DbSession, filters: SearchFilters, wanted: int) -> Route:
@@ -122,3 +123,34 @@ async def test_exact_search_chosen_by_the_estimate_alone_gives_the_exact_answer(
     assert sum(s.startswith("EXPLAIN") for s in sent) == 2
     assert not [s for s in sent if ") AS e)" in s]  # statements.ready_count
     assert not [s for s in sent if "m.embedding <=> CAST" in s and "+ 0, m.id" not in s]
+
+
+async def test_a_hybrid_plan_is_a_value_naming_its_lists_route_index_ranker_and_fusion(
+    big: BigSet, big_session: DbSession
+) -> None:
+    """The plan is decided before anything runs, and says what will run: the whole namespace
+    through the index (its statement first, the exact one after it should it come back
+    short), one robot's 50 memories exactly, in one statement."""
+    search = repository(big_session)
+    q = query_vector(big, 1).tolist()
+    question = "What was memory number 12345 about?"
+
+    whole = await search.plan(SearchQuery(big.namespace_id, 10, text=question, vector=q), "hybrid")
+    assert whole is not None and whole.vector is not None and whole.text is not None
+    assert whole.vector.route == Route(count=False, exact=False) and whole.large
+    assert whole.vector.depth == whole.text.depth == 80  # k + 2 · limit
+    assert whole.vector.index == {
+        "hnsw.ef_search": "100",
+        "hnsw.iterative_scan": "strict_order",
+        "hnsw.max_scan_tuples": "20000",
+    }
+    assert whole.text.ranker == "ts_rank"
+    assert whole.text.words.all_q == "'12345' | 'memori' | 'number'"
+    assert whole.query.fusion.method == "rrf"
+    assert [s.stands for s in render(whole)] == ["vector_found", "always"]
+
+    by_author = SearchFilters(author_robot_id=big.author_id)
+    robots = await search.plan(SearchQuery(big.namespace_id, 10, by_author, vector=q), "hybrid")
+    assert robots is not None and robots.vector is not None and robots.text is None
+    assert robots.vector.route == Route(count=False, exact=True) and not robots.large
+    assert [s.stands for s in render(robots)] == ["always"]
