@@ -38,7 +38,8 @@ class Search:
         plan = await self.plan(query, strategy)
         if plan is None:
             return []
-        rows, counted = await self.repository.run(render(plan))
+        steps = render(plan)
+        rows, counted = await self.repository.run(steps)
         large = counted is not None and counted > self.bounds.exact_max_rows
         if plan.large or (large and query.filters.unfiltered):
             self.caches.large_namespaces.add(query.namespace_id)

@@ -1,12 +1,12 @@
-"""Where a recall's SQL is built: a plan rendered as its statements (`render`: the text of
-each, with its bind values), and the statements that read what the planner needs. Each
-takes the search's WHERE clause as rendered once (query.SearchQuery.where, `eligible` here);
-the author's name comes from a join on robot. Nothing here runs SQL: repository.py does.
-"""
+"""A plan as its statements: `render` turns a SearchPlan into the `Step`s that may run (the
+text of each, with its bind values, and when its answer stands). Each takes the search's
+WHERE clause as rendered once (query.SearchQuery.where, `eligible` here); the author's name
+comes from a join on robot. Nothing here runs SQL, nor reads what the planner needs:
+repository.py does both."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -20,14 +20,6 @@ def qvec(storage: VectorStorage) -> str:
     (app/db/vectors.py): the HNSW index serves only that type's operator."""
     return f"CAST(CAST(:qvec AS text) AS {storage})"
 
-
-# The same text search configuration as the generated memory.search_tsv column.
-TS_CONFIG = "'english'::regconfig"
-
-# A lexeme as a one-term tsquery. Quoting keeps punctuation in lexemes (e-mails, URLs) from
-# being read as operators; quotes and backslashes are doubled as tsquery input requires.
-# Casting text to tsquery does not normalise, so lexemes are not stemmed a second time.
-LEXEME_AS_TSQUERY = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"
 
 # Only embedded memories take part in vector search.
 READY = "m.embedding_status = 'ready' AND m.embedding IS NOT NULL"
@@ -59,49 +51,9 @@ SET_LOCAL = (
 # scan's first row, so they are in effect, and cost no round trip of their own.
 SETTINGS_FIRST = f"(SELECT count(*) FROM (SELECT {SET_LOCAL}) AS s) >= 0"
 
-PGVECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-
-# The statistics ANALYZE keeps on memory.search_tsv: the lexemes found in more than a few
-# rows, with the fraction of rows holding each, and the table's row estimate. On a
-# TimescaleDB hypertable both live on the chunks (inheritance children) as well.
-LEXEME_STATS = """
-    SELECT greatest(c.reltuples, coalesce(
-               (SELECT sum(k.reltuples) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid
-                WHERE i.inhparent = c.oid AND k.reltuples > 0), 0)) AS rows,
-           s.most_common_elems::text::text[] AS lexemes,
-           s.most_common_elem_freqs AS freqs
-    FROM pg_class c
-    LEFT JOIN LATERAL (
-        SELECT most_common_elems, most_common_elem_freqs FROM pg_stats
-        WHERE schemaname = current_schema() AND tablename = 'memory'
-          AND attname = 'search_tsv' AND most_common_elems IS NOT NULL
-        ORDER BY inherited DESC LIMIT 1) s ON true
-    WHERE c.oid = 'memory'::regclass"""
-
-
-# memory's rows as ANALYZE estimated them (-1: never analyzed); on TimescaleDB the rows live
-# in the chunks (inheritance children).
-TABLE_ROWS = """
-    SELECT greatest(c.reltuples, coalesce(
-               (SELECT sum(k.reltuples) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid
-                WHERE i.inhparent = c.oid AND k.reltuples > 0), 0)) AS rows
-    FROM pg_class c WHERE c.oid = 'memory'::regclass"""
-
-
-def estimate(eligible: str) -> str:
-    """The planner's estimate of the embedded memories passing `eligible` (its plan, as
-    JSON: the top node's "Plan Rows"). Nothing is read but the statistics."""
-    return f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory m WHERE {eligible} AND {READY}"
-
 
 def settings_params(settings: dict[str, str]) -> dict[str, list[str]]:
     return {"set_names": list(settings), "set_values": list(settings.values())}
-
-
-def ready_count(eligible: str) -> str:
-    """A scalar subquery: the embedded memories passing `eligible`, counted up to :cap."""
-    return f"""(SELECT count(*) FROM (
-        SELECT 1 FROM memory m WHERE {eligible} AND {READY} LIMIT :cap) AS e)"""
 
 
 def nearest(eligible: str, exact: bool, storage: VectorStorage, *, configure: bool = False) -> str:
@@ -162,41 +114,6 @@ def vector_search(eligible: str, exact: bool, storage: VectorStorage, *, configu
         JOIN memory m ON m.id = n.id AND m.created_at = n.created_at
         JOIN robot r ON r.id = m.author_robot_id
         ORDER BY vector_rank"""
-
-
-def question_lexemes(vector_count: str = "") -> str:
-    """The question's first :max_lexemes lexemes as one-term tsqueries (in order);
-    `vector_count` adds a column to the same row."""
-    return f"""
-        SELECT array_agg(l.term ORDER BY l.term) AS terms,
-               array_agg(l.lexeme ORDER BY l.term) AS lexemes
-               {vector_count}
-        FROM (SELECT lexeme, {LEXEME_AS_TSQUERY} AS term
-              FROM unnest(to_tsvector({TS_CONFIG}, CAST(:query AS text)))
-              ORDER BY positions[1], lexeme
-              LIMIT :max_lexemes) AS l"""
-
-
-def lexeme_counts(eligible: str, n_terms: int, count_vectors: bool) -> str:
-    """Each term's (:t0, :t1, …) matches among the eligible memories, capped at :df_cap; with
-    `count_vectors`, a row i = -1 with the capped count of embedded eligible memories.
-
-    Each lexeme gets its own count subquery with the lexeme as a bind value, so the planner
-    sees it and uses the column's lexeme statistics: a common word is counted by a scan that
-    stops after the cap, a rare one through the GIN index. A generic plan knows no lexeme and
-    would build a GIN bitmap of every match of "go": the engine's connections never use one
-    (app/db/engine.py, plan_cache_mode)."""
-    counts = [
-        f"""
-        SELECT {i} AS i, (SELECT count(*) FROM (
-            SELECT 1 FROM memory m
-            WHERE {eligible} AND m.search_tsv @@ CAST(:t{i} AS tsquery)
-            LIMIT :df_cap) AS hit) AS matches"""
-        for i in range(n_terms)
-    ]
-    if count_vectors:
-        counts.append(f"SELECT -1 AS i, {ready_count(eligible)} AS matches")
-    return " UNION ALL ".join(counts)
 
 
 def text_params(text: TextList) -> dict[str, Any]:
@@ -372,9 +289,10 @@ def _fused_select(plan: SearchPlan) -> str:
 
 # --- a plan, rendered -----------------------------------------------------------------------
 
-# When a step's answer stands (else the next step runs): always; "few": an exact search that
-# counted the eligible memories found at most `bound` of them; "rows": an index scan returned
-# `bound` rows; "vector_found": hybrid's index scan found `bound` vector candidates.
+# When a step's answer stands (else the next step runs; SearchRepository.run reads it):
+# always; "few": an exact search that counted the eligible memories found at most `bound` of
+# them; "rows": an index scan returned `bound` rows; "vector_found": hybrid's index scan
+# found `bound` vector candidates.
 Stands = Literal["always", "few", "rows", "vector_found"]
 
 
@@ -387,16 +305,6 @@ class Step:
     stands: Stands = "always"
     bound: int = 0
 
-    def holds(self, rows: Sequence[Any]) -> bool:
-        if self.stands == "few":
-            return bool(rows[0]["eligible_n"] <= self.bound)
-        if self.stands == "rows":
-            return len(rows) >= self.bound
-        if self.stands == "vector_found":
-            # No rows at all means neither list found anything: the vector list found 0.
-            return (rows[0]["vector_found"] if rows else 0) >= self.bound
-        return True
-
 
 def render(plan: SearchPlan) -> tuple[Step, ...]:
     """A plan's statements, in the order they may run: SearchRepository.run stops at the
@@ -407,13 +315,17 @@ def render(plan: SearchPlan) -> tuple[Step, ...]:
         assert plan.text is not None
         sql = fulltext_search(plan.query.where.sql, plan.text.words, plan.text.ranker)
         return (Step(sql, {**plan.query.where.params, **text_params(plan.text)}),)
-    exact = plan.vector is None or plan.vector.route.exact
-    last = Step(hybrid_search(plan, exact=True), _hybrid_params(plan, exact=True))
-    if exact:
-        return (last,)
-    assert plan.vector is not None
-    index = Step(hybrid_search(plan, exact=False), _hybrid_params(plan, exact=False))
-    return (replace(index, stands="vector_found", bound=plan.vector.depth), last)
+    return _hybrid_steps(plan)
+
+
+def _hybrid_steps(plan: SearchPlan) -> tuple[Step, ...]:
+    """One statement, exact; or the index's first, standing when its vector list is full."""
+    vector = plan.vector
+    ways = (True,) if vector is None or vector.route.exact else (False, True)
+    steps = [Step(hybrid_search(plan, exact=e), _hybrid_params(plan, exact=e)) for e in ways]
+    if vector is not None and len(steps) == 2:
+        steps[0] = replace(steps[0], stands="vector_found", bound=vector.depth)
+    return tuple(steps)
 
 
 def _vector_steps(plan: SearchPlan) -> tuple[Step, ...]:

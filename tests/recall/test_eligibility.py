@@ -121,7 +121,7 @@ async def test_exact_search_chosen_by_the_estimate_alone_gives_the_exact_answer(
 
     sent = recorded.statements
     assert sum(s.startswith("EXPLAIN") for s in sent) == 2
-    assert not [s for s in sent if ") AS e)" in s]  # statements.ready_count
+    assert not [s for s in sent if ") AS e)" in s]  # repository.ready_count
     assert not [s for s in sent if "m.embedding <=> CAST" in s and "+ 0, m.id" not in s]
 
 
