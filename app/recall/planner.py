@@ -89,7 +89,7 @@ class LexemeFrequencies:
 
 
 def lexeme_frequencies(
-    rows: float, lexemes: list[str] | None, freqs: list[float] | None, min_rows: float
+    rows: float, lexemes: list[str] | None, freqs: list[float] | None, *, min_rows: float
 ) -> LexemeFrequencies | None:
     """The statistics ANALYZE keeps on memory.search_tsv as estimates, or None when counting
     is the better way: the table is smaller than `min_rows` (counting is cheap) or has no
@@ -137,6 +137,7 @@ INDEX = Route(count=False, exact=False)
 def route(
     estimated: tuple[float, float] | None,
     wanted: int,
+    *,
     version: PgvectorVersion,
     ef_search: int = EF_SEARCH_DEFAULT,
 ) -> Route:
@@ -146,7 +147,7 @@ def route(
     if estimated is None:
         return COUNT_THEN_INDEX
     eligible, rows = estimated
-    exact = exact_is_cheaper(eligible, rows, wanted, version, ef_search)
+    exact = exact_is_cheaper(eligible, rows, wanted, version=version, ef_search=ef_search)
     return Route(count=eligible <= COUNT_BELOW_ESTIMATE, exact=exact)
 
 
@@ -160,6 +161,7 @@ def index_scan_tuples(
     eligible: float,
     table_rows: float,
     wanted: int,
+    *,
     version: PgvectorVersion,
     ef_search: int = EF_SEARCH_DEFAULT,
 ) -> float | None:
@@ -181,13 +183,14 @@ def exact_is_cheaper(
     eligible: float,
     table_rows: float,
     wanted: int,
+    *,
     version: PgvectorVersion,
     ef_search: int = EF_SEARCH_DEFAULT,
 ) -> bool:
     """Whether exact search over an estimated `eligible` rows is expected to cost less than
     the index scan for `wanted` of them (index_scan_tuples × INDEX_TUPLE_COST). Either way
     the answer is right: this only chooses the cheaper way to it."""
-    visited = index_scan_tuples(eligible, table_rows, wanted, version, ef_search)
+    visited = index_scan_tuples(eligible, table_rows, wanted, version=version, ef_search=ef_search)
     return visited is None or eligible < INDEX_TUPLE_COST * visited
 
 
@@ -321,7 +324,7 @@ def route_for(query: SearchQuery, strategy: Strategy, facts: Facts, *, bounds: B
         return INDEX
     assert facts.version is not None, "a vector list's facts carry the pgvector version"
     wanted = depth(query, strategy)
-    return route(facts.estimate, wanted, facts.version, bounds.ef_search)
+    return route(facts.estimate, wanted, version=facts.version, ef_search=bounds.ef_search)
 
 
 def plan_search(

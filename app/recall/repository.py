@@ -227,7 +227,7 @@ class SearchRepository:
         if cached is not None:
             return cached[0]
         row = (await self._rows(LEXEME_STATS))[0]
-        found = lexeme_frequencies(row.rows, row.lexemes, row.freqs, stats.min_rows)
+        found = lexeme_frequencies(row.rows, row.lexemes, row.freqs, min_rows=stats.min_rows)
         stats.remember(found)
         return found
 

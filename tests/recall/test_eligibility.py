@@ -28,33 +28,39 @@ ITERATIVE, OLD = (0, 8, 5), (0, 7, 4)
 
 
 def test_an_iterative_scan_visits_about_wanted_over_selectivity() -> None:
-    assert index_scan_tuples(10_000, M, 10, ITERATIVE, 100) == 1_000
-    assert index_scan_tuples(10_000, M, 80, ITERATIVE, 100) == 8_000
-    assert index_scan_tuples(M, M, 10, ITERATIVE, 100) == 100  # the first walk's ef_search
-    assert index_scan_tuples(M, M, 300, ITERATIVE, 100) == 300  # ef_search grows to the page
+    assert index_scan_tuples(10_000, M, 10, version=ITERATIVE, ef_search=100) == 1_000
+    assert index_scan_tuples(10_000, M, 80, version=ITERATIVE, ef_search=100) == 8_000
+    assert (
+        index_scan_tuples(M, M, 10, version=ITERATIVE, ef_search=100) == 100
+    )  # the first walk's ef_search
+    assert (
+        index_scan_tuples(M, M, 300, version=ITERATIVE, ef_search=100) == 300
+    )  # ef_search grows to the page
     # 80 of 1,000 would take 80,000 tuples: past max_scan_tuples, the scan comes back short.
-    assert index_scan_tuples(1_000, M, 80, ITERATIVE, 100) is None
+    assert index_scan_tuples(1_000, M, 80, version=ITERATIVE, ef_search=100) is None
 
 
 def test_a_scan_without_iterative_scans_comes_back_short_under_a_selective_filter() -> None:
-    assert index_scan_tuples(500_000, M, 10, OLD, 100) == 100  # ~50 of its 100 pass
-    assert index_scan_tuples(50_000, M, 10, OLD, 100) is None  # ~5 pass: short
+    assert (
+        index_scan_tuples(500_000, M, 10, version=OLD, ef_search=100) == 100
+    )  # ~50 of its 100 pass
+    assert index_scan_tuples(50_000, M, 10, version=OLD, ef_search=100) is None  # ~5 pass: short
 
 
 def test_exact_search_wins_where_it_reads_fewer_rows_than_the_walk_costs() -> None:
     # One robot's 1 % of a million memories: its 10 nearest exactly (the walk: 1,000 tuples,
     # worth 20,000 rows), its 80 nearest (hybrid's candidates: 8,000 tuples) all the more.
-    assert exact_is_cheaper(10_000, M, 10, ITERATIVE)
-    assert exact_is_cheaper(10_000, M, 80, ITERATIVE)
+    assert exact_is_cheaper(10_000, M, 10, version=ITERATIVE)
+    assert exact_is_cheaper(10_000, M, 80, version=ITERATIVE)
     # A week of a year (1.9 %): its 10 nearest through the index (526 tuples, worth 10,526
     # rows); its 80 exactly (4,211 tuples). 5 %, and the whole table: the index.
-    assert not exact_is_cheaper(19_000, M, 10, ITERATIVE)
-    assert exact_is_cheaper(19_000, M, 80, ITERATIVE)
-    assert not exact_is_cheaper(50_000, M, 10, ITERATIVE)
-    assert not exact_is_cheaper(M, M, 10, ITERATIVE)
+    assert not exact_is_cheaper(19_000, M, 10, version=ITERATIVE)
+    assert exact_is_cheaper(19_000, M, 80, version=ITERATIVE)
+    assert not exact_is_cheaper(50_000, M, 10, version=ITERATIVE)
+    assert not exact_is_cheaper(M, M, 10, version=ITERATIVE)
     # Where the scan would come back short, exact search whatever the size.
-    assert exact_is_cheaper(900, M, 80, ITERATIVE)
-    assert exact_is_cheaper(50_000, M, 10, OLD)
+    assert exact_is_cheaper(900, M, 80, version=ITERATIVE)
+    assert exact_is_cheaper(50_000, M, 10, version=OLD)
 
 
 def repository(session: DbSession) -> Search:

@@ -213,7 +213,7 @@ async def use_planner(planner: str, session: DbSession, monkeypatch) -> None:
     if planner != "planner-choice":
         await force_hnsw(session)
     if planner == "index-first":
-        monkeypatch.setattr(recall_planner, "exact_is_cheaper", lambda *_: False)
+        monkeypatch.setattr(recall_planner, "exact_is_cheaper", lambda *_, **__: False)
 
 
 @pytest.mark.parametrize("planner", PLANNERS)
