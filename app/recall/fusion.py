@@ -13,8 +13,8 @@ from typing import Any, Literal, TypeVar
 
 from app.config import Settings
 from app.db.sql import ACCESS_COUNT
+from app.db.vectors import EF_SEARCH_MAX
 from app.errors import Unprocessable
-from app.recall.planner import EF_SEARCH_MAX
 from app.recall.schemas import FusionOptions, FusionRead, RecallRequest, SignalOptions
 
 FusionMethod = Literal["rrf", "score"]

@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from app.config import VectorStorage
+from app.db.vectors import EF_SEARCH_MAX
 
 if TYPE_CHECKING:
     from app.recall.query import SearchQuery
 
-# pgvector's GUC limits ef_search to [1, 1000]; 40 is its default. A larger ef_search finds
-# more of the true nearest neighbours and costs more per walk (bench/README.md has the
+# pgvector's GUC limits ef_search to [1, EF_SEARCH_MAX]; 40 is its default. A larger ef_search
+# finds more of the true nearest neighbours and costs more per walk (bench/README.md has the
 # agreement-with-exact figures behind this default). Settings.hnsw_ef_search sets the floor
 # per deployment.
 EF_SEARCH_DEFAULT = 100
-EF_SEARCH_MAX = 1000
 # pgvector >= 0.8: how far an iterative scan may walk the graph before giving up. Past this
 # many tuples the exact fallback (btree filters + sort) is the cheaper way to fill the page.
 MAX_SCAN_TUPLES = 20_000
