@@ -47,7 +47,7 @@ from app.recall.conversation_repository import ConversationRepository
 from app.recall.fusion import Fusion, deployment_fusion
 from app.recall.planner import EF_SEARCH_DEFAULT
 from app.recall.query import SearchFilters, SearchQuery
-from app.recall.repository import SearchRepository
+from app.recall.search import Search
 from app.robots.repository import RobotRepository
 from app.sessions.hot import SessionHotStore, session_key
 from app.sessions.repository import SessionRepository
@@ -365,7 +365,7 @@ class Floor:
             return len(hits)
 
     async def _search(self, s: RawSession, spec: RecallSpec, author_id: int | None) -> list[Any]:
-        search = SearchRepository(s, EF_SEARCH_DEFAULT, self._caches)  # type: ignore[arg-type]
+        search = Search(s, EF_SEARCH_DEFAULT, self._caches)  # type: ignore[arg-type]
         query = SearchQuery(
             self.ns_id,
             spec.limit,

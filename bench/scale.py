@@ -28,7 +28,7 @@ import redis.asyncio as aioredis
 
 from app.config import PROJECT_ROOT
 from app.recall.query import SearchQuery
-from app.recall.repository import SearchRepository
+from app.recall.search import Search
 from app.timeframes.parse import parse_timeframe
 from app.tokens import Tokenizer
 from app.working_memory.store import robot_keys
@@ -396,7 +396,7 @@ async def ann_agreement(ctx: ScaleContext, k: int = 10) -> dict[str, Any]:
         for v in q.vectors:
             exact.append({r["id"] for r in await conn.fetch(_EXACT_SQL, floor.ns_id, v, k)})
             async with conn.transaction():
-                hits = await SearchRepository(RawSession(conn)).vector(  # type: ignore[arg-type]
+                hits = await Search(RawSession(conn)).vector(  # type: ignore[arg-type]
                     SearchQuery(floor.ns_id, k, vector=[float(x) for x in v])
                 )
             service.append({h.id for h in hits})

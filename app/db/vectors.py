@@ -22,6 +22,9 @@ from app.db.sql import sql
 from app.errors import Unprocessable
 
 HALFVEC_MAX = 65504.0
+# pgvector's GUC limits hnsw.ef_search to [1, 1000]: the deepest list an index scan yields in
+# one walk (app/recall/planner.py), and so the deepest list hybrid asks for (recall/fusion.py).
+EF_SEARCH_MAX = 1000
 
 _STORED = sql("""
     SELECT t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid

@@ -16,7 +16,7 @@ from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryAdded, MemoryCreate
 from app.memories.writes import MemoryWrites, Rewrite, fields_of, key_taken, placement_of
 from app.recall.query import SearchFilters, SearchQuery
-from app.recall.repository import SearchRepository
+from app.recall.search import Search
 from app.robots.service import Robot
 from app.timeframes.validity import Validity
 from app.visibility import Reader
@@ -30,7 +30,7 @@ class DuplicateAdds:
     writes: MemoryWrites
     two_tier: WriteProtocol
     clock: Clock
-    search: SearchRepository
+    search: Search
 
     async def add(
         self, robot: Robot, drafts: list[MemoryDraft], rules: list[DedupeRule], place: bool

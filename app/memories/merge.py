@@ -25,7 +25,7 @@ from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.service import MemoryService
 from app.memories.writes import fields_of
 from app.recall.query import SearchFilters, SearchQuery
-from app.recall.repository import SearchRepository
+from app.recall.search import Search
 from app.timeframes.validity import Validity
 
 PAGE = 500
@@ -66,7 +66,7 @@ class Merger:
             for other in ids[1:]:
                 link(ids[0], other)
         if mode == "semantic":
-            search = SearchRepository(
+            search = Search(
                 self.session, self.service.settings.hnsw_ef_search, self.service.search_caches
             )
             after = 0

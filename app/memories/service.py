@@ -49,7 +49,7 @@ from app.memories.turn_repository import TurnRepository
 from app.memories.writes import MemoryWrites, fields_of, key_taken
 from app.pools.service import PoolService
 from app.recall.caches import SearchCaches
-from app.recall.repository import SearchRepository
+from app.recall.search import Search
 from app.robots.service import Robot, RobotService
 from app.tokens import Tokenizer
 from app.visibility import NAMESPACE, Audience, Reader
@@ -207,9 +207,7 @@ class MemoryService(Forgetting):
                 writes=self.writes,
                 two_tier=self.two_tier,
                 clock=self.clock,
-                search=SearchRepository(
-                    self.session, self.settings.hnsw_ef_search, self.search_caches
-                ),
+                search=Search(self.session, self.settings.hnsw_ef_search, self.search_caches),
             ).add(robot, drafts, rules, place)
             return proposing(added, proposals)
         try:

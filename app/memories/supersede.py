@@ -37,7 +37,7 @@ from app.memories.supersede_repository import SupersedeRepository
 from app.memories.writes import MemoryWrites, key_taken, placement_of
 from app.recall.caches import SearchCaches
 from app.recall.query import SearchFilters, SearchQuery
-from app.recall.repository import SearchRepository
+from app.recall.search import Search
 from app.robots.service import Robot
 from app.timeframes.validity import Validity
 from app.visibility import NAMESPACE, Audience, Reader, covers
@@ -70,7 +70,7 @@ def contradiction_prompt(old: str, new: str) -> list[dict[str, str]]:
 class Detector:
     namespace_id: int
     repo: SupersedeRepository
-    search: SearchRepository
+    search: Search
     threshold: float | None
     llm: ChatModel | None
     now: datetime
@@ -84,7 +84,7 @@ class Detector:
         llm: ChatModel | None,
     ) -> Callable[[datetime], Detector]:
         """The deployment's detector for a request's instant."""
-        search = SearchRepository(session, settings.hnsw_ef_search, caches)
+        search = Search(session, settings.hnsw_ef_search, caches)
         repo = SupersedeRepository(session)
         return lambda now: Detector(
             namespace_id, repo, search, settings.supersede_threshold, llm, now

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.recall.repository import SearchHit
+from app.recall.hits import SearchHit
 from app.relationships.repository import LinkRepository
 from app.visibility import Reader
 

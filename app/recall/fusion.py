@@ -6,14 +6,15 @@ the statement); and what a result says of the fusion it used."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from app.config import Settings
 from app.db.sql import ACCESS_COUNT
+from app.db.vectors import EF_SEARCH_MAX
 from app.errors import Unprocessable
-from app.recall.planner import EF_SEARCH_MAX
 from app.recall.schemas import FusionOptions, FusionRead, RecallRequest, SignalOptions
 
 FusionMethod = Literal["rrf", "score"]
@@ -193,33 +194,52 @@ def fusion_read(fusion: Fusion, candidates: int) -> FusionRead:
 SPREAD_EPSILON = 1e-9
 
 
-def fusion_parts(fusion: Fusion) -> tuple[str, str]:
-    """Each list's share of the fused score, as SQL over `joined` (j): its rank, its raw
-    score (vec_sim, text_score) or null when the memory is not on that list. Window
-    aggregates over `joined` see each list's candidates (aggregates skip nulls)."""
-    if fusion.method == "rrf":
-        return (
-            "CAST(:w_vec AS float8) * coalesce(1::float8 / (:k + j.vector_rank), 0)",
-            "CAST(:w_text AS float8) * coalesce(1::float8 / (:k + j.text_rank), 0)",
-        )
-    parts = []
-    for weight, x in (("w_vec", "j.vec_sim"), ("w_text", "j.text_score")):
-        lo, hi = f"min({x}) OVER ()", f"max({x}) OVER ()"
-        if fusion.normalization == "minmax":
-            scaled = f"coalesce(({x} - {lo}) / nullif({hi} - {lo}, 0), 1)"
-            norm = f"CASE WHEN {x} IS NULL THEN 0 ELSE {scaled} END"
-        else:
-            # Below SPREAD_EPSILON a list has no spread: a deviation of rounding noise among
-            # nearly equal scores must not blow up into z-scores of ±1.
-            spread = f"stddev_pop({x}) OVER ()"
-            sd = f"CASE WHEN {spread} > {SPREAD_EPSILON} THEN {spread} END"
-            z = f"(coalesce({x}, {lo}) - avg({x}) OVER ()) / {sd}"
-            # A memory not on the list counts as the list's lowest; a list with no spread
-            # (one candidate, or all equal) contributes 0 to every memory. make eval measured
-            # counting its memories as found (1) instead: conversations' recall@10 0.540 → 0.526.
-            norm = f"coalesce({z}, 0)"
-        parts.append(f"CAST(:{weight} AS float8) * {norm}")
-    return parts[0], parts[1]
+# A fusion: each list's share of the fused score, as SQL over `joined` (j): its rank, its raw
+# score (vec_sim, text_score) or null when the memory is not on that list. Window aggregates
+# over `joined` see each list's candidates (aggregates skip nulls). The fused score is the
+# sum of the two shares; FUSIONS holds one function per method.
+ShareSql = tuple[str, str]
+
+
+def rrf(fusion: Fusion) -> ShareSql:
+    """Σ wᵢ / (k + rankᵢ) over the lists a memory is on."""
+    return (
+        "CAST(:w_vec AS float8) * coalesce(1::float8 / (:k + j.vector_rank), 0)",
+        "CAST(:w_text AS float8) * coalesce(1::float8 / (:k + j.text_rank), 0)",
+    )
+
+
+def score_fusion(fusion: Fusion) -> ShareSql:
+    """Σ wᵢ · norm(scoreᵢ), by `fusion.normalization` (Fusion says how each one reads)."""
+    norm = fusion.normalization
+    return (
+        f"CAST(:w_vec AS float8) * {_normalised('j.vec_sim', norm)}",
+        f"CAST(:w_text AS float8) * {_normalised('j.text_score', norm)}",
+    )
+
+
+def _normalised(x: str, normalization: Normalization) -> str:
+    lo, hi = f"min({x}) OVER ()", f"max({x}) OVER ()"
+    if normalization == "minmax":
+        scaled = f"coalesce(({x} - {lo}) / nullif({hi} - {lo}, 0), 1)"
+        return f"CASE WHEN {x} IS NULL THEN 0 ELSE {scaled} END"
+    # Below SPREAD_EPSILON a list has no spread: a deviation of rounding noise among
+    # nearly equal scores must not blow up into z-scores of ±1.
+    spread = f"stddev_pop({x}) OVER ()"
+    sd = f"CASE WHEN {spread} > {SPREAD_EPSILON} THEN {spread} END"
+    z = f"(coalesce({x}, {lo}) - avg({x}) OVER ()) / {sd}"
+    # A memory not on the list counts as the list's lowest; a list with no spread
+    # (one candidate, or all equal) contributes 0 to every memory. make eval measured
+    # counting its memories as found (1) instead: conversations' recall@10 0.540 → 0.526.
+    return f"coalesce({z}, 0)"
+
+
+FUSIONS: dict[FusionMethod, Callable[[Fusion], ShareSql]] = {"rrf": rrf, "score": score_fusion}
+
+
+def fusion_parts(fusion: Fusion) -> ShareSql:
+    """Each list's share of the fused score, by the fusion's method (FUSIONS)."""
+    return FUSIONS[fusion.method](fusion)
 
 
 def fusion_params(fusion: Fusion) -> dict[str, Any]:

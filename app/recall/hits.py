@@ -1,4 +1,4 @@
-"""Recall's rows as SearchHit: what each search returns, scored by its strategy."""
+"""Recall's rows as SearchHit: what each search returns, scored by its strategy (`hits_of`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.recall.fusion import SIGNAL_NAMES
+from app.recall.planner import SearchPlan
 from app.visibility import NAMESPACE, Audience
 
 
@@ -114,3 +116,20 @@ def vector_hit(row: Any) -> SearchHit:
     """A hit of a vector-only search: scored by similarity (1 - cosine distance)."""
     sim = similarity(row["distance"])
     return hit(row, score=sim, vector_rank=row["vector_rank"], vector_similarity=sim, relevance=sim)
+
+
+def text_hit(row: Any) -> SearchHit:
+    """A hit of a full-text search: scored by its ranker."""
+    score = row["text_score"]
+    return hit(row, score=score, fulltext_rank=row["text_rank"], fulltext_score=score)
+
+
+def hits_of(plan: SearchPlan, rows: list[Any]) -> list[SearchHit]:
+    """A plan's rows as hits, scored by its strategy."""
+    if plan.strategy == "vector":
+        # The counting pass answers one row of no hit when there is none.
+        return [vector_hit(r) for r in rows if r["id"] is not None]
+    if plan.strategy == "fulltext":
+        return [text_hit(r) for r in rows]
+    names = SIGNAL_NAMES if plan.query.signals.active else ()
+    return [hybrid_hit(r, names) for r in rows]

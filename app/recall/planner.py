@@ -1,8 +1,10 @@
-"""Recall's decisions, with no database in sight: which pgvector settings an index scan runs
-with, whether exact search or the HNSW index answers a vector search (`route`), and which
-question words select full-text candidates. Everything here is a pure function of its
-arguments; statements.py turns the decisions into SQL, repository.py runs it and hands the
-planner what it read (an estimate, a count, the lexemes' statistics).
+"""Recall's planner, with no database in sight: what it is told of a search (`Facts`, read
+once by repository.py's `gather`) and the plan it makes of them (`plan_search` → a
+`SearchPlan`, a value): which lists run and how deep, whether exact search or the HNSW index
+answers the vector list (`route`) and with which settings (`hnsw_settings`), which question
+words select the full-text candidates (`split_lexemes`) and which ranker orders them, how
+the lists are fused (the query's `Fusion`). Everything here is a pure function of its
+arguments; statements.py renders a plan as SQL, repository.py runs it.
 
 Exact search or the index. A small set is answered exactly, by construction: a count capped
 just past EXACT_SEARCH_MAX_ROWS says whether it is small. In an analyzed table of
@@ -18,13 +20,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-# pgvector's GUC limits ef_search to [1, 1000]; 40 is its default. A larger ef_search finds
-# more of the true nearest neighbours and costs more per walk (bench/README.md has the
+from app.config import VectorStorage
+from app.db.vectors import EF_SEARCH_MAX
+
+if TYPE_CHECKING:
+    from app.recall.query import SearchQuery
+
+# pgvector's GUC limits ef_search to [1, EF_SEARCH_MAX]; 40 is its default. A larger ef_search
+# finds more of the true nearest neighbours and costs more per walk (bench/README.md has the
 # agreement-with-exact figures behind this default). Settings.hnsw_ef_search sets the floor
 # per deployment.
 EF_SEARCH_DEFAULT = 100
-EF_SEARCH_MAX = 1000
 # pgvector >= 0.8: how far an iterative scan may walk the graph before giving up. Past this
 # many tuples the exact fallback (btree filters + sort) is the cheaper way to fill the page.
 MAX_SCAN_TUPLES = 20_000
@@ -46,7 +54,7 @@ INDEX_TUPLE_COST = 20.0
 # Full text uses a query's first this-many distinct content words. Questions have far fewer;
 # a pasted paragraph would otherwise cost a count per word and a ts_rank over all of them.
 MAX_QUERY_LEXEMES = 32
-# Full-text work bounds (see SearchRepository.fulltext): the most matches the rare lexemes
+# Full-text work bounds (see Search.fulltext): the most matches the rare lexemes
 # may have, and how many of the newest memories are searched for the common ones.
 FULLTEXT_CANDIDATE_BUDGET = 500
 FULLTEXT_FILL_WINDOW = 2_000
@@ -58,14 +66,11 @@ PgvectorVersion = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class TextPlan:
-    """Which tsqueries select and rank the full-text candidates (see SearchRepository.fulltext)."""
+    """Which tsqueries select and rank the full-text candidates (see Search.fulltext)."""
 
     all_q: str  # every content lexeme of the question, OR-ed: the ranking query
     rare_q: str | None  # the rarest lexemes whose matches fit the candidate budget
     common_q: str | None  # the rest; None when every lexeme is rare enough (exact ranking)
-    # Embedded memories passing the filters, capped at EXACT_SEARCH_MAX_ROWS + 1, when
-    # hybrid asked for the count to ride along with the plan's statement.
-    vector_eligible: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ class LexemeFrequencies:
 
 
 def lexeme_frequencies(
-    rows: float, lexemes: list[str] | None, freqs: list[float] | None, min_rows: float
+    rows: float, lexemes: list[str] | None, freqs: list[float] | None, *, min_rows: float
 ) -> LexemeFrequencies | None:
     """The statistics ANALYZE keeps on memory.search_tsv as estimates, or None when counting
     is the better way: the table is smaller than `min_rows` (counting is cheap) or has no
@@ -132,6 +137,7 @@ INDEX = Route(count=False, exact=False)
 def route(
     estimated: tuple[float, float] | None,
     wanted: int,
+    *,
     version: PgvectorVersion,
     ef_search: int = EF_SEARCH_DEFAULT,
 ) -> Route:
@@ -141,7 +147,7 @@ def route(
     if estimated is None:
         return COUNT_THEN_INDEX
     eligible, rows = estimated
-    exact = exact_is_cheaper(eligible, rows, wanted, version, ef_search)
+    exact = exact_is_cheaper(eligible, rows, wanted, version=version, ef_search=ef_search)
     return Route(count=eligible <= COUNT_BELOW_ESTIMATE, exact=exact)
 
 
@@ -155,6 +161,7 @@ def index_scan_tuples(
     eligible: float,
     table_rows: float,
     wanted: int,
+    *,
     version: PgvectorVersion,
     ef_search: int = EF_SEARCH_DEFAULT,
 ) -> float | None:
@@ -176,13 +183,14 @@ def exact_is_cheaper(
     eligible: float,
     table_rows: float,
     wanted: int,
+    *,
     version: PgvectorVersion,
     ef_search: int = EF_SEARCH_DEFAULT,
 ) -> bool:
     """Whether exact search over an estimated `eligible` rows is expected to cost less than
     the index scan for `wanted` of them (index_scan_tuples × INDEX_TUPLE_COST). Either way
     the answer is right: this only chooses the cheaper way to it."""
-    visited = index_scan_tuples(eligible, table_rows, wanted, version, ef_search)
+    visited = index_scan_tuples(eligible, table_rows, wanted, version=version, ef_search=ef_search)
     return visited is None or eligible < INDEX_TUPLE_COST * visited
 
 
@@ -210,3 +218,169 @@ def split_lexemes(terms: list[str], matches: dict[int, float], budget: int) -> T
 
 def _or_query(terms: list[str]) -> str | None:
     return " | ".join(terms) if terms else None
+
+
+# --- the plan: what the planner is told, and what it chooses ------------------------------
+
+Strategy = Literal["vector", "fulltext", "hybrid"]
+# How the full-text list is ordered (statements.RANKERS has each one's SQL).
+Ranker = Literal["ts_rank"]
+
+
+@dataclass
+class Bounds:
+    """The deployment's floor for ef_search and the work bounds a plan keeps to (py
+    has the figures behind them); tests lower them to reach their branches on small data."""
+
+    ef_search: int = EF_SEARCH_DEFAULT
+    exact_max_rows: int = EXACT_SEARCH_MAX_ROWS
+    estimate_min_rows: int = ESTIMATE_MIN_ROWS
+    candidate_budget: int = FULLTEXT_CANDIDATE_BUDGET
+    fill_window: int = FULLTEXT_FILL_WINDOW
+
+
+@dataclass(frozen=True)
+class Lexemes:
+    """The question's content words as one-term tsqueries, in order, and each one's matches
+    (a term's index → its count): the column statistics' estimate, or, in a table too small
+    or not yet analyzed, a count among the eligible memories capped at the budget + 1."""
+
+    terms: list[str]
+    matches: dict[int, float]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the planner needs to know of one search: for a vector list, the embeddings'
+    storage, the pgvector version and either that the namespace is known to be large or the
+    planner's estimate of (eligible rows, the table's rows); for a full-text list, the
+    question's lexemes (None: it has no content words); and for hybrid, when route
+    asked for one, the capped count of eligible embedded memories."""
+
+    storage: VectorStorage | None = None
+    version: PgvectorVersion | None = None
+    known_large: bool = False
+    estimate: tuple[float, float] | None = None
+    lexemes: Lexemes | None = None
+    vector_eligible: int | None = None
+
+
+@dataclass(frozen=True)
+class VectorList:
+    """The `depth` nearest: by `route` (first count, capped, and search exactly when at most
+    `exact_max_rows` are eligible? then exact search or the index), the index scan with the
+    pgvector settings `index`; an index scan that comes back short is followed by exact
+    search."""
+
+    depth: int
+    route: Route
+    index: dict[str, str]
+    storage: VectorStorage
+    exact_max_rows: int
+
+
+@dataclass(frozen=True)
+class TextList:
+    """The top `depth` memories sharing words with the question: `words` say which select
+    the candidates and which fill a short page (among the newest `fill_window`), `ranker`
+    orders them."""
+
+    depth: int
+    words: TextPlan
+    fill_window: int
+    ranker: Ranker = "ts_rank"
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """What one search runs: its lists (a strategy's one, or hybrid's two, fused by
+    `query.fusion` and blended with `query.signals`). `large`: the namespace proved to hold
+    more embedded memories than exact search takes, remembered for unfiltered searches."""
+
+    strategy: Strategy
+    query: SearchQuery
+    vector: VectorList | None = None
+    text: TextList | None = None
+    large: bool = False
+
+
+def depth(query: SearchQuery, strategy: Strategy) -> int:
+    """How deep each list is: hybrid's fusion.hybrid_candidates, a single list's limit."""
+    return query.candidates if strategy == "hybrid" else query.limit
+
+
+def wants_vector(query: SearchQuery, strategy: Strategy) -> bool:
+    return strategy != "fulltext" and query.vector is not None
+
+
+def wants_text(strategy: Strategy) -> bool:
+    return strategy != "vector"
+
+
+def route_for(query: SearchQuery, strategy: Strategy, facts: Facts, *, bounds: Bounds) -> Route:
+    """`route` for the vector list; an unfiltered search of a namespace known to be
+    large goes to the index at once (caches.LargeNamespaces)."""
+    if facts.known_large:
+        return INDEX
+    assert facts.version is not None, "a vector list's facts carry the pgvector version"
+    wanted = depth(query, strategy)
+    return route(facts.estimate, wanted, version=facts.version, ef_search=bounds.ef_search)
+
+
+def plan_search(
+    query: SearchQuery, strategy: Strategy, facts: Facts, *, bounds: Bounds
+) -> SearchPlan | None:
+    """The plan, or None when the search can find nothing: a full-text list without content
+    words and no vector list beside it."""
+    vector, large = _vector_list(query, strategy, facts, bounds=bounds)
+    text = _text_list(query, strategy, facts, bounds=bounds)
+    if vector is None and text is None:
+        return None
+    return SearchPlan(strategy, query, vector, text, large and query.filters.unfiltered)
+
+
+def _vector_list(
+    query: SearchQuery, strategy: Strategy, facts: Facts, *, bounds: Bounds
+) -> tuple[VectorList | None, bool]:
+    """The vector list and whether its facts proved the namespace large. Hybrid's count came
+    with the facts, so its route is settled here: exact search or the index."""
+    assert strategy != "vector" or query.vector is not None, "a vector search needs a vector"
+    if not wants_vector(query, strategy):
+        return None, False
+    assert facts.version is not None and facts.storage is not None
+    chosen = route_for(query, strategy, facts, bounds=bounds)
+    large = not facts.known_large and not (chosen.count or chosen.exact)
+    if strategy == "hybrid" and chosen.count:
+        chosen, large = _counted(facts, chosen, bounds)
+    wanted = depth(query, strategy)
+    settings = hnsw_settings(facts.version, wanted, bounds.ef_search)
+    return VectorList(wanted, chosen, settings, facts.storage, bounds.exact_max_rows), large
+
+
+def counts_first(chosen: Route, strategy: Strategy) -> bool:
+    """Whether hybrid's facts must carry the capped count of eligible embedded memories: a
+    route that counts first and is not exact search already."""
+    return strategy == "hybrid" and chosen.count and not chosen.exact
+
+
+def _counted(facts: Facts, chosen: Route, bounds: Bounds) -> tuple[Route, bool]:
+    """Hybrid's route once its count is known (exact search when few are eligible), and
+    whether the count proved the namespace large."""
+    if chosen.exact:
+        return Route(count=False, exact=True), False
+    assert facts.vector_eligible is not None, "hybrid's count is read with its facts"
+    small = exact_search_suffices(facts.vector_eligible, bounds.exact_max_rows)
+    return Route(count=False, exact=small), not small
+
+
+def _text_list(
+    query: SearchQuery, strategy: Strategy, facts: Facts, *, bounds: Bounds
+) -> TextList | None:
+    """The full-text list: the question's rarest words select its candidates
+    (split_lexemes; Search.fulltext says why)."""
+    if not wants_text(strategy) or facts.lexemes is None:
+        return None
+    wanted = depth(query, strategy)
+    budget = max(bounds.candidate_budget, wanted)
+    words = split_lexemes(facts.lexemes.terms, facts.lexemes.matches, budget)
+    return TextList(wanted, words, bounds.fill_window)

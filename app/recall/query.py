@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
+from app.db.sql import vector_text
 from app.recall.fusion import NO_SIGNALS, Fusion, Signals, hybrid_candidates
 from app.timeframes.validity import Validity
 from app.visibility import Reader
@@ -117,6 +118,11 @@ class SearchQuery:
     def where(self) -> Where:
         """Rendered once, whatever number of statements the search runs."""
         return where(self.namespace_id, self.filters)
+
+    @cached_property
+    def vector_text(self) -> str | None:
+        """The vector as the statements bind it (app.db.sql.vector_text), rendered once."""
+        return None if self.vector is None else vector_text(self.vector)
 
     @property
     def candidates(self) -> int:

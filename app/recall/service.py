@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from app.auth.caller import Caller
@@ -20,12 +21,19 @@ from app.recall.caches import SearchCaches
 from app.recall.conversation_repository import Around, ConversationRepository
 from app.recall.expand import Via, related_hits
 from app.recall.explain import explain
-from app.recall.fusion import Signals, check_hybrid_only, fusion_for, fusion_read, signals_for
+from app.recall.fusion import (
+    Fusion,
+    Signals,
+    check_hybrid_only,
+    fusion_for,
+    fusion_read,
+    signals_for,
+)
+from app.recall.hits import SearchHit
+from app.recall.planner import Strategy
 from app.recall.query import SearchFilters, SearchQuery
-from app.recall.repository import SearchHit, SearchRepository
 from app.recall.schemas import (
     EmbeddingState,
-    FusionRead,
     Neighbour,
     RecallHit,
     RecallRequest,
@@ -35,6 +43,7 @@ from app.recall.schemas import (
     RerankExplanation,
     TimeframeRead,
 )
+from app.recall.search import Search
 from app.relationships.repository import LinkRepository
 from app.rerank import HttpReranker, RerankError
 from app.robots.service import RobotService
@@ -48,6 +57,39 @@ from app.working_memory.protocol import WriteProtocol
 from app.working_memory.robots import Robot
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A recall's question as the search takes it (`query`), and what the answer says of it."""
+
+    query: SearchQuery
+    vector_query: str | None  # the vector list's question, shown when it differs
+    speakers: list[str]
+    timeframe: TimeframeRead | None
+    embedding: EmbeddingState
+    floor: float  # min_score
+    rerank: bool
+
+
+@dataclass(frozen=True)
+class Page:
+    """The hits answered: the search's, each with its reranker's explanation, then the
+    related ones after them."""
+
+    ranked: list[tuple[SearchHit, RerankExplanation | None]]
+    related: list[tuple[SearchHit, Via]]
+    reranked: bool
+
+    @property
+    def hits(self) -> list[SearchHit]:
+        return [h for h, _ in self.ranked] + [h for h, _ in self.related]
+
+
+def embedding_state(strategy: Strategy, vector: list[float] | None) -> EmbeddingState:
+    if strategy == "fulltext":
+        return "not_needed"
+    return "ready" if vector is not None else "unavailable"
 
 
 class RecallService:
@@ -83,7 +125,7 @@ class RecallService:
         self.caches = caches
         # The search and what it reads around its hits run in `reads` (a replica's session,
         # app/db/replicas.py, or the primary's); its log rows and working memory in `session`.
-        self.search = SearchRepository(reads, settings.hnsw_ef_search, caches)
+        self.search = Search(reads, settings.hnsw_ef_search, caches)
         self.conversations = ConversationRepository(reads)
         self.links = LinkRepository(reads)
         self.events = EventRepository(session, clock)
@@ -164,87 +206,112 @@ class RecallService:
         self, robot_name: str, req: RecallRequest, *, reader: str | None = None
     ) -> RecallResult:
         """Search as `reader` may read (default: the robot itself), and load the hits into
-        the robot's working memory."""
+        the robot's working memory: refuse what cannot run (422, nothing touched), ask (the
+        question as one SearchQuery), search (app/recall/search.py: gather, plan, run),
+        make the page (rerank, floor, expand), acknowledge it (events, accesses, working
+        memory), answer."""
         reader = reader or robot_name
         self._check(req)
         fusion = fusion_for(req, self.settings)
         if req.embedding is not None:
-            search = self.search
-            check_storable([req.embedding], await search.vectors.storage(search.session))
-        tr, phrase, text = self._timeframe(req)
+            check_storable([req.embedding], await self.search.repository.storage())
+        timeframe = self._timeframe(req)
         robot = await self.robots.ensure(robot_name)
         await self.pools.check_readable(reader, req.pools)
+        asked = await self._ask(req, robot, reader=reader, fusion=fusion, timeframe=timeframe)
+        hits = await self._search(req.strategy, asked.query)
+        page = await self._page(req, asked, hits)
+        wm = await self._acknowledge(robot, req, page.hits)
+        return await self._answer(req, asked, page, wm=wm)
+
+    async def _ask(
+        self,
+        req: RecallRequest,
+        robot: Robot,
+        *,
+        reader: str,
+        fusion: Fusion,
+        timeframe: tuple[TimeRange | None, str | None, str],
+    ) -> Asked:
+        """The question as the search takes it: the speakers it names, its vector, the
+        filters, how deep (a reranker reorders a deeper page than the one answered)."""
+        tr, phrase, text = timeframe
         named, vector_text = await self._speakers(req, text)
         tags = tuple(t for t in map(speaker_tag, named) if t is not None)
         signals = signals_for(req, self.settings, tags)
-        floor = req.min_score if req.min_score is not None else self.settings.recall_min_score
-        vector = None
-        if req.strategy != "fulltext":
-            vector = await self._query_vector(req, vector_text)
-        embedding_state: EmbeddingState = (
-            "not_needed"
-            if req.strategy == "fulltext"
-            else ("ready" if vector is not None else "unavailable")
-        )
+        vector = None if req.strategy == "fulltext" else await self._query_vector(req, vector_text)
         rerank = self.reranker is not None and req.rerank is not False
-        f = req.filters
         query = SearchQuery(
             namespace_id=self.caller.namespace_id,
-            # The reranker reorders a deeper page than the one answered.
             limit=max(req.limit, self.settings.rerank_candidates) if rerank else req.limit,
-            filters=SearchFilters(
-                author_robot_id=robot.id if req.scope == "self" else None,
-                types=f.types,
-                tags_any=f.tags_any,
-                tags_all=f.tags_all,
-                min_importance=f.min_importance,
-                metadata=f.metadata,
-                start=tr.start if tr else None,
-                end=tr.end if tr else None,
-                valid=validity_for(req.valid_at, req.include, req.now or self.clock()),
-                reader=Reader(self.caller.namespace_id, reader, tuple(req.pools)),
-            ),
+            filters=self._filters(req, robot, reader=reader, timeframe=tr),
             text=text,
             vector=vector,
             fusion=fusion,
             signals=signals,
             now=req.now or self.clock(),
         )
+        shown = req.embedding is None and vector is not None and vector_text != text
+        return Asked(
+            query=query,
+            vector_query=vector_text if shown else None,
+            speakers=named,
+            timeframe=TimeframeRead(start=tr.start, end=tr.end, phrase=phrase) if tr else None,
+            embedding=embedding_state(req.strategy, vector),
+            floor=req.min_score if req.min_score is not None else self.settings.recall_min_score,
+            rerank=rerank,
+        )
 
-        hits: list[SearchHit]
-        fusion_used: FusionRead | None = None
-        if req.strategy == "vector":
-            if vector is None:
-                raise ServiceUnavailable(
-                    "vector recall needs a query embedding and the embedder is unavailable; "
-                    "use strategy=fulltext or hybrid, or send `embedding`",
-                    dependency="embedding",
-                )
-            hits = await self.search.vector(query)
-        elif req.strategy == "fulltext":
-            hits = await self.search.fulltext(query)
-        else:
-            hits = await self.search.hybrid(query)
-            fusion_used = fusion_read(fusion, query.candidates)
-        ranked = await self._reranked(text, hits, req.limit) if rerank else None
-        reranked = ranked is not None
+    def _filters(
+        self, req: RecallRequest, robot: Robot, *, reader: str, timeframe: TimeRange | None
+    ) -> SearchFilters:
+        f = req.filters
+        return SearchFilters(
+            author_robot_id=robot.id if req.scope == "self" else None,
+            types=f.types,
+            tags_any=f.tags_any,
+            tags_all=f.tags_all,
+            min_importance=f.min_importance,
+            metadata=f.metadata,
+            start=timeframe.start if timeframe else None,
+            end=timeframe.end if timeframe else None,
+            valid=validity_for(req.valid_at, req.include, req.now or self.clock()),
+            reader=Reader(self.caller.namespace_id, reader, tuple(req.pools)),
+        )
+
+    async def _search(self, strategy: Strategy, query: SearchQuery) -> list[SearchHit]:
+        if strategy == "vector" and query.vector is None:
+            raise ServiceUnavailable(
+                "vector recall needs a query embedding and the embedder is unavailable; "
+                "use strategy=fulltext or hybrid, or send `embedding`",
+                dependency="embedding",
+            )
+        return await self.search.find(query, strategy)
+
+    async def _page(self, req: RecallRequest, asked: Asked, hits: list[SearchHit]) -> Page:
+        """The page answered: the reranker's order (or the search's), the hits below the
+        floor left out, then, with `expand: "related"`, the memories one link away."""
+        ranked = await self._reranked(asked.query.text, hits, req.limit) if asked.rerank else None
         page: list[tuple[SearchHit, RerankExplanation | None]] = (
             list(ranked) if ranked is not None else [(h, None) for h in hits[: req.limit]]
         )
-        if floor > 0:
-            page = [(h, r) for h, r in page if h.relevance is None or h.relevance >= floor]
-        hits = [h for h, _ in page]
-        related: list[tuple[SearchHit, Via]] = []
-        if req.expand == "related":
-            assert query.filters.reader is not None  # a robot's recall: only what it reads
-            hits, related = await related_hits(self.links, query.filters.reader, hits, req.limit)
-            page = page[: len(hits)]
-            hits = hits + [h for h, _ in related]
+        if asked.floor > 0:
+            page = [(h, r) for h, r in page if h.relevance is None or h.relevance >= asked.floor]
+        if req.expand != "related":
+            return Page(page, [], reranked=ranked is not None)
+        reader = asked.query.filters.reader
+        assert reader is not None  # a robot's recall: only what it reads
+        kept, related = await related_hits(self.links, reader, [h for h, _ in page], req.limit)
+        return Page(page[: len(kept)], related, reranked=ranked is not None)
 
+    async def _acknowledge(
+        self, robot: Robot, req: RecallRequest, hits: list[SearchHit]
+    ) -> RecallWorkingMemory | None:
+        """The recall's log rows, its hits' accesses, working memory, its metric."""
         # A recall changes nothing a client is told is stored: its log rows (and working
         # memory's mirror) commit without waiting for the WAL flush.
         await self.events.record(
-            query.namespace_id,
+            self.caller.namespace_id,
             "recall",
             robot.id,
             [h.id for h in hits],
@@ -256,35 +323,41 @@ class RecallService:
         wm = await self._load(robot, hits) if req.load_into_working_memory and hits else None
         if self.recalled is not None:
             self.recalled(req.strategy)
-        answered = [self._hit(h, r, req.explain, signals) for h, r in page]
-        for h, via in related:
-            answered.append(self._hit(h, None, False, signals))
+        return wm
+
+    async def _answer(
+        self, req: RecallRequest, asked: Asked, page: Page, *, wm: RecallWorkingMemory | None
+    ) -> RecallResult:
+        query = asked.query
+        signals = query.signals
+        answered = [self._hit(h, r, explained=req.explain, signals=signals) for h, r in page.ranked]
+        for h, via in page.related:
+            answered.append(self._hit(h, None, explained=False, signals=signals))
             answered[-1].via = RelatedVia(key=via.key, type=via.type)
-        if req.neighbours:
-            around = Reader(self.caller.namespace_id, reader, tuple(req.pools))
-            await self._neighbours(hits, answered, req.neighbours, around)
+        if req.neighbours and query.filters.reader is not None:
+            await self._neighbours(
+                page.hits, answered, n=req.neighbours, reader=query.filters.reader
+            )
         return RecallResult(
             strategy=req.strategy,
             query=req.query,
-            searched=text,
-            vector_query=(
-                vector_text
-                if req.embedding is None and vector is not None and vector_text != text
-                else None
-            ),
-            speakers=named,
-            min_score=floor,
-            timeframe=TimeframeRead(start=tr.start, end=tr.end, phrase=phrase) if tr else None,
-            embedding=embedding_state,
-            fusion=fusion_used,
-            reranked=reranked,
+            searched=query.text,
+            vector_query=asked.vector_query,
+            speakers=asked.speakers,
+            min_score=asked.floor,
+            timeframe=asked.timeframe,
+            embedding=asked.embedding,
+            fusion=fusion_read(query.fusion, query.candidates)
+            if req.strategy == "hybrid"
+            else None,
+            reranked=page.reranked,
             hits=answered,
             working_memory=wm
             or RecallWorkingMemory(loaded=[], evicted=[], not_admitted=[], reason="skipped"),
         )
 
     async def _neighbours(
-        self, hits: list[SearchHit], answered: list[RecallHit], n: int, reader: Reader
+        self, hits: list[SearchHit], answered: list[RecallHit], *, n: int, reader: Reader
     ) -> None:
         """Each answered hit of a session gets the turns around it (that `reader` may read)."""
         of_session = [(i, session_of(h.metadata)) for i, h in enumerate(hits)]
@@ -352,7 +425,7 @@ class RecallService:
 
     @staticmethod
     def _hit(
-        h: SearchHit, rerank: RerankExplanation | None, explained: bool, signals: Signals
+        h: SearchHit, rerank: RerankExplanation | None, *, explained: bool, signals: Signals
     ) -> RecallHit:
         return RecallHit(
             key=h.key,

@@ -1,16 +1,18 @@
-"""Where a recall's SQL is built: the statement text for each search, and its bind values.
-Each takes the search's WHERE clause as rendered once (query.SearchQuery.where, `eligible`
-here); the author's name comes from a join on robot. Nothing here runs SQL: repository.py
-does.
-"""
+"""A plan as its statements: `render` turns a SearchPlan into the `Step`s that may run (the
+text of each, with its bind values, and when its answer stands). Each takes the search's
+WHERE clause as rendered once (query.SearchQuery.where, `eligible` here); the author's name
+comes from a join on robot. Nothing here runs SQL, nor reads what the planner needs:
+repository.py does both."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from app.config import VectorStorage
-from app.recall.fusion import Fusion, Signals, fusion_parts, signal_columns
-from app.recall.planner import FULLTEXT_FILL_WINDOW, TextPlan
+from app.recall.fusion import fusion_params, fusion_parts, signal_columns, signal_params
+from app.recall.planner import Ranker, SearchPlan, TextList, TextPlan, VectorList
 
 
 def qvec(storage: VectorStorage) -> str:
@@ -18,14 +20,6 @@ def qvec(storage: VectorStorage) -> str:
     (app/db/vectors.py): the HNSW index serves only that type's operator."""
     return f"CAST(CAST(:qvec AS text) AS {storage})"
 
-
-# The same text search configuration as the generated memory.search_tsv column.
-TS_CONFIG = "'english'::regconfig"
-
-# A lexeme as a one-term tsquery. Quoting keeps punctuation in lexemes (e-mails, URLs) from
-# being read as operators; quotes and backslashes are doubled as tsquery input requires.
-# Casting text to tsquery does not normalise, so lexemes are not stemmed a second time.
-LEXEME_AS_TSQUERY = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"
 
 # Only embedded memories take part in vector search.
 READY = "m.embedding_status = 'ready' AND m.embedding IS NOT NULL"
@@ -57,52 +51,12 @@ SET_LOCAL = (
 # scan's first row, so they are in effect, and cost no round trip of their own.
 SETTINGS_FIRST = f"(SELECT count(*) FROM (SELECT {SET_LOCAL}) AS s) >= 0"
 
-PGVECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-
-# The statistics ANALYZE keeps on memory.search_tsv: the lexemes found in more than a few
-# rows, with the fraction of rows holding each, and the table's row estimate. On a
-# TimescaleDB hypertable both live on the chunks (inheritance children) as well.
-LEXEME_STATS = """
-    SELECT greatest(c.reltuples, coalesce(
-               (SELECT sum(k.reltuples) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid
-                WHERE i.inhparent = c.oid AND k.reltuples > 0), 0)) AS rows,
-           s.most_common_elems::text::text[] AS lexemes,
-           s.most_common_elem_freqs AS freqs
-    FROM pg_class c
-    LEFT JOIN LATERAL (
-        SELECT most_common_elems, most_common_elem_freqs FROM pg_stats
-        WHERE schemaname = current_schema() AND tablename = 'memory'
-          AND attname = 'search_tsv' AND most_common_elems IS NOT NULL
-        ORDER BY inherited DESC LIMIT 1) s ON true
-    WHERE c.oid = 'memory'::regclass"""
-
-
-# memory's rows as ANALYZE estimated them (-1: never analyzed); on TimescaleDB the rows live
-# in the chunks (inheritance children).
-TABLE_ROWS = """
-    SELECT greatest(c.reltuples, coalesce(
-               (SELECT sum(k.reltuples) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid
-                WHERE i.inhparent = c.oid AND k.reltuples > 0), 0)) AS rows
-    FROM pg_class c WHERE c.oid = 'memory'::regclass"""
-
-
-def estimate(eligible: str) -> str:
-    """The planner's estimate of the embedded memories passing `eligible` (its plan, as
-    JSON: the top node's "Plan Rows"). Nothing is read but the statistics."""
-    return f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory m WHERE {eligible} AND {READY}"
-
 
 def settings_params(settings: dict[str, str]) -> dict[str, list[str]]:
     return {"set_names": list(settings), "set_values": list(settings.values())}
 
 
-def ready_count(eligible: str) -> str:
-    """A scalar subquery: the embedded memories passing `eligible`, counted up to :cap."""
-    return f"""(SELECT count(*) FROM (
-        SELECT 1 FROM memory m WHERE {eligible} AND {READY} LIMIT :cap) AS e)"""
-
-
-def nearest(eligible: str, exact: bool, storage: VectorStorage, configure: bool = False) -> str:
+def nearest(eligible: str, exact: bool, storage: VectorStorage, *, configure: bool = False) -> str:
     """The `limit :vec_n` nearest ready embeddings: (id, created_at, distance).
 
     The HNSW index can only serve ORDER BY on the bare `embedding <=> q`; ordering by
@@ -150,10 +104,10 @@ def exact_search_with_count(eligible: str, storage: VectorStorage) -> str:
         ORDER BY h.vector_rank"""
 
 
-def vector_search(eligible: str, exact: bool, configure: bool, storage: VectorStorage) -> str:
+def vector_search(eligible: str, exact: bool, storage: VectorStorage, *, configure: bool) -> str:
     """The nearest :vec_n hits, ranked; `configure` sets the scan settings in the statement."""
     return f"""
-        WITH nearest AS MATERIALIZED ({nearest(eligible, exact, storage, configure)})
+        WITH nearest AS MATERIALIZED ({nearest(eligible, exact, storage, configure=configure)})
         SELECT {HIT_COLUMNS}, n.distance,
                row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
         FROM nearest n
@@ -162,101 +116,40 @@ def vector_search(eligible: str, exact: bool, configure: bool, storage: VectorSt
         ORDER BY vector_rank"""
 
 
-def question_lexemes(vector_count: str = "") -> str:
-    """The question's first :max_lexemes lexemes as one-term tsqueries (in order), setting
-    :set_names / :set_values on the way; `vector_count` adds a column to the same row."""
-    return f"""
-        SELECT array_agg(l.term ORDER BY l.term) AS terms,
-               array_agg(l.lexeme ORDER BY l.term) AS lexemes,
-               (SELECT count(*) FROM (SELECT {SET_LOCAL}) AS s) AS configured
-               {vector_count}
-        FROM (SELECT lexeme, {LEXEME_AS_TSQUERY} AS term
-              FROM unnest(to_tsvector({TS_CONFIG}, CAST(:query AS text)))
-              ORDER BY positions[1], lexeme
-              LIMIT :max_lexemes) AS l"""
-
-
-def lexeme_counts(eligible: str, n_terms: int, count_vectors: bool) -> str:
-    """Each term's (:t0, :t1, …) matches among the eligible memories, capped at :df_cap; with
-    `count_vectors`, a row i = -1 with the capped count of embedded eligible memories.
-
-    Each lexeme gets its own count subquery with the lexeme as a bind value, so the planner
-    sees it and uses the column's lexeme statistics: a common word is counted by a scan that
-    stops after the cap, a rare one through the GIN index. A generic plan knows no lexeme and
-    would build a GIN bitmap of every match of "go": the engine's connections never use one
-    (app/db/engine.py, plan_cache_mode)."""
-    counts = [
-        f"""
-        SELECT {i} AS i, (SELECT count(*) FROM (
-            SELECT 1 FROM memory m
-            WHERE {eligible} AND m.search_tsv @@ CAST(:t{i} AS tsquery)
-            LIMIT :df_cap) AS hit) AS matches"""
-        for i in range(n_terms)
-    ]
-    if count_vectors:
-        counts.append(f"SELECT -1 AS i, {ready_count(eligible)} AS matches")
-    return " UNION ALL ".join(counts)
-
-
-def text_params(
-    plan: TextPlan, wanted: int, fill_window: int = FULLTEXT_FILL_WINDOW
-) -> dict[str, Any]:
-    params: dict[str, Any] = {"all_q": plan.all_q, "text_n": wanted}
-    if plan.rare_q is not None:
-        params["rare_q"] = plan.rare_q
-    if plan.common_q is not None:
-        params["common_q"] = plan.common_q
-        params["fill_window"] = max(fill_window, wanted)
+def text_params(text: TextList) -> dict[str, Any]:
+    params: dict[str, Any] = {"all_q": text.words.all_q, "text_n": text.depth}
+    if text.words.rare_q is not None:
+        params["rare_q"] = text.words.rare_q
+    if text.words.common_q is not None:
+        params["common_q"] = text.words.common_q
+        params["fill_window"] = max(text.fill_window, text.depth)
     return params
 
 
-def text_ctes(eligible: str, plan: TextPlan) -> str:
+def ts_rank(alias: str) -> str:
+    """ts_rank, not ts_rank_cd: for an OR query every single occurrence is a cover, so cover
+    density degenerates into counting occurrences, and a memory saying "group" five times
+    would beat one matching "caroline", "support" and "group". ts_rank sums per lexeme with
+    diminishing returns for repeats, so memories sharing more distinct words rank first."""
+    return f"ts_rank({alias}.search_tsv, CAST(:all_q AS tsquery))"
+
+
+# Each full-text ranker (planner.Ranker): the score of a memory row `alias` for the question.
+RANKERS: dict[Ranker, Callable[[str], str]] = {"ts_rank": ts_rank}
+
+
+def text_ctes(eligible: str, words: TextPlan, ranker: Ranker = "ts_rank") -> str:
     """CTEs ending in `text_hits(id, created_at, text_score, text_rank)`, the top :text_n."""
-    score = "ts_rank(m.search_tsv, CAST(:all_q AS tsquery))"
-    if plan.common_q is None:
+    if words.common_q is None:
         # Every lexeme is rare enough: rank all matches, at most the candidate budget.
         candidates = f"""
         text_candidates AS (
-            SELECT m.id, m.created_at, {score} AS text_score
+            SELECT m.id, m.created_at, {RANKERS[ranker]("m")} AS text_score
             FROM memory m
             WHERE {eligible} AND m.search_tsv @@ CAST(:all_q AS tsquery)
         )"""
     else:
-        parts = []
-        window_where = eligible
-        fill_where = "w.search_tsv @@ CAST(:common_q AS tsquery)"
-        if plan.rare_q is not None:
-            parts.append(f"""
-        text_rare AS MATERIALIZED (
-            SELECT m.id, m.created_at, {score} AS text_score
-            FROM memory m
-            WHERE {eligible} AND m.search_tsv @@ CAST(:rare_q AS tsquery)
-        )""")
-            # Only when the rare lexemes leave the page short: a one-time filter, so the
-            # window is not even read otherwise.
-            window_where += " AND (SELECT count(*) FROM text_rare) < :text_n"
-            fill_where += " AND NOT (w.search_tsv @@ CAST(:rare_q AS tsquery))"
-        # The newest :fill_window eligible memories (an index range read, whatever the
-        # words), and among them those matching the common words.
-        parts.append(f"""
-        text_fill AS (
-            SELECT w.id, w.created_at,
-                   ts_rank(w.search_tsv, CAST(:all_q AS tsquery)) AS text_score
-            FROM (SELECT m.id, m.created_at, m.search_tsv
-                  FROM memory m
-                  WHERE {window_where}
-                  ORDER BY m.created_at DESC
-                  LIMIT :fill_window) AS w
-            WHERE {fill_where}
-        )""")
-        union = "SELECT * FROM text_fill"
-        if plan.rare_q is not None:
-            union = "SELECT * FROM text_rare UNION ALL " + union
-        candidates = (
-            ",".join(parts)
-            + f""",
-        text_candidates AS ({union})"""
-        )
+        candidates = _rare_and_common(eligible, words, RANKERS[ranker])
     return f"""{candidates},
         text_hits AS (
             SELECT id, created_at, text_score,
@@ -267,9 +160,49 @@ def text_ctes(eligible: str, plan: TextPlan) -> str:
         )"""
 
 
-def fulltext_search(eligible: str, plan: TextPlan) -> str:
+def _rare_and_common(eligible: str, words: TextPlan, rank: Callable[[str], str]) -> str:
+    """`text_candidates`: the rare words' matches, and the common words' among the newest
+    :fill_window eligible memories, read only when the rare ones leave the page short."""
+    parts = []
+    window_where = eligible
+    fill_where = "w.search_tsv @@ CAST(:common_q AS tsquery)"
+    if words.rare_q is not None:
+        parts.append(f"""
+        text_rare AS MATERIALIZED (
+            SELECT m.id, m.created_at, {rank("m")} AS text_score
+            FROM memory m
+            WHERE {eligible} AND m.search_tsv @@ CAST(:rare_q AS tsquery)
+        )""")
+        # Only when the rare lexemes leave the page short: a one-time filter, so the
+        # window is not even read otherwise.
+        window_where += " AND (SELECT count(*) FROM text_rare) < :text_n"
+        fill_where += " AND NOT (w.search_tsv @@ CAST(:rare_q AS tsquery))"
+    # The newest :fill_window eligible memories (an index range read, whatever the
+    # words), and among them those matching the common words.
+    parts.append(f"""
+        text_fill AS (
+            SELECT w.id, w.created_at,
+                   {rank("w")} AS text_score
+            FROM (SELECT m.id, m.created_at, m.search_tsv
+                  FROM memory m
+                  WHERE {window_where}
+                  ORDER BY m.created_at DESC
+                  LIMIT :fill_window) AS w
+            WHERE {fill_where}
+        )""")
+    union = "SELECT * FROM text_fill"
+    if words.rare_q is not None:
+        union = "SELECT * FROM text_rare UNION ALL " + union
+    return (
+        ",".join(parts)
+        + f""",
+        text_candidates AS ({union})"""
+    )
+
+
+def fulltext_search(eligible: str, words: TextPlan, ranker: Ranker = "ts_rank") -> str:
     return f"""
-        WITH {text_ctes(eligible, plan).lstrip()}
+        WITH {text_ctes(eligible, words, ranker).lstrip()}
         SELECT {HIT_COLUMNS}, t.text_score, t.text_rank
         FROM text_hits t
         JOIN memory m ON m.id = t.id AND m.created_at = t.created_at
@@ -277,47 +210,47 @@ def fulltext_search(eligible: str, plan: TextPlan) -> str:
         ORDER BY t.text_rank"""
 
 
-def hybrid_search(
-    eligible: str,
-    plan: TextPlan | None,
-    with_vector: bool,
-    exact: bool,
-    storage: VectorStorage,
-    fusion: Fusion,
-    signals: Signals,
-) -> str:
-    """The fusion (`fusion_parts`) of the vector side (:vec_n nearest, or none) and the text
-    side (`plan`'s top :text_n, or none) in one statement, blended with `signals`, the top
-    :limit. Every row carries each list's rank, raw score and share, so a hit can explain
-    its place."""
-    if with_vector:
-        vec = f"""
-        vec AS MATERIALIZED ({nearest(eligible, exact, storage)}),
+def vector_ctes(eligible: str, vector: VectorList | None, *, exact: bool) -> str:
+    """`vec` (the nearest :vec_n, or none) and `vec_hits`, ranked; the index scan sets its
+    own settings (:set_names / :set_values)."""
+    if vector is None:
+        return f"""
+        vec AS ({NO_VECTOR_HITS}),
+        vec_hits AS (SELECT * FROM vec)"""
+    return f"""
+        vec AS MATERIALIZED ({nearest(eligible, exact, vector.storage, configure=not exact)}),
         vec_hits AS (
             SELECT id, created_at, distance,
                    row_number() OVER (ORDER BY distance, id) AS vector_rank
             FROM vec
         )"""
-    else:
-        vec = f"""
-        vec AS ({NO_VECTOR_HITS}),
-        vec_hits AS (SELECT * FROM vec)"""
-    text = text_ctes(eligible, plan) if plan is not None else f"text_hits AS ({NO_TEXT_HITS})"
-    vec_part, text_part = fusion_parts(fusion)
-    sig_columns, score = signal_columns(signals)
-    # Every hit's distance to the question's vector, on the vector list or not: its
-    # relevance, what a recall's min_score compares (hits.hybrid_hit).
-    any_distance = (
-        f"coalesce(f.distance, CASE WHEN {READY} THEN m.embedding <=> {qvec(storage)} END)"
-        if with_vector
-        else "NULL::float8"
+
+
+def hybrid_search(plan: SearchPlan, *, exact: bool) -> str:
+    """The fusion (`fusion_parts`) of the vector list (:vec_n nearest, or none) and the text
+    list (the top :text_n, or none) in one statement, blended with the signals, the top
+    :limit. Every row carries each list's rank, raw score and share, so a hit can explain
+    its place."""
+    eligible = plan.query.where.sql
+    text = plan.text
+    text_part = (
+        text_ctes(eligible, text.words, text.ranker)
+        if text is not None
+        else f"text_hits AS ({NO_TEXT_HITS})"
     )
-    # A zero-length stored vector has a NaN distance (hits.similarity): it counts as 0.
-    # float8 arithmetic throughout: 1.0 alone is numeric, and the driver would return Decimals.
     return f"""
-        WITH {vec.lstrip()},
-        {text.lstrip()},
-        joined AS (
+        WITH {vector_ctes(eligible, plan.vector, exact=exact).lstrip()},
+        {text_part.lstrip()},
+        {fused_ctes(plan)}
+        {_fused_select(plan)}"""
+
+
+def fused_ctes(plan: SearchPlan) -> str:
+    """Both lists joined, each one's share of the fused score (`fusion_parts`) beside its rank
+    and raw score. A zero-length stored vector has a NaN distance (hits.similarity): it
+    counts as 0."""
+    vec_part, text_part = fusion_parts(plan.query.fusion)
+    return f"""joined AS (
             SELECT coalesce(v.id, t.id) AS id,
                    coalesce(v.created_at, t.created_at) AS created_at,
                    v.vector_rank, v.distance, t.text_rank, t.text_score,
@@ -328,8 +261,22 @@ def hybrid_search(
         shares AS (
             SELECT j.*, {vec_part} AS vec_part, {text_part} AS text_part FROM joined j
         ),
-        fused AS (SELECT s.*, s.vec_part + s.text_part AS fused FROM shares s)
-        SELECT {HIT_COLUMNS}, f.vector_rank, f.distance, f.text_rank, f.text_score,
+        fused AS (SELECT s.*, s.vec_part + s.text_part AS fused FROM shares s)"""
+
+
+def _fused_select(plan: SearchPlan) -> str:
+    """The fused rows blended with the signals (`signal_columns`), best first."""
+    sig_columns, score = signal_columns(plan.query.signals)
+    # Every hit's distance to the question's vector, on the vector list or not: its
+    # relevance, what a recall's min_score compares (hits.hybrid_hit).
+    any_distance = (
+        f"coalesce(f.distance, CASE WHEN {READY} THEN m.embedding <=> "
+        f"{qvec(plan.vector.storage)} END)"
+        if plan.vector is not None
+        else "NULL::float8"
+    )
+    # float8 arithmetic throughout: 1.0 alone is numeric, and the driver would return Decimals.
+    return f"""SELECT {HIT_COLUMNS}, f.vector_rank, f.distance, f.text_rank, f.text_score,
                f.vec_part, f.text_part, f.fused{sig_columns}, {score} AS score,
                {any_distance} AS any_distance,
                (SELECT count(*) FROM vec) AS vector_found
@@ -338,3 +285,82 @@ def hybrid_search(
         JOIN robot r ON r.id = m.author_robot_id
         ORDER BY score DESC, m.created_at DESC, m.id
         LIMIT :limit"""
+
+
+# --- a plan, rendered -----------------------------------------------------------------------
+
+# When a step's answer stands (else the next step runs; SearchRepository.run reads it):
+# always; "few": an exact search that counted the eligible memories found at most `bound` of
+# them; "rows": an index scan returned `bound` rows; "vector_found": hybrid's index scan
+# found `bound` vector candidates.
+Stands = Literal["always", "few", "rows", "vector_found"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One statement of a plan, with its bind values, and when its answer stands."""
+
+    sql: str
+    params: dict[str, Any]
+    stands: Stands = "always"
+    bound: int = 0
+
+
+def render(plan: SearchPlan) -> tuple[Step, ...]:
+    """A plan's statements, in the order they may run: SearchRepository.run stops at the
+    first whose answer stands, and the last one always does."""
+    if plan.strategy == "vector":
+        return _vector_steps(plan)
+    if plan.strategy == "fulltext":
+        assert plan.text is not None
+        sql = fulltext_search(plan.query.where.sql, plan.text.words, plan.text.ranker)
+        return (Step(sql, {**plan.query.where.params, **text_params(plan.text)}),)
+    return _hybrid_steps(plan)
+
+
+def _hybrid_steps(plan: SearchPlan) -> tuple[Step, ...]:
+    """One statement, exact; or the index's first, standing when its vector list is full."""
+    vector = plan.vector
+    ways = (True,) if vector is None or vector.route.exact else (False, True)
+    steps = [Step(hybrid_search(plan, exact=e), _hybrid_params(plan, exact=e)) for e in ways]
+    if vector is not None and len(steps) == 2:
+        steps[0] = replace(steps[0], stands="vector_found", bound=vector.depth)
+    return tuple(steps)
+
+
+def _vector_steps(plan: SearchPlan) -> tuple[Step, ...]:
+    """Count first (the exact answer when few are eligible), then the index (when it comes
+    back full), then exact search, as the route says."""
+    v = plan.vector
+    assert v is not None and plan.query.vector is not None
+    eligible = plan.query.where.sql
+    params = {**_vector_params(plan), **plan.query.where.params}
+    steps = []
+    if v.route.count:
+        counting = {**params, "cap": v.exact_max_rows + 1, "max_rows": v.exact_max_rows}
+        sql = exact_search_with_count(eligible, v.storage)
+        steps.append(Step(sql, counting, "few", v.exact_max_rows))
+    if not v.route.exact:
+        sql = vector_search(eligible, False, v.storage, configure=True)
+        steps.append(Step(sql, {**params, **settings_params(v.index)}, "rows", v.depth))
+    steps.append(Step(vector_search(eligible, True, v.storage, configure=False), params))
+    return tuple(steps)
+
+
+def _vector_params(plan: SearchPlan) -> dict[str, Any]:
+    assert plan.vector is not None
+    return {"qvec": plan.query.vector_text, "vec_n": plan.vector.depth}
+
+
+def _hybrid_params(plan: SearchPlan, *, exact: bool) -> dict[str, Any]:
+    query = plan.query
+    params = {**query.where.params, "limit": query.limit}
+    if plan.vector is not None:
+        params.update(_vector_params(plan))
+        if not exact:
+            params.update(settings_params(plan.vector.index))
+    if plan.text is not None:
+        params.update(text_params(plan.text))
+    params.update(fusion_params(query.fusion))
+    params.update(signal_params(query.signals, query.now))
+    return params

@@ -16,8 +16,9 @@ import pytest
 
 from app.db.session import DbSession
 from app.recall.fusion import Fusion, Signals
+from app.recall.hits import SearchHit
 from app.recall.query import SearchQuery
-from app.recall.repository import SearchHit, SearchRepository
+from app.recall.search import Search
 from tests.recall.test_search import (  # noqa: F401  (fixtures)
     FUSION_QUESTION,
     FUSION_SIMS,
@@ -40,7 +41,7 @@ SIMS = {k: toward_as_stored(s) for k, s in FUSION_SIMS.items()}
 
 
 async def hybrid(session: DbSession, ns: int, dim: int, **kw) -> list[SearchHit]:  # type: ignore[no-untyped-def]
-    return await SearchRepository(session).hybrid(
+    return await Search(session).hybrid(
         SearchQuery(ns, 10, text=FUSION_QUESTION, vector=e0(dim), **kw)
     )
 
@@ -120,7 +121,7 @@ async def test_zscore_of_a_list_with_no_spread_contributes_nothing(
 ) -> None:
     """One full-text candidate has no z-score: the order is the vector list's. ("quiet" is in
     z alone, vector rank 4.) make eval measured the alternative, counting it as found."""
-    hits = await SearchRepository(session).hybrid(
+    hits = await Search(session).hybrid(
         SearchQuery(
             fusion,
             10,
@@ -147,7 +148,7 @@ async def test_zscore_of_equal_scores_is_a_list_with_no_spread(
     for i, text in enumerate(["We deploy on Fridays", "The deploy waits", "deploy notes", "Lunch"]):
         await seed.memory(ns, bot, f"m{i}", text, created_at=at(i),
                           embedding=seed.toward(0.9 - 0.1 * i, i + 1))  # fmt: skip
-    hits = await SearchRepository(session).hybrid(
+    hits = await Search(session).hybrid(
         SearchQuery(
             ns,
             10,
@@ -168,7 +169,7 @@ async def test_zscore_of_equal_scores_is_a_list_with_no_spread(
 async def test_candidates_cut_each_list(session: DbSession, fusion: int, dim: int) -> None:
     """Three candidates per list: vector a, x, b; text e, x, y. b's and y's second list
     ranks (4th, 5th) no longer count, so a and e (1/61) beat them (2/63 before)."""
-    repo = SearchRepository(session)
+    repo = Search(session)
     deep = await repo.hybrid(
         SearchQuery(fusion, 3, text=FUSION_QUESTION, vector=e0(dim), fusion=Fusion(k=60))
     )
@@ -204,7 +205,7 @@ async def test_signals_blend_recency_importance_and_tag_overlap_exactly(
     signals = Signals(
         recency=0.3, half_life_days=7, importance=0.2, tags=0.4, query_tags=("db", "ops")
     )
-    hits = await SearchRepository(session).hybrid(
+    hits = await Search(session).hybrid(
         SearchQuery(
             signalled, 10, text="zzz", vector=e0(dim), fusion=Fusion(k=60), signals=signals, now=now
         )
@@ -236,7 +237,7 @@ async def test_signals_blend_recency_importance_and_tag_overlap_exactly(
 async def test_without_signal_weights_the_score_is_the_fused_score(
     session: DbSession, signalled: int, dim: int
 ) -> None:
-    hits = await SearchRepository(session).hybrid(
+    hits = await Search(session).hybrid(
         SearchQuery(
             signalled,
             10,
@@ -255,7 +256,7 @@ async def test_without_signal_weights_the_score_is_the_fused_score(
 async def test_recency_of_a_memory_from_the_future_is_one(
     session: DbSession, signalled: int, dim: int
 ) -> None:
-    hits = await SearchRepository(session).hybrid(
+    hits = await Search(session).hybrid(
         SearchQuery(
             signalled,
             10,

@@ -25,7 +25,7 @@ from app.db.sql import compiled
 from app.recall.caches import PgvectorVersions, SearchCaches
 from app.recall.planner import EXACT_SEARCH_MAX_ROWS
 from app.recall.query import SearchFilters, SearchQuery
-from app.recall.repository import SearchRepository
+from app.recall.search import Search
 from tests.recall.test_search import T0, engine_for, nearest, raw_connect, unit
 
 N, AUTHORED, EF_SEARCH, LIMIT = 6_000, 2_500, 20, 20
@@ -134,9 +134,7 @@ async def test_forced_pre_0_8_vector_search_falls_back_to_the_exact_nearest(
     assert AUTHORED > EXACT_SEARCH_MAX_ROWS  # else the exact shortcut answers, not the index
     q = _query(memories, 1)
     expected_ids, expected_sims = _expected(memories, q, LIMIT)
-    repo = SearchRepository(
-        session, EF_SEARCH, caches=SearchCaches(pgvector=PgvectorVersions(forced=OLD))
-    )  # type: ignore[arg-type]
+    repo = Search(session, EF_SEARCH, caches=SearchCaches(pgvector=PgvectorVersions(forced=OLD)))  # type: ignore[arg-type]
 
     hits = await repo.vector(
         SearchQuery(
@@ -161,9 +159,7 @@ async def test_forced_pre_0_8_hybrid_search_falls_back_to_the_exact_vector_ranki
 ) -> None:
     q = _query(memories, 2)
     expected_ids, _ = _expected(memories, q, LIMIT)
-    repo = SearchRepository(
-        session, EF_SEARCH, caches=SearchCaches(pgvector=PgvectorVersions(forced=OLD))
-    )  # type: ignore[arg-type]
+    repo = Search(session, EF_SEARCH, caches=SearchCaches(pgvector=PgvectorVersions(forced=OLD)))  # type: ignore[arg-type]
 
     # No memory holds "xylophone": the fusion is the vector ranking alone.
     hits = await repo.hybrid(
@@ -187,8 +183,8 @@ async def test_the_installed_pgvector_fills_the_same_page_with_an_iterative_scan
 ) -> None:
     """The other side of the two tests above: with pgvector >= 0.8 the index scan walks on
     and the page is full without the exact query (so only forcing runs the old path)."""
-    repo = SearchRepository(session, EF_SEARCH)  # type: ignore[arg-type]
-    if await repo.pgvector_version() < (0, 8, 0):
+    repo = Search(session, EF_SEARCH)  # type: ignore[arg-type]
+    if await repo.repository.pgvector_version() < (0, 8, 0):
         pytest.skip("the server's pgvector has no iterative scans")
     q = _query(memories, 1)
 

@@ -10,7 +10,7 @@ import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,14 +25,21 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from app.db.session import DbSession
 from app.db.sql import compiled, vector_text
 from app.recall import planner as recall_planner
-from app.recall import repository as recall_repository
 from app.recall.caches import LargeNamespaces, LexemeStats, PgvectorVersions, SearchCaches
 from app.recall.fusion import Fusion, hybrid_candidates
-from app.recall.planner import MAX_QUERY_LEXEMES, TextPlan, hnsw_settings
+from app.recall.hits import SearchHit, hits_of
+from app.recall.planner import (
+    FULLTEXT_FILL_WINDOW,
+    MAX_QUERY_LEXEMES,
+    Route,
+    TextList,
+    TextPlan,
+    hnsw_settings,
+)
 from app.recall.query import SearchFilters, SearchQuery, where
-from app.recall.repository import SearchHit, SearchRepository
+from app.recall.search import Search
 from app.recall.statements import nearest as nearest_sql
-from app.recall.statements import text_ctes, text_params
+from app.recall.statements import render, text_ctes, text_params
 from tests.vectors import as_stored, similarity
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -171,6 +178,24 @@ class Recording:
         return await self.session.execute(clause, params)
 
 
+async def index_only(
+    search: Search, query: SearchQuery, settings: dict[str, str] | None = None
+) -> list[SearchHit]:
+    """The index statement of a vector search alone (no fallback to exact search), with
+    `settings` (none: pgvector's defaults)."""
+    plan = await search.plan(query, "vector")
+    assert plan is not None and plan.vector is not None
+    vector = replace(plan.vector, route=Route(count=False, exact=False), index=settings or {})
+    rows, _ = await search.repository.run(render(replace(plan, vector=vector))[:1])
+    return hits_of(plan, rows)
+
+
+async def words_of(search: Search, query: SearchQuery) -> TextPlan | None:
+    """Which words select and rank a full-text search's candidates (planner.split_lexemes)."""
+    plan = await search.plan(query, "fulltext")
+    return plan.text.words if plan is not None and plan.text is not None else None
+
+
 def query_vector(big: BigSet, seed: int) -> np.ndarray:
     return unit(np.random.default_rng(seed), 1, big.vectors.shape[1])[0]
 
@@ -188,8 +213,7 @@ async def use_planner(planner: str, session: DbSession, monkeypatch) -> None:
     if planner != "planner-choice":
         await force_hnsw(session)
     if planner == "index-first":
-        monkeypatch.setattr(recall_repository, "EXACT_SEARCH_MAX_ROWS", 0)
-        monkeypatch.setattr(recall_planner, "exact_is_cheaper", lambda *_: False)
+        monkeypatch.setattr(recall_planner, "exact_is_cheaper", lambda *_, **__: False)
 
 
 @pytest.mark.parametrize("planner", PLANNERS)
@@ -201,9 +225,10 @@ async def test_vector_author_filter_returns_the_exact_nearest_of_that_robots_mem
     expected_ids, expected_sims = nearest(q, big.vectors[big.authored], big.ids[big.authored], 20)
 
     version = PRE_ITERATIVE_SCANS if planner == "index-first" else None
-    hits = await SearchRepository(
-        big_session, caches=SearchCaches(pgvector=PgvectorVersions(forced=version))
-    ).vector(
+    search = Search(big_session, caches=SearchCaches(pgvector=PgvectorVersions(forced=version)))
+    if planner == "index-first":
+        search.bounds.exact_max_rows = 0
+    hits = await search.vector(
         SearchQuery(
             big.namespace_id, 20, SearchFilters(author_robot_id=big.author_id), vector=q.tolist()
         )
@@ -230,7 +255,7 @@ async def test_vector_week_filter_returns_the_exact_nearest_within_the_week(
     expected_ids, expected_sims = nearest(q, big.vectors[in_week], big.ids[in_week], 20)
     filters = SearchFilters(start=WEEK[0], end=WEEK[1])
 
-    hits = await SearchRepository(big_session).vector(
+    hits = await Search(big_session).vector(
         SearchQuery(big.namespace_id, 20, filters, vector=q.tolist())
     )
 
@@ -248,12 +273,11 @@ async def test_plain_hnsw_post_filtering_alone_returns_a_short_page(
     One robot's memories (1% of the rows) starve the index scan on plain tables and on
     TimescaleDB alike (a week would not: there a week is one or two small chunks)."""
     await force_hnsw(big_session)
-    repo = SearchRepository(big_session)
     q = query_vector(big, 2)
     filters = SearchFilters(author_robot_id=big.author_id)
 
-    plain = await repo._vector_hits(
-        SearchQuery(big.namespace_id, 20, filters, vector=q.tolist()), exact=False
+    plain = await index_only(
+        Search(big_session), SearchQuery(big.namespace_id, 20, filters, vector=q.tolist())
     )
     eligible = where(big.namespace_id, filters)
     params: dict[str, Any] = {"qvec": vector_text(q.tolist()), "vec_n": 20, **eligible.params}
@@ -275,7 +299,7 @@ async def test_hybrid_vector_side_falls_back_to_exact_when_the_index_scan_runs_s
     filters = SearchFilters(start=WEEK[0], end=WEEK[1])
 
     # No memory contains "xylophone": the fusion is the vector ranking alone.
-    hits = await SearchRepository(big_session).hybrid(
+    hits = await Search(big_session).hybrid(
         SearchQuery(big.namespace_id, 20, filters, text="xylophone", vector=q.tolist())
     )
 
@@ -290,7 +314,7 @@ async def test_a_large_namespace_is_estimated_once_per_ttl_for_unfiltered_search
     now = [0.0]
     large = LargeNamespaces(ttl_s=60, clock=lambda: now[0])
     recorded = Recording(big_session)
-    repo = SearchRepository(recorded, caches=SearchCaches(large_namespaces=large))  # type: ignore[arg-type]
+    repo = Search(recorded, caches=SearchCaches(large_namespaces=large))  # type: ignore[arg-type]
 
     def looked() -> tuple[int, int]:
         """(estimates, counts) sent so far: an EXPLAIN of the filters, and an eligibility
@@ -331,7 +355,7 @@ async def test_hnsw_settings_are_local_to_the_transaction(
     show = "SELECT current_setting('hnsw.ef_search')"
     filters = SearchFilters(author_robot_id=big.author_id) if filtered else SearchFilters()
     async with DbSession(big.engine) as session:
-        await SearchRepository(session).vector(
+        await Search(session).vector(
             SearchQuery(big.namespace_id, 220, filters, vector=query_vector(big, 3).tolist())
         )
         inside = (await session.execute(text(show))).scalar()
@@ -357,13 +381,12 @@ async def test_the_index_statement_sets_ef_search_before_its_scan(
         {"ns": big.namespace_id},
     )
     per_table = rows.scalars().all()  # the table's rows, or each chunk's
-    repo = SearchRepository(big_session)
     q = query_vector(big, 5).tolist()
     limit = 2000
-    hits = await repo._vector_hits(
+    hits = await index_only(
+        Search(big_session),
         SearchQuery(big.namespace_id, limit, vector=q),
-        exact=False,
-        settings={"hnsw.ef_search": str(ef)},
+        {"hnsw.ef_search": str(ef)},
     )
     # the default, 40, would give 40 per index scan
     assert len(hits) == min(limit, sum(min(ef, n) for n in per_table))
@@ -378,7 +401,7 @@ async def test_pgvector_version_is_the_installed_extension(big_session: DbSessio
             text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         )
     ).scalar_one()
-    version = await SearchRepository(big_session).pgvector_version()
+    version = await Search(big_session).repository.pgvector_version()
     assert ".".join(map(str, version)) == installed
 
 
@@ -568,7 +591,7 @@ async def story(seed: Seed) -> int:
 async def test_fulltext_question_matches_any_content_word_ranked_by_words_shared(
     session: DbSession, story: int
 ) -> None:
-    hits = await SearchRepository(session).fulltext(SearchQuery(story, 10, text=QUESTION))
+    hits = await Search(session).fulltext(SearchQuery(story, 10, text=QUESTION))
 
     # 3 shared words (newest first), then 2, then 1 (newest first). "go" alone is enough.
     assert keys(hits) == ["parade", "lgbtq", "helped", "hiking", "sunrise", "pottery"]
@@ -583,7 +606,7 @@ async def test_fulltext_question_matches_any_content_word_ranked_by_words_shared
 
 
 async def test_fulltext_finds_a_proper_noun_alone(session: DbSession, story: int) -> None:
-    hits = await SearchRepository(session).fulltext(SearchQuery(story, 10, text="Caroline?"))
+    hits = await Search(session).fulltext(SearchQuery(story, 10, text="Caroline?"))
     assert keys(hits) == ["parade", "sunrise", "lgbtq"]
 
 
@@ -591,14 +614,14 @@ async def test_fulltext_finds_a_proper_noun_alone(session: DbSession, story: int
 async def test_fulltext_stop_words_only_returns_nothing(
     session: DbSession, story: int, question: str
 ) -> None:
-    repo = SearchRepository(session)
+    repo = Search(session)
     assert await repo.fulltext(SearchQuery(story, 10, text=question)) == []
     assert await repo.hybrid(SearchQuery(story, 10, text=question, vector=None)) == []
 
 
 async def test_fulltext_uses_the_first_32_content_words(session: DbSession, story: int) -> None:
     assert MAX_QUERY_LEXEMES == 32
-    repo = SearchRepository(session)
+    repo = Search(session)
     filler = " ".join(f"filler{i}" for i in range(31))
     found = await repo.fulltext(SearchQuery(story, 10, text=f"{filler} Caroline"))
     assert keys(found) == ["parade", "sunrise", "lgbtq"]
@@ -606,7 +629,7 @@ async def test_fulltext_uses_the_first_32_content_words(session: DbSession, stor
 
 
 async def test_fulltext_respects_the_limit(session: DbSession, story: int) -> None:
-    hits = await SearchRepository(session).fulltext(SearchQuery(story, 2, text=QUESTION))
+    hits = await Search(session).fulltext(SearchQuery(story, 2, text=QUESTION))
     assert keys(hits) == ["parade", "lgbtq"]
 
 
@@ -623,7 +646,7 @@ async def test_fulltext_with_common_words_ranks_rare_word_matches_first(
     await seed.memory(ns, bot, "c-and-g", "Caroline joined the group", created_at=at(1))
     for i in range(2, 8):
         await seed.memory(ns, bot, f"g{i}", f"The group met, take {i}", created_at=at(i))
-    repo = SearchRepository(session)
+    repo = Search(session)
 
     # Unbounded (the budget holds every match): plain ts_rank order.
     assert keys(await repo.fulltext(SearchQuery(ns, 4, text="Caroline group"))) == [
@@ -633,8 +656,8 @@ async def test_fulltext_with_common_words_ranks_rare_word_matches_first(
         "ggg", "g7", "g6", "g5",
     ]  # fmt: skip
 
-    repo.candidate_budget = 4
-    repo.fill_window = 4
+    repo.bounds.candidate_budget = 4
+    repo.bounds.fill_window = 4
     # The rare word fills the page, so "group"-only memories are not even read.
     assert keys(await repo.fulltext(SearchQuery(ns, 2, text="Caroline group"))) == [
         "c-and-g", "c-only",
@@ -669,7 +692,7 @@ async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_
     big: BigSet, big_session: DbSession
 ) -> None:
     """All 20,000 memories say "memory number"; only one says 12345."""
-    repo = SearchRepository(big_session)
+    repo = Search(big_session)
     question = "What was memory number 12345 about?"
 
     hits = await repo.fulltext(SearchQuery(big.namespace_id, 3, text=question))
@@ -679,12 +702,12 @@ async def test_fulltext_over_words_every_memory_shares_ranks_the_rare_match_via_
     assert [h.fulltext_score for h in hits] == pytest.approx(
         [3 * ONE_TERM / 3, 2 * ONE_TERM / 3, 2 * ONE_TERM / 3], rel=1e-6
     )
-    plan = await repo._text_plan(SearchQuery(big.namespace_id, 3, text=question), 3)
+    plan = await words_of(repo, SearchQuery(big.namespace_id, 3, text=question))
     assert plan == TextPlan(
         all_q="'12345' | 'memori' | 'number'", rare_q="'12345'", common_q="'memori' | 'number'"
     )
     eligible = where(big.namespace_id, SearchFilters())
-    params = {**text_params(plan, 3), **eligible.params}
+    params = {**text_params(TextList(3, plan, FULLTEXT_FILL_WINDOW)), **eligible.params}
     sql = "WITH " + text_ctes(eligible.sql, plan)
     explain = await big_session.execute(text(f"EXPLAIN {sql} SELECT * FROM text_hits"), params)
     # On TimescaleDB each chunk has its own copy: _hyper_1_2_chunk_memory_search_tsv.
@@ -700,14 +723,14 @@ async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statist
     now = [0.0]
     stats = LexemeStats(min_rows=BIG, ttl_s=60, clock=lambda: now[0])
     recorded = Recording(big_session)
-    repo = SearchRepository(recorded, caches=SearchCaches(lexeme_stats=stats))  # type: ignore[arg-type]
+    repo = Search(recorded, caches=SearchCaches(lexeme_stats=stats))  # type: ignore[arg-type]
     question = "What was memory number 12345 about?"
     hits = await repo.fulltext(SearchQuery(big.namespace_id, 3, text=question))
-    plan = await repo._text_plan(SearchQuery(big.namespace_id, 3, text=question), 3)
+    plan = await words_of(repo, SearchQuery(big.namespace_id, 3, text=question))
     statements = recorded.statements
 
     # ANALYZE read all 20,000 rows: every memory says "memory number"; "12345" is untracked.
-    frequencies = await repo._lexeme_frequencies()
+    frequencies = await repo.repository.lexeme_frequencies()
     assert frequencies is not None and frequencies.rows == BIG
     assert frequencies.freq["memori"] == frequencies.freq["number"] == 1.0
     assert "12345" not in frequencies.freq
@@ -724,8 +747,8 @@ async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statist
     # Below min_rows (or without statistics) the counts decide, as before.
     now[0] = 61.0
     stats.min_rows = BIG + 1
-    assert await repo._lexeme_frequencies() is None
-    assert await repo._text_plan(SearchQuery(big.namespace_id, 3, text=question), 3) == plan
+    assert await repo.repository.lexeme_frequencies() is None
+    assert await words_of(repo, SearchQuery(big.namespace_id, 3, text=question)) == plan
 
 
 # --- hybrid --------------------------------------------------------------------------------
@@ -805,7 +828,7 @@ def rrf(key: str, k: int) -> float:
 async def test_hybrid_scores_are_exact_reciprocal_rank_fusion(
     session: DbSession, fusion: int, dim: int, k: int, order: list[str]
 ) -> None:
-    hits = await SearchRepository(session).hybrid(
+    hits = await Search(session).hybrid(
         SearchQuery(fusion, 10, text=FUSION_QUESTION, vector=e0(dim), fusion=Fusion(k=k))
     )
 
@@ -822,7 +845,7 @@ async def test_hybrid_scores_are_exact_reciprocal_rank_fusion(
 
 
 async def test_hybrid_limit_takes_the_best_fused(session: DbSession, fusion: int, dim: int) -> None:
-    hits = await SearchRepository(session).hybrid(
+    hits = await Search(session).hybrid(
         SearchQuery(fusion, 3, text=FUSION_QUESTION, vector=e0(dim))
     )
     assert keys(hits) == ["x", "b", "y"]
@@ -831,9 +854,7 @@ async def test_hybrid_limit_takes_the_best_fused(session: DbSession, fusion: int
 async def test_hybrid_without_embedding_is_fulltext_only_fusion(
     session: DbSession, fusion: int
 ) -> None:
-    hits = await SearchRepository(session).hybrid(
-        SearchQuery(fusion, 10, text=FUSION_QUESTION, vector=None)
-    )
+    hits = await Search(session).hybrid(SearchQuery(fusion, 10, text=FUSION_QUESTION, vector=None))
 
     assert keys(hits) == ["e", "x", "y", "b"]
     assert [h.score for h in hits] == [1 / 61, 1 / 62, 1 / 63, 1 / 64]
@@ -844,7 +865,7 @@ async def test_hybrid_without_embedding_is_fulltext_only_fusion(
 async def test_hybrid_with_only_stop_words_is_the_vector_ranking(
     session: DbSession, fusion: int, dim: int
 ) -> None:
-    hits = await SearchRepository(session).hybrid(
+    hits = await Search(session).hybrid(
         SearchQuery(fusion, 10, text="What was it?", vector=e0(dim))
     )
 
@@ -856,7 +877,7 @@ async def test_hybrid_with_only_stop_words_is_the_vector_ranking(
 async def test_vector_skips_pending_deleted_and_other_namespaces(
     session: DbSession, fusion: int, dim: int
 ) -> None:
-    hits = await SearchRepository(session).vector(SearchQuery(fusion, 10, vector=e0(dim)))
+    hits = await Search(session).vector(SearchQuery(fusion, 10, vector=e0(dim)))
     assert keys(hits) == ["a", "x", "b", "z", "y"]
     expected = [toward_as_stored(s) for s in FUSION_SIMS.values()]
     assert [h.score for h in hits] == pytest.approx(expected, abs=1e-6)
@@ -879,7 +900,7 @@ async def test_search_works_with_the_binary_vector_codec(database_url: str, dim:
                               embedding=seed.toward(0.9, 1))  # fmt: skip
             await seed.memory(ns, bot, "far", "far", created_at=at(2),
                               embedding=seed.toward(0.1, 2))  # fmt: skip
-            repo = SearchRepository(s)
+            repo = Search(s)
             assert keys(await repo.vector(SearchQuery(ns, 5, vector=e0(dim)))) == [
                 "near",
                 "far",
@@ -921,7 +942,7 @@ async def varied(seed: Seed) -> dict[str, int]:
 async def test_hits_carry_the_memory_as_stored(
     session: DbSession, varied: dict[str, int], dim: int
 ) -> None:
-    hits = await SearchRepository(session).vector(
+    hits = await Search(session).vector(
         SearchQuery(
             varied["ns"], 10, SearchFilters(metadata={"lang": {"name": "py"}}), vector=e0(dim)
         )
@@ -980,7 +1001,7 @@ async def test_filters_select_exactly_the_matching_memories(
     if values.get("author_robot_id") == "alice":
         values["author_robot_id"] = varied["alice"]
     filters = SearchFilters(**values)
-    repo = SearchRepository(session)
+    repo = Search(session)
     ns = varied["ns"]
 
     if strategy == "vector":
