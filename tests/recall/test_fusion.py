@@ -131,7 +131,7 @@ async def test_score_fusion_zscore_scores_a_memory_off_a_list_as_that_list_would
 async def test_the_one_memory_sharing_a_word_is_lifted_above_those_sharing_none(
     session: DbSession, fusion: int, dim: int
 ) -> None:
-    """"quiet" is in z alone (vector rank 4): over the candidates its ts_rank stands out from
+    """ "quiet" is in z alone (vector rank 4): over the candidates its ts_rank stands out from
     the others' 0, so full text lifts it (it counted for nothing when a memory off a list
     took that list's lowest score: make eval, evals/results/2026-11-28-union-fusion.md)."""
     hits = await Search(session).hybrid(
