@@ -292,7 +292,7 @@ def signal_columns(signals: Signals) -> tuple[str, str]:
         return "", "f.fused"
     # The fused score scaled so the best candidate's is 1, then blended (planner.Signals).
     relevance = "coalesce(f.fused / nullif(max(f.fused) OVER (), 0), 0)"
-    columns = [f"{relevance} AS relevance"]
+    columns = [f"{relevance} AS scaled"]
     columns += [f"{active.get(name, 'NULL::float8')} AS sig_{name}" for name in SIGNAL_NAMES]
     terms = [f"(1 - CAST(:w_signals AS float8)) * {relevance}"]
     terms += [f"CAST(:w_{name} AS float8) * {sql}" for name, sql in active.items()]

@@ -304,7 +304,8 @@ def _fused_select(plan: SearchPlan) -> str:
     )
     # float8 arithmetic throughout: 1.0 alone is numeric, and the driver would return Decimals.
     return f"""SELECT {HIT_COLUMNS}, f.vector_rank, f.distance, f.text_rank, f.text_score,
-               f.vec_part, f.text_part, f.fused{sig_columns}, {score} AS score,
+               f.vec_part, f.text_part, f.fused, f.vec_all, f.text_all{sig_columns},
+               {score} AS score,
                {any_distance} AS any_distance,
                (SELECT count(*) FROM vec) AS vector_found
         FROM fused f

@@ -246,7 +246,7 @@ async def test_signals_blend_recency_importance_and_tag_overlap_exactly(
             {"recency": recency[h.key], "importance": importance[h.key], "tags": tags[h.key]},
             rel=1e-9,
         )
-    assert {h.key: h.shares.relevance for h in hits if h.shares} == pytest.approx(
+    assert {h.key: h.shares.scaled for h in hits if h.shares} == pytest.approx(
         {k: fused[k] / (1 / 61) for k in fused}, rel=1e-12
     )
 
@@ -267,7 +267,7 @@ async def test_without_signal_weights_the_score_is_the_fused_score(
     )  # a tag weight without query tags weighs nothing
     assert keys(hits) == ["old_important", "new_plain", "mid"]
     assert [h.score for h in hits] == pytest.approx([1 / 61, 1 / 62, 1 / 63], rel=1e-12)
-    assert {h.shares.relevance for h in hits if h.shares} == {None}
+    assert {h.shares.scaled for h in hits if h.shares} == {None}
 
 
 async def test_recency_of_a_memory_from_the_future_is_one(
