@@ -295,14 +295,14 @@ class Settings(BaseSettings):
         "combination of each list's normalised raw scores)",
     )
     recall_vector_weight: float = Field(
-        default=0.7,
+        default=0.6,
         ge=0,
         le=100,
-        description="The vector list's weight in the fusion (0.7 / 0.3: make eval's best on the "
-        "conversations' dev split once a memory's vector carries its context; 0.3 / 0.7 before)",
+        description="The vector list's weight in the fusion (0.6 / 0.4: make eval's best worst "
+        "case over every set and loading mode, dev halves; evals/results/)",
     )
     recall_fulltext_weight: float = Field(
-        default=0.3, ge=0, le=100, description="The full-text list's weight in the fusion"
+        default=0.4, ge=0, le=100, description="The full-text list's weight in the fusion"
     )
     recall_normalization: Literal["minmax", "zscore"] = Field(
         default="zscore", description="Score fusion's normalisation of each list's raw scores"

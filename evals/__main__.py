@@ -26,7 +26,16 @@ from typing import Any
 
 from evals import report
 from evals.deployments import DEFAULTS, Deployment, configs_of, load_deployments, select
-from evals.runner import BASELINE, DEEP_LIMIT, LIMIT, Config, load, load_configs, run_config
+from evals.runner import (
+    BASELINE,
+    DEEP_LIMIT,
+    LIMIT,
+    Config,
+    Loaded,
+    load,
+    load_configs,
+    run_config,
+)
 from evals.sets import MODES, SET_MODES, SETS, EvalSet, Mode, Unavailable
 
 CONCURRENCY = 4
@@ -81,6 +90,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", metavar="NAMES",
                    help="comma-separated: run only these deployments")  # fmt: skip
     p.add_argument("--keep-database", action="store_true")
+    p.add_argument(
+        "--reuse-database",
+        action="store_true",
+        help="ask the questions of a database a --keep-database run left (every set and "
+        "mode of this run loaded), without loading again; implies --keep-database",
+    )
     p.add_argument("--out", type=Path, default=report.RESULTS_DIR)
     args = p.parse_args(argv)
     unknown = set(args.sets.split(",")) - SETS.keys()
@@ -182,7 +197,7 @@ async def run_deployment(
     """One deployment: its own database and service, every set loaded, every configuration
     asked, then the service stopped (and the database dropped)."""
     from bench.http import Http
-    from bench.infra import ServiceProcess, drop_database, fresh_database
+    from bench.infra import ServiceProcess, drop_database, fresh_database, kept_database
     from bench.report import versions
 
     out: dict[str, Any] = {
@@ -198,8 +213,11 @@ async def run_deployment(
     t0 = time.perf_counter()
     sets = [build_set(args, name, mode, d.labels) for name, mode in pairs]
     service = None
+    keep = args.keep_database or args.reuse_database
     try:
-        url = await fresh_database(servers, d.database)
+        expected = sum(len(g) for s in sets for g in s.groups.values())
+        kept = await kept_database(servers, d.database, 1) if args.reuse_database else None
+        url = kept or await fresh_database(servers, d.database)
         log = EVAL_DIR / "logs" / f"service-{d.name}.log"
         # a loaded 2-core machine can take more than the default 10 s to embed a batch of
         # 100: an embedding deferred to the worker would fail the load
@@ -215,10 +233,15 @@ async def run_deployment(
         async with Http(service.base_url, 2 * CONCURRENCY, timeout_s=120.0) as client:
             t1 = time.perf_counter()
             memories = 0
+            if kept:
+                say(f"  reusing {d.database}: its {expected} memories are not loaded again")
             for s in sets:
-                say(f"  loading {label(s)}: {sum(len(g) for g in s.groups.values())} memories")
-                async with asyncio.timeout(STEP_LIMIT_S):
-                    n = await load(client, s, prefix=d.prefix)
+                if kept:
+                    n = Loaded(sum(len(g) for g in s.groups.values()), 0)
+                else:
+                    say(f"  loading {label(s)}: {sum(len(g) for g in s.groups.values())} memories")
+                    async with asyncio.timeout(STEP_LIMIT_S):
+                        n = await load(client, s, prefix=d.prefix)
                 memories += n.sent
                 out["sets"][label(s)] = {
                     "set": s.name,
@@ -244,7 +267,7 @@ async def run_deployment(
     finally:
         if service is not None:
             service.stop()
-        if not args.keep_database:
+        if not keep:
             await drop_database(servers, d.database)
     out["seconds"] = time.perf_counter() - t0
     return out

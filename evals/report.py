@@ -189,6 +189,52 @@ def summary_markdown(results: dict[str, Any]) -> list[str]:
     return [*lines, *check_markdown(results), ""]
 
 
+def worst_cases(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each deployment and configuration: its lowest R@10 over every set and mode it ran
+    on, on the dev halves (what a default is chosen by) and on the test halves (what it is
+    reported by), with where each lowest is; the best worst case on dev first."""
+    out = []
+    for dname, d in results["deployments"].items():
+        per: dict[str, dict[str, tuple[float, str]]] = {}
+        for label, r in d.get("sets", {}).items():
+            for cname, c in _ok(r["configs"]).items():
+                for split in ("dev", "test"):
+                    got = c["split"].get(split, {}).get("recall_at_10")
+                    if got is None:
+                        continue
+                    best = per.setdefault(cname, {}).get(split)
+                    if best is None or got < best[0]:
+                        per[cname][split] = (got, label)
+        for cname, splits in per.items():
+            if {"dev", "test"} <= splits.keys():
+                out.append({
+                    "deployment": dname, "config": cname,
+                    "dev": splits["dev"][0], "dev_at": splits["dev"][1],
+                    "test": splits["test"][0], "test_at": splits["test"][1],
+                })  # fmt: skip
+    return sorted(out, key=lambda w: (-w["dev"], w["deployment"], w["config"]))
+
+
+def worst_markdown(results: dict[str, Any]) -> list[str]:
+    rows = [
+        [f"`{w['deployment']}`", f"`{w['config']}`", _f(w["dev"]), w["dev_at"], _f(w["test"]),
+         w["test_at"]]
+        for w in worst_cases(results)
+    ]  # fmt: skip
+    if not rows:
+        return []
+    head = ["deployment", "configuration", "worst dev R@10", "on", "worst test R@10", "on"]
+    return [
+        "## Worst case over sets and modes",
+        "",
+        "A default is chosen by its lowest R@10 over every set and loading mode on the dev "
+        "halves (best first), and reported on the test halves.",
+        "",
+        *_table(head, rows),
+        "",
+    ]
+
+
 def hybrid_checks(results: dict[str, Any]) -> list[dict[str, Any]]:
     """For each deployment, set and mode where vector, fulltext and hybrid all ran: whether
     hybrid's R@10 (all questions) is at least each of its inputs'."""
@@ -240,6 +286,7 @@ def markdown(results: dict[str, Any]) -> str:
         *(f"Set `{n}` skipped: {why}" for n, why in results.get("skipped", {}).items()),
         "",
         *summary_markdown(results),
+        *worst_markdown(results),
     ]
     for dname, d in results["deployments"].items():
         lines += [f"## Deployment `{dname}`", ""]

@@ -21,12 +21,18 @@ def explain(
 ) -> HitExplanation:
     shares = hit.shares
     vector = fulltext = None
-    if hit.vector_rank is not None and hit.vector_similarity is not None:
+    vector_score = shares.vector_raw if shares else None
+    fulltext_score = shares.fulltext_raw if shares else None
+    if vector_score is None and hit.vector_rank is not None:
+        vector_score = hit.vector_similarity
+    if fulltext_score is None and hit.fulltext_rank is not None:
+        fulltext_score = hit.fulltext_score
+    if vector_score is not None:
         share = shares.vector if shares else hit.score
-        vector = ListExplanation(rank=hit.vector_rank, score=hit.vector_similarity, share=share)
-    if hit.fulltext_rank is not None and hit.fulltext_score is not None:
+        vector = ListExplanation(rank=hit.vector_rank, score=vector_score, share=share)
+    if fulltext_score is not None:
         share = shares.fulltext if shares else hit.score
-        fulltext = ListExplanation(rank=hit.fulltext_rank, score=hit.fulltext_score, share=share)
+        fulltext = ListExplanation(rank=hit.fulltext_rank, score=fulltext_score, share=share)
     weights = {
         "recency": signals.recency,
         "importance": signals.importance,
@@ -34,14 +40,15 @@ def explain(
         "access": signals.access,
     }
     found = shares.signals if shares else {}
-    relevance = None
-    if shares is not None and shares.relevance is not None:
-        relevance = (1 - signals.total_weight) * shares.relevance
+    scaled = None
+    if shares is not None and shares.scaled is not None:
+        scaled = (1 - signals.total_weight) * shares.scaled
     return HitExplanation(
         vector=vector,
         fulltext=fulltext,
         fused=shares.fused if shares else hit.score,
-        relevance=relevance,
+        relevance=hit.relevance,
+        scaled=scaled,
         signals={
             name: SignalExplanation(value=v, weight=weights[name], contribution=weights[name] * v)
             for name, v in found.items()

@@ -27,12 +27,12 @@ class Fusion:
 
     rrf:   Σ wᵢ / (k + rankᵢ) over the lists a memory is on.
     score: Σ wᵢ · norm(scoreᵢ), wᵢ summing to 1 (a convex combination) of the raw scores
-           (vector: 1 − cosine distance; full text: ts_rank) normalised over each list's
-           candidates: minmax maps the list's lowest to 0 and highest to 1 (a list whose
-           candidates all score the same gives them 1), a memory not on the list gets 0;
-           zscore is (x − mean) / population standard deviation, a memory not on the list
-           counting as the list's lowest score; a list with no spread (one candidate, or all
-           equal) gives every memory 0: a lone full-text match is not boosted.
+           (vector: 1 − cosine distance; full text: ts_rank) of every candidate of either
+           list, a memory one list did not reach scored as that list would score it (its
+           similarity, 0 without an embedding; its ts_rank, 0 sharing no word), normalised
+           over all the candidates: minmax maps the lowest to 0 and the highest to 1 (all
+           equal: 1); zscore is (x − mean) / population standard deviation; a list with no
+           spread (one candidate, or all equal) gives every memory 0.
     `candidates` is each list's depth (default: hybrid_candidates)."""
 
     method: FusionMethod = "rrf"
@@ -210,11 +210,12 @@ def rrf(fusion: Fusion) -> ShareSql:
 
 
 def score_fusion(fusion: Fusion) -> ShareSql:
-    """Σ wᵢ · norm(scoreᵢ), by `fusion.normalization` (Fusion says how each one reads)."""
+    """Σ wᵢ · norm(scoreᵢ), by `fusion.normalization` (Fusion says how each one reads), over
+    every candidate's scores on both lists (vec_all, text_all: statements.scored_union)."""
     norm = fusion.normalization
     return (
-        f"CAST(:w_vec AS float8) * {_normalised('j.vec_sim', norm)}",
-        f"CAST(:w_text AS float8) * {_normalised('j.text_score', norm)}",
+        f"CAST(:w_vec AS float8) * {_normalised('j.vec_all', norm)}",
+        f"CAST(:w_text AS float8) * {_normalised('j.text_all', norm)}",
     )
 
 
@@ -228,9 +229,9 @@ def _normalised(x: str, normalization: Normalization) -> str:
     spread = f"stddev_pop({x}) OVER ()"
     sd = f"CASE WHEN {spread} > {SPREAD_EPSILON} THEN {spread} END"
     z = f"(coalesce({x}, {lo}) - avg({x}) OVER ()) / {sd}"
-    # A memory not on the list counts as the list's lowest; a list with no spread
-    # (one candidate, or all equal) contributes 0 to every memory. make eval measured
-    # counting its memories as found (1) instead: conversations' recall@10 0.540 → 0.526.
+    # Every candidate has its score on both lists (scored_union), so the lowest only stands
+    # in when a list is absent altogether; a list with no spread (one candidate, or all
+    # equal) contributes 0 to every memory.
     return f"coalesce({z}, 0)"
 
 
@@ -291,7 +292,7 @@ def signal_columns(signals: Signals) -> tuple[str, str]:
         return "", "f.fused"
     # The fused score scaled so the best candidate's is 1, then blended (planner.Signals).
     relevance = "coalesce(f.fused / nullif(max(f.fused) OVER (), 0), 0)"
-    columns = [f"{relevance} AS relevance"]
+    columns = [f"{relevance} AS scaled"]
     columns += [f"{active.get(name, 'NULL::float8')} AS sig_{name}" for name in SIGNAL_NAMES]
     terms = [f"(1 - CAST(:w_signals AS float8)) * {relevance}"]
     terms += [f"CAST(:w_{name} AS float8) * {sql}" for name, sql in active.items()]

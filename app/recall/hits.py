@@ -19,8 +19,12 @@ class Shares:
     vector: float  # the vector list's share of the fused score
     fulltext: float  # the full-text list's share
     fused: float
-    relevance: float | None  # fused / the best candidate's fused, when signals blend in
+    scaled: float | None  # fused / the best candidate's fused, when signals blend in
     signals: dict[str, float]  # each weighted signal's value in [0, 1]
+    # Each list's raw score as the fusion used it (score fusion: for a memory the list did
+    # not reach, what the list would have given it; rrf: None off the list)
+    vector_raw: float | None = None
+    fulltext_raw: float | None = None
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,10 @@ def hybrid_hit(row: Any, signal_names: tuple[str, ...]) -> SearchHit:
             row["vec_part"],
             row["text_part"],
             row["fused"],
-            row["relevance"] if signal_names else None,
+            row["scaled"] if signal_names else None,
             {k: float(v) for k, v in signals.items() if v is not None},
+            row["vec_all"],
+            row["text_all"],
         ),
         relevance=None if row["any_distance"] is None else similarity(row["any_distance"]),
     )

@@ -116,7 +116,7 @@ def hnsw_settings(
     """The transaction-local pgvector settings for an HNSW query wanting `candidates` rows."""
     settings = {"hnsw.ef_search": str(min(max(ef_search, candidates), EF_SEARCH_MAX))}
     if version >= ITERATIVE_SCAN_SINCE:
-        settings["hnsw.iterative_scan"] = "strict_order"
+        settings["hnsw.iterative_scan"] = "relaxed_order"
         settings["hnsw.max_scan_tuples"] = str(MAX_SCAN_TUPLES)
     return settings
 

@@ -178,7 +178,10 @@ class RecallRequest(StrictModel):
 
 
 class ListExplanation(BaseModel):
-    rank: int = Field(description="The hit's rank on this list (1 = first)")
+    rank: int | None = Field(
+        description="The hit's rank on this list (1 = first); null: not among this list's "
+        "candidates, and score fusion then scores it as the list would (`score`)"
+    )
     score: float = Field(description="The list's raw score: similarity or ts_rank")
     share: float = Field(description="What this list added to the fused score")
 
@@ -200,7 +203,13 @@ class HitExplanation(BaseModel):
     fulltext: ListExplanation | None
     fused: float = Field(description="Σ of the lists' shares")
     relevance: float | None = Field(
-        description="fused / the best candidate's fused, weighted by 1 − Σ signal weights"
+        description="The hit's `relevance`: cosine similarity to the question's vector, what "
+        "min_score compares; null without a vector"
+    )
+    scaled: float | None = Field(
+        default=None,
+        description="With signals: fused / the best candidate's fused, weighted by 1 − Σ "
+        "signal weights (the fused score's part of `score`)",
     )
     signals: dict[str, SignalExplanation]
     rerank: RerankExplanation | None = None

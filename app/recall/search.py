@@ -51,10 +51,13 @@ class Search:
         HNSW applies the WHERE clause after the graph walk, which yields at most ef_search
         candidates; a selective filter (and namespace scoping and soft deletes are filters
         too) can leave fewer than `limit` of them, and pgvector < 0.8 then silently returns
-        a short page. pgvector >= 0.8 walks on (iterative scan, strict order) but still stops
-        at hnsw.max_scan_tuples. So whenever the index path returns fewer than `limit` rows,
-        the exact query runs: it is planned on the btree filters, and its cost is that of the
-        filtered set, which is small exactly when post-filtering starved the index scan.
+        a short page. pgvector >= 0.8 walks on (iterative scan, relaxed order: strict order
+        agreed with exact search on 76 % of a filtered top 10 where relaxed agreed on 92 %,
+        the eval's facts namespace beside 25 others at ef_search 100; the statement re-sorts
+        by distance) but still stops at hnsw.max_scan_tuples. So whenever the index path
+        returns fewer than `limit` rows, the exact query runs: it is planned on the btree
+        filters, and its cost is that of the filtered set, which is small exactly when
+        post-filtering starved the index scan.
         Which way runs first is planner.route's choice.
         """
         return await self.find(query, "vector")

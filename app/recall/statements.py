@@ -246,11 +246,11 @@ def hybrid_search(plan: SearchPlan, *, exact: bool) -> str:
 
 
 def fused_ctes(plan: SearchPlan) -> str:
-    """Both lists joined, each one's share of the fused score (`fusion_parts`) beside its rank
-    and raw score. A zero-length stored vector has a NaN distance (hits.similarity): it
-    counts as 0."""
+    """Both lists joined, each candidate scored on both (`scored_union`), each list's share of
+    the fused score (`fusion_parts`) beside its rank and raw score. A zero-length stored
+    vector has a NaN distance (hits.similarity): it counts as 0."""
     vec_part, text_part = fusion_parts(plan.query.fusion)
-    return f"""joined AS (
+    return f"""listed AS (
             SELECT coalesce(v.id, t.id) AS id,
                    coalesce(v.created_at, t.created_at) AS created_at,
                    v.vector_rank, v.distance, t.text_rank, t.text_score,
@@ -258,10 +258,37 @@ def fused_ctes(plan: SearchPlan) -> str:
             FROM vec_hits v
             FULL OUTER JOIN text_hits t ON t.id = v.id AND t.created_at = v.created_at
         ),
+        joined AS ({scored_union(plan)}),
         shares AS (
             SELECT j.*, {vec_part} AS vec_part, {text_part} AS text_part FROM joined j
         ),
         fused AS (SELECT s.*, s.vec_part + s.text_part AS fused FROM shares s)"""
+
+
+def scored_union(plan: SearchPlan) -> str:
+    """Every candidate of either list with both raw scores, `vec_all` and `text_all`: its own
+    list's, or, for a memory the other list did not reach, what that list would have scored
+    it (its similarity to the question's vector, 0 without a ready embedding; its text rank,
+    0 when it shares no word). Score fusion normalises these over all the candidates, so a
+    memory off one list is not taken for that list's worst candidate (make eval: the worst
+    set and mode's recall@10 0.505 → 0.562, evals/results/2026-11-28-union-fusion.md)."""
+    text_all = (
+        f"coalesce(l.text_score, {RANKERS[plan.text.ranker]('m')})"
+        if plan.text is not None
+        else "l.text_score"
+    )
+    vec_all = (
+        f"""coalesce(l.vec_sim, CASE WHEN {READY} THEN
+                 coalesce(nullif(1 - (m.embedding <=> {qvec(plan.vector.storage)}),
+                                 'NaN'::float8), 0)
+                 ELSE 0 END)"""
+        if plan.vector is not None
+        else "l.vec_sim"
+    )
+    return f"""
+            SELECT l.*, {vec_all} AS vec_all, {text_all} AS text_all
+            FROM listed l
+            JOIN memory m ON m.id = l.id AND m.created_at = l.created_at"""
 
 
 def _fused_select(plan: SearchPlan) -> str:
@@ -277,7 +304,8 @@ def _fused_select(plan: SearchPlan) -> str:
     )
     # float8 arithmetic throughout: 1.0 alone is numeric, and the driver would return Decimals.
     return f"""SELECT {HIT_COLUMNS}, f.vector_rank, f.distance, f.text_rank, f.text_score,
-               f.vec_part, f.text_part, f.fused{sig_columns}, {score} AS score,
+               f.vec_part, f.text_part, f.fused, f.vec_all, f.text_all{sig_columns},
+               {score} AS score,
                {any_distance} AS any_distance,
                (SELECT count(*) FROM vec) AS vector_found
         FROM fused f

@@ -183,3 +183,29 @@ def test_hybrid_is_checked_against_both_inputs_on_every_set_and_mode() -> None:
     assert f"**{fail}**" in md
     assert "| `default` | content-only | `vector` | 1.000 | 1.000 | 1.000 |" in md
     assert "| `default` | docs | `fulltext` | 0.500 | 0.000 | 1.000 |" in md
+
+
+def test_the_worst_case_is_the_lowest_r10_over_sets_and_modes_per_split() -> None:
+    def config(dev: float, test: float) -> dict[str, Any]:
+        split = {"dev": {"recall_at_10": dev}, "test": {"recall_at_10": test}}
+        return {"status": "ok", "split": split}
+
+    def ran(set_name: str, mode: str, **configs: dict[str, Any]) -> dict[str, Any]:
+        return {"set": set_name, "mode": mode, "configs": configs}
+
+    refused = {"status": "failed", "http_status": 422}
+    results = {"deployments": {"default": {"sets": {
+        "conv/docs": ran("conv", "docs", a=config(0.8, 0.7), b=config(0.9, 0.9), c=refused),
+        "realtalk/docs": ran("realtalk", "docs", a=config(0.6, 0.5), b=config(0.4, 0.6)),
+        "realtalk/content-only": ran("realtalk", "content-only", a=config(0.7, 0.45),
+                                     b=config(0.5, 0.3)),
+    }}}}  # fmt: skip
+    assert report.worst_cases(results) == [
+        {"deployment": "default", "config": "a", "dev": 0.6, "dev_at": "realtalk/docs",
+         "test": 0.45, "test_at": "realtalk/content-only"},
+        {"deployment": "default", "config": "b", "dev": 0.4, "dev_at": "realtalk/docs",
+         "test": 0.3, "test_at": "realtalk/content-only"},
+    ]  # fmt: skip
+    md = report.worst_markdown(results)
+    assert md[0] == "## Worst case over sets and modes"
+    assert "| `default` | `a` | 0.600 | realtalk/docs | 0.450 | realtalk/content-only |" in md

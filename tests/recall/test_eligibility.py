@@ -147,7 +147,7 @@ async def test_a_hybrid_plan_is_a_value_naming_its_lists_route_index_ranker_and_
     assert whole.vector.depth == whole.text.depth == 80  # k + 2 · limit
     assert whole.vector.index == {
         "hnsw.ef_search": "100",
-        "hnsw.iterative_scan": "strict_order",
+        "hnsw.iterative_scan": "relaxed_order",
         "hnsw.max_scan_tuples": "20000",
     }
     assert whole.text.ranker == "ts_rank"

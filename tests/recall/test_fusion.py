@@ -50,16 +50,23 @@ def text_scores(hits: list[SearchHit]) -> dict[str, float]:
     return {h.key: h.fulltext_score for h in hits if h.fulltext_score is not None}
 
 
+def union(xs: dict[str, float]) -> dict[str, float]:
+    """A list's raw scores over every candidate of either list (RANKS): a memory the list did
+    not reach scores what the list would have given it, here 0 (a and z share no word with
+    the question; e has no embedding)."""
+    return {k: xs.get(k, 0.0) for k in RANKS}
+
+
 def minmax(xs: dict[str, float]) -> dict[str, float]:
     lo, hi = min(xs.values()), max(xs.values())
     return {k: (v - lo) / (hi - lo) for k, v in xs.items()}
 
 
-def zscore(xs: dict[str, float], keys: list[str]) -> dict[str, float]:
-    """Population z-scores; a key not on the list counts as the list's lowest score."""
+def zscore(xs: dict[str, float]) -> dict[str, float]:
+    """Population z-scores."""
     values = np.array(list(xs.values()), dtype=np.float64)
     mu, sd = values.mean(), values.std()
-    return {k: (xs.get(k, values.min()) - mu) / sd for k in keys}
+    return {k: (v - mu) / sd for k, v in xs.items()}
 
 
 def ordered(scores: dict[str, float], created: dict[str, int]) -> list[str]:
@@ -92,35 +99,41 @@ async def test_score_fusion_minmax_is_a_convex_combination_of_normalised_scores(
         session, fusion, dim, fusion=Fusion(method="score", vector_weight=3, fulltext_weight=1)
     )
 
-    nv, nt = minmax(SIMS), minmax(text_scores(hits))
-    # vector: a 1, x .75, b .5, z .25, y 0 (halfvec's rounding moves them by < 1e-3);
-    # weights 3:1 scale to .75 and .25
-    assert nv == pytest.approx({"a": 1.0, "x": 0.75, "b": 0.5, "z": 0.25, "y": 0.0}, abs=1e-3)
-    expected = {k: 0.75 * nv.get(k, 0.0) + 0.25 * nt.get(k, 0.0) for k in RANKS}
+    nv, nt = minmax(union(SIMS)), minmax(union(text_scores(hits)))
+    # vector: a .9, x .8, b .7, z .6, y .5 and e 0 (no embedding) scale to a 1 … e 0
+    # (halfvec's rounding moves them by < 1e-3); weights 3:1 scale to .75 and .25
+    assert nv == pytest.approx(
+        {"a": 1.0, "x": 0.8 / 0.9, "b": 0.7 / 0.9, "z": 0.6 / 0.9, "y": 0.5 / 0.9, "e": 0.0},
+        abs=1e-3,
+    )
+    assert nt["a"] == nt["z"] == 0.0
+    expected = {k: 0.75 * nv[k] + 0.25 * nt[k] for k in RANKS}
     assert keys(hits) == ordered(expected, CREATED)
     assert {h.key: h.score for h in hits} == pytest.approx(expected, abs=1e-6)
     assert {h.key: h.shares.vector for h in hits if h.shares} == pytest.approx(
-        {k: 0.75 * nv.get(k, 0.0) for k in RANKS}, abs=1e-6
+        {k: 0.75 * nv[k] for k in RANKS}, abs=1e-6
     )
 
 
-async def test_score_fusion_zscore_counts_a_missing_memory_as_the_lists_lowest(
+async def test_score_fusion_zscore_scores_a_memory_off_a_list_as_that_list_would(
     session: DbSession, fusion: int, dim: int
 ) -> None:
+    """a and z share no word (ts_rank 0), e has no embedding (similarity 0): each is scored
+    by both lists, normalised over every candidate."""
     hits = await hybrid(session, fusion, dim, fusion=Fusion(method="score", normalization="zscore"))
 
-    all_keys = list(RANKS)
-    zv, zt = zscore(SIMS, all_keys), zscore(text_scores(hits), all_keys)
-    expected = {k: 0.5 * zv[k] + 0.5 * zt[k] for k in all_keys}
+    zv, zt = zscore(union(SIMS)), zscore(union(text_scores(hits)))
+    expected = {k: 0.5 * zv[k] + 0.5 * zt[k] for k in RANKS}
     assert keys(hits) == ordered(expected, CREATED)
     assert {h.key: h.score for h in hits} == pytest.approx(expected, abs=1e-5)
 
 
-async def test_zscore_of_a_list_with_no_spread_contributes_nothing(
+async def test_the_one_memory_sharing_a_word_is_lifted_above_those_sharing_none(
     session: DbSession, fusion: int, dim: int
 ) -> None:
-    """One full-text candidate has no z-score: the order is the vector list's. ("quiet" is in
-    z alone, vector rank 4.) make eval measured the alternative, counting it as found."""
+    """ "quiet" is in z alone (vector rank 4): over the candidates its ts_rank stands out from
+    the others' 0, so full text lifts it (it counted for nothing when a memory off a list
+    took that list's lowest score: make eval, evals/results/2026-11-28-union-fusion.md)."""
     hits = await Search(session).hybrid(
         SearchQuery(
             fusion,
@@ -132,17 +145,20 @@ async def test_zscore_of_a_list_with_no_spread_contributes_nothing(
             ),
         ),
     )
-    zv = zscore(SIMS, list(SIMS))
-    assert keys(hits) == ["a", "x", "b", "z", "y"]
-    assert {h.key: h.score for h in hits} == pytest.approx({k: 0.3 * zv[k] for k in SIMS}, abs=1e-5)
-    assert [h.fulltext_rank for h in hits] == [None, None, None, 1, None]
+    zv = zscore(SIMS)
+    (quiet,) = [h.fulltext_score for h in hits if h.fulltext_score is not None]
+    zt = zscore({k: quiet if k == "z" else 0.0 for k in SIMS})
+    expected = {k: 0.3 * zv[k] + 0.7 * zt[k] for k in SIMS}
+    assert keys(hits) == ["z", "a", "x", "b", "y"] == ordered(expected, CREATED)
+    assert {h.key: h.score for h in hits} == pytest.approx(expected, abs=1e-5)
+    assert [h.fulltext_rank for h in hits] == [1, None, None, None, None]
 
 
-async def test_zscore_of_equal_scores_is_a_list_with_no_spread(
+async def test_equal_ts_ranks_order_nothing_among_themselves(
     session: DbSession, seed: Seed, dim: int
 ) -> None:
     """Three memories matching "deploy" once each have equal ts_ranks: full text says
-    nothing about their order, and (by the rule make eval chose) nothing against "Lunch"."""
+    nothing about their order, only that they beat "Lunch" (ts_rank 0) by as much."""
     ns = await seed.namespace()
     bot = await seed.robot(ns, "bot")
     for i, text in enumerate(["We deploy on Fridays", "The deploy waits", "deploy notes", "Lunch"]):
@@ -160,10 +176,11 @@ async def test_zscore_of_equal_scores_is_a_list_with_no_spread(
         ),
     )
     assert len({h.fulltext_score for h in hits if h.fulltext_score is not None}) == 1
-    assert {h.key: h.shares.fulltext for h in hits if h.shares} == {
-        "m0": 0.0, "m1": 0.0, "m2": 0.0, "m3": 0.0
-    }  # fmt: skip
-    assert keys(hits) == ["m0", "m1", "m2", "m3"]  # the vector order
+    # over the four: three at z = 1/√3, "Lunch" at -√3, times the weight 0.7
+    assert {h.key: h.shares.fulltext for h in hits if h.shares} == pytest.approx(
+        {"m0": 0.7 / 3**0.5, "m1": 0.7 / 3**0.5, "m2": 0.7 / 3**0.5, "m3": -0.7 * 3**0.5}
+    )
+    assert keys(hits) == ["m0", "m1", "m2", "m3"]  # the vector order among equals
 
 
 async def test_candidates_cut_each_list(session: DbSession, fusion: int, dim: int) -> None:
@@ -229,7 +246,7 @@ async def test_signals_blend_recency_importance_and_tag_overlap_exactly(
             {"recency": recency[h.key], "importance": importance[h.key], "tags": tags[h.key]},
             rel=1e-9,
         )
-    assert {h.key: h.shares.relevance for h in hits if h.shares} == pytest.approx(
+    assert {h.key: h.shares.scaled for h in hits if h.shares} == pytest.approx(
         {k: fused[k] / (1 / 61) for k in fused}, rel=1e-12
     )
 
@@ -250,7 +267,7 @@ async def test_without_signal_weights_the_score_is_the_fused_score(
     )  # a tag weight without query tags weighs nothing
     assert keys(hits) == ["old_important", "new_plain", "mid"]
     assert [h.score for h in hits] == pytest.approx([1 / 61, 1 / 62, 1 / 63], rel=1e-12)
-    assert {h.shares.relevance for h in hits if h.shares} == {None}
+    assert {h.shares.scaled for h in hits if h.shares} == {None}
 
 
 async def test_recency_of_a_memory_from_the_future_is_one(

@@ -162,8 +162,8 @@ async def test_recall_reports_ranks_scores_and_loads_working_memory(ns_client) -
     assert body["fusion"] == {
         "method": "score",
         "k": None,
-        "vector_weight": 0.7,
-        "fulltext_weight": 0.3,
+        "vector_weight": 0.6,
+        "fulltext_weight": 0.4,
         "normalization": "zscore",
         "candidates": 64,  # k + 2·limit
     }

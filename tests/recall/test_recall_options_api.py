@@ -101,8 +101,11 @@ async def test_explain_reports_each_lists_rank_score_and_share(client) -> None:
     assert x["fulltext"]["share"] == pytest.approx(2 / 11, rel=1e-12)
     assert x["fused"] == pytest.approx(1 / 12 + 2 / 11, rel=1e-12)
     assert x["score"] == hits["x"]["score"] == x["fused"]
-    assert (x["signals"], x["relevance"], x["rerank"]) == ({}, None, None)
-    assert hits["a"]["explain"]["fulltext"] is None
+    assert (x["signals"], x["scaled"], x["rerank"]) == ({}, None, None)
+    # the explanation's relevance is the hit's: its cosine similarity, what min_score compares
+    assert x["relevance"] == hits["x"]["relevance"] == x["vector"]["score"]
+    # a shares no word: off the text list, scored there as it would be (0), sharing nothing
+    assert hits["a"]["explain"]["fulltext"] == {"rank": None, "score": 0.0, "share": 0.0}
     assert [h["key"] for h in body["hits"]] == ["x", "y", "b", "a"]
 
 
@@ -126,7 +129,8 @@ async def test_signals_per_request_reorder_and_explain_their_contributions(clien
     assert [h["score"] for h in body["hits"]] == pytest.approx([1.0, 0.25, 0.125, 0.0625])
     y = body["hits"][0]["explain"]
     assert y["signals"] == {"recency": {"value": 1.0, "weight": 1.0, "contribution": 1.0}}
-    assert y["relevance"] == 0.0  # (1 − Σw) = 0
+    assert y["scaled"] == 0.0  # (1 − Σw) = 0
+    assert y["relevance"] == body["hits"][0]["relevance"]
 
 
 async def test_the_access_signal_reads_the_flushed_counts(client) -> None:

@@ -412,7 +412,7 @@ def test_hnsw_settings_use_iterative_scans_from_pgvector_0_8() -> None:
     assert hnsw_settings((0, 6, 2), 5000) == {"hnsw.ef_search": "1000"}
     assert hnsw_settings((0, 8, 0), 100, ef_search=40) == {
         "hnsw.ef_search": "100",
-        "hnsw.iterative_scan": "strict_order",
+        "hnsw.iterative_scan": "relaxed_order",
         "hnsw.max_scan_tuples": "20000",
     }
 

@@ -189,6 +189,7 @@ function explanation(e) {
   const facts = el("ul", { class: "facts" },
     el("li", {}, "fused ", num(e.fused, 4)),
     el("li", {}, "relevance ", num(e.relevance)),
+    e.scaled == null ? null : el("li", {}, "scaled ", num(e.scaled)),
     ...Object.entries(e.signals).map(([name, s]) =>
       el("li", { "data-signal": name }, `${name} ${num(s.value)} × ${num(s.weight, 2)} = ${num(s.contribution, 4)}`)),
     e.rerank ? el("li", {}, `reranked ${e.rerank.fused_rank} → ${e.rerank.rank} (${num(e.rerank.score)})`) : null,
