@@ -35,6 +35,7 @@ from app.memories.schemas import (
     MemoryAdded,
     MemoryCreate,
     MemoryFields,
+    MemoryRead,
 )
 from app.memories.search_text import searched, with_speaker_tag
 from app.memories.supersede import (
@@ -62,7 +63,7 @@ log = logging.getLogger(__name__)
 UPSERT_ATTEMPTS = 5
 
 
-class MemoryService(Forgetting):
+class MemoryService:
     def __init__(
         self,
         *,
@@ -97,6 +98,14 @@ class MemoryService(Forgetting):
         self.turns = TurnRepository(session)
         self.events = EventRepository(session, clock)
         self.writes = MemoryWrites(session, caller, two_tier, clock, adds, vectors)
+        self.forgetting = Forgetting(
+            caller=caller,
+            robots=robots,
+            repo=self.repo,
+            events=self.events,
+            two_tier=two_tier,
+            audiences=self.audiences,
+        )
 
     async def _storage(self) -> VectorStorage:
         return await self.vectors.storage(self.session)
@@ -371,6 +380,23 @@ class MemoryService(Forgetting):
             importance = min(10.0, max(0.0, row.importance + (change.boost or 0.0)))
         fields = fields_of(row, importance=importance, tags=list(row.tags))
         return await self._replace(robot, row, fields, row.token_count, None, None)
+
+    # --- forget, archive, restore: forgetting.py -------------------------------------------
+
+    async def forget(
+        self, robot_name: str, key: str, hard: bool, confirm: str | None
+    ) -> MemoryRead:
+        """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
+        Every robot holding it lets it go, after the durable commit."""
+        return await self.forgetting.forget(robot_name, key, hard, confirm)
+
+    async def archive(self, key: str, version: int, rule: str) -> bool:
+        """A retention policy's forget (app/retention), of the memory as the policy judged it
+        (`version`). Whether it was archived."""
+        return await self.forgetting.archive(key, version, rule)
+
+    async def restore(self, robot_name: str, key: str) -> MemoryRead:
+        return await self.forgetting.restore(robot_name, key)
 
     # --- read ------------------------------------------------------------------------------
 
