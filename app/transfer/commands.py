@@ -46,7 +46,9 @@ async def _export(c: Components, args: argparse.Namespace) -> int:
     try:
         out = _output(args.out)
         with progress(args.quiet) as bar, out as f:
-            n = await export(c, f, args.namespace, args.robot, args.embeddings, bar)
+            n = await export(
+                c, f, args.namespace, robot=args.robot, embeddings=args.embeddings, progress=bar
+            )
     except DomainError as exc:
         return _fail(args, exc.detail)
     except OSError as exc:
