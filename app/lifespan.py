@@ -301,7 +301,9 @@ def assemble(settings: Settings, connections: Connections) -> Components:
         session_worker=SessionExpiryWorker(sessionmaker=sessionmaker, units=units, clock=clock),
         retention_worker=RetentionWorker(sessionmaker=sessionmaker, units=units),
         maintenance_worker=MaintenanceWorker(sessionmaker=sessionmaker, units=units, clock=clock),
-        summary_worker=build_summary_worker(settings, sessionmaker, units, tokenizer, llm),
+        summary_worker=build_summary_worker(
+            settings, sessionmaker, units, tokenizer=tokenizer, llm=llm
+        ),
         llm=llm,
         enrichment_worker=build_enrichment_worker(settings, sessionmaker, units, llm),
         reranker=build_reranker(settings),
@@ -341,6 +343,7 @@ def build_summary_worker(
     settings: Settings,
     sessionmaker: Sessionmaker,
     units: MemoryUnits,
+    *,
     tokenizer: Tokenizer,
     llm: ChatModel | None,
 ) -> EvictionSummaryWorker:

@@ -88,9 +88,9 @@ class RequestObserver:
                 scope["method"],
                 route,
                 status,
-                duration,
-                rid,
-                state.get("namespace"),
-                path_params.get("robot"),
+                duration_s=duration,
+                rid=rid,
+                namespace=state.get("namespace"),
+                robot=path_params.get("robot"),
             )
             request_id.current.reset(token)

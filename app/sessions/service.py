@@ -120,7 +120,11 @@ class SessionService:
                 row = None
             if row is None:
                 row = await self.repo.create(
-                    self.caller.namespace_id, robot.id, name, self.settings.session_ttl_s, now
+                    self.caller.namespace_id,
+                    robot.id,
+                    name,
+                    default_ttl_s=self.settings.session_ttl_s,
+                    now=now,
                 )
                 if row is None:  # created concurrently: use that one
                     continue
@@ -192,7 +196,9 @@ class SessionService:
         if taken is not None:
             turns = [Turn(m.seq, m.role, m.content, m.tokens) for m in taken]
         else:
-            rows = await self._cold(robot_name, row, held, NO_LIMIT, max_tokens, count=False)
+            rows = await self._cold(
+                robot_name, row, held, n=NO_LIMIT, max_tokens=max_tokens, count=False
+            )
             turns = [Turn(r.seq, r.role, r.content, r.token_count) for r in rows]
         return row.id, turns, held is None
 
@@ -220,7 +226,9 @@ class SessionService:
             accesses = await self.repo.count_accesses(row.id, seqs, count=count)
             messages = [_read(m, accesses[m.seq]) for m in taken]
         else:
-            rows = await self._cold(robot_name, row, held, limit_n, limit_tokens, count=count)
+            rows = await self._cold(
+                robot_name, row, held, n=limit_n, max_tokens=limit_tokens, count=count
+            )
             messages = [_row_read(r) for r in rows]
         return row, messages, held is None
 
@@ -243,9 +251,9 @@ class SessionService:
         robot_name: str,
         row: Any,
         held: dict[int, HotMessage] | None,
+        *,
         n: int,
         max_tokens: int,
-        *,
         count: bool,
     ) -> list[Any]:
         """The window from PostgreSQL, rebuilding the hot copy when it misses its tail."""

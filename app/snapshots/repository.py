@@ -48,6 +48,7 @@ class SnapshotRepository:
         namespace_id: int,
         robot_id: int,
         name: str | None,
+        *,
         at: datetime,
         items: Sequence[dict[str, Any]],
     ) -> int:

@@ -63,7 +63,9 @@ async def _import(c: Components, args: argparse.Namespace) -> int:
 
     try:
         with progress(args.quiet) as bar:
-            ns, n, written = await import_file(c, Path(args.file), args.namespace, bar, args.batch)
+            ns, n, written = await import_file(
+                c, Path(args.file), args.namespace, progress=bar, batch_size=args.batch
+            )
     except BadFile as exc:
         return _fail(args, f"{exc} (nothing imported)", 2)
     except (DomainError, OSError) as exc:
@@ -80,7 +82,7 @@ async def _load(c: Components, args: argparse.Namespace) -> int:
 
     try:
         with progress(args.quiet) as bar:
-            n = await load(c, Path(args.path), args.namespace, args.robot, bar)
+            n = await load(c, Path(args.path), args.namespace, robot=args.robot, progress=bar)
     except (DomainError, OSError, ValueError) as exc:
         return _fail(args, getattr(exc, "detail", None) or str(exc))
     print(

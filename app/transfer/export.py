@@ -205,7 +205,7 @@ async def _memories(
         task = progress.add_task(title, total=await repo.count(ns_id, robot_id))
     after: tuple[datetime, int] | None = None
     while True:
-        rows = await repo.page(ns_id, robot_id, after, PAGE, embeddings)
+        rows = await repo.page(ns_id, robot_id, after, limit=PAGE, vectors=embeddings)
         for row in rows:
             yield orjson.dumps(_record(row)) + b"\n"
         if progress is not None and task is not None:

@@ -49,6 +49,7 @@ async def import_file(
     c: Components,
     path: Path,
     namespace: str | None,
+    *,
     progress: Progress | None = None,
     batch_size: int | None = None,
 ) -> tuple[str, Counts, kinds.Written]:
@@ -191,15 +192,15 @@ async def _member(
     if group is None or own == group:
         yield
         return
-    await _move(c, caller, robot, own, group)
+    await _move(c, caller, robot, from_=own, to=group)
     try:
         yield
     finally:
-        await _move(c, caller, robot, group, own)
+        await _move(c, caller, robot, from_=group, to=own)
 
 
 async def _move(
-    c: Components, caller: Caller, robot: str, from_: str | None, to: str | None
+    c: Components, caller: Caller, robot: str, *, from_: str | None, to: str | None
 ) -> None:
     for name, join, leave in ((from_, [], [robot]), (to, [robot], [])):
         if name is not None:

@@ -15,6 +15,7 @@ async def audit(
     session: DbSession,
     store: WorkingMemoryStore,
     namespace: str,
+    *,
     robot: str,
     default_budget: int,
 ) -> list[str]:
