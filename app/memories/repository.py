@@ -327,41 +327,10 @@ class MemoryRepository:
         time), each memory as its version current then, filtered on that version's fields
         (its validity too): "what did we believe on March 1 about what was true in January"
         is one statement."""
-        where = ["m.namespace_id = :ns"]
-        params: dict[str, Any] = {"ns": namespace_id, "limit": limit}
-        if not f.include_deleted:
-            where.append("m.deleted_at IS NULL" if f.as_of is None else _DELETED_AFTER_AS_OF)
-        if f.author_robot_id is not None:
-            where.append("m.author_robot_id = :author")
-            params["author"] = f.author_robot_id
-        if f.type is not None:
-            where.append("m.type = :type")
-            params["type"] = f.type
-        if f.tags_any:
-            where.append("tag_paths(m.tags) && CAST(:tags AS text[])")  # and descendants
-            params["tags"] = f.tags_any
-        if f.min_importance is not None:
-            where.append("m.importance >= :imp")
-            params["imp"] = f.min_importance
-        if f.start is not None:
-            where.append("m.created_at >= :start")
-            params["start"] = f.start
-        if f.end is not None:
-            where.append("m.created_at < :end")
-            params["end"] = f.end
-        if f.valid is not None:
-            clauses, bound = f.valid.where()
-            where.extend(clauses)
-            params.update(bound)
-        if f.reader is not None:
-            readable, bound = f.reader.where()
-            where.append(readable)
-            params.update(bound)
+        where, params = _list_where(namespace_id, f)
+        params["limit"] = limit
         columns, shown = read_columns(f.reader)
         params.update(shown)
-        if f.pool is not None:
-            where.append("m.pool_id = (SELECT id FROM pool WHERE namespace_id = :ns AND name = :p)")
-            params["p"] = f.pool
         if after is not None:
             where.append("(m.created_at, m.id) < (:after_c, :after_id)")
             params["after_c"], params["after_id"] = after
@@ -382,6 +351,44 @@ class MemoryRepository:
                 )
             ).all()
         )
+
+
+def _list_where(namespace_id: int, f: ListFilters) -> tuple[list[str], dict[str, Any]]:
+    """A list's filters as WHERE clauses (ANDed) and their parameters."""
+    where = ["m.namespace_id = :ns"]
+    params: dict[str, Any] = {"ns": namespace_id}
+    if not f.include_deleted:
+        where.append("m.deleted_at IS NULL" if f.as_of is None else _DELETED_AFTER_AS_OF)
+    if f.author_robot_id is not None:
+        where.append("m.author_robot_id = :author")
+        params["author"] = f.author_robot_id
+    if f.type is not None:
+        where.append("m.type = :type")
+        params["type"] = f.type
+    if f.tags_any:
+        where.append("tag_paths(m.tags) && CAST(:tags AS text[])")  # and descendants
+        params["tags"] = f.tags_any
+    if f.min_importance is not None:
+        where.append("m.importance >= :imp")
+        params["imp"] = f.min_importance
+    if f.start is not None:
+        where.append("m.created_at >= :start")
+        params["start"] = f.start
+    if f.end is not None:
+        where.append("m.created_at < :end")
+        params["end"] = f.end
+    if f.valid is not None:
+        clauses, bound = f.valid.where()
+        where.extend(clauses)
+        params.update(bound)
+    if f.reader is not None:
+        readable, bound = f.reader.where()
+        where.append(readable)
+        params.update(bound)
+    if f.pool is not None:
+        where.append("m.pool_id = (SELECT id FROM pool WHERE namespace_id = :ns AND name = :p)")
+        params["p"] = f.pool
+    return where, params
 
 
 # Forgotten after :as_of: it was still there then (a restore clears deleted_at).
