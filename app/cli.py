@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -247,7 +247,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the version (the API's)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _serving_commands(sub)
+    _keys_command(sub)
+    mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for a client to start)")
+    mcp.add_argument(
+        "--namespace", default="default", type=NAMESPACE, help="with auth off: the namespace"
+    )
+    mcp.add_argument("--key", help="with auth on: the API key (its namespace and role)")
+    mcp.add_argument(
+        "--robot", type=ROBOT, help="the robot a tool acts as when its call names none"
+    )
+    mcp.set_defaults(func=_mcp)
+    add_commands(sub, _with_components)
+    spec = sub.add_parser("openapi", help="write (or --check) the OpenAPI spec, openapi.json")
+    spec.add_argument("--check", action="store_true")
+    spec.set_defaults(func=_openapi)
+    return parser
 
+
+def _serving_commands(sub: Any) -> None:
     serve = sub.add_parser("serve", help="migrate, then serve HTTP (embedded servers if no URLs)")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
@@ -266,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--downgrade", action="store_true")
     migrate.set_defaults(func=_migrate)
 
+
+def _keys_command(sub: Any) -> None:
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(dest="action", required=True)
     create = keys_sub.add_parser("create", help="create a key (the secret is printed once)")
@@ -279,23 +299,6 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("id", type=int)
     revoke.add_argument("--namespace", default="default", type=NAMESPACE)
     keys.set_defaults(func=_with_components(_keys_run, embeds=False))
-
-    mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio (for a client to start)")
-    mcp.add_argument(
-        "--namespace", default="default", type=NAMESPACE, help="with auth off: the namespace"
-    )
-    mcp.add_argument("--key", help="with auth on: the API key (its namespace and role)")
-    mcp.add_argument(
-        "--robot", type=ROBOT, help="the robot a tool acts as when its call names none"
-    )
-    mcp.set_defaults(func=_mcp)
-
-    add_commands(sub, _with_components)
-
-    spec = sub.add_parser("openapi", help="write (or --check) the OpenAPI spec, openapi.json")
-    spec.add_argument("--check", action="store_true")
-    spec.set_defaults(func=_openapi)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

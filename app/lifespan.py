@@ -8,13 +8,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.maint_notifications import MaintNotificationsConfig
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import VERSION, tracing
 from app.auth.caller import Caller
@@ -26,7 +27,7 @@ from app.config import Settings
 from app.db.engine import create_engine
 from app.db.event_log import apply_event_log_policy
 from app.db.jobs import exclusive
-from app.db.replicas import open_replicas
+from app.db.replicas import Replicas, open_replicas
 from app.db.session import DatabaseErrors, Sessionmaker, create_sessionmaker
 from app.db.vectors import StoredVectors, stored_dimension
 from app.embeddings.base import DimensionMismatch
@@ -35,13 +36,14 @@ from app.embeddings.timed import TimedEmbedder
 from app.enrichment.worker import EnrichmentWorker
 from app.errors import ServiceUnavailable
 from app.invalidation import Invalidations
+from app.llm.base import ChatModel
 from app.llm.factory import build_llm
 from app.maintenance.worker import CHECK_S as MAINTENANCE_CHECK_S
 from app.maintenance.worker import MaintenanceWorker
 from app.memories.access import AccessTracker
 from app.memories.adds import GroupCommit, statement_chars
 from app.memories.embedding_worker import EmbeddingWorker
-from app.metrics import Metrics
+from app.memories.units import MemoryUnits
 from app.metrics.collector import Sources, SourcesCollector
 from app.recall.caches import PgvectorVersions, SearchCaches
 from app.rerank import HttpReranker
@@ -213,12 +215,38 @@ def _maintenance_counts(
     return lambda: (worker.runs, worker.failed)
 
 
+class Connections(NamedTuple):
+    """What the other components are built on: the database, Redis and the embedder."""
+
+    engine: AsyncEngine
+    db_errors: DatabaseErrors
+    sessionmaker: Sessionmaker
+    redis: Any
+    embedder: TimedEmbedder
+
+
 @asynccontextmanager
 async def open_components(
     settings: Settings, *, lazy_model: bool = False
 ) -> AsyncIterator[Components]:
     """`lazy_model`: the local model loads on its first embed, not here (the commands)."""
     tracing.configure(VERSION)  # OTLP export when the OTEL_* variables ask for it
+    connections = await connect(settings, lazy_model=lazy_model)
+    try:
+        await apply_event_log_policy(connections.sessionmaker, settings.event_retention_days)
+    except Exception:  # the service runs without the policies; said once, with why
+        log.exception("the event log's TimescaleDB policies could not be set")
+    components = assemble(settings, connections)
+    watch(components)
+    try:
+        yield components
+    finally:
+        await close(components)
+
+
+async def connect(settings: Settings, *, lazy_model: bool) -> Connections:
+    """The engine, the Redis client and the embedder, the database's vector size checked
+    against the embedder's (closed again when it differs)."""
     engine = create_engine(settings)
     db_errors = DatabaseErrors()
     sessionmaker = create_sessionmaker(engine, db_errors)
@@ -231,48 +259,23 @@ async def open_components(
         await redis.aclose()
         await engine.dispose()
         raise
-    try:
-        await apply_event_log_policy(sessionmaker, settings.event_retention_days)
-    except Exception:  # the service runs without the policies; said once, with why
-        log.exception("the event log's TimescaleDB policies could not be set")
+    return Connections(engine, db_errors, sessionmaker, redis, embedder)
+
+
+def assemble(settings: Settings, connections: Connections) -> Components:
+    """Every other lifetime component, built on the connections (nothing here connects). The
+    workers that write memories open units of work of their own (`units`), as a request does."""
+    engine, db_errors, sessionmaker, redis, embedder = connections
     clock = Clock()
     vectors = StoredVectors()  # memory.embedding's type, read from the catalog
-    two_tier = TwoTier(
-        store=WorkingMemoryStore(redis),
-        breaker=RedisBreaker(settings.redis_retry_after_s),
-        robots=RobotCache(),
-        repairs=RepairQueue(),
-        default_budget=settings.working_memory_budget,
-        clock=clock,
-    )
+    two_tier = build_two_tier(settings, redis, clock)
     tokenizer = Tokenizer.load(settings.tiktoken_encoding)
-    group_commit = GroupCommit(
-        sessionmaker,
-        vectors,
-        settings.group_commit_max_rows,
-        settings.llm_provider != "none",
-        settings.group_commit_flushes,
-        statement_chars(settings.statement_timeout_ms),
-    )
-    session_hot = SessionHotStore(redis)
-    search_caches = SearchCaches(pgvector=PgvectorVersions(), vectors=vectors)
     llm = build_llm(settings)
-
-    # The workers that write memories open units of work of their own, as a request does;
-    # `components` is bound below, before any worker runs.
-    def units(caller: Caller) -> AbstractAsyncContextManager[UnitOfWork]:
-        return unit_of_work(components, caller)
-
     key_cache = KeyCache()
-    invalidations = cross_process(settings, two_tier.robots, key_cache)
-    replicas = open_replicas(
-        settings.database_replica_urls,
-        sessionmaker,
-        lambda url: create_engine(settings, replica_url=url),
-        create_sessionmaker,
-        max_lag_s=settings.replica_max_lag_s,
-        wait_s=settings.replica_wait_s,
-    )
+
+    def units(caller: Caller) -> AbstractAsyncContextManager[UnitOfWork]:
+        return unit_of_work(components, caller)  # bound below, before any worker runs
+
     components = Components(
         settings=settings,
         engine=engine,
@@ -283,64 +286,127 @@ async def open_components(
         clock=clock,
         two_tier=two_tier,
         key_cache=key_cache,
-        invalidations=invalidations,
+        invalidations=cross_process(settings, two_tier.robots, key_cache),
         namespace_ids=TtlCache(NAMESPACE_IDS_TTL_S, NAMESPACE_IDS_MAX),
         vectors=vectors,
-        search_caches=search_caches,
+        search_caches=SearchCaches(pgvector=PgvectorVersions(), vectors=vectors),
         embedding_worker=EmbeddingWorker(
             sessionmaker, embedder, settings.embedding_batch_size, vectors
         ),
-        group_commit=group_commit,
+        group_commit=build_group_commit(settings, sessionmaker, vectors),
         access=AccessTracker(sessionmaker),
         repair_worker=RepairWorker(sessionmaker, two_tier),
-        session_hot=session_hot,
+        session_hot=SessionHotStore(redis),
         session_worker=SessionExpiryWorker(sessionmaker=sessionmaker, units=units, clock=clock),
         retention_worker=RetentionWorker(sessionmaker=sessionmaker, units=units),
         maintenance_worker=MaintenanceWorker(sessionmaker=sessionmaker, units=units, clock=clock),
-        summary_worker=EvictionSummaryWorker(
-            sessionmaker=sessionmaker,
-            units=units,
-            tokenizer=tokenizer,
-            default_budget=settings.working_memory_budget,
-            target_tokens=settings.summary_target_tokens,
-            llm=llm,
+        summary_worker=build_summary_worker(
+            settings, sessionmaker, units, tokenizer=tokenizer, llm=llm
         ),
         llm=llm,
-        enrichment_worker=None
-        if llm is None
-        else EnrichmentWorker(
-            sessionmaker=sessionmaker,
-            units=units,
-            llm=llm,
-            min_tokens=settings.enrich_propositions_min_tokens,
-            max_tags=settings.max_tags,
-            llm_timeout_s=settings.llm_timeout_s,
-        ),
+        enrichment_worker=build_enrichment_worker(settings, sessionmaker, units, llm),
         reranker=build_reranker(settings),
         server_facts=ServerFacts(),
-        metrics=Metrics(),
         db_errors=db_errors,
-        replicas=replicas,
+        replicas=build_replicas(settings, sessionmaker),
     )
-    watch(components)
-    try:
-        yield components
-    finally:
-        await components.group_commit.aclose()
-        await invalidations.aclose()  # what this process announced last (a CLI's revoke)
-        try:  # the last interval's access counts
-            await components.access.flush()
-        except Exception as exc:
-            log.warning("access counts not written at shutdown: %s", exc)
-        if components.reranker is not None:
-            await components.reranker.aclose()
-        if components.llm is not None:
-            await components.llm.aclose()
-        await embedder.aclose()
-        await redis.aclose()
-        if replicas is not None:
-            await replicas.aclose()
-        await engine.dispose()
+    return components
+
+
+def build_two_tier(settings: Settings, redis: Any, clock: Clock) -> TwoTier:
+    """The write protocol's two tiers: Redis working memory, its breaker, the robots' cache."""
+    return TwoTier(
+        store=WorkingMemoryStore(redis),
+        breaker=RedisBreaker(settings.redis_retry_after_s),
+        robots=RobotCache(),
+        repairs=RepairQueue(),
+        default_budget=settings.working_memory_budget,
+        clock=clock,
+    )
+
+
+def build_group_commit(
+    settings: Settings, sessionmaker: Sessionmaker, vectors: StoredVectors
+) -> GroupCommit:
+    return GroupCommit(
+        sessionmaker,
+        vectors,
+        settings.group_commit_max_rows,
+        settings.llm_provider != "none",
+        settings.group_commit_flushes,
+        statement_chars(settings.statement_timeout_ms),
+    )
+
+
+def build_summary_worker(
+    settings: Settings,
+    sessionmaker: Sessionmaker,
+    units: MemoryUnits,
+    *,
+    tokenizer: Tokenizer,
+    llm: ChatModel | None,
+) -> EvictionSummaryWorker:
+    return EvictionSummaryWorker(
+        sessionmaker=sessionmaker,
+        units=units,
+        tokenizer=tokenizer,
+        default_budget=settings.working_memory_budget,
+        target_tokens=settings.summary_target_tokens,
+        llm=llm,
+    )
+
+
+def build_enrichment_worker(
+    settings: Settings,
+    sessionmaker: Sessionmaker,
+    units: MemoryUnits,
+    llm: ChatModel | None,
+) -> EnrichmentWorker | None:
+    """None without an LLM: nothing to enrich with."""
+    if llm is None:
+        return None
+    return EnrichmentWorker(
+        sessionmaker=sessionmaker,
+        units=units,
+        llm=llm,
+        min_tokens=settings.enrich_propositions_min_tokens,
+        max_tags=settings.max_tags,
+        llm_timeout_s=settings.llm_timeout_s,
+    )
+
+
+def build_replicas(settings: Settings, sessionmaker: Sessionmaker) -> Replicas | None:
+    return open_replicas(
+        settings.database_replica_urls,
+        sessionmaker,
+        lambda url: create_engine(settings, replica_url=url),
+        create_sessionmaker,
+        max_lag_s=settings.replica_max_lag_s,
+        wait_s=settings.replica_wait_s,
+    )
+
+
+async def close(c: Components) -> None:
+    """In order: what is still queued or unannounced is written first, the connections last."""
+    await c.group_commit.aclose()
+    await c.invalidations.aclose()  # what this process announced last (a CLI's revoke)
+    try:  # the last interval's access counts
+        await c.access.flush()
+    except Exception as exc:
+        log.warning("access counts not written at shutdown: %s", exc)
+    if c.reranker is not None:
+        await c.reranker.aclose()
+    if c.llm is not None:
+        await c.llm.aclose()
+    await c.embedder.aclose()
+    await c.redis.aclose()
+    if c.replicas is not None:
+        await c.replicas.aclose()
+    await c.engine.dispose()
+
+
+# A background worker: its name, its pass, how often (s), and whether the first waits.
+Job = tuple[str, Callable[[], Awaitable[Any]], float, bool]
 
 
 @asynccontextmanager
@@ -348,9 +414,16 @@ async def background(components: Components) -> AsyncIterator[None]:
     """The background workers of a serving process, each a periodic task (app/workers.py),
     stopped (cancelled) when this exits: the embedding worker's leased rows come back when
     their lease ends."""
-    c, settings = components, components.settings
-    breaker, redis = c.two_tier.breaker, c.redis
-    jobs: list[tuple[str, Callable[[], Awaitable[Any]], float, bool]] = [
+    async with AsyncExitStack() as running:
+        for name, run, every_s, delay_first in jobs(components):
+            await running.enter_async_context(periodic(name, run, every_s, delay_first=delay_first))
+        yield
+
+
+def jobs(c: Components) -> list[Job]:
+    """The serving process's workers; those not configured are left out."""
+    settings, breaker, redis = c.settings, c.two_tier.breaker, c.redis
+    jobs: list[Job] = [
         # Not periodic: one task, subscribed until cancelled (app/invalidation).
         ("invalidation listener", c.invalidations.listen, 0.0, False),
         ("redis probe", lambda: breaker.probe(redis.ping), REDIS_PROBE_S, False),
@@ -382,15 +455,6 @@ async def background(components: Components) -> AsyncIterator[None]:
             ("llm enrichment", c.enrichment_worker.run_once, settings.enrich_interval_s, True)
         )
     if c.embedder.available:
-        jobs.append(
-            (
-                "embedding worker",
-                c.embedding_worker.drain,
-                settings.embedding_worker_interval_s,
-                False,
-            )
-        )
-    async with AsyncExitStack() as running:
-        for name, run, every_s, delay_first in jobs:
-            await running.enter_async_context(periodic(name, run, every_s, delay_first=delay_first))
-        yield
+        interval_s = settings.embedding_worker_interval_s
+        jobs.append(("embedding worker", c.embedding_worker.drain, interval_s, False))
+    return jobs

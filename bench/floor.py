@@ -264,10 +264,10 @@ class Floor:
             self.ns_id,
             robot.id,
             Change(int(gen), int(seq)),
-            placed,
-            [int(i) for i in (*evicted_ids, *other_ids) if int(i) not in present],
-            [int(i) for i in evicted_ids if int(i) not in present],
-            now,
+            placed=placed,
+            departed=[int(i) for i in (*evicted_ids, *other_ids) if int(i) not in present],
+            evicted=[int(i) for i in evicted_ids if int(i) not in present],
+            at=now,
         )
 
     # --- operations, one service request each ---------------------------------------------

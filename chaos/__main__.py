@@ -132,7 +132,11 @@ async def disagreements(database_url: str, redis_url: str, cluster: bool) -> lis
         async with create_sessionmaker(engine)() as session:
             for robot in ROBOTS:
                 for p in await audit(
-                    session, store, NAMESPACE, robot, settings.working_memory_budget
+                    session,
+                    store,
+                    NAMESPACE,
+                    robot=robot,
+                    default_budget=settings.working_memory_budget,
                 ):
                     problems.append(f"{robot}: {p}")
         return problems

@@ -28,8 +28,8 @@ SQL_RECEIVERS = ("session", "conn", "connection")
 LAYERS: list[set[str]] = [
     {"cli", "config_docs"},  # entry points (config_docs: `make docs`)
     {"main"},
-    {"mcp"},  # the ways in: MCP, HTTP, the CLI's commands
-    {"http", "transfer"},
+    {"mcp", "http", "transfer"},  # the ways in: MCP, HTTP, the CLI's commands
+    {"problem"},  # problem+json, answered by HTTP and MCP alike
     {"lifespan", "observability"},  # the composition root; each request's id, metric, log line
     {"unit"},  # the unit of work: the one place that builds services
     {"components"},
@@ -46,7 +46,7 @@ LAYERS: list[set[str]] = [
 ]
 # The HTTP framework stays in the HTTP layer and the entry points (and the embedded server
 # has no business with it either).
-FASTAPI_ALLOWED = {"http", "observability", "main", "mcp", "cli"}
+FASTAPI_ALLOWED = {"http", "observability", "problem", "main", "mcp", "cli"}
 # What builds services: the unit of work alone (app/unit.py).
 SERVICES = (
     "MemoryService", "MemoryReader", "VersionService", "Merger", "RecallService",

@@ -35,6 +35,7 @@ class ApiKeyRepository:
         namespace_id: int,
         name: str,
         role: str,
+        *,
         key_hash: bytes,
         prefix: str,
         robot: str | None = None,

@@ -144,9 +144,9 @@ class ApiKeyService:
             self.namespace_id,
             body.name,
             body.role,
-            keys.digest(secret),
-            keys.display_prefix(secret),
-            body.robot,
+            key_hash=keys.digest(secret),
+            prefix=keys.display_prefix(secret),
+            robot=body.robot,
         )
         return ApiKeyCreated(**_read(row).model_dump(), namespace=namespace, key=secret)
 

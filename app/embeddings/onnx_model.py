@@ -199,7 +199,7 @@ def ensure_exported(model: str, models_dir: Path, *, quantized: bool = False) ->
     # whole export's CPU at once; the ones that waited find it made.
     with _EXPORTING, _locked(root):
         if not (folder / MANIFEST).exists():
-            _export_into(root, folder, source, name, max_len, normalize)
+            _export_into(root, folder, source, name=name, max_len=max_len, normalize=normalize)
         if quantized and not (folder / INT8_FILE).exists():
             _quantize(folder)
     return folder
@@ -217,7 +217,7 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def _export_into(
-    root: Path, folder: Path, source: Path, name: str, max_len: int, normalize: bool
+    root: Path, folder: Path, source: Path, *, name: str, max_len: int, normalize: bool
 ) -> None:
     """Export into a temporary folder, then rename it into place: a process that dies in
     the middle leaves no half of an export where a later one would take it as whole."""
@@ -241,7 +241,7 @@ class OnnxEmbedder(InProcessModel):
     """
 
     def __init__(
-        self, model: str, dimension: int, session: Any, tokenizer: Any, inputs: list[str]
+        self, model: str, dimension: int, session: Any, *, tokenizer: Any, inputs: list[str]
     ) -> None:
         super().__init__(model, dimension)
         self.runtime = "onnx-int8" if model.endswith("@int8") else "onnx"
@@ -265,7 +265,7 @@ class OnnxEmbedder(InProcessModel):
     ) -> OnnxEmbedder:
         try:
             embedder = await asyncio.to_thread(
-                cls._load, model, dimension, models_dir, threads, quantized
+                cls._load, model, dimension, models_dir, threads=threads, quantized=quantized
             )
         except EmbeddingError:
             raise
@@ -277,7 +277,7 @@ class OnnxEmbedder(InProcessModel):
 
     @classmethod
     def _load(
-        cls, model: str, dimension: int, models_dir: Path, threads: int, quantized: bool
+        cls, model: str, dimension: int, models_dir: Path, *, threads: int, quantized: bool
     ) -> OnnxEmbedder:
         import numpy as np
         import onnxruntime as ort
@@ -304,8 +304,8 @@ class OnnxEmbedder(InProcessModel):
             f"{name}@int8" if quantized else name,
             dimension,
             session,
-            tokenizer,
-            [str(n) for n in manifest["inputs"]],
+            tokenizer=tokenizer,
+            inputs=[str(n) for n in manifest["inputs"]],
         )
         actual = int(np.asarray(embedder._encode(["dimension check"])).shape[1])
         if actual != dimension:

@@ -33,6 +33,7 @@ async def readiness(
     sessionmaker: Sessionmaker,
     redis: Any,
     embedder: TimedEmbedder,
+    *,
     tokenizer: Tokenizer,
     embedded: dict[str, Health] | None = None,
 ) -> dict[str, Any]:

@@ -32,11 +32,49 @@ from app.observability import request_id
 
 @dataclass
 class _Body:
+    """A request's body as it is read through the gate."""
+
+    receive: Receive
+    limit: int
     pending: bool  # some of the body is still to come
     deadline: float  # the event loop's clock
     seen: int = 0
     refused: int | None = None  # 413 or 408, once refused
     answered: bool = False
+
+    async def read(self) -> Message:
+        """The app's receive: the body counted (413) within its deadline (408)."""
+        if self.refused is not None:  # asked again (it stays refused, as first said)
+            raise HTTPException(self.refused)
+        if not self.pending:  # after the body: a disconnect, waited for without limit
+            return await self.receive()
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                message = await self.receive()
+        except TimeoutError:
+            self.refused = 408
+            raise HTTPException(408) from None
+        if message["type"] != "http.request":  # the client left before its body ended
+            self.pending = False
+            return message
+        self.seen += len(message.get("body", b""))
+        if self.seen > self.limit:
+            self.refused = 413
+            raise HTTPException(413)
+        self.pending = message.get("more_body", False)
+        return message
+
+
+def _declared(scope: Scope) -> tuple[bytes | None, bool]:
+    """The request's Content-Length, and whether it is chunked."""
+    length: bytes | None = None
+    chunked = False
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            length = value
+        elif name == b"transfer-encoding":
+            chunked = True
+    return length, chunked
 
 
 class BodyGate:
@@ -49,41 +87,16 @@ class BodyGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length: bytes | None = None
-        chunked = False
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                length = value
-            elif name == b"transfer-encoding":
-                chunked = True
+        length, chunked = _declared(scope)
         if length is not None and length.isdigit() and int(length) > self.limit:
             await self._answer(scope, send, 413)
             return
         body = _Body(
+            receive,
+            self.limit,
             pending=chunked or (length is not None and length.strip(b"0") != b""),
             deadline=asyncio.get_running_loop().time() + self.timeout_s,
         )
-
-        async def receive_body() -> Message:
-            if body.refused is not None:  # asked again (it stays refused, as first said)
-                raise HTTPException(body.refused)
-            if not body.pending:  # after the body: a disconnect, waited for without limit
-                return await receive()
-            try:
-                async with asyncio.timeout_at(body.deadline):
-                    message = await receive()
-            except TimeoutError:
-                body.refused = 408
-                raise HTTPException(408) from None
-            if message["type"] != "http.request":  # the client left before its body ended
-                body.pending = False
-                return message
-            body.seen += len(message.get("body", b""))
-            if body.seen > self.limit:
-                body.refused = 413
-                raise HTTPException(413)
-            body.pending = message.get("more_body", False)
-            return message
 
         async def send_checked(message: Message) -> None:
             if body.refused is not None:
@@ -97,7 +110,7 @@ class BodyGate:
             await send(message)
 
         try:
-            await self.app(scope, receive_body, send_checked)
+            await self.app(scope, body.read, send_checked)
         except Exception:
             if body.refused is None:
                 raise  # not about the body: ServerErrorMiddleware's 500

@@ -18,39 +18,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
 from app.common import TOO_DEEP, JsonTooDeep
-from app.errors import PROBLEM_BASE, PROBLEM_JSON, DomainError, database_failure
+from app.errors import DomainError, database_failure
 from app.observability import request_id as request_ids
+from app.problem import problem
 
 log = logging.getLogger(__name__)
-
-
-def problem(
-    status: int,
-    type_: str,
-    title: str,
-    detail: str,
-    instance: str | None = None,
-    *,
-    headers: dict[str, str] | None = None,
-    request_id: str | None = None,
-    **extra: Any,
-) -> JSONResponse:
-    body: dict[str, Any] = {
-        "type": PROBLEM_BASE + type_,
-        "title": title,
-        "status": status,
-        "detail": detail,
-    }
-    if instance:
-        body["instance"] = instance
-    body.update(extra)
-    if request_id is not None:
-        body["request_id"] = request_id
-        # Set here too: a 500 is rendered outside the middleware that sets it on the rest.
-        headers = {**(headers or {}), request_ids.HEADER: request_id}
-    if status == 401:
-        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
 _STATUS_TYPES = {
@@ -114,100 +86,103 @@ def located(request: Request, errors: list[dict[str, Any]]) -> list[dict[str, An
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(DomainError)
-    async def _domain(request: Request, exc: DomainError) -> JSONResponse:
-        extra = dict(exc.extra)
-        if isinstance(extra.get("errors"), list):
-            extra["errors"] = located(request, extra["errors"])
-        return problem(
-            exc.status,
-            exc.type,
-            exc.title,
-            exc.detail,
-            request.url.path,
-            request_id=request_ids.of(request.scope),
-            **extra,
-        )
+    app.exception_handler(DomainError)(_domain)
+    app.exception_handler(RequestValidationError)(_validation)
+    app.exception_handler(StarletteHTTPException)(_http)
+    # Errors from code that talks to the database without a DbSession (which converts them
+    # itself).
+    for database_error in (
+        OSError,
+        DBAPIError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        sqlalchemy.exc.TimeoutError,
+    ):
+        app.exception_handler(database_error)(_database)
+    app.exception_handler(Exception)(_unexpected)
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        if isinstance(exc.__cause__, JsonTooDeep):  # JSON, only deeper than any schema allows
-            return problem(
-                422,
-                "validation-error",
-                "Validation failed",
-                f"body: {TOO_DEEP}",
-                request.url.path,
-                request_id=request_ids.of(request.scope),
-                errors=[{"field": "body", "message": TOO_DEEP, "type": "json_too_deep"}],
-            )
-        errors = _field_errors(exc)
-        # A body that is not JSON at all is a 400, a JSON body of the wrong shape a 422.
-        if any(e["type"] == "json_invalid" for e in errors):
-            return problem(
-                400,
-                "bad-request",
-                "Malformed JSON",
-                "The body is not valid JSON",
-                request.url.path,
-                request_id=request_ids.of(request.scope),
-                errors=errors,
-            )
-        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-        return problem(
+
+def _answer(
+    request: Request, status: int, type_: str, *, title: str, detail: str, **extra: Any
+) -> JSONResponse:
+    """A problem about this request: its path is the instance, its id in the body."""
+    return problem(
+        status,
+        type_,
+        title,
+        detail=detail,
+        instance=request.url.path,
+        request_id=request_ids.of(request.scope),
+        **extra,
+    )
+
+
+async def _domain(request: Request, exc: DomainError) -> JSONResponse:
+    extra = dict(exc.extra)
+    if isinstance(extra.get("errors"), list):
+        extra["errors"] = located(request, extra["errors"])
+    return _answer(request, exc.status, exc.type, title=exc.title, detail=exc.detail, **extra)
+
+
+async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    if isinstance(exc.__cause__, JsonTooDeep):  # JSON, only deeper than any schema allows
+        too_deep = {"field": "body", "message": TOO_DEEP, "type": "json_too_deep"}
+        return _answer(
+            request,
             422,
             "validation-error",
-            "Validation failed",
-            detail,
-            request.url.path,
-            request_id=request_ids.of(request.scope),
+            title="Validation failed",
+            detail=f"body: {TOO_DEEP}",
+            errors=[too_deep],
+        )
+    errors = _field_errors(exc)
+    # A body that is not JSON at all is a 400, a JSON body of the wrong shape a 422.
+    if any(e["type"] == "json_invalid" for e in errors):
+        return _answer(
+            request,
+            400,
+            "bad-request",
+            title="Malformed JSON",
+            detail="The body is not valid JSON",
             errors=errors,
         )
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+    return _answer(
+        request, 422, "validation-error", title="Validation failed", detail=detail, errors=errors
+    )
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        type_, title = _STATUS_TYPES.get(exc.status_code, ("http-error", "HTTP error"))
-        headers = dict(exc.headers or {})
-        if exc.status_code == 405:  # RFC 9110: a 405 lists the allowed methods
-            headers["Allow"] = _allowed_methods(request)
-        return problem(
-            exc.status_code,
-            type_,
-            title,
-            str(exc.detail),
-            request.url.path,
-            headers=headers,
-            request_id=request_ids.of(request.scope),
-        )
 
-    @app.exception_handler(OSError)
-    @app.exception_handler(DBAPIError)
-    @app.exception_handler(asyncpg.PostgresError)
-    @app.exception_handler(asyncpg.InterfaceError)
-    @app.exception_handler(sqlalchemy.exc.TimeoutError)
-    async def _database(request: Request, exc: Exception) -> JSONResponse:
-        # Errors from code that talks to the database without a DbSession (which converts
-        # them itself): a restart, a refused connection, a statement timeout, an exhausted
-        # pool are 503. Any other database error is a bug and falls through to 500 below.
-        failure = database_failure(exc)
-        if failure is None:
-            return await _unexpected(request, exc)
-        log.warning(
-            "database unavailable on %s %s: %s",
-            request.method,
-            request.url.path,
-            type(exc).__name__,
-        )
-        return await _domain(request, failure)
+async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    type_, title = _STATUS_TYPES.get(exc.status_code, ("http-error", "HTTP error"))
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:  # RFC 9110: a 405 lists the allowed methods
+        headers["Allow"] = _allowed_methods(request)
+    return _answer(
+        request, exc.status_code, type_, title=title, detail=str(exc.detail), headers=headers
+    )
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return problem(
-            500,
-            "internal",
-            "Internal error",
-            "The server failed to handle this request",
-            request.url.path,
-            request_id=request_ids.of(request.scope),
-        )
+
+async def _database(request: Request, exc: Exception) -> JSONResponse:
+    """A restart, a refused connection, a statement timeout, an exhausted pool are 503. Any
+    other database error is a bug: a 500."""
+    failure = database_failure(exc)
+    if failure is None:
+        return await _unexpected(request, exc)
+    log.warning(
+        "database unavailable on %s %s: %s",
+        request.method,
+        request.url.path,
+        type(exc).__name__,
+    )
+    return await _domain(request, failure)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return _answer(
+        request,
+        500,
+        "internal",
+        title="Internal error",
+        detail="The server failed to handle this request",
+    )

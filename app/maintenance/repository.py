@@ -118,7 +118,7 @@ class MaintenanceRepository:
     # --- what the steps read --------------------------------------------------------------
 
     async def period(
-        self, namespace_id: int, start: datetime, end: datetime, least: int, most: int
+        self, namespace_id: int, start: datetime, end: datetime, *, least: int, most: int
     ) -> list[Any]:
         """The live memories each robot added in [start, end), for the robots that added at
         least `least` (summaries and propositions left out), at most `most` each, by robot,

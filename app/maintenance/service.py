@@ -158,7 +158,7 @@ class MaintenanceService:
         end = datetime.combine(started.date(), time(), tzinfo=started.tzinfo)
         start = end - PERIOD
         by_robot: dict[str, list[Evicted]] = defaultdict(list)
-        for r in await self.repo.period(ns, start, end, PERIOD_LEAST, PERIOD_MOST):
+        for r in await self.repo.period(ns, start, end, least=PERIOD_LEAST, most=PERIOD_MOST):
             by_robot[r.robot].append(Evicted(r.key, r.content, r.importance))
         sessions: dict[int, tuple[str, str, int, list[Evicted]]] = {}
         for r in await self.repo.long_sessions(ns, SESSION_LEAST, SESSION_MOST):
@@ -219,7 +219,7 @@ class MaintenanceService:
             return summarize(items, target, count, header)
         what = "An AI agent's memories below are to be kept as one summary"
         reply = await self.llm.complete(llm_prompt(items, target, what))
-        return fitted(items, reply, target, count, header)
+        return fitted(items, reply, target, count=count, header=header)
 
     async def _supersede(self, started: datetime) -> dict[str, Any]:
         """The detector's deterministic rules on the previous day's labelled memories: what

@@ -24,9 +24,9 @@ from app.auth.caller import Caller, identify
 from app.components import Components
 from app.config import Settings
 from app.errors import DomainError, ServiceUnavailable
-from app.http.problems import problem
 from app.mcp.server import build_server
 from app.observability import request_id
+from app.problem import problem
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -105,7 +105,13 @@ class McpEndpoint:
             )
         except DomainError as exc:
             answer = problem(
-                exc.status, exc.type, exc.title, exc.detail, "/mcp", request_id=rid, **exc.extra
+                exc.status,
+                exc.type,
+                exc.title,
+                detail=exc.detail,
+                instance="/mcp",
+                request_id=rid,
+                **exc.extra,
             )
             await answer(scope, receive, send)
             return

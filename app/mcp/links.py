@@ -10,7 +10,7 @@ from app.unit import UnitOfWork
 
 
 async def related_tool(u: UnitOfWork, i: RelatedIn, robot: str) -> tuple[Any, str]:
-    found = await u.links.related(robot, i.key, i.depth, i.limit, None)
+    found = await u.links.related(robot, i.key, i.depth, limit=i.limit, types=None)
     # Each edge as it reads, `source type target` (digest derived_from notes), then the weight
     # of the path and the memory's text.
     lines = [

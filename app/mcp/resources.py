@@ -44,7 +44,9 @@ async def read(u: UnitOfWork, uri: str) -> Any:
     acts_as(u.caller, robot)
     if what == "working-memory":
         return (await u.working_memory.read(robot)).model_dump(mode="json")
-    page = await u.reader.list(robot, "self", ListFilters(), None, RECENT, None)
+    page = await u.reader.list(
+        robot, "self", ListFilters(), timeframe=None, limit=RECENT, cursor=None
+    )
     return [
         {"key": m.key, "date": m.created_at.isoformat(), "content": m.content} for m in page.items
     ]

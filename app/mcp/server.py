@@ -167,7 +167,7 @@ def robot_for(given: BaseModel, default: str | None) -> str:
 
 
 async def call(
-    c: Components, caller: Caller, tool: Tool, arguments: dict[str, Any], default: str | None
+    c: Components, caller: Caller, tool: Tool, *, arguments: dict[str, Any], default: str | None
 ) -> tuple[BaseModel, str]:
     """Run `tool` for `caller` (DomainError and ValidationError propagate)."""
     require_role(caller, tool.role)
@@ -184,13 +184,37 @@ async def call(
 def build_server(
     components: Callable[[], Components], caller_of: CallerOf, robot_of: RobotOf
 ) -> Server[Any]:
+    h = _Handlers(components, caller_of, robot_of)
+    return Server(
+        "htm",
+        version=VERSION,
+        instructions=INSTRUCTIONS,
+        on_list_tools=h.list_tools,
+        on_call_tool=h.call_tool,
+        on_list_resources=h.list_resources,
+        on_list_resource_templates=h.list_templates,
+        on_read_resource=h.read_resource,
+    )
+
+
+class _Handlers:
+    """The server's answers, for the components, caller and robot of each request's way in
+    (HTTP or stdio)."""
+
+    def __init__(
+        self, components: Callable[[], Components], caller_of: CallerOf, robot_of: RobotOf
+    ) -> None:
+        self.components = components
+        self.caller_of = caller_of
+        self.robot_of = robot_of
+
     async def list_tools(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tool_list())
 
     async def call_tool(
-        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         tool = TOOLS.get(params.name)
         if tool is None:  # a protocol error, as MCP says of an unknown tool
@@ -198,7 +222,11 @@ def build_server(
             raise protocol_error(missing, tool=params.name)
         try:
             out, text = await call(
-                components(), caller_of(ctx), tool, params.arguments or {}, robot_of(ctx)
+                self.components(),
+                self.caller_of(ctx),
+                tool,
+                arguments=params.arguments or {},
+                default=self.robot_of(ctx),
             )
         except ValidationError as exc:
             return _invalid(exc)
@@ -210,9 +238,9 @@ def build_server(
         )
 
     async def list_resources(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        robot = robot_of(ctx)
+        robot = self.robot_of(ctx)
         listed = [
             types.Resource(uri=uri, name=name, description=about, mime_type="application/json")
             for uri, name, about in RESOURCES(robot)
@@ -220,7 +248,7 @@ def build_server(
         return types.ListResourcesResult(resources=listed)
 
     async def list_templates(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(
             resource_templates=[
@@ -232,13 +260,13 @@ def build_server(
         )
 
     async def read_resource(
-        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
-            caller = caller_of(ctx)
+            caller = self.caller_of(ctx)
             require_role(caller, "reader")
-            async with unit_of_work(components(), caller) as unit:
+            async with unit_of_work(self.components(), caller) as unit:
                 body = await read(unit, uri)
             if body is None:
                 raise NotFound(f"no resource {uri}")
@@ -251,14 +279,3 @@ def build_server(
                 )
             ]
         )
-
-    return Server(
-        "htm",
-        version=VERSION,
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
-    )

@@ -175,7 +175,7 @@ async def _tags(u: UnitOfWork, i: TagsIn, robot: str) -> Answer:
 
 
 async def _versions(u: UnitOfWork, i: KeyIn, robot: str) -> Answer:
-    found = await u.reader.versions(robot, i.key, False, 50, None)
+    found = await u.reader.versions(robot, i.key, False, limit=50, before=None)
     rows = [
         {"version": v.version, "by": v.changed_by, "date": when(v.changed_at), "content": v.content}
         for v in found.versions

@@ -1,37 +1,50 @@
-"""Forget, archive and restore: MemoryService's soft and hard deletes (service.py)."""
+"""Forget, archive and restore: the soft and hard deletes, which MemoryService (service.py)
+hands to a `Forgetting` of its own."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from app.auth.caller import Caller
-from app.errors import BadRequest
+from app.errors import BadRequest, NotFound
 from app.events.repository import EventRepository
 from app.memories.audiences import Audiences
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryRead, to_read
 from app.robots.service import RobotService
+from app.visibility import Reader
 from app.working_memory.protocol import WriteProtocol
 
 ARCHIVIST = "htm-retention"  # the robot a retention policy's archive is recorded as
 
 
 class Forgetting:
-    """The deletes of MemoryService, which sets these attributes."""
+    """The deletes, in the caller's namespace, on the session of the repositories given."""
 
-    caller: Caller
-    robots: RobotService
-    repo: MemoryRepository
-    events: EventRepository
-    two_tier: WriteProtocol
-    audiences: Audiences
+    def __init__(
+        self,
+        *,
+        caller: Caller,
+        robots: RobotService,
+        repo: MemoryRepository,
+        events: EventRepository,
+        two_tier: WriteProtocol,
+        audiences: Audiences,
+    ) -> None:
+        self.caller = caller
+        self.robots = robots
+        self.repo = repo
+        self.events = events
+        self.two_tier = two_tier
+        self.audiences = audiences
 
-    async def _get(
-        self, key: str, include_deleted: bool = False, *, lock: bool = False, reader: str
-    ) -> Any:
-        raise NotImplementedError
-
-    # --- forget / restore ------------------------------------------------------------------
+    async def _locked(self, key: str, *, reader: str, include_deleted: bool) -> Any:
+        """The memory as `reader` may see it, locked (404 otherwise)."""
+        ns = self.caller.namespace_id
+        row = await self.repo.get(ns, key, for_update=True, reader=Reader(ns, reader))
+        if row is None or (row.deleted_at is not None and not include_deleted):
+            raise NotFound(f"memory {key!r} does not exist")
+        return row
 
     async def forget(
         self, robot_name: str, key: str, hard: bool, confirm: str | None
@@ -39,7 +52,7 @@ class Forgetting:
         """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
         Every robot holding it lets it go, after the durable commit."""
         robot = await self.robots.ensure(robot_name)
-        row = await self._get(key, include_deleted=hard, lock=True, reader=robot_name)
+        row = await self._locked(key, reader=robot_name, include_deleted=hard)
         await self.audiences.may_change(robot, row)
         if hard and confirm != key:
             raise BadRequest(
@@ -80,7 +93,7 @@ class Forgetting:
 
     async def restore(self, robot_name: str, key: str) -> MemoryRead:
         robot = await self.robots.ensure(robot_name)
-        row = await self._get(key, include_deleted=True, lock=True, reader=robot_name)
+        row = await self._locked(key, reader=robot_name, include_deleted=True)
         await self.audiences.may_change(robot, row)
         if row.deleted_at is None:
             return to_read(row)

@@ -114,10 +114,10 @@ class MemoryReader:
         robot_name: str,
         scope: str,
         filters: ListFilters,
+        *,
         timeframe: str | None,
         limit: int,
         cursor: str | None,
-        *,
         valid_at: str | None = None,
         include: Sequence[str] = (),
     ) -> Page[MemoryRead]:
@@ -155,7 +155,7 @@ class MemoryReader:
         )
 
     async def versions(
-        self, robot_name: str, key: str, include_deleted: bool, limit: int, before: int | None
+        self, robot_name: str, key: str, include_deleted: bool, *, limit: int, before: int | None
     ) -> MemoryVersions:
         """Newest first, the current version included; `before`: only older versions."""
         row = await self._get(robot_name, key, include_deleted)

@@ -110,6 +110,78 @@ _AUDIENCE_VALUES = """CAST(:visibility AS text), CAST(:readers AS text[]),
                            CAST(:group_id AS bigint), CAST(:pool_id AS bigint)"""
 
 
+# A PUT's replace of a locked row (MemoryRepository.replace), given {new_vector}
+# (_NEW_VECTOR), {audience} (_AUDIENCE_VALUES) and {replaced} (_REPLACED). A changed
+# created_at moves the row: one statement deletes it and inserts it again with the same id.
+_MOVE = """
+    WITH old AS (
+        DELETE FROM memory WHERE id = :id AND created_at = :c RETURNING *
+    ), key AS (
+        UPDATE memory_key SET memory_created_at = :new_c WHERE memory_id = :id
+    )
+    INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content,
+                        type, importance, tags, metadata, author_robot_id,
+                        token_count, embedding, embedding_model,
+                        embedding_status, version, changed_by_robot_id,
+                        changed_at, search_text, valid_from, valid_to,
+                        superseded_by, visibility, readers, group_id, pool_id)
+    SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
+           :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
+           {new_vector}, :version, :by, now(), CAST(:search_text AS text),
+           CAST(:valid_from AS timestamptz), CAST(:valid_to AS timestamptz),
+           CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
+                THEN superseded_by END,
+           {audience}
+    FROM old
+    RETURNING {replaced}"""
+_UPDATE = """
+    UPDATE memory SET
+        content = :content, type = :type, importance = :importance, tags = :tags,
+        metadata = CAST(:metadata AS jsonb), token_count = :tokens,
+        search_text = CAST(:search_text AS text), deleted_at = NULL,
+        valid_from = CAST(:valid_from AS timestamptz),
+        valid_to = CAST(:valid_to AS timestamptz),
+        superseded_by = CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
+                             THEN superseded_by END,
+        (visibility, readers, group_id, pool_id) = ({audience}),
+        updated_at = now(), version = :version,
+        changed_by_robot_id = :by, changed_at = now(),
+        (embedding, embedding_model, embedding_status) = ({new_vector}),
+        embedding_attempts = CASE WHEN :keep THEN embedding_attempts ELSE 0 END,
+        embedding_next_at = CASE WHEN :keep THEN embedding_next_at END,
+        embedding_error = CASE WHEN :keep THEN embedding_error END
+    WHERE id = :id AND created_at = :c
+    RETURNING {replaced}"""
+
+
+def _replace_params(
+    row: Any, m: NewMemory, *, version: int, vector: VectorChange, by: int
+) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "c": row.created_at,
+        "new_c": m.created_at,
+        "content": m.content,
+        "type": m.type,
+        "importance": m.importance,
+        "tags": m.tags,
+        "metadata": json.dumps(m.metadata),
+        "tokens": m.token_count,
+        "version": version,
+        "by": by,
+        "keep": vector.keep,
+        "embedding": None if vector.embedding is None else vector_text(vector.embedding),
+        "model": vector.model,
+        "search_text": m.search_text,
+        "valid_from": m.valid_from,
+        "valid_to": m.valid_to,
+        "visibility": m.audience.visibility,
+        "readers": list(m.audience.readers),
+        "group_id": m.audience.group_id,
+        "pool_id": m.audience.pool_id,
+    }
+
+
 class MemoryRepository:
     def __init__(self, session: DbSession) -> None:
         self.session = session
@@ -214,81 +286,13 @@ class MemoryRepository:
         A changed created_at moves the row (the time column is part of the primary key and,
         on TimescaleDB, decides the chunk): one statement deletes it and inserts it again with
         the same id, carrying the vector over when the content did not change."""
-        params = {
-            "id": row.id,
-            "c": row.created_at,
-            "new_c": m.created_at,
-            "content": m.content,
-            "type": m.type,
-            "importance": m.importance,
-            "tags": m.tags,
-            "metadata": json.dumps(m.metadata),
-            "tokens": m.token_count,
-            "version": version,
-            "by": by,
-            "keep": vector.keep,
-            "embedding": None if vector.embedding is None else vector_text(vector.embedding),
-            "model": vector.model,
-            "search_text": m.search_text,
-            "valid_from": m.valid_from,
-            "valid_to": m.valid_to,
-            "visibility": m.audience.visibility,
-            "readers": list(m.audience.readers),
-            "group_id": m.audience.group_id,
-            "pool_id": m.audience.pool_id,
-        }
-        new_vector = _NEW_VECTOR.format(storage=storage)
-        if m.created_at != row.created_at:
-            moved = (
-                await self.session.execute(
-                    sql(f"""
-                    WITH old AS (
-                        DELETE FROM memory WHERE id = :id AND created_at = :c RETURNING *
-                    ), key AS (
-                        UPDATE memory_key SET memory_created_at = :new_c WHERE memory_id = :id
-                    )
-                    INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content,
-                                        type, importance, tags, metadata, author_robot_id,
-                                        token_count, embedding, embedding_model,
-                                        embedding_status, version, changed_by_robot_id,
-                                        changed_at, search_text, valid_from, valid_to,
-                                        superseded_by, visibility, readers, group_id, pool_id)
-                    SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
-                           :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
-                           {new_vector}, :version, :by, now(), CAST(:search_text AS text),
-                           CAST(:valid_from AS timestamptz), CAST(:valid_to AS timestamptz),
-                           CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
-                                THEN superseded_by END,
-                           {_AUDIENCE_VALUES}
-                    FROM old
-                    RETURNING {_REPLACED}"""),
-                    params,
-                )
-            ).one()
-            return moved
-        return (
-            await self.session.execute(
-                sql(f"""
-                UPDATE memory SET
-                    content = :content, type = :type, importance = :importance, tags = :tags,
-                    metadata = CAST(:metadata AS jsonb), token_count = :tokens,
-                    search_text = CAST(:search_text AS text), deleted_at = NULL,
-                    valid_from = CAST(:valid_from AS timestamptz),
-                    valid_to = CAST(:valid_to AS timestamptz),
-                    superseded_by = CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
-                                         THEN superseded_by END,
-                    (visibility, readers, group_id, pool_id) = ({_AUDIENCE_VALUES}),
-                    updated_at = now(), version = :version,
-                    changed_by_robot_id = :by, changed_at = now(),
-                    (embedding, embedding_model, embedding_status) = ({new_vector}),
-                    embedding_attempts = CASE WHEN :keep THEN embedding_attempts ELSE 0 END,
-                    embedding_next_at = CASE WHEN :keep THEN embedding_next_at END,
-                    embedding_error = CASE WHEN :keep THEN embedding_error END
-                WHERE id = :id AND created_at = :c
-                RETURNING {_REPLACED}"""),
-                params,
-            )
-        ).one()
+        params = _replace_params(row, m, version=version, vector=vector, by=by)
+        statement = (_MOVE if m.created_at != row.created_at else _UPDATE).format(
+            new_vector=_NEW_VECTOR.format(storage=storage),
+            audience=_AUDIENCE_VALUES,
+            replaced=_REPLACED,
+        )
+        return (await self.session.execute(sql(statement), params)).one()
 
     async def set_deleted(
         self, id_: int, created_at: datetime, deleted: bool, archived: str | None = None
@@ -323,41 +327,10 @@ class MemoryRepository:
         time), each memory as its version current then, filtered on that version's fields
         (its validity too): "what did we believe on March 1 about what was true in January"
         is one statement."""
-        where = ["m.namespace_id = :ns"]
-        params: dict[str, Any] = {"ns": namespace_id, "limit": limit}
-        if not f.include_deleted:
-            where.append("m.deleted_at IS NULL" if f.as_of is None else _DELETED_AFTER_AS_OF)
-        if f.author_robot_id is not None:
-            where.append("m.author_robot_id = :author")
-            params["author"] = f.author_robot_id
-        if f.type is not None:
-            where.append("m.type = :type")
-            params["type"] = f.type
-        if f.tags_any:
-            where.append("tag_paths(m.tags) && CAST(:tags AS text[])")  # and descendants
-            params["tags"] = f.tags_any
-        if f.min_importance is not None:
-            where.append("m.importance >= :imp")
-            params["imp"] = f.min_importance
-        if f.start is not None:
-            where.append("m.created_at >= :start")
-            params["start"] = f.start
-        if f.end is not None:
-            where.append("m.created_at < :end")
-            params["end"] = f.end
-        if f.valid is not None:
-            clauses, bound = f.valid.where()
-            where.extend(clauses)
-            params.update(bound)
-        if f.reader is not None:
-            readable, bound = f.reader.where()
-            where.append(readable)
-            params.update(bound)
+        where, params = _list_where(namespace_id, f)
+        params["limit"] = limit
         columns, shown = read_columns(f.reader)
         params.update(shown)
-        if f.pool is not None:
-            where.append("m.pool_id = (SELECT id FROM pool WHERE namespace_id = :ns AND name = :p)")
-            params["p"] = f.pool
         if after is not None:
             where.append("(m.created_at, m.id) < (:after_c, :after_id)")
             params["after_c"], params["after_id"] = after
@@ -378,6 +351,44 @@ class MemoryRepository:
                 )
             ).all()
         )
+
+
+def _list_where(namespace_id: int, f: ListFilters) -> tuple[list[str], dict[str, Any]]:
+    """A list's filters as WHERE clauses (ANDed) and their parameters."""
+    where = ["m.namespace_id = :ns"]
+    params: dict[str, Any] = {"ns": namespace_id}
+    if not f.include_deleted:
+        where.append("m.deleted_at IS NULL" if f.as_of is None else _DELETED_AFTER_AS_OF)
+    if f.author_robot_id is not None:
+        where.append("m.author_robot_id = :author")
+        params["author"] = f.author_robot_id
+    if f.type is not None:
+        where.append("m.type = :type")
+        params["type"] = f.type
+    if f.tags_any:
+        where.append("tag_paths(m.tags) && CAST(:tags AS text[])")  # and descendants
+        params["tags"] = f.tags_any
+    if f.min_importance is not None:
+        where.append("m.importance >= :imp")
+        params["imp"] = f.min_importance
+    if f.start is not None:
+        where.append("m.created_at >= :start")
+        params["start"] = f.start
+    if f.end is not None:
+        where.append("m.created_at < :end")
+        params["end"] = f.end
+    if f.valid is not None:
+        clauses, bound = f.valid.where()
+        where.extend(clauses)
+        params.update(bound)
+    if f.reader is not None:
+        readable, bound = f.reader.where()
+        where.append(readable)
+        params.update(bound)
+    if f.pool is not None:
+        where.append("m.pool_id = (SELECT id FROM pool WHERE namespace_id = :ns AND name = :p)")
+        params["p"] = f.pool
+    return where, params
 
 
 # Forgotten after :as_of: it was still there then (a restore clears deleted_at).

@@ -7,7 +7,7 @@ import logging
 import uuid
 from collections import Counter
 from types import EllipsisType
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.auth.caller import Caller
 from app.clock import Clock
@@ -35,6 +35,7 @@ from app.memories.schemas import (
     MemoryAdded,
     MemoryCreate,
     MemoryFields,
+    MemoryRead,
 )
 from app.memories.search_text import searched, with_speaker_tag
 from app.memories.supersede import (
@@ -62,7 +63,16 @@ log = logging.getLogger(__name__)
 UPSERT_ATTEMPTS = 5
 
 
-class MemoryService(Forgetting):
+class Derived(NamedTuple):
+    """What a PUT stores beside its fields, worked out before any lock is taken."""
+
+    tokens: int
+    vector: list[float] | None
+    model: str | None  # the vector's
+    search_text: str | EllipsisType | None = ...  # `...`: the row keeps its own
+
+
+class MemoryService:
     def __init__(
         self,
         *,
@@ -97,6 +107,14 @@ class MemoryService(Forgetting):
         self.turns = TurnRepository(session)
         self.events = EventRepository(session, clock)
         self.writes = MemoryWrites(session, caller, two_tier, clock, adds, vectors)
+        self.forgetting = Forgetting(
+            caller=caller,
+            robots=robots,
+            repo=self.repo,
+            events=self.events,
+            two_tier=two_tier,
+            audiences=self.audiences,
+        )
 
     async def _storage(self) -> VectorStorage:
         return await self.vectors.storage(self.session)
@@ -249,23 +267,53 @@ class MemoryService(Forgetting):
         check_fields(self.settings, body)
         if body.embedding is not None:
             check_storable([body.embedding], await self._storage())
-        namespace_id = self.caller.namespace_id
         # Embed before taking any lock, and only when the stored vector cannot be kept.
-        current = await self.repo.get(namespace_id, key, reader=self._reader(robot_name))
+        current = await self.repo.get(
+            self.caller.namespace_id, key, reader=self._reader(robot_name)
+        )
         check_validity(body, current.created_at if current is not None else self.clock())
+        body, derived = await self._derive(body, current)
+        robot = await self.robots.ensure(robot_name)
+        for _ in range(UPSERT_ATTEMPTS):
+            row = await self.repo.get(
+                self.caller.namespace_id, key, for_update=True, viewer=self._reader(robot_name)
+            )
+            if row is not None and not await self._readable(robot_name, row):
+                # Keys are namespace-wide: one the robot may not read is taken, not shown.
+                raise NotFound(f"memory {key!r} does not exist") if not create else key_taken([key])
+            if row is None and not create:
+                raise NotFound(f"memory {key!r} does not exist")
+            if row is not None:
+                return await self._replace(robot, row, body, derived)
+            draft = await self._draft(robot, key, body, derived)
+            try:
+                new, taken = await self.writes.store(robot, [draft])
+            except RemovedMeanwhile:  # the robot, read from the cache, was removed
+                await self.session.rollback()
+                self.robots.forget(robot_name)
+                robot = await self.robots.ensure(robot_name)
+                continue
+            if not taken:
+                return (await self.writes.acknowledge_new(robot, new))[0]
+            # Created concurrently (that commit is visible now): the next turn replaces it.
+        raise Conflict(
+            f"memory {key!r} kept being created and deleted concurrently; retry", keys=[key]
+        )
+
+    async def _derive(self, body: MemoryFields, current: Any) -> tuple[MemoryFields, Derived]:
+        """A PUT's body with the speaker's tag, and what it stores beside its fields: the
+        search text, the vector (embedded only when the stored one cannot be kept, with no
+        transaction open across the provider's call), the token count."""
         template = self.settings.search_text
+        written = Written(
+            body.content, body.created_at or getattr(current, "created_at", None), body.metadata
+        )
         [text] = await search_texts(
             self.turns,
             template,
-            namespace_id,
+            self.caller.namespace_id,
             self.clock(),
-            [
-                Written(
-                    body.content,
-                    body.created_at or getattr(current, "created_at", None),
-                    body.metadata,
-                )
-            ],
+            [written],
             skip=[current.id] if current is not None else None,
         )
         body = body.model_copy(
@@ -281,66 +329,47 @@ class MemoryService(Forgetting):
                 await self.session.rollback()  # no transaction open across the provider call
             [vector], model = await self.embedder.embed_or_defer([wanted])
         tokens = await self.tokenizer.count_async(body.content)
-        robot = await self.robots.ensure(robot_name)
-        for _ in range(UPSERT_ATTEMPTS):
-            row = await self.repo.get(
-                namespace_id, key, for_update=True, viewer=self._reader(robot_name)
-            )
-            if row is not None and not await self._readable(robot_name, row):
-                # Keys are namespace-wide: one the robot may not read is taken, not shown.
-                raise NotFound(f"memory {key!r} does not exist") if not create else key_taken([key])
-            if row is None and not create:
-                raise NotFound(f"memory {key!r} does not exist")
-            if row is None:
-                draft = MemoryDraft(
-                    key=key,
-                    created_at=body.created_at,
-                    content=body.content,
-                    type=body.type,
-                    importance=body.importance,
-                    tags=body.tags,
-                    metadata=body.metadata,
-                    token_count=tokens,
-                    embedding=vector,
-                    embedding_model=model if vector is not None else None,
-                    search_text=text,
-                    valid_from=body.valid_from,
-                    valid_to=body.valid_to,
-                    audience=await self.audiences.asked(robot, body),
-                )
-                try:
-                    new, taken = await self.writes.store(robot, [draft])
-                except RemovedMeanwhile:  # the robot, read from the cache, was removed
-                    await self.session.rollback()
-                    self.robots.forget(robot_name)
-                    robot = await self.robots.ensure(robot_name)
-                    continue
-                if not taken:
-                    return (await self.writes.acknowledge_new(robot, new))[0]
-                continue  # created concurrently (that commit is visible now): replace it
-            return await self._replace(robot, row, body, tokens, vector, model, text)
-        raise Conflict(
-            f"memory {key!r} kept being created and deleted concurrently; retry", keys=[key]
+        return body, Derived(tokens, vector, model, text)
+
+    async def _draft(
+        self, robot: Robot, key: str, body: MemoryFields, derived: Derived
+    ) -> MemoryDraft:
+        assert derived.search_text is not ..., "a new memory's search text is derived"
+        return MemoryDraft(
+            key=key,
+            created_at=body.created_at,
+            content=body.content,
+            type=body.type,
+            importance=body.importance,
+            tags=body.tags,
+            metadata=body.metadata,
+            token_count=derived.tokens,
+            embedding=derived.vector,
+            embedding_model=derived.model if derived.vector is not None else None,
+            search_text=derived.search_text,
+            valid_from=body.valid_from,
+            valid_to=body.valid_to,
+            audience=await self.audiences.asked(robot, body),
         )
 
     async def _replace(
-        self,
-        robot: Robot,
-        row: Any,
-        body: MemoryFields,
-        tokens: int,
-        vector: list[float] | None,
-        model: str | None,
-        search_text: str | EllipsisType | None = ...,
+        self, robot: Robot, row: Any, body: MemoryFields, derived: Derived
     ) -> MemoryAdded:
-        """The locked row gets the body's fields (and `search_text`; `...`: it keeps its
-        own). Holders of its old content are marked in the same transaction and withdrawn after
-        the commit; the writer gets the new one."""
+        """The locked row gets the body's fields (and the derived search text; `...`: it
+        keeps its own). Holders of its old content are marked in the same transaction and
+        withdrawn after the commit; the writer gets the new one."""
         audience = await self.audiences.for_change(robot, row, body)
         if audience != Audience.of(row):
             await self._still_covers(row, audience, keeps_successor=body.valid_to is not None)
         rewrite = await self.writes.rewrite(
-            robot, row, body, tokens, vector, model, search_text=search_text, audience=audience
+            robot,
+            row,
+            body,
+            derived.tokens,
+            derived.vector,
+            derived.model,
+            search_text=derived.search_text,
+            audience=audience,
         )
         await self.two_tier.commit_durable()
         outcomes = await self.writes.place(robot, [rewrite.placement], rewrites=[rewrite])
@@ -368,7 +397,24 @@ class MemoryService(Forgetting):
         if importance is None:
             importance = min(10.0, max(0.0, row.importance + (change.boost or 0.0)))
         fields = fields_of(row, importance=importance, tags=list(row.tags))
-        return await self._replace(robot, row, fields, row.token_count, None, None)
+        return await self._replace(robot, row, fields, Derived(row.token_count, None, None))
+
+    # --- forget, archive, restore: forgetting.py -------------------------------------------
+
+    async def forget(
+        self, robot_name: str, key: str, hard: bool, confirm: str | None
+    ) -> MemoryRead:
+        """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
+        Every robot holding it lets it go, after the durable commit."""
+        return await self.forgetting.forget(robot_name, key, hard, confirm)
+
+    async def archive(self, key: str, version: int, rule: str) -> bool:
+        """A retention policy's forget (app/retention), of the memory as the policy judged it
+        (`version`). Whether it was archived."""
+        return await self.forgetting.archive(key, version, rule)
+
+    async def restore(self, robot_name: str, key: str) -> MemoryRead:
+        return await self.forgetting.restore(robot_name, key)
 
     # --- read ------------------------------------------------------------------------------
 

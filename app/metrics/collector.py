@@ -80,12 +80,23 @@ class SourcesCollector(Collector):
         self.queue: EmbeddingQueue | None = None  # None: the database did not answer
 
     def collect(self) -> Iterator[Metric]:
-        s = self.sources
-        adds = s.group_commit
+        yield from self._adds()
+        yield from self._working_memory()
+        yield from self._dependencies()
+        yield from self._database()
+        yield from self._replicas()
+        yield from self._caches()
+        yield from self._embedding_queue()
+
+    def _adds(self) -> Iterator[Metric]:
+        adds = self.sources.group_commit
         yield _counter("htm_memories_added", "Memories stored by adds and batches", adds.memories)
         yield _counter("htm_add_requests", "Adds (a batch is one) committed", adds.adds)
         yield _counter("htm_add_commits", "Group-commit transactions of adds", adds.commits)
-        counts = s.two_tier.counts
+
+    def _working_memory(self) -> Iterator[Metric]:
+        two_tier = self.sources.two_tier
+        counts = two_tier.counts
         yield _counter(
             "htm_working_memory_evictions", "Memories evicted from working memory", counts.evictions
         )
@@ -97,8 +108,12 @@ class SourcesCollector(Collector):
         yield _gauge(
             "htm_working_memory_repair_queue",
             "Robots queued in this process for the repair worker",
-            len(s.two_tier.repairs.robots),
+            len(two_tier.repairs.robots),
         )
+
+    def _dependencies(self) -> Iterator[Metric]:
+        """The calls to each dependency, and what failed of them."""
+        s = self.sources
         yield _counter(
             "htm_embedding_failures",
             "Embedding provider calls that failed or timed out",
@@ -123,6 +138,9 @@ class SourcesCollector(Collector):
             yield _counter("htm_maintenance_failures", "Of those, the runs that failed", failed)
         yield _counter("htm_redis_errors", "Redis failures (each skips Redis briefly)",
                        s.two_tier.breaker.failures)  # fmt: skip
+
+    def _database(self) -> Iterator[Metric]:
+        s = self.sources
         db = CounterMetricFamily(
             "htm_postgres_errors", "PostgreSQL failures answered as 503, by kind", labels=["kind"]
         )
@@ -134,8 +152,8 @@ class SourcesCollector(Collector):
             "htm_db_pool_connections_in_use", "Pooled connections checked out", pool.checkedout()
         )
         yield _gauge("htm_db_pool_size", "The pool's size (HTM_DB_POOL_SIZE)", pool.size())
-        yield from self._replicas()
-        yield from self._caches()
+
+    def _embedding_queue(self) -> Iterator[Metric]:
         if self.queue is not None:
             yield _gauge(
                 "htm_embedding_queue_depth",

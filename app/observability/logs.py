@@ -65,6 +65,7 @@ def log_request(
     method: str,
     route: str,
     status: int,
+    *,
     duration_s: float,
     rid: str,
     namespace: str | None,

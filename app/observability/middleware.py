@@ -77,20 +77,21 @@ class RequestObserver:
             elif status is None:
                 status = 500  # an exception the app renders as a 500 outside this middleware
             route = route_template(scope, base_root_path)
-            app = scope.get("app")
-            components = getattr(getattr(app, "state", None), "components", None)
-            if components is not None:
-                components.metrics.requests.labels(scope["method"], route, str(status)).observe(
-                    duration
-                )
-            path_params = scope.get("path_params") or {}
-            log_request(
-                scope["method"],
-                route,
-                status,
-                duration,
-                rid,
-                state.get("namespace"),
-                path_params.get("robot"),
-            )
+            _observed(scope, route, status, duration_s=duration, rid=rid)
             request_id.current.reset(token)
+
+
+def _observed(scope: Scope, route: str, status: int, *, duration_s: float, rid: str) -> None:
+    """The request's duration in /metrics (when the app has components) and its log line."""
+    components = getattr(getattr(scope.get("app"), "state", None), "components", None)
+    if components is not None:
+        components.metrics.requests.labels(scope["method"], route, str(status)).observe(duration_s)
+    log_request(
+        scope["method"],
+        route,
+        status,
+        duration_s=duration_s,
+        rid=rid,
+        namespace=scope["state"].get("namespace"),
+        robot=(scope.get("path_params") or {}).get("robot"),
+    )

@@ -58,6 +58,7 @@ class PoolRepository:
         namespace_id: int,
         name: str,
         type_: str,
+        *,
         readers: list[str],
         writers: list[str],
         public_read: bool,

@@ -64,10 +64,10 @@ class PoolService:
             self.caller.namespace_id,
             name,
             body.type,
-            _unique(body.readers),
-            _unique(body.writers),
-            body.public_read,
-            body.expires_at,
+            readers=_unique(body.readers),
+            writers=_unique(body.writers),
+            public_read=body.public_read,
+            expires_at=body.expires_at,
         )
         await self._withdraw_lost(row.id)
         return _read(row)
@@ -90,10 +90,10 @@ class PoolService:
             self.caller.namespace_id,
             row.name,
             row.type,
-            readers,
-            writers,
-            row.public_read,
-            row.expires_at,
+            readers=readers,
+            writers=writers,
+            public_read=row.public_read,
+            expires_at=row.expires_at,
         )
         await self._withdraw_lost(new.id)
         return _read(new)

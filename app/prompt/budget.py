@@ -151,6 +151,7 @@ def allocate(
     count: Count,
     budget: int,
     input_text: str,
+    *,
     system: str | None,
     session: list[Item],
     working_memory: list[Item],
@@ -165,72 +166,99 @@ def allocate(
     called with the input, the system text, roles and headers (it may remember them);
     `count_joined` (default: encoding the joined text) counts the system message. Decides
     by token counts alone: no content is read."""
-    joined = count_joined or _default_joined(count)
     input_tokens = count(input_text)
-    system_tokens = count(system) if system else 0
-    user = Item("input", input_text, input_tokens, included=True)
     used = REPLY_PRIMER + TOKENS_PER_MESSAGE + count("user") + input_tokens
-    has_system = bool(system)
     empty_system = TOKENS_PER_MESSAGE + count("system")
     if system:
-        used += empty_system + system_tokens
+        used += empty_system + count(system)
     if used > budget:
         raise InputTooLarge(used, budget)
+    taking = _Taking(count, budget, quotas, used=used, has_system=bool(system))
+    taking.section("profile", profile_header, profile)
+    taking.session(session)
+    taking.section("working_memory", WORKING_MEMORY_HEADER, working_memory)
+    duplicates = {i.key for i in working_memory}
+    taking.section("recall", RECALL_HEADER, recall, duplicates=duplicates)
+    user = Item("input", input_text, input_tokens, included=True)
+    return Fitting(
+        count=count,
+        joined=count_joined or _default_joined(count),
+        budget=budget,
+        input_text=input_text,
+        input_tokens=input_tokens,
+        system=system,
+        session=session,
+        working_memory=working_memory,
+        recall=recall,
+        manifest=[user, *profile, *session, *working_memory, *recall],
+        profile=list(profile),
+        profile_header=profile_header,
+    )
 
-    spent = {"profile": 0, "session": 0, "working_memory": 0, "recall": 0}
 
-    def quota_left(source: Source) -> int | None:
-        q = getattr(quotas, source)
-        return None if q is None else q - spent[source]
+class _Taking:
+    """One allocation's running totals: the tokens used, each section's spending against
+    its quota, and whether the system message (its framing paid once) has begun."""
 
-    wm_keys = {i.key for i in working_memory}
+    def __init__(
+        self, count: Count, budget: int, quotas: Quotas, *, used: int, has_system: bool
+    ) -> None:
+        self.count = count
+        self.budget = budget
+        self.quotas = quotas
+        self.used = used
+        self.has_system = has_system
+        self.empty_system = TOKENS_PER_MESSAGE + count("system")
+        self.spent = {"profile": 0, "session": 0, "working_memory": 0, "recall": 0}
 
-    def take(source: Source, header: str, items: Sequence[Item]) -> None:
+    def section(
+        self,
+        source: Source,
+        header: str,
+        items: Sequence[Item],
+        *,
+        duplicates: set[str | None] | None = None,
+    ) -> None:
         """A section of the system message: an item that does not fit is dropped and the
-        next may still be taken."""
-        nonlocal used, has_system
+        next may still be taken; one whose key is in `duplicates` is dropped as such."""
         started = False
-        header_cost = count(header) + 1
-        q = getattr(quotas, source)
+        header_cost = self.count(header) + 1
+        q = getattr(self.quotas, source)
         for item in items:
-            if source == "recall" and item.key in wm_keys:
+            if duplicates is not None and item.key in duplicates:
                 item.reason = "duplicate"
                 continue
             cost = item.tokens + 1
             if not started:
                 cost += header_cost
-            if not has_system:
-                cost += empty_system
-            if q is not None and item.tokens > q - spent[source]:
+            if not self.has_system:
+                cost += self.empty_system
+            if q is not None and item.tokens > q - self.spent[source]:
                 item.reason = "section_quota"
-            elif used + cost > budget:
+            elif self.used + cost > self.budget:
                 item.reason = "budget"
             else:
-                item.included, used, started, has_system = True, used + cost, True, True
-                spent[source] += item.tokens
+                item.included, started, self.has_system = True, True, True
+                self.used += cost
+                self.spent[source] += item.tokens
 
-    take("profile", profile_header, profile)
-    cut: Reason | None = None
-    for item in session:
-        cost = TOKENS_PER_MESSAGE + count(item.role) + item.tokens
-        left = quota_left("session")
-        if cut is None and left is not None and item.tokens > left:
-            cut = "section_quota"
-        elif cut is None and used + cost > budget:
-            cut = "budget"
-        if cut is not None:
-            item.reason = cut
-            continue
-        item.included, used = True, used + cost
-        spent["session"] += item.tokens
-
-    take("working_memory", WORKING_MEMORY_HEADER, working_memory)
-    take("recall", RECALL_HEADER, recall)
-    manifest = [user, *profile, *session, *working_memory, *recall]
-    return Fitting(
-        count, joined, budget, input_text, input_tokens, system, session, working_memory,
-        recall, manifest, list(profile), profile_header,
-    )  # fmt: skip
+    def session(self, items: Sequence[Item]) -> None:
+        """The session's messages, newest first: the first that does not fit ends the
+        section (a conversation keeps no gaps)."""
+        q = self.quotas.session
+        cut: Reason | None = None
+        for item in items:
+            cost = TOKENS_PER_MESSAGE + self.count(item.role) + item.tokens
+            if cut is None and q is not None and item.tokens > q - self.spent["session"]:
+                cut = "section_quota"
+            elif cut is None and self.used + cost > self.budget:
+                cut = "budget"
+            if cut is not None:
+                item.reason = cut
+                continue
+            item.included = True
+            self.used += cost
+            self.spent["session"] += item.tokens
 
 
 def finish(f: Fitting) -> Assembly:

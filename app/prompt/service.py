@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from app.config import Settings
 from app.errors import Unprocessable
@@ -106,11 +107,34 @@ class PromptService:
         return left
 
     async def prompt(self, robot_name: str, req: PromptRequest) -> PromptResult:
+        """Check what can be refused, read the candidates, fit them, count the session's
+        messages taken as accessed, answer."""
         # The input, the system text, roles and headers are encoded once per request; the
         # candidates' counts are the stored ones (budget.py).
         count = functools.cache(self.tokenizer.count)
         limit = self._budget(req)
-        # Refused before anything is read or written when the input alone cannot fit.
+        base = self._input_tokens(count, req, limit)
+        recall = self._recall_request(req)
+        if recall is not None:
+            # Its own checks (limit, timeframe, options) refuse bad options before anything
+            # is registered or read.
+            with _recall_fields():
+                self.recall_service.check(recall)
+        robot = await self.robots.ensure(robot_name)
+        got = await self._candidates(
+            robot_name, robot, req, recall=recall, count=count, room=limit - base
+        )
+        fitting, wm_degraded = await self._fit(robot, req, got, count=count, limit=limit)
+        if got.session_id is not None:
+            self.sessions.count_accesses(
+                got.session_id,
+                [i.seq for i in fitting.session if i.included and i.seq is not None],
+            )
+        return _result(budget.finish(fitting), limit, degraded=wm_degraded or got.session_degraded)
+
+    def _input_tokens(self, count: budget.Count, req: PromptRequest, limit: int) -> int:
+        """The input's and the system text's tokens; refused before anything is read or
+        written when they alone cannot fit."""
         base = budget.REPLY_PRIMER + budget.message_tokens(count, "user", req.input)
         if req.system:
             base += budget.message_tokens(count, "system", req.system)
@@ -121,89 +145,119 @@ class PromptService:
                 needed=base,
                 budget=limit,
             )
-        recall = self._recall_request(req)
-        if recall is not None:
-            # Its own checks (limit, timeframe, options) refuse bad options before anything
-            # is registered or read.
-            with _recall_fields():
-                self.recall_service.check(recall)
-        robot = await self.robots.ensure(robot_name)
+        return base
+
+    async def _candidates(
+        self,
+        robot_name: str,
+        robot: Robot,
+        req: PromptRequest,
+        *,
+        recall: RecallRequest | None,
+        count: budget.Count,
+        room: int,
+    ) -> _Candidates:
+        """The recall's hits, the session's latest messages (within `room` tokens), the
+        profile's lines and working memory's outline."""
         # Working memory's outline comes from Redis while PostgreSQL answers the recall and
         # the session (one database session: its statements go one after another).
         outlining = asyncio.ensure_future(self.working_memory.outline_from_redis(robot))
         try:
-            found: list[RecallHit] = []
+            got = _Candidates()
             if recall is not None:
                 with _recall_fields():
-                    found = (await self.recall_service.recall(robot_name, recall)).hits
-            session_id: int | None = None
-            messages: list[Turn] = []
-            session_degraded = False
+                    got.hits = (await self.recall_service.recall(robot_name, recall)).hits
             if req.session is not None:
-                session_id, messages, session_degraded = await self.sessions.latest(
-                    robot_name, req.session, limit - base
+                got.session_id, got.messages, got.session_degraded = await self.sessions.latest(
+                    robot_name, req.session, room
                 )
-            profile: list[budget.Item] = []
             if req.profile is not None:
                 for r in await self.profiles.slots(robot_name, req.profile.subject):
                     text = line(r.slot, value_of(r))
-                    profile.append(budget.Item("profile", text, count(text), key=r.key))
-            outlined: list[Outline] | list[WMItem] | None = await outlining
+                    got.profile.append(budget.Item("profile", text, count(text), key=r.key))
+            got.outlined = await outlining
         finally:
             if not outlining.done():
                 outlining.cancel()
+        return got
+
+    async def _fit(
+        self, robot: Robot, req: PromptRequest, got: _Candidates, *, count: budget.Count, limit: int
+    ) -> tuple[budget.Fitting, bool]:
+        """The candidates fitted into the budget, and whether working memory was read
+        degraded."""
         q = req.quotas
         quotas = budget.Quotas(q.profile, q.session, q.working_memory, q.recall)
         header = budget.PROFILE_HEADER.format(subject=req.profile.subject if req.profile else "")
         now_ms = to_us(self.working_memory.protocol.clock()) // 1000
 
         def fit(items: list[Outline] | list[WMItem]) -> budget.Fitting:
+            """Each call on fresh items (allocate marks them); the profile's, taken first, are
+            marked the same way each time."""
             return budget.allocate(
-                count, limit, req.input, req.system,
-                [budget.Item("session", m.content, m.tokens, seq=m.seq, role=m.role)
-                 for m in reversed(messages)],
-                _working(items, req.strategy, now_ms),
-                [budget.Item("recall", h.content, h.token_count, key=h.key) for h in found],
-                quotas, self.tokenizer.count_joined, profile, header,
-            )  # fmt: skip
+                count,
+                limit,
+                req.input,
+                system=req.system,
+                session=[
+                    budget.Item("session", m.content, m.tokens, seq=m.seq, role=m.role)
+                    for m in reversed(got.messages)
+                ],
+                working_memory=_working(items, req.strategy, now_ms),
+                recall=[
+                    budget.Item("recall", h.content, h.token_count, key=h.key) for h in got.hits
+                ],
+                quotas=quotas,
+                count_joined=self.tokenizer.count_joined,
+                profile=got.profile,
+                profile_header=header,
+            )
 
         # Fitted by the outline's counts, then the contents of the items taken are read; an
         # item that left between the two reads (rare) means reading it all again, then whole.
-        wm_degraded = False
+        outlined, wm_degraded = got.outlined, False
         for _ in range(2):
             if outlined is None:
                 outlined, wm_degraded = await self.working_memory.outline(robot)
             fitting = fit(outlined)
             if wm_degraded or await self._fill(robot, fitting.working_memory):
-                break
+                return fitting, wm_degraded
             outlined = None
-        else:
-            items, _, wm_degraded = await self.working_memory.snapshot(robot)
-            fitting = fit(items)
-        done = budget.finish(fitting)
-        if session_id is not None:
-            self.sessions.count_accesses(
-                session_id,
-                [i.seq for i in fitting.session if i.included and i.seq is not None],
-            )
-        # Validated in one call (pydantic-core) rather than a model per candidate: the
-        # manifest lists every working-memory item.
-        return PromptResult.model_validate(
-            {
-                "messages": done.messages,
-                "tokens": done.tokens,
-                "budget": limit,
-                "manifest": [
-                    {
-                        "source": i.source,
-                        "key": i.key,
-                        "seq": i.seq,
-                        "tokens": i.tokens,
-                        "included": i.included,
-                        "reason": i.reason,
-                    }
-                    for i in done.manifest
-                ],
-                "degraded": wm_degraded or session_degraded,
-            }
-        )
+        items, _, wm_degraded = await self.working_memory.snapshot(robot)
+        return fit(items), wm_degraded
+
+
+@dataclass
+class _Candidates:
+    """What a prompt is fitted from, read before any fitting."""
+
+    hits: list[RecallHit] = field(default_factory=list)
+    session_id: int | None = None
+    messages: list[Turn] = field(default_factory=list)
+    session_degraded: bool = False
+    profile: list[budget.Item] = field(default_factory=list)
+    outlined: list[Outline] | list[WMItem] | None = None
+
+
+def _result(done: budget.Assembly, limit: int, *, degraded: bool) -> PromptResult:
+    # Validated in one call (pydantic-core) rather than a model per candidate: the
+    # manifest lists every working-memory item.
+    return PromptResult.model_validate(
+        {
+            "messages": done.messages,
+            "tokens": done.tokens,
+            "budget": limit,
+            "manifest": [
+                {
+                    "source": i.source,
+                    "key": i.key,
+                    "seq": i.seq,
+                    "tokens": i.tokens,
+                    "included": i.included,
+                    "reason": i.reason,
+                }
+                for i in done.manifest
+            ],
+            "degraded": degraded,
+        }
+    )

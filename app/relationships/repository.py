@@ -204,7 +204,7 @@ class LinkRepository:
         return {r.key: r for r in rows}
 
     async def link(
-        self, namespace_id: int, source: int, target: int, type_: str, weight: float
+        self, namespace_id: int, source: int, target: int, *, type_: str, weight: float
     ) -> Any:
         params = {
             "ns": namespace_id,
@@ -284,6 +284,7 @@ class LinkRepository:
         namespace_id: int,
         start: Any,
         depth: int,
+        *,
         limit: int,
         types: Sequence[str] | None,
         reader: Reader,
@@ -312,6 +313,7 @@ class LinkRepository:
         exclude: Sequence[int],
         limit: int,
         reader: Reader,
+        *,
         types: Sequence[str] | None = None,
     ) -> list[Any]:
         """The current memories `reader` may read one edge from `hits` ((id, key, tags), best

@@ -40,8 +40,8 @@ class LinkService:
             self.namespace_id,
             source.id,
             target.id,
-            body.type,
-            body.weight,
+            type_=body.type,
+            weight=body.weight,
         )
         return LinkRead(
             source=key,
@@ -65,7 +65,7 @@ class LinkService:
         source, target = ids[key], ids[body.target]
         if await self.repo.explicit_weight(source, target, body.type) == body.weight:
             return False
-        await self.repo.link(self.namespace_id, source, target, body.type, body.weight)
+        await self.repo.link(self.namespace_id, source, target, type_=body.type, weight=body.weight)
         return True
 
     async def _no_cycle(self, robot: str, source: int, target: int) -> None:
@@ -98,12 +98,14 @@ class LinkService:
         return Unlinked(source=key, target=target, types=sorted(types))
 
     async def related(
-        self, robot: str, key: str, depth: int, limit: int, types: Sequence[str] | None
+        self, robot: str, key: str, depth: int, *, limit: int, types: Sequence[str] | None
     ) -> Related:
         """What `robot` may read around `key`, walking only through what it may read."""
         [start] = await self._named(robot, key)
         reader = Reader(self.namespace_id, robot)
-        rows = await self.repo.related(self.namespace_id, start, depth, limit, types, reader)
+        rows = await self.repo.related(
+            self.namespace_id, start, depth, limit=limit, types=types, reader=reader
+        )
         return Related(
             key=key,
             depth=depth,

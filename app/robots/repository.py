@@ -76,6 +76,7 @@ class RobotRepository:
         namespace_id: int,
         name: str,
         budget: int | None,
+        *,
         session_ttl_s: int | None,
         summarize: bool = False,
     ) -> Any:

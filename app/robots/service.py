@@ -101,8 +101,8 @@ class RobotService:
             self.namespace_id,
             name,
             body.working_memory_budget,
-            body.session_ttl_s,
-            body.summarize_evictions,
+            session_ttl_s=body.session_ttl_s,
+            summarize=body.summarize_evictions,
         )
         await self.two_tier.commit_durable()
         # Every process reads the robot again (its budget changed); this one from this row.

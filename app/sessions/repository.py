@@ -40,7 +40,7 @@ class SessionRepository:
         ).one_or_none()
 
     async def create(
-        self, namespace_id: int, robot_id: int, name: str, default_ttl_s: int, now: datetime
+        self, namespace_id: int, robot_id: int, name: str, *, default_ttl_s: int, now: datetime
     ) -> Any | None:
         """A new live session (the robot's session_ttl_s, else the default), or None when
         one of that name exists (a concurrent create)."""

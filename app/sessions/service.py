@@ -28,6 +28,7 @@ from app.sessions.schemas import (
 )
 from app.tokens import Tokenizer
 from app.working_memory.model import UNAVAILABLE, RedisBreaker
+from app.working_memory.robots import Robot
 
 log = logging.getLogger(__name__)
 
@@ -113,22 +114,7 @@ class SessionService:
         robot = await self.robots.ensure(robot_name)
         now = self.clock()
         count = len(body.messages)
-        for _ in range(APPEND_ATTEMPTS):
-            row = await self.repo.live(robot.id, name)
-            if row is not None and row.expires_at <= now:
-                await self.repo.end(row.id, now, claim=False)  # the expiry worker consolidates it
-                row = None
-            if row is None:
-                row = await self.repo.create(
-                    self.caller.namespace_id, robot.id, name, self.settings.session_ttl_s, now
-                )
-                if row is None:  # created concurrently: use that one
-                    continue
-            reserved = await self.repo.reserve(row.id, count, now)
-            if reserved is not None:
-                break
-        else:
-            raise Conflict(f"session {name!r} kept ending under this append; retry")
+        row, reserved = await self._reserve(robot, name, count=count, now=now)
         first = reserved.last_seq - count + 1
         pairs = list(zip(body.messages, tokens, strict=True))
         rows = [(m.role, m.content, m.metadata, m.remember, t) for m, t in pairs]
@@ -155,6 +141,31 @@ class SessionService:
             expires_at=reserved.expires_at,
             degraded=stored is None,
         )
+
+    async def _reserve(
+        self, robot: Robot, name: str, *, count: int, now: datetime
+    ) -> tuple[Any, Any]:
+        """The live session (started on the first append, and again after it ended or
+        expired) with `count` sequence numbers reserved in it."""
+        for _ in range(APPEND_ATTEMPTS):
+            row = await self.repo.live(robot.id, name)
+            if row is not None and row.expires_at <= now:
+                await self.repo.end(row.id, now, claim=False)  # the expiry worker consolidates it
+                row = None
+            if row is None:
+                row = await self.repo.create(
+                    self.caller.namespace_id,
+                    robot.id,
+                    name,
+                    default_ttl_s=self.settings.session_ttl_s,
+                    now=now,
+                )
+                if row is None:  # created concurrently: use that one
+                    continue
+            reserved = await self.repo.reserve(row.id, count, now)
+            if reserved is not None:
+                return row, reserved
+        raise Conflict(f"session {name!r} kept ending under this append; retry")
 
     # --- window ----------------------------------------------------------------------------
 
@@ -192,7 +203,9 @@ class SessionService:
         if taken is not None:
             turns = [Turn(m.seq, m.role, m.content, m.tokens) for m in taken]
         else:
-            rows = await self._cold(robot_name, row, held, NO_LIMIT, max_tokens, count=False)
+            rows = await self._cold(
+                robot_name, row, held, n=NO_LIMIT, max_tokens=max_tokens, count=False
+            )
             turns = [Turn(r.seq, r.role, r.content, r.token_count) for r in rows]
         return row.id, turns, held is None
 
@@ -220,7 +233,9 @@ class SessionService:
             accesses = await self.repo.count_accesses(row.id, seqs, count=count)
             messages = [_read(m, accesses[m.seq]) for m in taken]
         else:
-            rows = await self._cold(robot_name, row, held, limit_n, limit_tokens, count=count)
+            rows = await self._cold(
+                robot_name, row, held, n=limit_n, max_tokens=limit_tokens, count=count
+            )
             messages = [_row_read(r) for r in rows]
         return row, messages, held is None
 
@@ -243,9 +258,9 @@ class SessionService:
         robot_name: str,
         row: Any,
         held: dict[int, HotMessage] | None,
+        *,
         n: int,
         max_tokens: int,
-        *,
         count: bool,
     ) -> list[Any]:
         """The window from PostgreSQL, rebuilding the hot copy when it misses its tail."""

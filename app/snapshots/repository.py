@@ -39,6 +39,32 @@ def _shown(reader: Reader) -> tuple[str, dict[str, Any]]:
     return _SHOWN.replace("{item}", item).replace("{readable}", readable), params
 
 
+# A snapshot and its items (in the order given: `position`), in one statement.
+_CREATE = sql("""
+    WITH s AS (
+        INSERT INTO working_memory_snapshot
+            (namespace_id, robot_id, name, created_at, item_count, tokens)
+        VALUES (:ns, :robot, :name, :at, cardinality(CAST(:ids AS bigint[])),
+                (SELECT coalesce(sum(t), 0) FROM unnest(CAST(:tokens AS int[])) t))
+        RETURNING id
+    ), items AS (
+        INSERT INTO working_memory_snapshot_item (snapshot_id, position,
+            memory_id, key, version, tokens, importance, added_at,
+            last_access_at, from_recall)
+        SELECT s.id, t.n, t.id, t.key, t.version, t.tokens, t.importance,
+               t.added_at, t.last_access_at, t.from_recall
+        FROM s, unnest(CAST(:ids AS bigint[]), CAST(:keys AS text[]),
+                       CAST(:versions AS int[]), CAST(:tokens AS int[]),
+                       CAST(:importances AS float8[]),
+                       CAST(:added AS timestamptz[]),
+                       CAST(:access AS timestamptz[]),
+                       CAST(:recall AS boolean[]))
+             WITH ORDINALITY AS t(id, key, version, tokens, importance,
+                                  added_at, last_access_at, from_recall, n)
+    )
+    SELECT id FROM s""")
+
+
 class SnapshotRepository:
     def __init__(self, session: DbSession) -> None:
         self.session = session
@@ -48,6 +74,7 @@ class SnapshotRepository:
         namespace_id: int,
         robot_id: int,
         name: str | None,
+        *,
         at: datetime,
         items: Sequence[dict[str, Any]],
     ) -> int:
@@ -55,29 +82,7 @@ class SnapshotRepository:
         return int(
             (
                 await self.session.execute(
-                    sql("""
-                    WITH s AS (
-                        INSERT INTO working_memory_snapshot
-                            (namespace_id, robot_id, name, created_at, item_count, tokens)
-                        VALUES (:ns, :robot, :name, :at, cardinality(CAST(:ids AS bigint[])),
-                                (SELECT coalesce(sum(t), 0) FROM unnest(CAST(:tokens AS int[])) t))
-                        RETURNING id
-                    ), items AS (
-                        INSERT INTO working_memory_snapshot_item (snapshot_id, position,
-                            memory_id, key, version, tokens, importance, added_at,
-                            last_access_at, from_recall)
-                        SELECT s.id, t.n, t.id, t.key, t.version, t.tokens, t.importance,
-                               t.added_at, t.last_access_at, t.from_recall
-                        FROM s, unnest(CAST(:ids AS bigint[]), CAST(:keys AS text[]),
-                                       CAST(:versions AS int[]), CAST(:tokens AS int[]),
-                                       CAST(:importances AS float8[]),
-                                       CAST(:added AS timestamptz[]),
-                                       CAST(:access AS timestamptz[]),
-                                       CAST(:recall AS boolean[]))
-                             WITH ORDINALITY AS t(id, key, version, tokens, importance,
-                                                  added_at, last_access_at, from_recall, n)
-                    )
-                    SELECT id FROM s"""),
+                    _CREATE,
                     {
                         "ns": namespace_id,
                         "robot": robot_id,

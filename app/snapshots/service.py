@@ -65,7 +65,7 @@ class SnapshotService:
         ]
         at = self.clock()
         ns = self.caller.namespace_id
-        snapshot_id = await self.repo.create(ns, robot.id, body.name, at, items)
+        snapshot_id = await self.repo.create(ns, robot.id, body.name, at=at, items=items)
         await self.repo.record_readable(snapshot_id, ns, at, Reader(ns, robot.name))
         return SnapshotRead(
             id=snapshot_id,
@@ -153,6 +153,7 @@ class SnapshotService:
         robot_name: str,
         name: str | None,
         at: datetime,
+        *,
         items: Sequence[SnapshotItem],
         readable: Sequence[str],
     ) -> bool:
@@ -168,6 +169,6 @@ class SnapshotService:
         ns = self.caller.namespace_id
         ids = await self.repo.ids_of(ns, [*(i.key for i in items), *readable])
         kept = [{"memory_id": ids[i.key], **i.model_dump()} for i in items if i.key in ids]
-        snapshot_id = await self.repo.create(ns, robot.id, name, at, kept)
+        snapshot_id = await self.repo.create(ns, robot.id, name, at=at, items=kept)
         await self.repo.add_readable(snapshot_id, [ids[k] for k in readable if k in ids])
         return True

@@ -57,6 +57,7 @@ def fitted(
     evicted: Sequence[Evicted],
     text: str,
     target_tokens: int,
+    *,
     count: Callable[[str], int],
     header: str = HEADER,
 ) -> Summary | None:

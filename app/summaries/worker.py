@@ -81,7 +81,7 @@ class EvictionSummaryWorker:
         count = self.tokenizer.count
         if self.llm is not None and evicted:
             reply = await self.llm.complete(llm_prompt(evicted, self.target_tokens))
-            summary = fitted(evicted, reply, self.target_tokens, count)
+            summary = fitted(evicted, reply, self.target_tokens, count=count)
         else:
             summary = summarize(evicted, self.target_tokens, count)
         written = 0

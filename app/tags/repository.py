@@ -32,6 +32,7 @@ class TagRepository:
         namespace_id: int,
         author_robot_id: int | None,
         start: datetime | None,
+        *,
         end: datetime | None,
         reader: Reader,
     ) -> list[Any]:

@@ -31,8 +31,8 @@ class TagService:
             self.namespace_id,
             author,
             tr.start if tr else None,
-            tr.end if tr else None,
-            Reader(self.namespace_id, robot_name or ""),
+            end=tr.end if tr else None,
+            reader=Reader(self.namespace_id, robot_name or ""),
         )
         return TagTree(tags=build_tree([(r.path, r.count, r.total) for r in rows]))
 

@@ -46,7 +46,9 @@ async def _export(c: Components, args: argparse.Namespace) -> int:
     try:
         out = _output(args.out)
         with progress(args.quiet) as bar, out as f:
-            n = await export(c, f, args.namespace, args.robot, args.embeddings, bar)
+            n = await export(
+                c, f, args.namespace, robot=args.robot, embeddings=args.embeddings, progress=bar
+            )
     except DomainError as exc:
         return _fail(args, exc.detail)
     except OSError as exc:
@@ -61,7 +63,9 @@ async def _import(c: Components, args: argparse.Namespace) -> int:
 
     try:
         with progress(args.quiet) as bar:
-            ns, n, written = await import_file(c, Path(args.file), args.namespace, bar, args.batch)
+            ns, n, written = await import_file(
+                c, Path(args.file), args.namespace, progress=bar, batch_size=args.batch
+            )
     except BadFile as exc:
         return _fail(args, f"{exc} (nothing imported)", 2)
     except (DomainError, OSError) as exc:
@@ -78,7 +82,7 @@ async def _load(c: Components, args: argparse.Namespace) -> int:
 
     try:
         with progress(args.quiet) as bar:
-            n = await load(c, Path(args.path), args.namespace, args.robot, bar)
+            n = await load(c, Path(args.path), args.namespace, robot=args.robot, progress=bar)
     except (DomainError, OSError, ValueError) as exc:
         return _fail(args, getattr(exc, "detail", None) or str(exc))
     print(
@@ -207,16 +211,22 @@ async def _maintenance(c: Components, args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     """The subcommands; `run(f)` makes the parser's func: components opened, f run."""
+    _file_commands(sub, run)
+    _namespace_commands(sub, run)
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def _file_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
+    """export, import and load: a namespace's memories to and from files."""
     p = sub.add_parser("export", help="write a namespace's memories as JSON Lines")
     p.add_argument("--namespace", default="default", type=NAMESPACE)
     p.add_argument("--robot", type=ROBOT, help="only the memories this robot authored")
     p.add_argument("--embeddings", action="store_true", help="include vectors and their model")
     p.add_argument("--out", help="the file to write (default: stdout)")
-    common(p)
+    _quiet(p)
     p.set_defaults(func=run(_export))
 
     p = sub.add_parser("import", help="import a file of `htm export` (idempotent by key)")
@@ -230,7 +240,7 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
         default=None,
         help="memories per batch (default 500, at most HTM_MAX_BATCH_SIZE); two run at once",
     )
-    common(p)
+    _quiet(p)
     p.set_defaults(func=run(_import))
 
     p = sub.add_parser("load", help="sync markdown and text files into memories by heading")
@@ -239,13 +249,17 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     p.add_argument(
         "--robot", default="files", type=ROBOT, help="the robot the memories are added by"
     )
-    common(p)
+    _quiet(p)
     p.set_defaults(func=run(_load))
 
+
+def _namespace_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
+    """What is done over a namespace's memories: embed or index them again, merge
+    duplicates, apply retention, run maintenance."""
     p = sub.add_parser("reembed", help="embed a namespace again with the configured model")
     p.add_argument("--namespace", default="default", type=NAMESPACE)
     p.add_argument("--batch", type=_positive, default=256, help="memories taken out at a time")
-    common(p)
+    _quiet(p)
     p.set_defaults(func=run(_reembed))
 
     p = sub.add_parser(
@@ -253,7 +267,7 @@ def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     )
     p.add_argument("--namespace", default="default", type=NAMESPACE)
     p.add_argument("--batch", type=_positive, default=256, help="memories taken out at a time")
-    common(p)
+    _quiet(p)
     p.set_defaults(func=run(_reindex))
 
     p = sub.add_parser("dedupe", help="find near-duplicate memories and (--apply) merge them")

@@ -81,7 +81,6 @@ async def _settings(session: DbSession, ns_id: int, robot: str | None) -> list[d
     robots = await RobotRepository(session).list(ns_id)
     groups = await GroupRepository(session).list(ns_id)
     pools = await PoolRepository(session).in_namespace(ns_id)
-    out: list[dict[str, Any]] = []
     if robot is not None:
         robots = [r for r in robots if r.name == robot]
         robot_id = robots[0].id
@@ -89,38 +88,7 @@ async def _settings(session: DbSession, ns_id: int, robot: str | None) -> list[d
         grouped += [r.g_name for r in robots if r.g_name]
         groups = [g for g in groups if g.name in grouped]
         pools = [p for p in pools if p.name in pooled]
-    out += [
-        {
-            "kind": "robot",
-            "name": r.name,
-            "working_memory_budget": r.working_memory_budget,  # null: the default
-            "session_ttl_s": r.session_ttl_s,
-            "summarize_evictions": r.summarize_evictions,
-        }
-        for r in robots
-    ]
-    out += [
-        {
-            "kind": "group",
-            "name": group_name(g.name),
-            "members": list(g.members),
-            "working_memory_budget": g.working_memory_budget,
-        }
-        for g in groups
-    ]
-    out += [
-        {
-            "kind": "pool",
-            "name": p.name,
-            "type": p.type,
-            "readers": list(p.readers),
-            "writers": list(p.writers),
-            "public_read": p.public_read,
-            "expires_at": _iso(p.expires_at),
-            "archived_at": _iso(p.archived_at),
-        }
-        for p in pools
-    ]
+    out = [*map(_robot, robots), *map(_group, groups), *map(_pool, pools)]
     if robot is None:
         policies = await RetentionRepository(session).policies(ns_id)
         if policies:
@@ -129,6 +97,38 @@ async def _settings(session: DbSession, ns_id: int, robot: str | None) -> list[d
         if schedule is not None:
             out.append({"kind": "maintenance", **schedule.model_dump()})
     return out
+
+
+def _robot(r: Any) -> dict[str, Any]:
+    return {
+        "kind": "robot",
+        "name": r.name,
+        "working_memory_budget": r.working_memory_budget,  # null: the default
+        "session_ttl_s": r.session_ttl_s,
+        "summarize_evictions": r.summarize_evictions,
+    }
+
+
+def _group(g: Any) -> dict[str, Any]:
+    return {
+        "kind": "group",
+        "name": group_name(g.name),
+        "members": list(g.members),
+        "working_memory_budget": g.working_memory_budget,
+    }
+
+
+def _pool(p: Any) -> dict[str, Any]:
+    return {
+        "kind": "pool",
+        "name": p.name,
+        "type": p.type,
+        "readers": list(p.readers),
+        "writers": list(p.writers),
+        "public_read": p.public_read,
+        "expires_at": _iso(p.expires_at),
+        "archived_at": _iso(p.archived_at),
+    }
 
 
 def _version(settings: bool, snapshots: bool) -> int:
@@ -142,6 +142,7 @@ async def lines(
     c: Components,
     namespace: str,
     robot: str | None,
+    *,
     embeddings: bool,
     progress: Progress | None = None,
 ) -> AsyncIterator[tuple[bool, bytes]]:
@@ -175,20 +176,11 @@ async def lines(
         yield False, orjson.dumps(header.model_dump(mode="json")) + b"\n"
         for setting in settings:
             yield False, orjson.dumps(setting) + b"\n"
-        task = None
-        if progress is not None:
-            total = await repo.count(ns_id, robot_id)
-            task = progress.add_task(f"export {namespace}", total=total)
-        after: tuple[datetime, int] | None = None
-        while True:
-            rows = await repo.page(ns_id, robot_id, after, PAGE, embeddings)
-            for row in rows:
-                yield True, orjson.dumps(_record(row)) + b"\n"
-            if task is not None:
-                progress.advance(task, len(rows))  # type: ignore[union-attr]
-            if len(rows) < PAGE:
-                break
-            after = (rows[-1].created_at, rows[-1].id)
+        title = f"export {namespace}"
+        async for memory in _memories(
+            repo, ns_id, robot_id, embeddings=embeddings, progress=progress, title=title
+        ):
+            yield True, memory
         for link in links:
             line = {"kind": "link", "source": link.source, "target": link.target,
                     "type": link.type, "weight": link.weight}  # fmt: skip
@@ -197,17 +189,44 @@ async def lines(
             yield False, orjson.dumps(_snapshot(s)) + b"\n"
 
 
+async def _memories(
+    repo: TransferRepository,
+    ns_id: int,
+    robot_id: int | None,
+    *,
+    embeddings: bool,
+    progress: Progress | None,
+    title: str,
+) -> AsyncIterator[bytes]:
+    """The memories' lines in keyset pages, oldest first (a task named `title` on
+    `progress` counting them)."""
+    task = None
+    if progress is not None:
+        task = progress.add_task(title, total=await repo.count(ns_id, robot_id))
+    after: tuple[datetime, int] | None = None
+    while True:
+        rows = await repo.page(ns_id, robot_id, after, limit=PAGE, vectors=embeddings)
+        for row in rows:
+            yield orjson.dumps(_record(row)) + b"\n"
+        if progress is not None and task is not None:
+            progress.advance(task, len(rows))
+        if len(rows) < PAGE:
+            break
+        after = (rows[-1].created_at, rows[-1].id)
+
+
 async def export(
     c: Components,
     out: IO[bytes],
     namespace: str,
+    *,
     robot: str | None,
     embeddings: bool,
     progress: Progress | None = None,
 ) -> int:
     """Writes the file; returns how many memories it holds."""
     n = 0
-    async for memory, line in lines(c, namespace, robot, embeddings, progress):
+    async for memory, line in lines(c, namespace, robot, embeddings=embeddings, progress=progress):
         out.write(line)
         n += memory
     return n

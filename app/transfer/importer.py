@@ -12,7 +12,7 @@ retention policies and the maintenance schedule, the explicit links and the snap
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -49,6 +49,7 @@ async def import_file(
     c: Components,
     path: Path,
     namespace: str | None,
+    *,
     progress: Progress | None = None,
     batch_size: int | None = None,
 ) -> tuple[str, Counts, kinds.Written]:
@@ -60,7 +61,7 @@ async def import_file(
     await kinds.robots(c, caller, plan, done)
     await kinds.groups(c, caller, plan, done)
     await kinds.stage_pools(c, caller, plan, done)
-    counts = await _memories(c, caller, path, plan, progress, batch_size)
+    counts = await _memories(c, caller, path, plan=plan, progress=progress, batch_size=batch_size)
     await kinds.finish_pools(c, caller, plan, done)
     await kinds.namespace_settings(c, caller, plan, done)
     await kinds.links(c, caller, plan, done)
@@ -72,42 +73,22 @@ async def _memories(
     c: Components,
     caller: Caller,
     path: Path,
+    *,
     plan: Plan,
     progress: Progress | None,
     batch_size: int | None,
 ) -> Counts:
+    """The memories in batches, then one at a time those deferred, then what the superseded
+    ones end as."""
     async with c.sessionmaker() as session:
         dimension = await stored_dimension(session)
     model = c.embedder.model
-    task = progress.add_task(f"import {plan.namespace}", total=plan.memories) if progress else None
-    counts = Counts()
+    advance = _advancer(progress, f"import {plan.namespace}", plan.memories)
     size = min(batch_size or BATCH, c.settings.max_batch_size)
-    batch: dict[str, Wanted] = {}
-    # Batches in flight, with their keys: a key repeated in the file waits until every batch
-    # holding it is applied, so the file's lines still apply in order, key by key.
-    flying: list[tuple[asyncio.Task[Counts], set[str]]] = []
+    batches = _InFlight(c, caller, size=size, advance=advance)
     later: list[tuple[tuple[object, ...], Wanted, str | None]] = []  # written one at a time
     superseded = plan.superseded
     ends: dict[str, Wanted] = {}  # what a superseded memory ends as, once superseded
-
-    def advance(n: int) -> None:
-        if progress is not None and task is not None:
-            progress.advance(task, n)
-
-    async def land(all_of_them: bool) -> None:
-        nonlocal counts
-        while flying and (all_of_them or len(flying) >= IN_FLIGHT):
-            done, keys = flying.pop(0)
-            counts += await done
-            advance(len(keys))
-
-    async def flush() -> None:
-        if batch:
-            await land(all_of_them=False)
-            wanted = list(batch.values())
-            flying.append((asyncio.create_task(apply(c, caller, wanted)), set(batch)))
-            batch.clear()
-
     try:
         for n, r in memories(path):
             keep = reusable(r, model, dimension)
@@ -118,19 +99,11 @@ async def _memories(
                 w.supersedes = plan.supersedes.get(r.key, [])
                 group = r.group if w.visibility == "group" else None
                 later.append(((w.valid_from or w.created_at, n), w, group))
-                continue
-            # A repeated key applies after every earlier line of it has.
-            repeat = r.key in batch or any(r.key in keys for _, keys in flying)
-            if repeat or len(batch) >= size:
-                await flush()
-            if repeat:
-                await land(all_of_them=True)
-            batch[r.key] = w
-        await flush()
-        await land(all_of_them=True)
+            else:
+                await batches.put(r.key, w)
+        counts = await batches.finish()
     finally:  # an error (or Ctrl-C) leaves no batch running on its own
-        for running, _ in flying:
-            running.cancel()
+        batches.cancel()
     # A memory superseding others after them, in the order of their validity: a chain's
     # links one after the other.
     for _, w, group in sorted(later, key=lambda x: x[0]):
@@ -143,6 +116,64 @@ async def _memories(
         counts.updated += after.updated
         counts.forgotten += after.forgotten
     return counts
+
+
+def _advancer(progress: Progress | None, title: str, total: int) -> Callable[[int], None]:
+    """What moves the bar of a new task on `progress` (nothing without one)."""
+    if progress is None:
+        return lambda n: None
+    task = progress.add_task(title, total=total)
+    return lambda n: progress.advance(task, n)
+
+
+class _InFlight:
+    """Batches of `size` applied, up to IN_FLIGHT at once, with their keys: a key repeated in
+    the file waits until every batch holding it is applied, so the file's lines still apply
+    in order, key by key."""
+
+    def __init__(
+        self, c: Components, caller: Caller, *, size: int, advance: Callable[[int], None]
+    ) -> None:
+        self.c = c
+        self.caller = caller
+        self.size = size
+        self.advance = advance
+        self.batch: dict[str, Wanted] = {}
+        self.flying: list[tuple[asyncio.Task[Counts], set[str]]] = []
+        self.counts = Counts()
+
+    async def put(self, key: str, w: Wanted) -> None:
+        # A repeated key applies after every earlier line of it has.
+        repeat = key in self.batch or any(key in keys for _, keys in self.flying)
+        if repeat or len(self.batch) >= self.size:
+            await self._flush()
+        if repeat:
+            await self._land(all_of_them=True)
+        self.batch[key] = w
+
+    async def finish(self) -> Counts:
+        """Every batch applied; what they did."""
+        await self._flush()
+        await self._land(all_of_them=True)
+        return self.counts
+
+    def cancel(self) -> None:
+        for running, _ in self.flying:
+            running.cancel()
+
+    async def _land(self, *, all_of_them: bool) -> None:
+        while self.flying and (all_of_them or len(self.flying) >= IN_FLIGHT):
+            done, keys = self.flying.pop(0)
+            self.counts += await done
+            self.advance(len(keys))
+
+    async def _flush(self) -> None:
+        if self.batch:
+            await self._land(all_of_them=False)
+            wanted = list(self.batch.values())
+            task = asyncio.create_task(apply(self.c, self.caller, wanted))
+            self.flying.append((task, set(self.batch)))
+            self.batch.clear()
 
 
 @asynccontextmanager
@@ -161,15 +192,15 @@ async def _member(
     if group is None or own == group:
         yield
         return
-    await _move(c, caller, robot, own, group)
+    await _move(c, caller, robot, from_=own, to=group)
     try:
         yield
     finally:
-        await _move(c, caller, robot, group, own)
+        await _move(c, caller, robot, from_=group, to=own)
 
 
 async def _move(
-    c: Components, caller: Caller, robot: str, from_: str | None, to: str | None
+    c: Components, caller: Caller, robot: str, *, from_: str | None, to: str | None
 ) -> None:
     for name, join, leave in ((from_, [], [robot]), (to, [robot], [])):
         if name is not None:

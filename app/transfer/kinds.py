@@ -141,5 +141,5 @@ async def snapshots(c: Components, caller: Caller, path: Path, done: Written) ->
         if isinstance(s, SnapshotRecord):
             async with unit_of_work(c, caller) as u:
                 done.snapshots += await u.snapshots.adopt(
-                    s.robot, s.name, s.created_at, s.items, s.readable
+                    s.robot, s.name, s.created_at, items=s.items, readable=s.readable
                 )

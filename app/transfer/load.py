@@ -53,7 +53,7 @@ def wanted(path: Path, robot: str) -> list[Wanted]:
 
 
 async def load(
-    c: Components, path: Path, namespace: str, robot: str, progress: Progress | None = None
+    c: Components, path: Path, namespace: str, *, robot: str, progress: Progress | None = None
 ) -> Counts:
     root, found = files(path)
     caller = await operator(c, namespace)

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from app.auth.caller import Caller
 from app.components import Components
+from app.config import Settings
 from app.errors import DomainError
 from app.groups.schemas import GroupUpdate
 from app.maintenance.schemas import MaintenanceSchedule
@@ -160,57 +161,41 @@ class _Problems:
             raise BadFile(self.path, line, why)
 
 
-async def check(c: Components, path: Path, namespace: str | None) -> Plan:
-    """The plan of the import of `path` into `namespace` (default: the file's), or the
-    first problem of the file as a BadFile; nothing is written."""
-    header = read_header(path)
-    ns = namespace or header.namespace
-    plan = Plan(header=header, namespace=ns)
-    bad = _Problems(path, ns)
-    seen: dict[tuple[str, str], int] = {}  # (kind, name): its line
-    member_of: dict[str, str] = {}  # robot: the group line it is a member in
-    authors: dict[str, tuple[int, str]] = {}  # robot: the first line naming it
-    pools: dict[str, tuple[int, str]] = {}
-    groups: dict[str, tuple[int, str]] = {}
-    keys: set[str] = set()
-    # A name: the first line referring to it, and how (e.g. "memory 'k' is in pool").
-    named: dict[str, tuple[int, str]] = {}  # memory keys
-    superseded_by: dict[str, tuple[int, str]] = {}  # key: (its line, the key superseding it)
-    for n, line in lines(path):
+@dataclass
+class _Names:
+    """What the file's lines name: each name with the first line naming it and how (e.g.
+    "memory 'k' is in pool"), checked once the whole file is read."""
+
+    path: Path
+    seen: dict[tuple[str, str], int] = field(default_factory=dict)  # (kind, name): its line
+    member_of: dict[str, str] = field(default_factory=dict)  # robot: the group line it is in
+    authors: dict[str, tuple[int, str]] = field(default_factory=dict)  # robots
+    pools: dict[str, tuple[int, str]] = field(default_factory=dict)
+    groups: dict[str, tuple[int, str]] = field(default_factory=dict)
+    keys: set[str] = field(default_factory=set)  # the file's memories
+    named: dict[str, tuple[int, str]] = field(default_factory=dict)  # memory keys
+    superseded_by: dict[str, tuple[int, str]] = field(default_factory=dict)  # key: (line, by)
+
+    def read(self, n: int, line: Any, *, plan: Plan, settings: Settings) -> None:
+        """Line `n` into the plan, and the names it refers to; a line the API would refuse,
+        or a second line of a setting, is a BadFile."""
         kind = getattr(line, "kind", "memory")
         name = getattr(line, "name", kind)
         if kind not in ("memory", "link", "snapshot"):
-            if (kind, name) in seen:
+            if (kind, name) in self.seen:
                 raise BadFile(
-                    path, n, f"{kind} {name!r} has a line already (line {seen[kind, name]})"
+                    self.path,
+                    n,
+                    f"{kind} {name!r} has a line already (line {self.seen[kind, name]})",
                 )
-            seen[kind, name] = n
+            self.seen[kind, name] = n
         try:
             if isinstance(line, Record):
-                w = wanted(line)
-                check_fields(c.settings, MemoryCreate(key=w.key, **fields(w, vector=False)))
-                plan.memories += 1
-                keys.add(line.key)
-                what = f"memory {line.key!r}"
-                authors.setdefault(line.author, (n, f"{what} is by robot"))
-                if line.pool is not None:
-                    pools.setdefault(line.pool, (n, f"{what} is in pool"))
-                if w.visibility == "group" and line.group is not None:
-                    groups.setdefault(line.group, (n, f"{what} is in group"))
-                if line.superseded_by is not None:
-                    superseded_by[line.key] = (n, line.superseded_by)
-                    named.setdefault(line.superseded_by, (n, f"{what} is superseded by memory"))
-                else:
-                    superseded_by.pop(line.key, None)  # the key's last line stands
+                self._memory(n, line, plan=plan, settings=settings)
             elif isinstance(line, RobotRecord):
                 plan.robots.append((line.name, line.body()))
             elif isinstance(line, GroupRecord):
-                members = line.body()
-                for m in members.members:
-                    if m in member_of:
-                        raise BadFile(path, n, f"robot {m!r} is in group {member_of[m]!r} too")
-                    member_of[m] = line.name
-                plan.groups.append((line.name, members))
+                self._group(n, line, plan)
             elif isinstance(line, PoolRecord):
                 plan.pools[line.name] = PoolState(line.body(), line.archived_at is not None)
             elif isinstance(line, RetentionRecord):
@@ -218,79 +203,133 @@ async def check(c: Components, path: Path, namespace: str | None) -> Plan:
             elif isinstance(line, MaintenanceRecord):
                 plan.maintenance = line.body()
             elif isinstance(line, LinkRecord):
-                body = line.body()
-                if body.target == line.source:
-                    raise BadFile(path, n, "a memory cannot be linked to itself")
-                plan.links.append((line.source, body))
-                what = f"link {line.source!r} -> {body.target!r} names memory"
-                for key in (line.source, body.target):
-                    named.setdefault(key, (n, what))
+                self._link(n, line, plan)
             elif isinstance(line, SnapshotRecord):
                 what = f"snapshot {line.name or line.created_at.isoformat()!r}"
-                authors.setdefault(line.robot, (n, f"{what} is of robot"))
+                self.authors.setdefault(line.robot, (n, f"{what} is of robot"))
                 for key in [*(i.key for i in line.items), *line.readable]:
-                    named.setdefault(key, (n, f"{what} names memory"))
+                    self.named.setdefault(key, (n, f"{what} names memory"))
         except ValidationError as exc:
-            raise BadFile(path, n, why(exc)) from None
+            raise BadFile(self.path, n, why(exc)) from None
         except DomainError as exc:
-            raise BadFile(path, n, exc.detail) from None
+            raise BadFile(self.path, n, exc.detail) from None
 
+    def _memory(self, n: int, line: Record, *, plan: Plan, settings: Settings) -> None:
+        w = wanted(line)
+        check_fields(settings, MemoryCreate(key=w.key, **fields(w, vector=False)))
+        plan.memories += 1
+        self.keys.add(line.key)
+        what = f"memory {line.key!r}"
+        self.authors.setdefault(line.author, (n, f"{what} is by robot"))
+        if line.pool is not None:
+            self.pools.setdefault(line.pool, (n, f"{what} is in pool"))
+        if w.visibility == "group" and line.group is not None:
+            self.groups.setdefault(line.group, (n, f"{what} is in group"))
+        if line.superseded_by is not None:
+            self.superseded_by[line.key] = (n, line.superseded_by)
+            self.named.setdefault(line.superseded_by, (n, f"{what} is superseded by memory"))
+        else:
+            self.superseded_by.pop(line.key, None)  # the key's last line stands
+
+    def _group(self, n: int, line: GroupRecord, plan: Plan) -> None:
+        members = line.body()
+        for m in members.members:
+            if m in self.member_of:
+                raise BadFile(self.path, n, f"robot {m!r} is in group {self.member_of[m]!r} too")
+            self.member_of[m] = line.name
+        plan.groups.append((line.name, members))
+
+    def _link(self, n: int, line: LinkRecord, plan: Plan) -> None:
+        body = line.body()
+        if body.target == line.source:
+            raise BadFile(self.path, n, "a memory cannot be linked to itself")
+        plan.links.append((line.source, body))
+        what = f"link {line.source!r} -> {body.target!r} names memory"
+        for key in (line.source, body.target):
+            self.named.setdefault(key, (n, what))
+
+
+async def check(c: Components, path: Path, namespace: str | None) -> Plan:
+    """The plan of the import of `path` into `namespace` (default: the file's), or the
+    first problem of the file as a BadFile; nothing is written."""
+    header = read_header(path)
+    ns = namespace or header.namespace
+    plan = Plan(header=header, namespace=ns)
+    names = _Names(path)
+    for n, line in lines(path):
+        names.read(n, line, plan=plan, settings=c.settings)
     target, caller = await _target(c, ns)
     in_target: set[str] = set()
     if caller is not None:
         async with unit_of_work(c, caller) as u:
             repo = TransferRepository(u.session)
-            for chunk in _chunks(sorted(k for k in named if k not in keys)):
+            for chunk in _chunks(sorted(k for k in names.named if k not in names.keys)):
                 in_target |= await repo.keys(caller.namespace_id, chunk)
+    _missing(plan, names, target, in_target).raise_first()
+    await _complete(c, caller, plan, names=names, target=target)
+    return plan
+
+
+def _missing(plan: Plan, names: _Names, target: _Target, in_target: set[str]) -> _Problems:
+    """Each name neither in the file nor in the namespace, and each robot the file's groups
+    would take from a group of the namespace the file does not set."""
+    bad = _Problems(names.path, plan.namespace)
     file_robots = {r for r, _ in plan.robots}
-    if header.version >= SETTINGS_VERSION:  # a file with robot lines names each robot
-        for robot, (n, what) in authors.items():
+    if plan.header.version >= SETTINGS_VERSION:  # a file with robot lines names each robot
+        for robot, (n, what) in names.authors.items():
             if robot not in file_robots and robot not in target.robots:
                 bad.missing(n, what, robot)
-    for pool, (n, what) in pools.items():
+    for pool, (n, what) in names.pools.items():
         if pool not in plan.pools and pool not in target.pools:
             bad.missing(n, what, pool)
     file_groups = {g for g, _ in plan.groups}
-    for group, (n, what) in groups.items():
+    for group, (n, what) in names.groups.items():
         if group not in file_groups and group not in target.groups:
             bad.missing(n, what, group)
-    for key, (n, what) in named.items():
-        if key not in keys and key not in in_target:
+    for key, (n, what) in names.named.items():
+        if key not in names.keys and key not in in_target:
             bad.missing(n, what, key)
     for group, update in plan.groups:
         for m in update.members:
             other = target.robots.get(m)
             if other is not None and other != group and other not in file_groups:
                 bad.add(
-                    seen["group", group],
-                    f"robot {m!r} is in group {other!r} of namespace {ns!r}, which the file "
-                    f"does not set: it cannot join group {group!r}",
+                    names.seen["group", group],
+                    f"robot {m!r} is in group {other!r} of namespace {plan.namespace!r}, which "
+                    f"the file does not set: it cannot join group {group!r}",
                 )
-    bad.raise_first()
+    return bad
 
-    for key, (_, by) in superseded_by.items():
-        if by in keys:
+
+async def _complete(
+    c: Components, caller: Caller | None, plan: Plan, *, names: _Names, target: _Target
+) -> None:
+    """What the import must do beyond its lines: the supersessions, the pools (the
+    namespace's too, for the memories written into them; only those that change are
+    kept), the memories written one at a time."""
+    for key, (_, by) in names.superseded_by.items():
+        if by in names.keys:
             plan.supersedes.setdefault(by, []).append(key)
     final_group = dict(target.robots)  # each robot's group once the groups are set
     for group, _ in plan.groups:
         for robot in target.groups.get(group, []):
             final_group[robot] = None
-    final_group |= member_of
+    final_group |= names.member_of
     for pool, read in target.pools.items():
         if pool not in plan.pools:
             plan.pools[pool] = PoolState(_body(read), read.archived_at is not None)
-    await _pending(c, caller, path, plan, final_group)
+    await _pending(c, caller, names.path, plan=plan, final_group=final_group)
     plan.pools = {
         p: s for p, s in plan.pools.items() if p in plan.staged or p not in target.pools
         or not s.matches(target.pools[p])
     }  # fmt: skip
-    return plan
 
 
 async def _pending(
     c: Components,
     caller: Caller | None,
     path: Path,
+    *,
     plan: Plan,
     final_group: dict[str, str | None],
 ) -> None:

@@ -63,7 +63,7 @@ async def _page(
 
 
 async def _embed(
-    c: Components, namespace: str, rows: list[tuple[int, datetime]], batch: int, stall_s: float
+    c: Components, namespace: str, rows: list[tuple[int, datetime]], *, batch: int, stall_s: float
 ) -> tuple[int, int]:
     """The worker's passes until none of `rows` waits: (embedded, failed)."""
     last, moved_at = len(rows) + 1, time.monotonic()
@@ -110,7 +110,7 @@ async def reindex(
         done.checked += len(rows)
         done.rebuilt += rebuilt
         if waiting:
-            embedded, failed = await _embed(c, namespace, waiting, batch, stall_s)
+            embedded, failed = await _embed(c, namespace, waiting, batch=batch, stall_s=stall_s)
             done.embedded += embedded
             done.failed += failed
         if progress is not None and task is not None:

@@ -81,6 +81,7 @@ class TransferRepository:
         namespace_id: int,
         robot_id: int | None,
         after: tuple[datetime, int] | None,
+        *,
         limit: int,
         vectors: bool,
     ) -> list[Any]:

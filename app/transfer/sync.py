@@ -120,12 +120,12 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
     where working memory holds them); a wanted delete is a soft forget, or the archive of
     the retention rule the memory names. A memory that supersedes others is added in a
     transaction of its own with those still current (`supersedes`)."""
-    counts = Counts()
     superseded = [k for w in wanted for k in w.supersedes]
     async with unit_of_work(c, caller) as r:
         current = await TransferRepository(r.session).current(
             caller.namespace_id, [w.key for w in wanted] + superseded
         )
+    batch = _Batch(c, caller)
     new: dict[str, list[Wanted]] = defaultdict(list)
     changed: list[Wanted] = []
     for w in wanted:
@@ -136,14 +136,34 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
         if row is None:
             new[w.author].append(w)
         elif same(w, row):
-            counts.unchanged += 1
+            batch.counts.unchanged += 1
         else:
             changed.append(w)
-    named: dict[str, str] = {}
     for author, group in new.items():
+        if not await batch.add(author, group):
+            changed += group
+    for w in changed:
+        await batch.update(w, current.get(w.key))
+    await batch.name_models()
+    await batch.carry_accesses([w for w in wanted if _accessed(w, current.get(w.key))])
+    return batch.counts
+
+
+class _Batch:
+    """One batch's writes, each in a unit of work of its own: what they did (`counts`) and
+    the models named for the vectors they stored (`models`)."""
+
+    def __init__(self, c: Components, caller: Caller) -> None:
+        self.c = c
+        self.caller = caller
+        self.counts = Counts()
+        self.models: dict[str, str] = {}
+
+    async def add(self, author: str, group: list[Wanted]) -> bool:
+        """New keys of one author, together; False (nothing added) when one was added
+        meanwhile (another import): they are PUT instead."""
         try:
-            async with unit_of_work(c, caller) as r:
-                service = r.memories
+            async with unit_of_work(self.c, self.caller) as r:
                 # Every key is wanted as it is: no near-duplicate rule merges two of them,
                 # and what it supersedes is named (the detector finds nothing of its own).
                 bodies = [
@@ -158,45 +178,51 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
                 ]
                 # Long-term memory only: an import restores history, and placing it would
                 # evict what the robots are focused on now (as `working_memory: false`).
-                added = await service.add_many(author, bodies, place=False)
-            counts.added += len(group)
-        except Conflict:  # a key was added meanwhile (another import): PUT them instead
-            changed += group
-            continue
-        named.update({w.key: w.embedding_model for w in group if w.embedding_model and _named(w)})
+                added = await r.memories.add_many(author, bodies, place=False)
+            self.counts.added += len(group)
+        except Conflict:
+            return False
+        self.models.update(
+            {w.key: w.embedding_model for w in group if w.embedding_model and _named(w)}
+        )
         for w, a in zip(group, added, strict=True):
             if w.deleted:
-                await delete(c, caller, w, a.version)
-                counts.forgotten += 1
-    for w in changed:
-        row = current.get(w.key)
+                await delete(self.c, self.caller, w, a.version)
+                self.counts.forgotten += 1
+        return True
+
+    async def update(self, w: Wanted, row: Any) -> None:
+        """A key stored otherwise (`row`: as it was read), PUT as wanted, then deleted if
+        wanted so."""
         version = None if row is None else row.version
         if row is None or not (w.deleted and row.deleted_at is None and same_fields(w, row)):
             # The stored vector stays when the content does (a PUT keeps it).
             vector = row is None or row.content != w.content
-            async with unit_of_work(c, caller) as r:
-                service = r.memories
+            async with unit_of_work(self.c, self.caller) as r:
                 body = MemoryUpsert(**fields(w, vector=vector))
-                version = (await service.upsert(w.author, w.key, body)).version
+                version = (await r.memories.upsert(w.author, w.key, body)).version
             if vector and _named(w):
-                named[w.key] = w.embedding_model  # type: ignore[assignment]
-            counts.updated += 1
+                self.models[w.key] = w.embedding_model  # type: ignore[assignment]
+            self.counts.updated += 1
         if w.deleted:
-            await delete(c, caller, w, version)
-            counts.forgotten += 1
-    if named:
-        async with unit_of_work(c, caller) as r:
-            await TransferRepository(r.session).name_models(caller.namespace_id, named)
-    accessed = [w for w in wanted if _accessed(w, current.get(w.key))]
-    if accessed:
-        async with unit_of_work(c, caller) as r:
-            await TransferRepository(r.session).carry_accesses(
-                caller.namespace_id,
-                [w.key for w in accessed],
-                [w.access_count for w in accessed],
-                [w.last_accessed_at for w in accessed],
-            )
-    return counts
+            await delete(self.c, self.caller, w, version)
+            self.counts.forgotten += 1
+
+    async def name_models(self) -> None:
+        if self.models:
+            async with unit_of_work(self.c, self.caller) as r:
+                repo = TransferRepository(r.session)
+                await repo.name_models(self.caller.namespace_id, self.models)
+
+    async def carry_accesses(self, accessed: list[Wanted]) -> None:
+        if accessed:
+            async with unit_of_work(self.c, self.caller) as r:
+                await TransferRepository(r.session).carry_accesses(
+                    self.caller.namespace_id,
+                    [w.key for w in accessed],
+                    [w.access_count for w in accessed],
+                    [w.last_accessed_at for w in accessed],
+                )
 
 
 def _accessed(w: Wanted, row: Any) -> bool:

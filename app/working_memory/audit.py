@@ -6,6 +6,8 @@ Read-only: it reports, it repairs nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.db.session import DbSession
 from app.working_memory.audit_repository import AuditRepository
 from app.working_memory.store import WorkingMemoryStore
@@ -15,6 +17,7 @@ async def audit(
     session: DbSession,
     store: WorkingMemoryStore,
     namespace: str,
+    *,
     robot: str,
     default_budget: int,
 ) -> list[str]:
@@ -40,6 +43,22 @@ async def audit(
     state = await store.state(namespace, robot)
     items = [] if state is None else (await store.snapshot(namespace, robot))[0]
     held = {i.memory_id: i for i in items}
+    problems += _listed_but_not_held(members, held, redis_answered=state is not None)
+    problems += _held_but_not_listed(members, held)
+    tokens = sum(i.tokens for i in items)
+    if state is not None and tokens != state[0]:
+        problems.append(f"Redis's token total {state[0]} is not the sum of its items ({tokens})")
+    if tokens > row.budget:
+        problems.append(f"{tokens} tokens held over a budget of {row.budget}")
+    return problems
+
+
+def _listed_but_not_held(
+    members: dict[int, Any], held: dict[int, Any], *, redis_answered: bool
+) -> list[str]:
+    """The mirror's members Redis does not hold as such (or that are gone or owe a
+    withdrawal)."""
+    problems = []
     for memory_id, m in sorted(members.items()):
         if m.stale_at is not None:
             problems.append(f"memory {memory_id} still owes a withdrawal")
@@ -47,24 +66,23 @@ async def audit(
             problems.append(f"memory {memory_id} is listed but no longer stored")
         elif m.deleted_at is not None:
             problems.append(f"memory {m.key} is listed but forgotten")
-        if state is not None and memory_id not in held:
+        if redis_answered and memory_id not in held:
             problems.append(f"memory {m.key or memory_id} is listed but not in Redis")
+    return problems
+
+
+def _held_but_not_listed(members: dict[int, Any], held: dict[int, Any]) -> list[str]:
+    """Redis's items the mirror does not list, or holds in another version."""
+    problems = []
     for memory_id, item in sorted(held.items()):
-        member = members.get(memory_id)
-        if member is None:
+        m = members.get(memory_id)
+        if m is None:
             problems.append(f"Redis holds {item.key} (memory {memory_id}), the mirror does not")
-            continue
-        m = member
-        if m.key is not None and (item.key, item.content, item.tokens, item.importance) != (
+        elif m.key is not None and (item.key, item.content, item.tokens, item.importance) != (
             m.key,
             m.content,
             m.token_count,
             m.importance,
         ):
             problems.append(f"Redis holds another version of {m.key} than is stored")
-    tokens = sum(i.tokens for i in items)
-    if state is not None and tokens != state[0]:
-        problems.append(f"Redis's token total {state[0]} is not the sum of its items ({tokens})")
-    if tokens > row.budget:
-        problems.append(f"{tokens} tokens held over a budget of {row.budget}")
     return problems

@@ -113,7 +113,7 @@ class ChangeStream:
         quiet_since = monotonic()
         while True:
             try:
-                entries = await self.store.events_after(ns, owner, cursor, self.block_ms)
+                entries = await self.store.events_after(ns, owner, cursor, block_ms=self.block_ms)
             except UNAVAILABLE as exc:  # the client reconnects with its Last-Event-ID
                 log.warning("working-memory change stream of %s/%s ended: %s", ns, owner, exc)
                 return

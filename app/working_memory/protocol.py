@@ -233,10 +233,10 @@ class WriteProtocol(RobotSync):
             self.scope.namespace_id,
             robot.id,
             Change(result.gen, result.seq),
-            placed,
-            departed,
-            evicted,
-            at,
+            placed=placed,
+            departed=departed,
+            evicted=evicted,
+            at=at,
         )
         self.counts.evictions += len(evicted)
 
@@ -382,9 +382,9 @@ class TwoTier:
             session,
             self.store,
             self.breaker,
-            self.robots,
-            self.repairs,
-            scope,
+            robots=self.robots,
+            repairs=self.repairs,
+            scope=scope,
             default_budget=self.default_budget,
             clock=self.clock,
             counts=self.counts,

@@ -125,7 +125,7 @@ class WorkingMemoryService:
             contents, items, tokens = await self._read(
                 robot,
                 lambda: self.store.context(
-                    self.namespace, robot.name, strategy, max_tokens, now_ms
+                    self.namespace, robot.name, strategy, max_tokens=max_tokens, now_ms=now_ms
                 ),
             )
         except RedisUnavailable:

@@ -317,7 +317,7 @@ class WorkingMemoryStore:
         ]
 
     async def events_after(
-        self, ns: str, robot: str, after: str, block_ms: int, count: int = 100
+        self, ns: str, robot: str, after: str, *, block_ms: int, count: int = 100
     ) -> list[tuple[str, dict[str, str]]]:
         """The change stream's entries after `after` (an entry id), waiting up to `block_ms`
         for one; [] when none came."""
@@ -334,7 +334,7 @@ class WorkingMemoryStore:
         return bool(await self._redis.xrange(key, event_id, event_id, count=1))
 
     async def context(
-        self, ns: str, robot: str, strategy: Strategy, max_tokens: int, now_ms: int
+        self, ns: str, robot: str, strategy: Strategy, *, max_tokens: int, now_ms: int
     ) -> tuple[list[str], list[ContextItem], int]:
         """What context.assemble() takes from the snapshot: the taken items' contents and
         items in the strategy's order, and their token sum. The order and the cut are

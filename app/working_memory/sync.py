@@ -70,10 +70,10 @@ class RobotSync:
         session: DbSession,
         store: WorkingMemoryStore,
         breaker: RedisBreaker,
+        *,
         robots: RobotCache,
         repairs: RepairQueue,
         scope: Scope,
-        *,
         default_budget: int,
         clock: Callable[[], datetime],
         counts: TierCounts | None = None,
@@ -278,9 +278,9 @@ class RobotSync:
             self.scope.namespace_id,
             robot.id,
             Change(result.gen, result.seq),
-            placed,
-            evicted,
-            self.clock() if evicted else None,
+            placed=placed,
+            evicted=evicted,
+            at=self.clock() if evicted else None,
         )
         self.counts.evictions += len(evicted)
         return replace(state, stale=False, gen=result.gen, seq=result.seq), len(keep), evicted

@@ -206,7 +206,9 @@ async def test_three_processes_keep_every_guarantee_of_one(world, redis_url) -> 
     try:
         async with create_sessionmaker(engine)() as session:
             for robot in [*ROBOTS, "group:crew"]:
-                problems = await audit(session, WorkingMemoryStore(client), ns, robot, BUDGET)
+                problems = await audit(
+                    session, WorkingMemoryStore(client), ns, robot=robot, default_budget=BUDGET
+                )
                 assert problems == [], (robot, problems)
     finally:
         await client.aclose()

@@ -255,7 +255,7 @@ async def test_export_streams_pages_of_one_robot_oldest_first(
     monkeypatch.setattr(export, "PAGE", 2)  # several keyset pages
     buf = io.BytesIO()
     c = client.app.state.components  # type: ignore[attr-defined]
-    assert await export.export(c, buf, a, "writer-b", False) == 4
+    assert await export.export(c, buf, a, robot="writer-b", embeddings=False) == 4
     lines = [json.loads(x) for x in buf.getvalue().splitlines()]
     assert lines[0]["robot"] == "writer-b"
     assert [x["name"] for x in lines[1:] if x.get("kind") == "robot"] == ["writer-b"]

@@ -26,7 +26,9 @@ BIG_BUDGET = 10_000_000
 async def assert_context_matches_assemble(store, robot, max_tokens, now_ms):
     snapshot, _ = await store.snapshot(NS, robot)
     for strategy in STRATEGIES:
-        contents, items, tokens = await store.context(NS, robot, strategy, max_tokens, now_ms)
+        contents, items, tokens = await store.context(
+            NS, robot, strategy, max_tokens=max_tokens, now_ms=now_ms
+        )
         expected = assemble(snapshot, strategy, max_tokens, now_ms)
         # orjson writes floats as their shortest round-trip text: equal bytes mean equal
         # doubles (and -0.0 is not 0.0, 1.0 is not 1).
@@ -73,13 +75,17 @@ async def test_script_takes_exactly_what_assemble_takes(store, batch, max_tokens
 async def test_empty_working_memory_gives_an_empty_context(store, robot):
     await store.load(NS, robot, [], 100)
     for strategy in STRATEGIES:
-        assert await store.context(NS, robot, strategy, 100, NOW_MS) == ([], [], 0)
+        assert await store.context(NS, robot, strategy, max_tokens=100, now_ms=NOW_MS) == (
+            [],
+            [],
+            0,
+        )
 
 
 async def test_max_tokens_below_the_first_item_gives_an_empty_context(store, robot):
     await store.load(NS, robot, [item("a", tokens=10), item("b", tokens=1, importance=0.5)], 100)
     for strategy in STRATEGIES:
-        assert await store.context(NS, robot, strategy, 9, NOW_MS) == ([], [], 0)
+        assert await store.context(NS, robot, strategy, max_tokens=9, now_ms=NOW_MS) == ([], [], 0)
     await assert_context_matches_assemble(store, robot, 9, NOW_MS)
 
 
@@ -95,7 +101,9 @@ async def test_an_item_larger_than_max_tokens_stops_the_context_in_the_middle(st
         BIG_BUDGET,
     )
     for strategy in STRATEGIES:
-        contents, items_, tokens = await store.context(NS, robot, strategy, 100, NOW_MS)
+        contents, items_, tokens = await store.context(
+            NS, robot, strategy, max_tokens=100, now_ms=NOW_MS
+        )
         assert ([i["key"] for i in items_], contents, tokens) == (
             ["first"],
             ["content of first"],
@@ -143,7 +151,7 @@ async def test_a_long_tie_on_importance_and_added_at_orders_by_key(store, robot)
     await store.load(NS, robot, same + others, BIG_BUDGET)
     for max_tokens in (30, 96, 300, 960, BIG_BUDGET):
         await assert_context_matches_assemble(store, robot, max_tokens, NOW_MS)
-    _, items_, _ = await store.context(NS, robot, "important", 30, NOW_MS)
+    _, items_, _ = await store.context(NS, robot, "important", max_tokens=30, now_ms=NOW_MS)
     assert [i["key"] for i in items_] == [f"k{i:03d}" for i in range(10)]
 
 
@@ -160,7 +168,7 @@ async def test_balanced_ages_items_by_the_given_clock(store, robot):
         ],
         BIG_BUDGET,
     )
-    _, items_, _ = await store.context(NS, robot, "balanced", 100, NOW_MS)
+    _, items_, _ = await store.context(NS, robot, "balanced", max_tokens=100, now_ms=NOW_MS)
     assert [(i["key"], i["score"]) for i in items_] == [
         ("hour-old", 3.0),
         ("new", 2.0),
@@ -168,21 +176,23 @@ async def test_balanced_ages_items_by_the_given_clock(store, robot):
     ]
     # An hour later: 6/3 = 2.0 first; "new" (2/2) and "future" (1/1) tie at 1.0, and the
     # newer added_at goes first.
-    _, items_, _ = await store.context(NS, robot, "balanced", 100, NOW_MS + 3_600_000)
+    _, items_, _ = await store.context(
+        NS, robot, "balanced", max_tokens=100, now_ms=NOW_MS + 3_600_000
+    )
     assert [i["key"] for i in items_] == ["hour-old", "future", "new"]
     await assert_context_matches_assemble(store, robot, 100, NOW_MS + 3_600_000)
 
 
 async def test_context_of_an_uninitialized_robot_raises_noinit(store, robot):
     with pytest.raises(WorkingMemoryNotInitialized):
-        await store.context(NS, robot, "recent", 100, NOW_MS)
+        await store.context(NS, robot, "recent", max_tokens=100, now_ms=NOW_MS)
 
 
 async def test_context_rejects_bad_arguments(store, robot):
     await store.load(NS, robot, [], 100)
     with pytest.raises(ValueError):
-        await store.context(NS, robot, "random", 100, NOW_MS)  # type: ignore[arg-type]
+        await store.context(NS, robot, "random", max_tokens=100, now_ms=NOW_MS)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        await store.context(NS, robot, "recent", -1, NOW_MS)
+        await store.context(NS, robot, "recent", max_tokens=-1, now_ms=NOW_MS)
     with pytest.raises(ValueError):
-        await store.context(NS, robot, "recent", 100, 2**53 // 1000 + 1)
+        await store.context(NS, robot, "recent", max_tokens=100, now_ms=2**53 // 1000 + 1)

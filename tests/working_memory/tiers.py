@@ -26,8 +26,8 @@ async def disagreements(client: Any, robots: list[str]) -> dict[str, list[str]]:
                 session,
                 res.working_memory,
                 namespace_of(client),
-                robot,
-                res.settings.working_memory_budget,
+                robot=robot,
+                default_budget=res.settings.working_memory_budget,
             )
             if problems:
                 out[robot] = problems

@@ -30,5 +30,7 @@ async def readyz(request: Request, c: ComponentsDep) -> dict[str, Any]:
     embedded = embedded_health(postgres=c.settings.database_url, redis=c.settings.redis_url)
     return {
         "status": "ready",
-        **await service.readiness(c.sessionmaker, c.redis, c.embedder, c.tokenizer, embedded),
+        **await service.readiness(
+            c.sessionmaker, c.redis, c.embedder, tokenizer=c.tokenizer, embedded=embedded
+        ),
     }

@@ -20,7 +20,7 @@ router = APIRouter(prefix="/v1/robots/{robot}/memories", tags=["memories"], rout
     responses={200: {"description": "The link was there: its weight is now this one"}},
 )
 async def link_memory(
-    robot: RobotName, key: MemoryKeyPath, body: LinkCreate, u: UnitDep, response: Response
+    robot: RobotName, key: MemoryKeyPath, body: LinkCreate, *, u: UnitDep, response: Response
 ) -> LinkRead:
     """Records that the memory is `type` to `target` (201); repeating it sets the weight (200)."""
     link = await u.links.link(robot, key, body)
@@ -36,6 +36,7 @@ async def unlink_memory(
     robot: RobotName,
     key: MemoryKeyPath,
     target: MemoryKeyPath,
+    *,
     u: UnitDep,
     type: Annotated[LinkType | None, Query(description="Only this type (default: every)")] = None,
 ) -> Unlinked:
@@ -51,6 +52,7 @@ async def related_memories(
     robot: RobotName,
     key: MemoryKeyPath,
     u: UnitDep,
+    *,
     depth: Annotated[int, Query(ge=1, le=3, description="Edges away, at most")] = 1,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
     type: Annotated[
@@ -59,4 +61,4 @@ async def related_memories(
 ) -> Related:
     """Each memory reached through links, either way, up to `depth` edges: by its best path
     (the product of the weights), ordered by weight, then depth, then key."""
-    return await u.links.related(robot, key, depth, limit, type)
+    return await u.links.related(robot, key, depth, limit=limit, types=type)

@@ -98,6 +98,7 @@ async def list_memories(
         Literal["self", "all"],
         Query(description="self: memories this robot authored; all: the namespace's"),
     ] = "all",
+    *,
     type: Annotated[str | None, Query(pattern=TYPE_PATTERN, description="Only this type")] = None,
     tag: Annotated[
         list[Tag] | None,
@@ -135,7 +136,14 @@ async def list_memories(
         as_of=as_of,
     )
     return await u.reader.list(
-        robot, scope, filters, timeframe, limit, cursor, valid_at=valid_at, include=include or []
+        robot,
+        scope,
+        filters,
+        timeframe=timeframe,
+        limit=limit,
+        cursor=cursor,
+        valid_at=valid_at,
+        include=include or [],
     )
 
 
@@ -144,6 +152,7 @@ async def get_memory(
     robot: RobotName,
     key: MemoryKeyPath,
     u: ReadUnitDep,
+    *,
     include_deleted: IncludeDeleted = False,
     as_of: Annotated[
         Instant | None,
@@ -175,6 +184,7 @@ async def list_versions(
     robot: RobotName,
     key: MemoryKeyPath,
     u: UnitDep,
+    *,
     include_deleted: IncludeDeleted = False,
     before: Annotated[
         int | None, Query(ge=1, le=VERSION_MAX, description="Only versions older than this one")
@@ -182,7 +192,7 @@ async def list_versions(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> MemoryVersions:
     """Newest first, the current version included, each with who wrote it and when."""
-    return await u.reader.versions(robot, key, include_deleted, limit, before)
+    return await u.reader.versions(robot, key, include_deleted, limit=limit, before=before)
 
 
 @router.post(
@@ -207,7 +217,7 @@ async def restore_version(
     responses={201: {"model": MemoryAdded, "description": "Created"}},
 )
 async def put_memory(
-    robot: RobotName, key: MemoryKeyPath, body: MemoryUpsert, u: UnitDep, response: Response
+    robot: RobotName, key: MemoryKeyPath, body: MemoryUpsert, *, u: UnitDep, response: Response
 ) -> MemoryAdded:
     """Creates the key (201) or replaces its fields (200); repeating a PUT changes nothing more."""
     result = await u.memories.upsert(robot, key, body)
@@ -230,6 +240,7 @@ async def forget_memory(
     robot: RobotName,
     key: MemoryKeyPath,
     u: UnitDep,
+    *,
     hard: Annotated[bool, Query(description="Delete permanently (needs `confirm`)")] = False,
     confirm: Annotated[
         Text | None, Query(description="For a hard delete: the memory's key, repeated")

@@ -48,7 +48,7 @@ async def delete_pool(pool: PoolName, _admin: AdminDep, u: UnitDep) -> PoolRead:
 
 @router.put("/{pool}/grants/{robot}", operation_id="pools-grant", summary="Grant a robot a pool")
 async def grant(
-    pool: PoolName, robot: RobotName, body: PoolGrant, _admin: AdminDep, u: UnitDep
+    pool: PoolName, robot: RobotName, body: PoolGrant, *, _admin: AdminDep, u: UnitDep
 ) -> PoolRead:
     """Admin only: `read`, or `write` (which reads too); replaces the robot's grant."""
     return await u.pools.grant(pool, robot, body.level)

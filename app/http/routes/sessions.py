@@ -32,6 +32,7 @@ async def get_window(
     robot: RobotName,
     session: SessionName,
     u: UnitDep,
+    *,
     _: WriterDep,
     n: Annotated[
         int | None, Query(ge=1, le=1000, description="The last n messages (default 50)")
