@@ -16,17 +16,24 @@ which serialises semantic adds of one type in one namespace (a near-duplicate ca
 its memories).
 
 The SQL (the locks, the lookups, the reinforcement) is DuplicateRepository's
-(app/memories/duplicate_repository.py).
+(app/memories/duplicate_repository.py). The semantic rule and the supersede detector ask one
+question of recall's vector search, `nearest_of_type`: the nearest current memory of a type.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from datetime import datetime
+from typing import Literal, Protocol
 
 from app.config import Settings
+from app.recall.query import SearchFilters, SearchQuery
+from app.recall.repository import SearchRepository
+from app.timeframes.validity import Validity
+from app.visibility import Reader
 
 DedupeMode = Literal["off", "exact", "semantic"]
 
@@ -87,3 +94,35 @@ def same(
 def union(tags: list[str], more: list[str]) -> list[str]:
     """`tags`, then those of `more` not among them, in order."""
     return tags + [t for t in dict.fromkeys(more) if t not in tags]
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """The memory nearest to a vector, and its cosine similarity to it."""
+
+    key: str
+    content: str
+    similarity: float
+
+
+class NearestOfType(Protocol):
+    async def __call__(self, type_: str, vector: list[float]) -> Nearest | None: ...
+
+
+def nearest_of_type(
+    search: SearchRepository, namespace_id: int, clock: Callable[[], datetime]
+) -> NearestOfType:
+    """The one search an add makes (the semantic dedupe rule, the supersede detector): the
+    current namespace-wide memory of a type nearest to a vector, by recall's vector search
+    (exact or the index, as its planner says)."""
+
+    async def nearest(type_: str, vector: list[float]) -> Nearest | None:
+        filters = SearchFilters(
+            types=[type_], valid=Validity.now(clock()), reader=Reader(namespace_id, "", ())
+        )
+        hits = await search.vector(SearchQuery(namespace_id, 1, filters, vector=vector))
+        if not hits:
+            return None
+        return Nearest(hits[0].key, hits[0].content, hits[0].vector_similarity or 0.0)
+
+    return nearest

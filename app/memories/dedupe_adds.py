@@ -1,103 +1,141 @@
-"""An add with a dedupe rule (app/memories/dedupe.py): what MemoryService.add_many does when
-any of its memories has one."""
+"""An add with a dedupe rule (app/memories/dedupe.py): the add's strategy when any of its
+memories has one (MemoryService.add_many)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.clock import Clock
 from app.db.session import DbSession
 from app.errors import Conflict
-from app.memories.dedupe import DedupeRule, lock_keys, same, union
+from app.memories.dedupe import DedupeRule, NearestOfType, lock_keys, same, union
 from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.model import MemoryDraft
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryAdded, MemoryCreate
-from app.memories.writes import MemoryWrites, Rewrite, fields_of, key_taken, placement_of
-from app.recall.query import SearchFilters, SearchQuery
-from app.recall.repository import SearchRepository
+from app.memories.writes import (
+    MemoryWrites,
+    Rewrite,
+    Stored,
+    Written,
+    fields_of,
+    key_taken,
+    placement_of,
+)
 from app.robots.service import Robot
-from app.timeframes.validity import Validity
 from app.visibility import Reader
 from app.working_memory.protocol import WriteProtocol
+from app.working_memory.schemas import WorkingMemoryOutcome
+
+
+@dataclass
+class _Sorted:
+    """Each draft's fate: it duplicates a stored memory (by key), an earlier draft of the
+    batch (by index), or nothing (`fresh`: stored)."""
+
+    of_stored: dict[str, list[int]] = field(default_factory=dict)
+    of_draft: dict[int, int] = field(default_factory=dict)
+    fresh: list[int] = field(default_factory=list)
 
 
 @dataclass
 class DuplicateAdds:
+    """In the request's transaction under the rules' advisory locks: each draft duplicating
+    a stored memory reinforces it, each duplicating an earlier draft of the batch joins that
+    draft, the rest are stored; it commits durably before answering."""
+
     session: DbSession
     namespace_id: int
     writes: MemoryWrites
     two_tier: WriteProtocol
     clock: Clock
-    search: SearchRepository
+    nearest: NearestOfType
+    rules: list[DedupeRule]
 
-    async def add(
-        self, robot: Robot, drafts: list[MemoryDraft], rules: list[DedupeRule], place: bool
-    ) -> list[MemoryAdded]:
-        """An add with a dedupe rule (app/memories/dedupe.py), in the request's transaction
-        under the rule's advisory locks: each draft duplicating a stored memory reinforces
-        it, each duplicating an earlier draft of the batch joins that draft, the rest are
-        stored; one durable commit, then working memory."""
-        ns = self.namespace_id
+    async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Written:
         finder = DuplicateRepository(self.session)
-        locks = [lock_keys(ns, d.type, d.content, r) for d, r in zip(drafts, rules, strict=True)]
+        locks = [
+            lock_keys(self.namespace_id, d.type, d.content, r)
+            for d, r in zip(drafts, self.rules, strict=True)
+        ]
         await finder.lock(set().union(*locks))
-        of_stored: dict[str, list[int]] = {}  # a stored memory's key: the drafts duplicating it
-        of_draft: dict[int, int] = {}  # a draft: the earlier draft of the batch it duplicates
-        fresh: list[int] = []
-        for i, (d, rule) in enumerate(zip(drafts, rules, strict=True)):
+        fates = await self._sort(finder, drafts)
+        new, taken = await self.writes.store(robot, [drafts[i] for i in fates.fresh])
+        if taken:
+            raise key_taken(taken)
+        rewrites = [
+            await self._reinforce(finder, robot, key, [drafts[i] for i in sources])
+            for key, sources in fates.of_stored.items()
+        ]
+        await self.two_tier.commit_durable()
+
+        def answer(outcomes: dict[str, WorkingMemoryOutcome]) -> list[MemoryAdded]:
+            return self._answers(robot, drafts, fates, new, rewrites, outcomes)
+
+        placements = [placement_of(m) for m, _ in new] + [rw.placement for rw, _ in rewrites]
+        return Written(placements, answer, rewrites=[rw for rw, _ in rewrites])
+
+    async def _sort(self, finder: DuplicateRepository, drafts: list[MemoryDraft]) -> _Sorted:
+        """What each draft duplicates; a draft joining an earlier one lends it its importance
+        (the max) and tags (the union)."""
+        fates = _Sorted()
+        for i, (d, rule) in enumerate(zip(drafts, self.rules, strict=True)):
             found = await self._stored(finder, d, rule)
             if found is not None:
-                of_stored.setdefault(found, []).append(i)
+                fates.of_stored.setdefault(found, []).append(i)
                 continue
             j = next(
                 (
                     j
-                    for j in fresh
+                    for j in fates.fresh
                     if drafts[j].type == d.type
                     and same(rule, d.content, d.embedding, drafts[j].content, drafts[j].embedding)
                 ),
                 None,
             )
             if j is None:
-                fresh.append(i)
+                fates.fresh.append(i)
                 continue
-            of_draft[i] = j
+            fates.of_draft[i] = j
             drafts[j].importance = max(drafts[j].importance, d.importance)
             drafts[j].tags = union(drafts[j].tags, d.tags)
+        return fates
 
-        new, taken = await self.writes.store(robot, [drafts[i] for i in fresh])
-        if taken:
-            raise key_taken(taken)
-        rewrites: list[tuple[Rewrite, Any]] = []
-        for key, sources in of_stored.items():
-            row = await MemoryRepository(self.session).get(
-                ns, key, for_update=True, viewer=Reader(ns, robot.name)
-            )
-            if row is None or row.deleted_at is not None:
-                raise Conflict(
-                    f"memory {key!r}, which this add duplicates, was deleted meanwhile; retry",
-                    keys=[key],
-                )
-            fields = fields_of(
-                row,
-                importance=max([row.importance] + [drafts[i].importance for i in sources]),
-                tags=union(list(row.tags), [t for i in sources for t in drafts[i].tags]),
-            )
-            rewrite = await self.writes.rewrite(
-                robot, row, fields, row.token_count, None, None, {"duplicate": True}
-            )
-            access = await finder.accessed(row.id, len(sources), self.clock())
-            rewrites.append((rewrite, access))
-        await self.two_tier.commit_durable()
-
-        outcomes = await self.writes.place(
-            robot,
-            [placement_of(m) for m, _ in new] + [rw.placement for rw, _ in rewrites],
-            place,
-            [rw for rw, _ in rewrites],
+    async def _reinforce(
+        self, finder: DuplicateRepository, robot: Robot, key: str, sources: list[MemoryDraft]
+    ) -> tuple[Rewrite, Any]:
+        """The stored memory `key`, locked, rewritten with the max importance and the tag
+        union of the drafts duplicating it; its access count raised by theirs."""
+        ns = self.namespace_id
+        row = await MemoryRepository(self.session).get(
+            ns, key, for_update=True, viewer=Reader(ns, robot.name)
         )
+        if row is None or row.deleted_at is not None:
+            raise Conflict(
+                f"memory {key!r}, which this add duplicates, was deleted meanwhile; retry",
+                keys=[key],
+            )
+        fields = fields_of(
+            row,
+            importance=max([row.importance] + [d.importance for d in sources]),
+            tags=union(list(row.tags), [t for d in sources for t in d.tags]),
+        )
+        rewrite = await self.writes.rewrite(
+            robot, row, fields, row.token_count, None, None, {"duplicate": True}
+        )
+        return rewrite, await finder.accessed(row.id, len(sources), self.clock())
+
+    def _answers(
+        self,
+        robot: Robot,
+        drafts: list[MemoryDraft],
+        fates: _Sorted,
+        new: list[Stored],
+        rewrites: list[tuple[Rewrite, Any]],
+        outcomes: dict[str, WorkingMemoryOutcome],
+    ) -> list[MemoryAdded]:
+        """Per draft: the memory stored for it, or the one it duplicates (`duplicate_of`)."""
         added = {m.key: self.writes.added(robot, m, now, outcomes[m.key]) for m, now in new}
         for rw, access in rewrites:
             added[rw.row.key] = self.writes.rewritten(rw, outcomes[rw.row.key]).model_copy(
@@ -106,13 +144,13 @@ class DuplicateAdds:
                     "last_accessed_at": access.last_accessed_at,
                 }
             )
-        by_draft = {i: key for key, sources in of_stored.items() for i in sources}
+        by_draft = {i: key for key, sources in fates.of_stored.items() for i in sources}
         answers: list[MemoryAdded] = []
         for i, d in enumerate(drafts):
             if i in by_draft:
                 key = by_draft[i]
-            elif i in of_draft:
-                key = drafts[of_draft[i]].key
+            elif i in fates.of_draft:
+                key = drafts[fates.of_draft[i]].key
             else:
                 answers.append(added[d.key])
                 continue
@@ -130,16 +168,9 @@ class DuplicateAdds:
             return str(exact.key)
         if rule.mode != "semantic" or d.embedding is None:
             return None
-        filters = SearchFilters(
-            types=[d.type],
-            valid=Validity.now(self.clock()),
-            reader=Reader(self.namespace_id, "", ()),
-        )
-        nearest = await self.search.vector(
-            SearchQuery(self.namespace_id, 1, filters, vector=d.embedding)
-        )
-        if nearest and (nearest[0].vector_similarity or 0.0) >= rule.threshold:
-            return nearest[0].key
+        nearest = await self.nearest(d.type, d.embedding)
+        if nearest is not None and nearest.similarity >= rule.threshold:
+            return nearest.key
         return None
 
 
