@@ -2,60 +2,44 @@
 anything (`AddPreparation`: the deployment's limits, search texts, vectors, tokens, dedupe
 rules), register the robot (its own committed transaction), draft (audiences, the supersede
 detector's proposals), **write** by the one strategy that fits the batch's transaction shape
-(`PlainAdds` here; `DuplicateAdds`, app/memories/dedupe_adds.py; `SupersedingAdds`,
+(`PlainAdds` here; `DuplicateAdds`, app/memories/dedupe.py; `SupersedingAdds`,
 app/memories/supersede.py), each owning its transaction up to the durable commit, then
 **acknowledge** (MemoryWrites.acknowledge: working memory, the answers)."""
 
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from dataclasses import dataclass
-from typing import Protocol
 
 from app.clock import Clock
 from app.config import Settings
-from app.conversation import is_conversation
 from app.db.session import DbSession
-from app.db.vectors import StoredVectors, check_storable
+from app.db.vectors import StoredVectors
 from app.embeddings.timed import TimedEmbedder
-from app.errors import Conflict
-from app.memories import importance as importance_scorer
 from app.memories.adds import GroupCommit
-from app.memories.contexts import Written as Said
-from app.memories.contexts import search_texts
-from app.memories.dedupe import DedupeRule, rule_for
-from app.memories.limits import check_batch_size, check_fields, check_validity
+from app.memories.importance import importance_of
+from app.memories.limits import check_adds
 from app.memories.model import MemoryDraft
 from app.memories.schemas import MemoryCreate
-from app.memories.search_text import searched, with_speaker_tag
+from app.memories.search_text import Searched, Written, search_texts, searched
 from app.memories.turn_repository import TurnRepository
-from app.memories.writes import MemoryWrites, Written, key_taken, stored
+from app.memories.writes import Committed, MemoryWrites, key_taken, stored
 from app.robots.service import Robot
 from app.tokens import Tokenizer
-from app.visibility import NAMESPACE, Audience
-
-
-class AddStrategy(Protocol):
-    async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Written:
-        """Store the drafts in the transaction this strategy owns, up to its durable
-        commit; what it wrote, for the acknowledgement."""
-        ...
+from app.visibility import Audience
 
 
 @dataclass
 class Prepared:
-    """A batch ready to draft: per body, its search text, vector (and the model that made
-    it), tokens, importance, tags and dedupe rule."""
+    """A batch ready to draft: per body, what recall searches for it (its search text and
+    tags), its vector (and the model that made it), tokens and importance."""
 
     bodies: list[MemoryCreate]
-    texts: list[str | None]
+    searched: list[Searched]
     embeddings: list[list[float] | None]
     models: list[str | None]
     tokens: list[int]
     importances: list[float]
-    tags: list[list[str]]
-    rules: list[DedupeRule]
 
     def drafts(self, audiences: list[Audience]) -> list[MemoryDraft]:
         return [
@@ -65,24 +49,18 @@ class Prepared:
                 content=b.content,
                 type=b.type,
                 importance=self.importances[i],
-                tags=self.tags[i],
+                tags=self.searched[i].tags,
                 metadata=b.metadata,
                 token_count=self.tokens[i],
                 embedding=self.embeddings[i],
                 embedding_model=self.models[i],
-                search_text=self.texts[i],
+                search_text=self.searched[i].text,
                 valid_from=b.valid_from,
                 valid_to=b.valid_to,
                 audience=audiences[i],
             )
             for i, b in enumerate(self.bodies)
         ]
-
-    def rules_for(self, drafts: list[MemoryDraft], settings: Settings) -> list[DedupeRule]:
-        """Each draft's rule: a private, group or pool memory is nobody's duplicate."""
-        off = rule_for("off", None, settings)
-        pairs = zip(self.rules, drafts, strict=True)
-        return [r if d.audience == NAMESPACE else off for r, d in pairs]
 
 
 @dataclass
@@ -99,77 +77,37 @@ class AddPreparation:
 
     async def prepare(self, bodies: list[MemoryCreate], *, batch: bool) -> Prepared:
         """4xx before anything is written (an error names `memories[i]`'s field, or with
-        `batch` false the body's own); then each body's search text, vector and tokens."""
-        await self._check(bodies, batch)
-        template = self.settings.search_text
-        texts = await search_texts(
+        `batch` false the body's own); then each body's search text and tags, its vector
+        (the client's, else the embedder's for its searched text; None: pending, for the
+        embedding worker), tokens and importance."""
+        vectors = [b.embedding for b in bodies]
+        client_vectors = any(v is not None for v in vectors)  # no connection otherwise
+        storage = await self.vectors.storage(self.session) if client_vectors else None
+        check_adds(self.settings, bodies, self.clock(), storage, batch=batch)
+        said = await search_texts(
             TurnRepository(self.session),
-            template,
+            self.settings.search_text,
             self.namespace_id,
             self.clock(),
-            [Said(b.content, b.created_at, b.metadata) for b in bodies],
+            [Written(b.content, b.created_at, b.metadata, b.tags) for b in bodies],
         )
-        conversation = [is_conversation(b.metadata) for b in bodies]
-        if self.embedder.available and any(conversation):
+        if self.embedder.available and any(s.conversation for s in said):
             await self.session.rollback()  # the turns read: no transaction across the provider
-        embeddings, models = await self._embed(bodies, texts)
+        todo = [i for i, v in enumerate(vectors) if v is None]
+        embedded, model = await self.embedder.embed_or_defer(
+            [searched(bodies[i].content, said[i].text) for i in todo]
+        )
+        models: list[str | None] = ["client" if v else None for v in vectors]
+        for i, v in zip(todo, embedded, strict=True):
+            vectors[i], models[i] = v, model if v is not None else None
         return Prepared(
             bodies,
-            texts,
-            embeddings,
+            said,
+            vectors,
             models,
             await self.tokenizer.count_many_async([b.content for b in bodies]),
-            [self._importance(b) for b in bodies],
-            [with_speaker_tag(b.tags, b.metadata, template) for b in bodies],
-            self._rules(bodies, conversation),
+            [importance_of(b, self.settings) for b in bodies],
         )
-
-    def _rules(self, bodies: list[MemoryCreate], conversation: list[bool]) -> list[DedupeRule]:
-        """Each body's dedupe rule. A conversation's turns are events: the same words said
-        twice are two turns, so the deployment's default rule leaves them alone (an add's
-        own `dedupe` still applies)."""
-        return [
-            rule_for(
-                "off" if b.dedupe is None and said else b.dedupe, b.dedupe_threshold, self.settings
-            )
-            for b, said in zip(bodies, conversation, strict=True)
-        ]
-
-    async def _check(self, bodies: list[MemoryCreate], batch: bool) -> None:
-        """The deployment's limits, each body's validity, client vectors and repeated keys."""
-        check_batch_size(self.settings, len(bodies))
-        for i, body in enumerate(bodies):
-            check_fields(self.settings, body, i if batch else None)
-            check_validity(body, self.clock(), i if batch else None)
-        if any(b.embedding is not None for b in bodies):  # no connection otherwise
-            storage = await self.vectors.storage(self.session)
-            check_storable([b.embedding for b in bodies], storage)
-        keys = Counter(b.key for b in bodies if b.key)
-        dupes = sorted(k for k, n in keys.items() if n > 1)
-        if dupes:
-            raise Conflict(f"keys repeated within the batch: {', '.join(dupes)}", keys=dupes)
-
-    async def _embed(
-        self, bodies: list[MemoryCreate], texts: list[str | None]
-    ) -> tuple[list[list[float] | None], list[str | None]]:
-        """Each body's vector and its model: the client's, else the embedder's for its
-        searched text (None: pending, for the embedding worker)."""
-        todo = [i for i, b in enumerate(bodies) if b.embedding is None]
-        vectors, model = await self.embedder.embed_or_defer(
-            [searched(bodies[i].content, texts[i]) for i in todo]
-        )
-        embeddings: list[list[float] | None] = [b.embedding for b in bodies]
-        models: list[str | None] = ["client" if b.embedding else None for b in bodies]
-        for i, v in zip(todo, vectors, strict=True):
-            embeddings[i], models[i] = v, model if v is not None else None
-        return embeddings, models
-
-    def _importance(self, body: MemoryCreate) -> float:
-        """The body's importance; when it has none and the deployment scores adds, the
-        heuristic scorer's (app/memories/importance.py)."""
-        if "importance" in body.model_fields_set or self.settings.importance_scorer == "off":
-            return body.importance
-        return importance_scorer.score(body.content, body.type, body.metadata)
 
 
 @dataclass
@@ -181,7 +119,7 @@ class PlainAdds:
     writes: MemoryWrites
     adds: GroupCommit
 
-    async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Written:
+    async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Committed:
         await self._end_request_transaction()
         new, taken = stored(robot, drafts, await self.adds.store(self.writes.group(robot, drafts)))
         if taken:

@@ -16,19 +16,10 @@ from app.embeddings.timed import TimedEmbedder
 from app.errors import Conflict, NotFound, RemovedMeanwhile
 from app.events.repository import EventRepository
 from app.llm.base import ChatModel
-from app.memories.adding import (
-    AddPreparation,
-    AddStrategy,
-    PlainAdds,
-    Prepared,
-    Registration,
-)
+from app.memories.adding import AddPreparation, PlainAdds, Prepared, Registration
 from app.memories.adds import GroupCommit
 from app.memories.audiences import Audiences
-from app.memories.contexts import Written as Said
-from app.memories.contexts import search_texts
-from app.memories.dedupe import nearest_of_type
-from app.memories.dedupe_adds import DuplicateAdds, may_duplicate
+from app.memories.dedupe import DuplicateAdds, may_duplicate, nearest_of_type, rules_for_adds
 from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.forgetting import Forgetting
 from app.memories.limits import check_fields, check_validity
@@ -39,9 +30,8 @@ from app.memories.schemas import (
     MemoryAdded,
     MemoryCreate,
     MemoryFields,
-    SupersedeProposal,
 )
-from app.memories.search_text import searched, with_speaker_tag
+from app.memories.search_text import Written, search_texts, searched
 from app.memories.supersede import (
     Detector,
     SupersedingAdds,
@@ -51,7 +41,7 @@ from app.memories.supersede import (
 )
 from app.memories.supersede_repository import SupersedeRepository
 from app.memories.turn_repository import TurnRepository
-from app.memories.writes import MemoryWrites, Written, fields_of, key_taken
+from app.memories.writes import AddStrategy, Committed, MemoryWrites, fields_of, key_taken
 from app.pools.service import PoolService
 from app.recall.caches import SearchCaches
 from app.recall.repository import SearchRepository
@@ -134,9 +124,10 @@ class MemoryService(Forgetting):
         registration = await self._register(robot_name)
         try:
             drafts = prepared.drafts(await self.audiences.for_adds(registration.robot, bodies))
-            supersedes, proposals = await self._proposals(bodies, drafts)
-            strategy = await self._strategy(prepared, drafts, supersedes)
-            written = await self._write(strategy, registration, drafts)
+            supersedes, proposals = await supersessions(
+                bodies, drafts, self._detector(), self.settings.supersede
+            )
+            written = await self._write(prepared, drafts, supersedes, registration)
         except Exception:
             await self._discard(registration)
             raise
@@ -154,25 +145,40 @@ class MemoryService(Forgetting):
             tokenizer=self.tokenizer,
         )
 
-    async def _proposals(
-        self, bodies: list[MemoryCreate], drafts: list[MemoryDraft]
-    ) -> tuple[list[list[str]], list[list[SupersedeProposal]]]:
-        """The supersede detector's findings: per draft, the keys it supersedes (its own and
-        those applied) and those only proposed."""
-        detector = Detector.of(
-            self.session, self.caller.namespace_id, self.settings, self.search_caches, self.llm
-        )
-        return await supersessions(bodies, drafts, detector(self.clock()), self.settings.supersede)
+    def _detector(self) -> Detector:
+        """The supersede detector, for this request's instant."""
+        ns, caches = self.caller.namespace_id, self.search_caches
+        return Detector.of(self.session, ns, self.settings, caches, self.llm)(self.clock())
+
+    async def _write(
+        self,
+        prepared: Prepared,
+        drafts: list[MemoryDraft],
+        supersedes: list[list[str]],
+        registration: Registration,
+    ) -> Committed:
+        """The write, by the strategy of the batch's transaction shape; once more if the
+        robot, read from the cache, was removed meanwhile (its foreign key found nothing):
+        registered again, in its place."""
+        strategy = await self._strategy(prepared, drafts, supersedes)
+        try:
+            return await strategy.write(registration.robot, drafts)
+        except RemovedMeanwhile:
+            await self.session.rollback()
+            self.robots.forget(registration.robot.name)
+            registration.renew(await self._register(registration.robot.name))
+            return await strategy.write(registration.robot, drafts)
 
     async def _strategy(
         self, prepared: Prepared, drafts: list[MemoryDraft], supersedes: list[list[str]]
     ) -> AddStrategy:
-        """The transaction shape the batch needs: superseding (the add's dedupe rule does
-        not apply), deduplicated, or plain (group commit)."""
+        """Superseding (the add's dedupe rule does not apply), deduplicated when a draft may
+        duplicate, else plain (group commit)."""
         ns = self.caller.namespace_id
         if any(supersedes):
             return SupersedingAdds(ns, self.writes, self.two_tier, self.audiences, supersedes)
-        rules = prepared.rules_for(drafts, self.settings)
+        conversation = [s.conversation for s in prepared.searched]
+        rules = rules_for_adds(prepared.bodies, drafts, conversation, self.settings)
         finder = DuplicateRepository(self.session)
         if await may_duplicate(prepared.bodies, drafts, rules, finder, ns):
             search = SearchRepository(
@@ -183,19 +189,6 @@ class MemoryService(Forgetting):
                 self.session, ns, self.writes, self.two_tier, self.clock, nearest, rules
             )
         return PlainAdds(self.session, self.writes, self.adds)
-
-    async def _write(
-        self, strategy: AddStrategy, registration: Registration, drafts: list[MemoryDraft]
-    ) -> Written:
-        """The strategy's write; once more if the robot, read from the cache, was removed
-        meanwhile (its foreign key found nothing): registered again, in its place."""
-        try:
-            return await strategy.write(registration.robot, drafts)
-        except RemovedMeanwhile:
-            await self.session.rollback()
-            self.robots.forget(registration.robot.name)
-            registration.renew(await self._register(registration.robot.name))
-            return await strategy.write(registration.robot, drafts)
 
     async def _register(self, robot_name: str) -> Registration:
         """The robot, registered on first use in a transaction of its own, committed before
@@ -245,19 +238,16 @@ class MemoryService(Forgetting):
         namespace_id = self.caller.namespace_id
         current = await self.repo.get(namespace_id, key, reader=self._reader(robot_name))
         check_validity(body, current.created_at if current is not None else self.clock())
-        template = self.settings.search_text
         at = body.created_at or getattr(current, "created_at", None)
-        [text] = await search_texts(
+        [said] = await search_texts(
             self.turns,
-            template,
+            self.settings.search_text,
             namespace_id,
             self.clock(),
-            [Said(body.content, at, body.metadata)],
+            [Written(body.content, at, body.metadata, body.tags)],
             skip=[current.id] if current is not None else None,
         )
-        body = body.model_copy(
-            update={"tags": with_speaker_tag(body.tags, body.metadata, template)}
-        )
+        text, body = said.text, body.model_copy(update={"tags": said.tags})
         vector: list[float] | None = body.embedding
         model = "client" if vector is not None else None
         wanted = searched(body.content, text)

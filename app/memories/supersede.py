@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from app.config import Settings
 from app.db.session import DbSession
@@ -35,7 +35,7 @@ from app.memories.dedupe import NearestOfType, nearest_of_type
 from app.memories.model import MemoryDraft
 from app.memories.schemas import MemoryAdded, MemoryCreate, SupersedeProposal
 from app.memories.supersede_repository import SupersedeRepository
-from app.memories.writes import MemoryWrites, Written, key_taken, placement_of
+from app.memories.writes import Committed, MemoryWrites, key_taken, placement_of
 from app.recall.caches import SearchCaches
 from app.recall.repository import SearchRepository
 from app.robots.service import Robot
@@ -102,12 +102,12 @@ class Detector:
         if draft.audience != NAMESPACE:  # findings are among namespace-wide memories only
             return []
         found: dict[str, tuple[SupersedeProposal, bool]] = {}
+        family = family_of(draft.key)
         subject, attribute = draft.metadata.get("subject"), draft.metadata.get("attribute")
         if isinstance(subject, str) and isinstance(attribute, str) and subject and attribute:
             for r in await self.repo.same_subject(ns, subject, attribute):
                 p = SupersedeProposal(key=r.key, content=r.content, rule="subject_attribute")
                 found.setdefault(r.key, (p, True))
-        family = family_of(draft.key)
         if family is not None:
             for r in await self.repo.same_family(ns, family):
                 p = SupersedeProposal(key=r.key, content=r.content, rule="key_family")
@@ -151,7 +151,7 @@ class SupersedingAdds:
     audiences: Audiences
     supersedes: list[list[str]]
 
-    async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Written:
+    async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Committed:
         rows = await self._lock(robot, drafts)
         # A memory added without a time starts now, after what it supersedes: the clock read
         # once the rows are locked, not the transaction's start (now()), which an add of a
@@ -181,7 +181,7 @@ class SupersedingAdds:
                 for (m, now), ks in zip(new, self.supersedes, strict=True)
             ]
 
-        return Written([placement_of(m) for m, _ in new], answer, withdrawn=closed)
+        return Committed([placement_of(m) for m, _ in new], answer, withdrawn=closed)
 
     async def _lock(self, robot: Robot, drafts: list[MemoryDraft]) -> dict[str, Any]:
         """The superseded rows, locked in key order; 422, 404, 403 or 409 (nothing written)
@@ -230,10 +230,16 @@ def _bad(message: str) -> Unprocessable:
     return Unprocessable(message, errors=[{"field": "supersedes", "message": message}])
 
 
+class Finds(Protocol):
+    """What a draft may supersede (Detector)."""
+
+    async def find(self, draft: MemoryDraft) -> list[tuple[SupersedeProposal, bool]]: ...
+
+
 async def supersessions(
     bodies: list[MemoryCreate],
     drafts: list[MemoryDraft],
-    detector: Detector,
+    detector: Finds,
     default: Literal["off", "propose", "apply"],
 ) -> tuple[list[list[str]], list[list[SupersedeProposal]]]:
     """Per draft: the keys it supersedes (its `supersedes`, and the detector's findings when

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from app.auth.caller import Caller
 from app.clock import Clock
@@ -70,16 +70,16 @@ class MemoryWrites:
         [result] = await self.repo.add([group], await self._storage(), self.adds.enrich)
         return stored(robot, drafts, result)
 
-    def written(self, robot: Robot, new: list[Stored]) -> Written:
+    def written(self, robot: Robot, new: list[Stored]) -> Committed:
         """New memories, to acknowledge: each placed and answered as it was written."""
 
         def answer(outcomes: dict[str, WorkingMemoryOutcome]) -> list[MemoryAdded]:
             return [self.added(robot, m, now, outcomes[m.key]) for m, now in new]
 
-        return Written([placement_of(m) for m, _ in new], answer)
+        return Committed([placement_of(m) for m, _ in new], answer)
 
     async def acknowledge(
-        self, robot: Robot, written: Written, place: bool = True
+        self, robot: Robot, written: Committed, place: bool = True
     ) -> list[MemoryAdded]:
         """After the write's durable commit (invariant 1): the memories it ended leave their
         holders, the rewritten ones' old copies leave the other robots holding them, then the
@@ -290,7 +290,7 @@ def stored(
 
 
 @dataclass
-class Written:
+class Committed:
     """What a write committed, for its acknowledgement (MemoryWrites.acknowledge): the
     memories to place, how each memory of the request is answered given their outcomes, the
     rewritten memories (their old copies withdrawn from other holders) and the ended ones
@@ -300,6 +300,16 @@ class Written:
     answer: Callable[[dict[str, WorkingMemoryOutcome]], list[MemoryAdded]]
     rewrites: list[Rewrite] = field(default_factory=list)
     withdrawn: list[tuple[int, str, list[Holder]]] = field(default_factory=list)
+
+
+class AddStrategy(Protocol):
+    """One transaction shape of an add (app/memories/adding.py): plain, deduplicated or
+    superseding."""
+
+    async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Committed:
+        """Store the drafts in the transaction this strategy owns, up to its durable commit;
+        what it wrote, for the acknowledgement."""
+        ...
 
 
 class Stored(NamedTuple):
