@@ -1,5 +1,5 @@
 """`htm reindex`: after a change of HTM_SEARCH_TEXT, the namespace's conversation memories get
-the search text the deployment's template now builds (app/memories/contexts.py, each turn
+the search text the deployment's template now builds (app/memories/search_text.py, each turn
 before read as stored now), and those whose text changed are embedded again by the embedding
 worker's own code, a page at a time, as `htm reembed` does (app/transfer/reembed.py).
 
