@@ -10,7 +10,10 @@ for every service of one request.
 
 `unit_of_work(components, caller)` opens a session, yields the unit, commits on success and
 rolls back on any error; a service that must commit part way (durable first, then working
-memory) does so through `WriteProtocol.commit_durable`.
+memory; a robot's registration before the write it is for) does so through
+`WriteProtocol.commit_durable`, and an add's strategy owns its transaction by name
+(app/memories/adding.py: the plain one ends the request's, which only read, before the group
+commit's).
 """
 
 from __future__ import annotations

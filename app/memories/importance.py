@@ -18,7 +18,11 @@ Signals (weight: phrases or condition):
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.config import Settings
+    from app.memories.schemas import MemoryCreate
 
 BASE = 1.0
 MAXIMUM = 10.0
@@ -81,3 +85,11 @@ def signals(content: str, type_: str, metadata: dict[str, Any]) -> list[str]:
 def score(content: str, type_: str, metadata: dict[str, Any]) -> float:
     weights = {name: weight for name, weight, _ in SIGNALS} | {"tool_result": TOOL_RESULT}
     return min(MAXIMUM, BASE + sum(weights[s] for s in signals(content, type_, metadata)))
+
+
+def importance_of(body: MemoryCreate, settings: Settings) -> float:
+    """An add's importance: the body's; when it has none and the deployment scores adds
+    (HTM_IMPORTANCE_SCORER), this scorer's."""
+    if "importance" in body.model_fields_set or settings.importance_scorer == "off":
+        return body.importance
+    return score(body.content, body.type, body.metadata)

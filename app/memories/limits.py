@@ -4,12 +4,15 @@ written; the schemas check shapes and ranges that do not depend on the deploymen
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from app.config import Settings
-from app.errors import PayloadTooLarge, Unprocessable
-from app.memories.schemas import MemoryFields
+from app.config import Settings, VectorStorage
+from app.db.vectors import check_storable
+from app.errors import Conflict, PayloadTooLarge, Unprocessable
+from app.memories.schemas import MemoryCreate, MemoryFields
 
 
 def json_depth(value: Any) -> int:
@@ -78,3 +81,26 @@ def check_validity(body: MemoryFields, created: datetime, index: int | None = No
             f"{where}valid_to: {message}",
             errors=[{"field": f"{where}valid_to", "message": message}],
         )
+
+
+def check_adds(
+    s: Settings,
+    bodies: Sequence[MemoryCreate],
+    now: datetime,
+    storage: VectorStorage | None,
+    *,
+    batch: bool,
+) -> None:
+    """An add's checks, in order: the batch's size, each body's fields and validity (an
+    error names `memories[i]`'s field, or with `batch` false the body's own), the client
+    vectors against `storage` (None: there are none) and keys repeated within the batch."""
+    check_batch_size(s, len(bodies))
+    for i, body in enumerate(bodies):
+        check_fields(s, body, i if batch else None)
+        check_validity(body, now, i if batch else None)
+    if storage is not None:
+        check_storable([b.embedding for b in bodies], storage)
+    keys = Counter(b.key for b in bodies if b.key)
+    dupes = sorted(k for k, n in keys.items() if n > 1)
+    if dupes:
+        raise Conflict(f"keys repeated within the batch: {', '.join(dupes)}", keys=dupes)

@@ -14,38 +14,116 @@ the memory's date in the words a question uses, the turn before it in its sessio
 searched by its content alone (search_text NULL), as with `plain`. Why this template:
 evals/README.md (make eval, deployments `default` and `old-default`).
 
-A memory's search text is built when it is written (add, PUT, a version restored); a turn
-stored later does not change the text of the turn before it. After a change of template,
-`htm reindex` builds every conversation memory's again (app/transfer/reindex.py).
+A memory's search text is built when it is written (add, PUT, a version restored), by
+`search_texts` for the memories a write holds: each conversation memory's turn before it is
+the batch's own earlier turn of its session, or else the latest one stored (TurnRepository,
+one statement for the batch). A turn stored later does not change the text of the turn before
+it. After a change of template, `htm reindex` builds every conversation memory's again
+(app/transfer/reindex.py).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from itertools import pairwise
+from typing import Any, Literal, NamedTuple
 
-from app.conversation import is_conversation, speaker_of, speaker_tag
+from app.conversation import session_of, speaker_of, speaker_tag
+from app.memories.turn_repository import Turn, TurnRepository
 
 SearchTemplate = Literal["contextual", "plain"]
 # The turn before is context, not the memory: a long one is cut.
 MAX_PREVIOUS_CHARS = 400
 
 
+class Written(NamedTuple):
+    """A memory being written, as its search text and tags are built from it."""
+
+    content: str
+    created_at: datetime | None  # None: now
+    metadata: dict[str, Any]
+    tags: Sequence[str] = ()
+
+
 @dataclass(frozen=True)
-class Turn:
-    """The turn before a memory in its session."""
+class Searched:
+    """What recall searches for a memory being written: its search text (None: its
+    content) and its tags, with its speaker's (contextual template only, after the client's
+    tags, as sent); and whether it is a conversation's turn (metadata `speaker` or
+    `session`)."""
+
+    text: str | None
+    tags: list[str]
+    conversation: bool
+
+
+class _Said(NamedTuple):
+    """A memory's part in a conversation, read from its metadata once."""
 
     speaker: str | None
-    content: str
+    session: str | None
 
 
-def with_speaker_tag(
-    tags: list[str], metadata: dict[str, Any], template: SearchTemplate
-) -> list[str]:
-    """The memory's tags, with its speaker's (contextual template only); the client's tags
-    first, as sent."""
-    speaker = speaker_of(metadata)
+async def search_texts(
+    turns: TurnRepository,
+    template: SearchTemplate,
+    namespace_id: int,
+    now: datetime,
+    items: Sequence[Written],
+    skip: list[int] | None = None,
+) -> list[Searched]:
+    """Each item's search text and tags, in order. `skip`: a memory being replaced is not
+    its own turn before."""
+    said = [_Said(speaker_of(w.metadata), session_of(w.metadata)) for w in items]
+    conversation = [s.speaker is not None or s.session is not None for s in said]
+    previous: dict[int, Turn] = {}
+    ats = [w.created_at or now for w in items]
+    if template == "contextual" and any(conversation):
+        previous = await _turns_before(turns, namespace_id, items, said, ats, skip)
+    return [
+        Searched(
+            _build(template, w.content, ats[i], said[i].speaker, previous.get(i))
+            if conversation[i]
+            else None,
+            _with_speaker_tag(list(w.tags), said[i].speaker, template),
+            conversation[i],
+        )
+        for i, w in enumerate(items)
+    ]
+
+
+async def _turns_before(
+    turns: TurnRepository,
+    namespace_id: int,
+    items: Sequence[Written],
+    said: list[_Said],
+    ats: list[datetime],
+    skip: list[int] | None,
+) -> dict[int, Turn]:
+    """Each conversation item's turn before it: the batch's own earlier turn of its session,
+    else (for each session's earliest item) the latest one stored."""
+    previous: dict[int, Turn] = {}
+    first: list[int] = []  # each session's earliest item: its turn before is stored, if any
+    sessions: dict[str, list[int]] = defaultdict(list)
+    for i, s in enumerate(said):
+        if s.session is not None:
+            sessions[s.session].append(i)
+    for order in sessions.values():
+        order.sort(key=lambda i: (ats[i], i))
+        first.append(order[0])
+        for before, i in pairwise(order):
+            previous[i] = Turn(said[before].speaker, items[before].content)
+    wanted = [(str(said[i].session), ats[i]) for i in first]
+    for i, turn in zip(first, await turns.previous(namespace_id, wanted, skip), strict=True):
+        if turn is not None:
+            previous[i] = turn
+    return previous
+
+
+def _with_speaker_tag(tags: list[str], speaker: str | None, template: SearchTemplate) -> list[str]:
     tag = speaker_tag(speaker) if speaker and template == "contextual" else None
     return tags if tag is None or tag in tags else [*tags, tag]
 
@@ -60,20 +138,20 @@ def _line(speaker: str | None, content: str) -> str:
     return f"{speaker}: {content}" if speaker else content
 
 
-def build(
+def _build(
     template: SearchTemplate,
     content: str,
     at: datetime,
-    metadata: dict[str, Any],
+    speaker: str | None,
     previous: Turn | None,
 ) -> str | None:
-    """The memory's search text, or None: search its content."""
-    if template == "plain" or not is_conversation(metadata):
+    """A conversation memory's search text, or None: search its content."""
+    if template == "plain":
         return None
     lines = [f"[{date_words(at)}]"]
     if previous is not None:
         lines.append(_line(previous.speaker, previous.content[:MAX_PREVIOUS_CHARS]))
-    lines.append(_line(speaker_of(metadata), content))
+    lines.append(_line(speaker, content))
     return lines[0] + " " + "\n".join(lines[1:])
 
 

@@ -4,30 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import uuid
-from collections import Counter
 from types import EllipsisType
 from typing import Any, NamedTuple
 
 from app.auth.caller import Caller
 from app.clock import Clock
 from app.config import Settings, VectorStorage
-from app.conversation import is_conversation
 from app.db.session import DbSession
 from app.db.vectors import StoredVectors, check_storable
 from app.embeddings.timed import TimedEmbedder
 from app.errors import Conflict, NotFound, RemovedMeanwhile
 from app.events.repository import EventRepository
 from app.llm.base import ChatModel
-from app.memories import importance as importance_scorer
+from app.memories.adding import AddPreparation, PlainAdds, Prepared, Registration
 from app.memories.adds import GroupCommit
 from app.memories.audiences import Audiences
-from app.memories.contexts import Written, search_texts
-from app.memories.dedupe import rule_for
-from app.memories.dedupe_adds import DuplicateAdds, may_duplicate
+from app.memories.dedupe import DuplicateAdds, may_duplicate, nearest_of_type, rules_for_adds
 from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.forgetting import Forgetting
-from app.memories.limits import check_batch_size, check_fields, check_validity
+from app.memories.limits import check_fields, check_validity
 from app.memories.model import MemoryDraft
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import (
@@ -37,7 +32,7 @@ from app.memories.schemas import (
     MemoryFields,
     MemoryRead,
 )
-from app.memories.search_text import searched, with_speaker_tag
+from app.memories.search_text import Written, search_texts, searched
 from app.memories.supersede import (
     Detector,
     SupersedingAdds,
@@ -47,13 +42,13 @@ from app.memories.supersede import (
 )
 from app.memories.supersede_repository import SupersedeRepository
 from app.memories.turn_repository import TurnRepository
-from app.memories.writes import MemoryWrites, fields_of, key_taken
+from app.memories.writes import AddStrategy, Committed, MemoryWrites, fields_of, key_taken
 from app.pools.service import PoolService
 from app.recall.caches import SearchCaches
 from app.recall.search import Search
 from app.robots.service import Robot, RobotService
 from app.tokens import Tokenizer
-from app.visibility import NAMESPACE, Audience, Reader
+from app.visibility import Audience, Reader
 from app.working_memory.protocol import WriteProtocol
 
 log = logging.getLogger(__name__)
@@ -63,13 +58,14 @@ log = logging.getLogger(__name__)
 UPSERT_ATTEMPTS = 5
 
 
-class Derived(NamedTuple):
-    """What a PUT stores beside its fields, worked out before any lock is taken."""
+class _Put(NamedTuple):
+    """A PUT's body (with its speaker's tag) and what was worked out for it before any lock."""
 
-    tokens: int
+    body: MemoryFields
+    text: str | None
     vector: list[float] | None
-    model: str | None  # the vector's
-    search_text: str | EllipsisType | None = ...  # `...`: the row keeps its own
+    model: str | None
+    tokens: int
 
 
 class MemoryService:
@@ -131,127 +127,91 @@ class MemoryService:
     ) -> list[MemoryAdded]:
         """All or nothing: every memory is stored (or, as a duplicate, reinforces the memory
         it duplicates), or none is. An error names a field of `memories[i]`, or of the body
-        itself for one memory added alone (`batch` false: `add`)."""
-        check_batch_size(self.settings, len(bodies))
-        for i, body in enumerate(bodies):
-            check_fields(self.settings, body, i if batch else None)
-            check_validity(body, self.clock(), i if batch else None)
-        if any(b.embedding is not None for b in bodies):  # no connection otherwise
-            check_storable([b.embedding for b in bodies], await self._storage())
-        keys = Counter(b.key for b in bodies if b.key)
-        dupes = sorted(k for k, n in keys.items() if n > 1)
-        if dupes:
-            raise Conflict(f"keys repeated within the batch: {', '.join(dupes)}", keys=dupes)
-        # A conversation's turns are events: the same words said twice are two turns, so the
-        # deployment's default rule leaves them alone (an add's own `dedupe` still applies).
-        rules = [
-            rule_for(
-                "off" if b.dedupe is None and is_conversation(b.metadata) else b.dedupe,
-                b.dedupe_threshold,
-                self.settings,
-            )
-            for b in bodies
-        ]
-        template = self.settings.search_text
-        texts = await search_texts(
-            self.turns,
-            template,
-            self.caller.namespace_id,
-            self.clock(),
-            [Written(b.content, b.created_at, b.metadata) for b in bodies],
-        )
-        if self.embedder.available and any(is_conversation(b.metadata) for b in bodies):
-            await self.session.rollback()  # the turns read: no transaction across the provider
-        todo = [i for i, b in enumerate(bodies) if b.embedding is None]
-        vectors, model = await self.embedder.embed_or_defer(
-            [searched(bodies[i].content, texts[i]) for i in todo]
-        )
-        embeddings: list[list[float] | None] = [b.embedding for b in bodies]
-        models: list[str | None] = ["client" if b.embedding else None for b in bodies]
-        for i, v in zip(todo, vectors, strict=True):
-            embeddings[i], models[i] = v, model if v is not None else None
-        tokens = await self.tokenizer.count_many_async([b.content for b in bodies])
-        robot, registered = await self.robots.register(robot_name)
+        itself for one memory added alone (`batch` false: `add`). The steps are
+        app/memories/adding.py's."""
+        prepared = await self._preparation().prepare(bodies, batch=batch)
+        registration = await self._register(robot_name)
         try:
-            audiences = await self.audiences.for_adds(robot, bodies)
-        except Exception:  # nothing is written: nor is the robot
-            if registered is not None:
-                await self.robots.discard(robot, registered)
-            raise
-        drafts = [
-            MemoryDraft(
-                key=b.key or f"m-{uuid.uuid4().hex}",
-                created_at=b.created_at,
-                content=b.content,
-                type=b.type,
-                importance=self._importance(b),
-                tags=with_speaker_tag(b.tags, b.metadata, template),
-                metadata=b.metadata,
-                token_count=tokens[i],
-                embedding=embeddings[i],
-                embedding_model=models[i],
-                search_text=texts[i],
-                valid_from=b.valid_from,
-                valid_to=b.valid_to,
-                audience=audiences[i],
+            drafts = prepared.drafts(await self.audiences.for_adds(registration.robot, bodies))
+            supersedes, proposals = await supersessions(
+                bodies, drafts, self._detector(), self.settings.supersede
             )
-            for i, b in enumerate(bodies)
-        ]
-        detector = Detector.of(
-            self.session, self.caller.namespace_id, self.settings, self.search_caches, self.llm
-        )
-        supersedes, proposals = await supersessions(
-            bodies, drafts, detector(self.clock()), self.settings.supersede
-        )
-        if any(supersedes):
-            # One transaction under the superseded rows' locks (a 409 registers nothing);
-            # the add's dedupe rule does not apply.
-            added = await SupersedingAdds(
-                namespace_id=self.caller.namespace_id,
-                writes=self.writes,
-                two_tier=self.two_tier,
-                audiences=self.audiences,
-            ).add(robot, drafts, supersedes, place)
-            return proposing(added, proposals)
-        # A private, group or pool memory is nobody's duplicate: it is stored as asked.
-        rules = [r if d.audience == NAMESPACE else rule_for("off", None, self.settings)
-                 for r, d in zip(rules, drafts, strict=True)]  # fmt: skip
-        finder = DuplicateRepository(self.session)
-        if await may_duplicate(bodies, drafts, rules, finder, self.caller.namespace_id):
-            # One transaction under the rules' locks: a 409 registers nothing.
-            added = await DuplicateAdds(
-                session=self.session,
-                namespace_id=self.caller.namespace_id,
-                writes=self.writes,
-                two_tier=self.two_tier,
-                clock=self.clock,
-                search=Search(self.session, self.settings.hnsw_ef_search, self.search_caches),
-            ).add(robot, drafts, rules, place)
-            return proposing(added, proposals)
-        try:
-            try:
-                new, taken = await self.writes.store(robot, drafts, group_commit=True)
-            except RemovedMeanwhile:  # the robot, read from the cache, was removed: again
-                self.robots.forget(robot_name)
-                robot, registered = await self.robots.register(robot_name)
-                new, taken = await self.writes.store(robot, drafts, group_commit=True)
-            if taken:
-                raise key_taken(taken)
+            written = await self._write(prepared, drafts, supersedes, registration)
         except Exception:
-            # The group commits in its own transaction, so the robot's registration was
-            # committed before it: a rejected add must not leave a robot behind.
-            if registered is not None:
-                with contextlib.suppress(Exception):  # the add's own error is the answer
-                    await self.robots.discard(robot, registered)
+            await self._discard(registration)
             raise
-        return proposing(await self.writes.acknowledge_new(robot, new, place), proposals)
+        added = await self.writes.acknowledge(registration.robot, written, place)
+        return proposing(added, proposals)
 
-    def _importance(self, body: MemoryCreate) -> float:
-        """The body's importance; when it has none and the deployment scores adds, the
-        heuristic scorer's (app/memories/importance.py)."""
-        if "importance" in body.model_fields_set or self.settings.importance_scorer == "off":
-            return body.importance
-        return importance_scorer.score(body.content, body.type, body.metadata)
+    def _preparation(self) -> AddPreparation:
+        return AddPreparation(
+            session=self.session,
+            namespace_id=self.caller.namespace_id,
+            settings=self.settings,
+            clock=self.clock,
+            vectors=self.vectors,
+            embedder=self.embedder,
+            tokenizer=self.tokenizer,
+        )
+
+    def _detector(self) -> Detector:
+        """The supersede detector, for this request's instant."""
+        ns, caches = self.caller.namespace_id, self.search_caches
+        return Detector.of(self.session, ns, self.settings, caches, self.llm)(self.clock())
+
+    async def _write(
+        self,
+        prepared: Prepared,
+        drafts: list[MemoryDraft],
+        supersedes: list[list[str]],
+        registration: Registration,
+    ) -> Committed:
+        """The write, by the strategy of the batch's transaction shape; once more if the
+        robot, read from the cache, was removed meanwhile (its foreign key found nothing):
+        registered again, in its place."""
+        strategy = await self._strategy(prepared, drafts, supersedes)
+        try:
+            return await strategy.write(registration.robot, drafts)
+        except RemovedMeanwhile:
+            await self.session.rollback()
+            self.robots.forget(registration.robot.name)
+            registration.renew(await self._register(registration.robot.name))
+            return await strategy.write(registration.robot, drafts)
+
+    async def _strategy(
+        self, prepared: Prepared, drafts: list[MemoryDraft], supersedes: list[list[str]]
+    ) -> AddStrategy:
+        """Superseding (the add's dedupe rule does not apply), deduplicated when a draft may
+        duplicate, else plain (group commit)."""
+        ns = self.caller.namespace_id
+        if any(supersedes):
+            return SupersedingAdds(ns, self.writes, self.two_tier, self.audiences, supersedes)
+        conversation = [s.conversation for s in prepared.searched]
+        rules = rules_for_adds(prepared.bodies, drafts, conversation, self.settings)
+        finder = DuplicateRepository(self.session)
+        if await may_duplicate(prepared.bodies, drafts, rules, finder, ns):
+            search = Search(
+                self.session, self.settings.hnsw_ef_search, self.search_caches
+            )
+            nearest = nearest_of_type(search, ns, self.clock)
+            return DuplicateAdds(
+                self.session, ns, self.writes, self.two_tier, self.clock, nearest, rules
+            )
+        return PlainAdds(self.session, self.writes, self.adds)
+
+    async def _register(self, robot_name: str) -> Registration:
+        """The robot, registered on first use in a transaction of its own, committed before
+        the write it is for (RobotService.register_first)."""
+        return Registration(*await self.robots.register_first(robot_name))
+
+    async def _discard(self, registration: Registration) -> None:
+        """A write refused after the robot's registration committed: the robot is
+        discarded again if nothing else uses it (RobotService.discard never waits)."""
+        if registration.version is None:
+            return
+        with contextlib.suppress(Exception):  # the write's own error is the answer
+            await self.session.rollback()
+            await self.robots.discard(registration.robot, registration.version)
 
     async def add(self, robot_name: str, body: MemoryCreate) -> MemoryAdded:
         return (await self.add_many(robot_name, [body], batch=False))[0]
@@ -264,61 +224,39 @@ class MemoryService:
         """Idempotent PUT: create the key (201), or replace its fields (200), reviving a soft
         delete. Concurrent PUTs of one key all succeed; the last to commit wins everywhere.
         With `create` false, a key that does not exist is a 404 instead."""
+        put = await self._prepare_put(robot_name, key, body)
+        registration = await self._register(robot_name)
+        try:
+            for _ in range(UPSERT_ATTEMPTS):
+                added = await self._put(registration, key, put, create)
+                if added is not None:
+                    return added
+            raise Conflict(
+                f"memory {key!r} kept being created and deleted concurrently; retry", keys=[key]
+            )
+        except Exception:
+            await self._discard(registration)
+            raise
+
+    async def _prepare_put(self, robot_name: str, key: str, body: MemoryFields) -> _Put:
+        """A PUT's checks, search text, vector (embedded before any lock is taken, and only
+        when the stored one cannot be kept) and tokens: nothing written."""
         check_fields(self.settings, body)
         if body.embedding is not None:
             check_storable([body.embedding], await self._storage())
-        # Embed before taking any lock, and only when the stored vector cannot be kept.
-        current = await self.repo.get(
-            self.caller.namespace_id, key, reader=self._reader(robot_name)
-        )
+        namespace_id = self.caller.namespace_id
+        current = await self.repo.get(namespace_id, key, reader=self._reader(robot_name))
         check_validity(body, current.created_at if current is not None else self.clock())
-        body, derived = await self._derive(body, current)
-        robot = await self.robots.ensure(robot_name)
-        for _ in range(UPSERT_ATTEMPTS):
-            row = await self.repo.get(
-                self.caller.namespace_id, key, for_update=True, viewer=self._reader(robot_name)
-            )
-            if row is not None and not await self._readable(robot_name, row):
-                # Keys are namespace-wide: one the robot may not read is taken, not shown.
-                raise NotFound(f"memory {key!r} does not exist") if not create else key_taken([key])
-            if row is None and not create:
-                raise NotFound(f"memory {key!r} does not exist")
-            if row is not None:
-                return await self._replace(robot, row, body, derived)
-            draft = await self._draft(robot, key, body, derived)
-            try:
-                new, taken = await self.writes.store(robot, [draft])
-            except RemovedMeanwhile:  # the robot, read from the cache, was removed
-                await self.session.rollback()
-                self.robots.forget(robot_name)
-                robot = await self.robots.ensure(robot_name)
-                continue
-            if not taken:
-                return (await self.writes.acknowledge_new(robot, new))[0]
-            # Created concurrently (that commit is visible now): the next turn replaces it.
-        raise Conflict(
-            f"memory {key!r} kept being created and deleted concurrently; retry", keys=[key]
-        )
-
-    async def _derive(self, body: MemoryFields, current: Any) -> tuple[MemoryFields, Derived]:
-        """A PUT's body with the speaker's tag, and what it stores beside its fields: the
-        search text, the vector (embedded only when the stored one cannot be kept, with no
-        transaction open across the provider's call), the token count."""
-        template = self.settings.search_text
-        written = Written(
-            body.content, body.created_at or getattr(current, "created_at", None), body.metadata
-        )
-        [text] = await search_texts(
+        at = body.created_at or getattr(current, "created_at", None)
+        [said] = await search_texts(
             self.turns,
-            template,
-            self.caller.namespace_id,
+            self.settings.search_text,
+            namespace_id,
             self.clock(),
-            [written],
+            [Written(body.content, at, body.metadata, body.tags)],
             skip=[current.id] if current is not None else None,
         )
-        body = body.model_copy(
-            update={"tags": with_speaker_tag(body.tags, body.metadata, template)}
-        )
+        text, body = said.text, body.model_copy(update={"tags": said.tags})
         vector: list[float] | None = body.embedding
         model = "client" if vector is not None else None
         wanted = searched(body.content, text)
@@ -329,13 +267,26 @@ class MemoryService:
                 await self.session.rollback()  # no transaction open across the provider call
             [vector], model = await self.embedder.embed_or_defer([wanted])
         tokens = await self.tokenizer.count_async(body.content)
-        return body, Derived(tokens, vector, model, text)
+        return _Put(body, text, vector, model, tokens)
 
-    async def _draft(
-        self, robot: Robot, key: str, body: MemoryFields, derived: Derived
-    ) -> MemoryDraft:
-        assert derived.search_text is not ..., "a new memory's search text is derived"
-        return MemoryDraft(
+    async def _put(
+        self, registration: Registration, key: str, put: _Put, create: bool
+    ) -> MemoryAdded | None:
+        """One turn of a PUT: lock the row and replace it, or create it; None when the key
+        was created or its robot removed concurrently (the next turn sees that commit)."""
+        robot, body, name = registration.robot, put.body, registration.robot.name
+        ns = self.caller.namespace_id
+        row = await self.repo.get(ns, key, for_update=True, viewer=self._reader(name))
+        if row is not None and not await self._readable(name, row):
+            # Keys are namespace-wide: one the robot may not read is taken, not shown.
+            raise NotFound(f"memory {key!r} does not exist") if not create else key_taken([key])
+        if row is None and not create:
+            raise NotFound(f"memory {key!r} does not exist")
+        if row is not None:
+            return await self._replace(
+                robot, row, body, put.tokens, put.vector, put.model, put.text
+            )
+        draft = MemoryDraft(
             key=key,
             created_at=body.created_at,
             content=body.content,
@@ -343,33 +294,45 @@ class MemoryService:
             importance=body.importance,
             tags=body.tags,
             metadata=body.metadata,
-            token_count=derived.tokens,
-            embedding=derived.vector,
-            embedding_model=derived.model if derived.vector is not None else None,
-            search_text=derived.search_text,
+            token_count=put.tokens,
+            embedding=put.vector,
+            embedding_model=put.model if put.vector is not None else None,
+            search_text=put.text,
             valid_from=body.valid_from,
             valid_to=body.valid_to,
             audience=await self.audiences.asked(robot, body),
         )
+        try:
+            new, taken = await self.writes.store(robot, [draft])
+        except RemovedMeanwhile:  # the robot, read from the cache, was removed
+            await self.session.rollback()
+            self.robots.forget(name)
+            registration.renew(await self._register(name))
+            return None
+        if taken:
+            return None  # created concurrently (that commit is visible now): replace it
+        await self.two_tier.commit_durable()
+        [added] = await self.writes.acknowledge(robot, self.writes.written(robot, new))
+        return added
 
     async def _replace(
-        self, robot: Robot, row: Any, body: MemoryFields, derived: Derived
+        self,
+        robot: Robot,
+        row: Any,
+        body: MemoryFields,
+        tokens: int,
+        vector: list[float] | None,
+        model: str | None,
+        search_text: str | EllipsisType | None = ...,
     ) -> MemoryAdded:
-        """The locked row gets the body's fields (and the derived search text; `...`: it
-        keeps its own). Holders of its old content are marked in the same transaction and
-        withdrawn after the commit; the writer gets the new one."""
+        """The locked row gets the body's fields (and `search_text`; `...`: it keeps its
+        own). Holders of its old content are marked in the same transaction and withdrawn after
+        the commit; the writer gets the new one."""
         audience = await self.audiences.for_change(robot, row, body)
         if audience != Audience.of(row):
             await self._still_covers(row, audience, keeps_successor=body.valid_to is not None)
         rewrite = await self.writes.rewrite(
-            robot,
-            row,
-            body,
-            derived.tokens,
-            derived.vector,
-            derived.model,
-            search_text=derived.search_text,
-            audience=audience,
+            robot, row, body, tokens, vector, model, search_text=search_text, audience=audience
         )
         await self.two_tier.commit_durable()
         outcomes = await self.writes.place(robot, [rewrite.placement], rewrites=[rewrite])
@@ -397,7 +360,7 @@ class MemoryService:
         if importance is None:
             importance = min(10.0, max(0.0, row.importance + (change.boost or 0.0)))
         fields = fields_of(row, importance=importance, tags=list(row.tags))
-        return await self._replace(robot, row, fields, Derived(row.token_count, None, None))
+        return await self._replace(robot, row, fields, row.token_count, None, None)
 
     # --- forget, archive, restore: forgetting.py -------------------------------------------
 

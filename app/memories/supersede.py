@@ -22,27 +22,27 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from app.config import Settings
 from app.db.session import DbSession
 from app.errors import Conflict, NotFound, Unprocessable
 from app.llm.base import ChatModel, LlmError, reply_json
 from app.memories.audiences import Audiences
+from app.memories.dedupe import NearestOfType, nearest_of_type
 from app.memories.model import MemoryDraft
 from app.memories.schemas import MemoryAdded, MemoryCreate, SupersedeProposal
 from app.memories.supersede_repository import SupersedeRepository
-from app.memories.writes import MemoryWrites, key_taken, placement_of
+from app.memories.writes import Committed, MemoryWrites, key_taken, placement_of
 from app.recall.caches import SearchCaches
-from app.recall.query import SearchFilters, SearchQuery
 from app.recall.search import Search
 from app.robots.service import Robot
-from app.timeframes.validity import Validity
 from app.visibility import NAMESPACE, Audience, Reader, covers
 from app.working_memory.model import Holder
 from app.working_memory.protocol import WriteProtocol
+from app.working_memory.schemas import WorkingMemoryOutcome
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def contradiction_prompt(old: str, new: str) -> list[dict[str, str]]:
 class Detector:
     namespace_id: int
     repo: SupersedeRepository
-    search: Search
+    nearest: NearestOfType
     threshold: float | None
     llm: ChatModel | None
     now: datetime
@@ -87,7 +87,12 @@ class Detector:
         search = Search(session, settings.hnsw_ef_search, caches)
         repo = SupersedeRepository(session)
         return lambda now: Detector(
-            namespace_id, repo, search, settings.supersede_threshold, llm, now
+            namespace_id,
+            repo,
+            nearest_of_type(search, namespace_id, lambda: now),
+            settings.supersede_threshold,
+            llm,
+            now,
         )
 
     async def find(self, draft: MemoryDraft) -> list[tuple[SupersedeProposal, bool]]:
@@ -97,12 +102,12 @@ class Detector:
         if draft.audience != NAMESPACE:  # findings are among namespace-wide memories only
             return []
         found: dict[str, tuple[SupersedeProposal, bool]] = {}
+        family = family_of(draft.key)
         subject, attribute = draft.metadata.get("subject"), draft.metadata.get("attribute")
         if isinstance(subject, str) and isinstance(attribute, str) and subject and attribute:
             for r in await self.repo.same_subject(ns, subject, attribute):
                 p = SupersedeProposal(key=r.key, content=r.content, rule="subject_attribute")
                 found.setdefault(r.key, (p, True))
-        family = family_of(draft.key)
         if family is not None:
             for r in await self.repo.same_family(ns, family):
                 p = SupersedeProposal(key=r.key, content=r.content, rule="key_family")
@@ -110,23 +115,17 @@ class Detector:
         found.pop(draft.key, None)
         if found or self.threshold is None or draft.embedding is None:
             return list(found.values())
-        filters = SearchFilters(
-            types=[draft.type], valid=Validity.now(self.now), reader=Reader(ns, "", ())
-        )
-        nearest = await self.search.vector(SearchQuery(ns, 1, filters, vector=draft.embedding))
-        if not nearest or (nearest[0].vector_similarity or 0.0) < self.threshold:
+        hit = await self.nearest(draft.type, draft.embedding)
+        if hit is None or hit.similarity < self.threshold:
             return []
-        hit = nearest[0]
         confirmed = False
         if self.llm is not None:
             confirmed = await self._contradicts(hit.content, draft.content)
             if not confirmed:
                 return []
+        similarity = round(hit.similarity, 6)
         p = SupersedeProposal(
-            key=hit.key,
-            content=hit.content,
-            rule="semantic",
-            similarity=round(hit.vector_similarity or 0.0, 6),
+            key=hit.key, content=hit.content, rule="semantic", similarity=similarity
         )
         return [(p, confirmed)]
 
@@ -143,21 +142,51 @@ class Detector:
 
 @dataclass
 class SupersedingAdds:
-    """An add naming memories it supersedes, in the request's transaction."""
+    """An add naming memories it supersedes (`supersedes`, per draft): one transaction, the
+    request's, under the superseded rows' locks; it commits durably before answering."""
 
     namespace_id: int
     writes: MemoryWrites
     two_tier: WriteProtocol
     audiences: Audiences
+    supersedes: list[list[str]]
 
-    async def add(
-        self,
-        robot: Robot,
-        drafts: list[MemoryDraft],
-        supersedes: list[list[str]],
-        place: bool,
-    ) -> list[MemoryAdded]:
-        keys = [k for ks in supersedes for k in ks]
+    async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Committed:
+        rows = await self._lock(robot, drafts)
+        # A memory added without a time starts now, after what it supersedes: the clock read
+        # once the rows are locked, not the transaction's start (now()), which an add of a
+        # superseded key committed meanwhile may follow.
+        at = await SupersedeRepository(self.writes.session).clock()
+        drafts = [d if d.created_at is not None else replace(d, created_at=at) for d in drafts]
+        new, taken = await self.writes.store(robot, drafts)
+        if taken:
+            raise key_taken(taken)
+        closed: list[tuple[int, str, list[Holder]]] = []
+        for (m, _), ks in zip(new, self.supersedes, strict=True):
+            end = m.valid_from or m.created_at
+            for k in ks:
+                if end <= rows[k].valid_from:
+                    raise _bad(
+                        f"{m.key!r} becomes valid at {end.isoformat()}, not after {k!r} did "
+                        f"({rows[k].valid_from.isoformat()})"
+                    )
+                closed.append((rows[k].id, k, await self.writes.supersede(robot, rows[k], m, end)))
+        await self.two_tier.commit_durable()
+
+        def answer(outcomes: dict[str, WorkingMemoryOutcome]) -> list[MemoryAdded]:
+            return [
+                self.writes.added(robot, m, now, outcomes[m.key]).model_copy(
+                    update={"superseded": ks}
+                )
+                for (m, now), ks in zip(new, self.supersedes, strict=True)
+            ]
+
+        return Committed([placement_of(m) for m, _ in new], answer, withdrawn=closed)
+
+    async def _lock(self, robot: Robot, drafts: list[MemoryDraft]) -> dict[str, Any]:
+        """The superseded rows, locked in key order; 422, 404, 403 or 409 (nothing written)
+        when one cannot be superseded by this add."""
+        keys = [k for ks in self.supersedes for k in ks]
         own = {d.key for d in drafts}
         if set(keys) & own:
             raise _bad(f"a memory cannot supersede one of its own batch: {sorted(set(keys) & own)}")
@@ -174,38 +203,10 @@ class SupersedingAdds:
         ended = sorted(k for k in keys if rows[k].valid_to is not None)
         if ended:
             raise Conflict(f"already superseded or no longer valid: {', '.join(ended)}", keys=ended)
-        for d, ks in zip(drafts, supersedes, strict=True):
+        for d, ks in zip(drafts, self.supersedes, strict=True):
             old = [(k, Audience.of(rows[k]), rows[k].author) for k in ks]
             check_covers(d.key, d.audience, robot.name, old)
-        # A memory added without a time starts now, after what it supersedes: the clock read
-        # once the rows are locked, not the transaction's start (now()), which an add of a
-        # superseded key committed meanwhile may follow.
-        at = await repo.clock()
-        for d in drafts:
-            if d.created_at is None:
-                d.created_at = at
-        new, taken = await self.writes.store(robot, drafts)
-        if taken:
-            raise key_taken(taken)
-        closed: list[tuple[int, str, list[Holder]]] = []
-        for (m, _), ks in zip(new, supersedes, strict=True):
-            end = m.valid_from or m.created_at
-            for k in ks:
-                row = rows[k]
-                if end <= row.valid_from:
-                    raise _bad(
-                        f"{m.key!r} becomes valid at {end.isoformat()}, not after {k!r} did "
-                        f"({row.valid_from.isoformat()})"
-                    )
-                closed.append((row.id, k, await self.writes.supersede(robot, row, m, end)))
-        await self.two_tier.commit_durable()
-        for memory_id, key, holders in closed:
-            await self.two_tier.withdraw(holders, memory_id, key)
-        outcomes = await self.writes.place(robot, [placement_of(m) for m, _ in new], place)
-        return [
-            self.writes.added(robot, m, now, outcomes[m.key]).model_copy(update={"superseded": ks})
-            for (m, now), ks in zip(new, supersedes, strict=True)
-        ]
+        return rows
 
 
 def check_covers(
@@ -229,10 +230,16 @@ def _bad(message: str) -> Unprocessable:
     return Unprocessable(message, errors=[{"field": "supersedes", "message": message}])
 
 
+class Finds(Protocol):
+    """What a draft may supersede (Detector)."""
+
+    async def find(self, draft: MemoryDraft) -> list[tuple[SupersedeProposal, bool]]: ...
+
+
 async def supersessions(
     bodies: list[MemoryCreate],
     drafts: list[MemoryDraft],
-    detector: Detector,
+    detector: Finds,
     default: Literal["off", "propose", "apply"],
 ) -> tuple[list[list[str]], list[list[SupersedeProposal]]]:
     """Per draft: the keys it supersedes (its `supersedes`, and the detector's findings when

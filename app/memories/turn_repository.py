@@ -3,12 +3,21 @@ search text, app/memories/search_text.py), read through the index memory_session
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from app.conversation import speaker_of
 from app.db.session import DbSession
 from app.db.sql import sql
-from app.memories.search_text import Turn
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The turn before a memory in its session."""
+
+    speaker: str | None
+    content: str
+
 
 _PREVIOUS = sql("""
     SELECT q.i, p.content, p.metadata

@@ -1,13 +1,17 @@
-"""How a change to long-term memory is written: new memories stored (in the request's
-transaction, or group-committed with concurrent adds), an existing one rewritten (its previous
-version kept, holders marked), then acknowledged: durable first, then working memory.
-MemoryService (service.py) decides what to write; this is the one way it is written."""
+"""How a change to long-term memory is written: new memories stored in the open transaction
+(or, as a group, by the group commit: app/memories/adds.py), an existing one rewritten (its
+previous version kept, holders marked) or ended (`supersede`), then, after the commit that
+its caller owns, acknowledged: working memory, then the answer. MemoryService (service.py)
+and the add's strategies decide what to write; this is the one way it is written. Nothing
+here commits."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from app.auth.caller import Caller
 from app.clock import Clock
@@ -17,7 +21,7 @@ from app.db.vectors import StoredVectors
 from app.errors import Conflict
 from app.events.repository import EventRepository
 from app.memories.adds import GroupCommit
-from app.memories.model import AddGroup, MemoryDraft, NewMemory, VectorChange
+from app.memories.model import AddGroup, GroupStored, MemoryDraft, NewMemory, VectorChange
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryAdded, MemoryFields
 from app.memories.search_text import searched
@@ -53,40 +57,37 @@ class MemoryWrites:
     async def _storage(self) -> VectorStorage:
         return await self.vectors.storage(self.session)
 
-    async def store(
-        self, robot: Robot, drafts: list[MemoryDraft], *, group_commit: bool = False
-    ) -> tuple[list[Stored], list[str]]:
-        """Claim the drafts' keys and store them: with `group_commit`, committed together
-        with concurrent adds (app/memories/adds.py); otherwise in the open transaction.
-        Returns what was stored, or (when any key is taken) nothing and the taken keys."""
-        group = AddGroup(self.caller.namespace_id, robot.id, drafts, self.clock())
-        if group_commit:
-            # The group commits in its own transaction: a robot this request registered
-            # must be visible there, and no connection is held while waiting for it (the
-            # group's transaction needs one from the same pool).
-            await self.session.commit()
-            await self.session.release()
-            result = await self.adds.store(group)
-        else:
-            [result] = await self.repo.add([group], await self._storage(), self.adds.enrich)
-        claimed, now = result.claimed, result.now
-        if result.taken or now is None:
-            return [], sorted(result.taken)
-        stored = [
-            Stored(NewMemory.from_draft(d, *claimed[d.key], author_robot_id=robot.id), now)
-            for d in drafts
-        ]
-        return stored, []
+    def group(self, robot: Robot, drafts: list[MemoryDraft]) -> AddGroup:
+        """The drafts as one add's group of rows (the group commit's unit)."""
+        return AddGroup(self.caller.namespace_id, robot.id, drafts, self.clock())
 
-    async def acknowledge_new(
-        self, robot: Robot, new: list[Stored], place: bool = True
+    async def store(
+        self, robot: Robot, drafts: list[MemoryDraft]
+    ) -> tuple[list[Stored], list[str]]:
+        """Claim the drafts' keys and store them in the open transaction. Returns what was
+        stored, or (when any key is taken) nothing and the taken keys."""
+        group = self.group(robot, drafts)
+        [result] = await self.repo.add([group], await self._storage(), self.adds.enrich)
+        return stored(robot, drafts, result)
+
+    def written(self, robot: Robot, new: list[Stored]) -> Committed:
+        """New memories, to acknowledge: each placed and answered as it was written."""
+
+        def answer(outcomes: dict[str, WorkingMemoryOutcome]) -> list[MemoryAdded]:
+            return [self.added(robot, m, now, outcomes[m.key]) for m, now in new]
+
+        return Committed([placement_of(m) for m, _ in new], answer)
+
+    async def acknowledge(
+        self, robot: Robot, written: Committed, place: bool = True
     ) -> list[MemoryAdded]:
-        """Durable first (invariant 1), then working memory (unless `place` is off); the
-        response shows what was just written, so nothing is read back (and nothing can fail
-        after the commit)."""
-        await self.two_tier.commit_durable()
-        outcomes = await self.place(robot, [placement_of(m) for m, _ in new], place)
-        return [self.added(robot, m, now, outcomes[m.key]) for m, now in new]
+        """After the write's durable commit (invariant 1): the memories it ended leave their
+        holders, the rewritten ones' old copies leave the other robots holding them, then the
+        placements enter the robot's working memory (unless `place` is off); the answers show
+        what was written, so nothing is read back (and nothing can fail after the commit)."""
+        for memory_id, key, holders in written.withdrawn:
+            await self.two_tier.withdraw(holders, memory_id, key)
+        return written.answer(await self.place(robot, written.placements, place, written.rewrites))
 
     async def place(
         self,
@@ -272,6 +273,43 @@ class Rewrite(NamedTuple):
             m.importance,
             m.audience,
         )
+
+
+def stored(
+    robot: Robot, drafts: list[MemoryDraft], result: GroupStored
+) -> tuple[list[Stored], list[str]]:
+    """What a group's statement stored, or (when any key is taken) nothing and the taken
+    keys."""
+    claimed, now = result.claimed, result.now
+    if result.taken or now is None:
+        return [], sorted(result.taken)
+    return [
+        Stored(NewMemory.from_draft(d, *claimed[d.key], author_robot_id=robot.id), now)
+        for d in drafts
+    ], []
+
+
+@dataclass
+class Committed:
+    """What a write committed, for its acknowledgement (MemoryWrites.acknowledge): the
+    memories to place, how each memory of the request is answered given their outcomes, the
+    rewritten memories (their old copies withdrawn from other holders) and the ended ones
+    (memory id, key, holders) to let go."""
+
+    placements: list[Placement]
+    answer: Callable[[dict[str, WorkingMemoryOutcome]], list[MemoryAdded]]
+    rewrites: list[Rewrite] = field(default_factory=list)
+    withdrawn: list[tuple[int, str, list[Holder]]] = field(default_factory=list)
+
+
+class AddStrategy(Protocol):
+    """One transaction shape of an add (app/memories/adding.py): plain, deduplicated or
+    superseding."""
+
+    async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Committed:
+        """Store the drafts in the transaction this strategy owns, up to its durable commit;
+        what it wrote, for the acknowledgement."""
+        ...
 
 
 class Stored(NamedTuple):

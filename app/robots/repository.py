@@ -12,6 +12,10 @@ _COLUMNS = (
 # The row's version: the transaction that wrote it last (a registration that is undone must
 # find the row as it wrote it, not as a concurrent PUT or working-memory change left it).
 _VERSION = "CAST(CAST(xmin AS text) AS bigint) AS row_version"
+# How long a discarded registration's transaction may wait for a lock (RobotRepository.
+# lock_unused): well under deadlock_timeout (1 s), so that it gives up before a deadlock with
+# an insert in flight could be detected and cost that insert its transaction.
+UNUSED_LOCK_WAIT = "100ms"
 # A robot with its group's working-memory columns (app/groups), which robot_from_row reads.
 _WITH_GROUP = f"""
     SELECT {", ".join("r." + c.strip() for c in _COLUMNS.split(","))},
@@ -122,8 +126,28 @@ class RobotRepository:
                 {"ns": namespace_id, "name": name},
             )
         ).scalar()
-        if robot_id is None:
-            return None
+        return None if robot_id is None else await self._held(robot_id)
+
+    async def lock_unused(self, namespace_id: int, name: str) -> Any | None:
+        """As `lock_for_removal`, without waiting: None when the row is locked (a write in
+        flight refers to it: its foreign key check holds FOR KEY SHARE, or a working-memory
+        change holds it). The transaction waits for no lock past LOCK_WAIT (a delete's own
+        foreign key checks meeting a row inserted in flight): it fails instead (55P03), and
+        a deadlock with that insert cannot form."""
+        await self.session.execute(sql(f"SET LOCAL lock_timeout = '{UNUSED_LOCK_WAIT}'"))
+        robot_id = (
+            await self.session.execute(
+                sql("""
+                SELECT id FROM robot
+                WHERE namespace_id = :ns AND name = :name AND NOT is_group
+                FOR UPDATE SKIP LOCKED"""),
+                {"ns": namespace_id, "name": name},
+            )
+        ).scalar()
+        return None if robot_id is None else await self._held(robot_id)
+
+    async def _held(self, robot_id: int) -> Any:
+        """What a locked robot holds, and its row's version."""
         return (
             await self.session.execute(
                 sql("""

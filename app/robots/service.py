@@ -71,6 +71,17 @@ class RobotService:
             return self._robot(row), row.row_version
         return self._remember(row, since), None
 
+    async def register_first(self, name: str) -> tuple[Robot, int | None]:
+        """`register`, committed at once in a transaction of its own: for a write that
+        inserts memories, whose transaction must not hold robot's table lock (a
+        registration's insert, a last-seen update). On TimescaleDB a new chunk of `memory`
+        locks the tables its foreign keys reference (robot, namespace) after the hypertable,
+        so such a transaction inserting into that chunk deadlocked with the one creating it
+        (503; tests/db/test_timescaledb.py)."""
+        registered = await self.register(name)
+        await self.two_tier.commit_durable()
+        return registered
+
     def forget(self, name: str) -> None:
         """Read the robot again next time (it was removed meanwhile)."""
         self.cache.forget(self.namespace_id, name)
@@ -139,11 +150,15 @@ class RobotService:
         return self._read(row)
 
     async def discard(self, robot: Robot, version: int) -> None:
-        """Undo the registration of a robot whose first write failed after the registration
-        committed (a group commit's 409): removed if its row is still as that registration
-        wrote it (`version`) and it holds nothing; kept if a concurrent request wrote it
-        (a PUT, a working-memory change) or stored something for it meanwhile."""
-        held = await self.repo.lock_for_removal(self.namespace_id, robot.name)
+        """Undo the registration of a robot whose first write was refused after the
+        registration committed: removed only if provably unused, i.e. its row is still as
+        that registration wrote it (`version`: no PUT, no working-memory change since), it
+        holds nothing, and no transaction holds or waits for a lock on it (an insert that
+        refers to it, in flight). It never waits: a robot it cannot take at once is kept (a
+        robot that holds nothing is harmless), so it never holds up a concurrent write. A
+        write that read the robot before and writes after finds it gone and registers it
+        again (`RemovedMeanwhile`)."""
+        held = await self.repo.lock_unused(self.namespace_id, robot.name)
         if (
             held is not None
             and (held.id, held.row_version) == (robot.id, version)

@@ -1,5 +1,5 @@
 """`htm reindex`: after a change of HTM_SEARCH_TEXT, the namespace's conversation memories get
-the search text the deployment's template now builds (app/memories/contexts.py, each turn
+the search text the deployment's template now builds (app/memories/search_text.py, each turn
 before read as stored now), and those whose text changed are embedded again by the embedding
 worker's own code, a page at a time, as `htm reembed` does (app/transfer/reembed.py).
 
@@ -23,7 +23,7 @@ from rich.progress import Progress
 
 from app.components import Components
 from app.errors import NotFound
-from app.memories.contexts import Written, search_texts
+from app.memories.search_text import Written, search_texts
 from app.memories.turn_repository import TurnRepository
 from app.transfer.reembed import STALL_S, Stalled
 from app.transfer.repository import TransferRepository
@@ -46,13 +46,14 @@ async def _page(
         rows = list(await repo.reindex_page(ns_id, after, batch))
         if not rows:
             return [], 0, []
-        texts = await search_texts(
+        searched = await search_texts(
             TurnRepository(session),
             c.settings.search_text,
             ns_id,
             c.clock(),
             [Written(r.content, r.created_at, r.metadata) for r in rows],
         )
+        texts = [s.text for s in searched]
         changed = [i for i, r in enumerate(rows) if r.search_text != texts[i]]
         if not changed:
             return rows, 0, []

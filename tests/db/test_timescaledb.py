@@ -833,3 +833,38 @@ async def test_one_statement_inserting_into_many_chunks_is_counted_exactly(
         (datetime(2018, 1, 19).date(), 10, 0),
         (datetime(2018, 1, 28).date(), 10, 0),
     ]
+
+
+# --- (h) a new chunk while robots register ---------------------------------------------------
+
+
+async def test_concurrent_first_adds_across_a_chunk_boundary_never_deadlock(
+    ts_app_factory, ns: str
+) -> None:
+    """30 new robots each add a first memory at once, dated in a range of `memory` no chunk
+    covers yet, by every way an add is stored: the group commit (POST), the request's own
+    transaction (a PUT of a new key, an add that asks for a dedupe rule). Creating the chunk
+    locks the tables memory's foreign keys reference (robot, namespace) after the hypertable;
+    a request that had registered its robot in the transaction that then inserted into the
+    new chunk held robot's table lock and waited for the chunk: a deadlock, 503 (20-22 of
+    the 30 before the registration committed first: MemoryService._register)."""
+    base = datetime(2150 + uuid.uuid4().int % 800, 1, 1, tzinfo=UTC)  # no chunk there yet
+    async with ts_app_factory(db_pool_size=40, group_commit_flushes=2) as client:
+        client.headers["X-Namespace"] = ns
+
+        async def first_add(i: int) -> httpx.Response:
+            robot, key = f"new-{i}", f"k{i}"
+            created = (base + timedelta(minutes=i)).isoformat()
+            body = {"content": f"memory {i} of robot {i}", "created_at": created}
+            if i % 3 == 0:
+                return await client.put(f"/v1/robots/{robot}/memories/{key}", json=body)
+            if i % 3 == 1:
+                body |= {"key": key, "dedupe": "exact"}
+            else:
+                body |= {"key": key}
+            return await client.post(f"/v1/robots/{robot}/memories", json=body)
+
+        answers = await asyncio.gather(*(first_add(i) for i in range(30)))
+        assert [(r.status_code, r.text) for r in answers if r.status_code != 201] == []
+        r = await client.get("/v1/stats")
+        assert r.status_code == 200 and r.json()["memories"] == 30

@@ -3,6 +3,7 @@ rejected write registers no robot, and a robot removed under another process's c
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -167,3 +168,31 @@ async def test_a_rejected_add_keeps_a_robot_a_concurrent_request_wrote(client) -
     async with request(c, caller) as r:
         await r.robots.discard(robot, version)
     assert (await client.get("/v1/robots/fresh")).json()["working_memory_budget"] == 9
+
+
+async def test_discarding_a_registration_never_waits_for_a_write_in_flight(client) -> None:
+    """A refused write's registration is undone only when nothing uses the robot: a write in
+    flight that refers to it (its foreign key check holds FOR KEY SHARE on the row) keeps
+    it, and the discard does not wait for that write (RobotService.discard)."""
+    from sqlalchemy import text
+
+    from app.unit import operator
+    from app.unit import unit_of_work as request
+
+    c = client.app.state.components
+    caller = await operator(c, client.headers["X-Namespace"])
+    async with request(c, caller) as r:
+        robot, version = await r.robots.register("fresh")
+    assert version is not None
+    async with c.sessionmaker() as in_flight:
+        await in_flight.execute(
+            text("SELECT 1 FROM robot WHERE id = :id FOR KEY SHARE"), {"id": robot.id}
+        )
+        async with request(c, caller) as r:
+            await asyncio.wait_for(r.robots.discard(robot, version), 2)
+        await in_flight.rollback()
+    assert await robots(client) == ["fresh"]
+    # Once nothing uses it, the same discard removes it.
+    async with request(c, caller) as r:
+        await r.robots.discard(robot, version)
+    assert await robots(client) == []
