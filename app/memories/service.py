@@ -190,9 +190,7 @@ class MemoryService:
         rules = rules_for_adds(prepared.bodies, drafts, conversation, self.settings)
         finder = DuplicateRepository(self.session)
         if await may_duplicate(prepared.bodies, drafts, rules, finder, ns):
-            search = Search(
-                self.session, self.settings.hnsw_ef_search, self.search_caches
-            )
+            search = Search(self.session, self.settings.hnsw_ef_search, self.search_caches)
             nearest = nearest_of_type(search, ns, self.clock)
             return DuplicateAdds(
                 self.session, ns, self.writes, self.two_tier, self.clock, nearest, rules
