@@ -236,7 +236,11 @@ class UnitOfWork:
             merger=self.merger,
             retention=self.retention,
             detector=Detector.of(
-                self.session, self.caller.namespace_id, c.settings, c.search_caches, c.llm
+                self.session,
+                self.caller.namespace_id,
+                c.settings,
+                caches=c.search_caches,
+                llm=c.llm,
             ),
             tokenizer=c.tokenizer,
             settings=c.settings,

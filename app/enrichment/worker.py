@@ -120,7 +120,13 @@ class EnrichmentWorker:
                 robot = await service.robots.ensure(ROBOT)
                 fields = fields_of(current, importance=current.importance, tags=merged)
                 rewrite = await service.writes.rewrite(
-                    robot, current, fields, current.token_count, None, None, {"enriched": True}
+                    robot,
+                    current,
+                    fields,
+                    tokens=current.token_count,
+                    vector=None,
+                    model=None,
+                    detail={"enriched": True},
                 )
                 await service.two_tier.commit_durable()
                 await service.writes.place(robot, [], place=False, rewrites=[rewrite])

@@ -25,9 +25,9 @@ class EventRepository:
         namespace_id: int,
         kind: EventKind,
         robot_id: int | None,
+        *,
         memory_ids: Sequence[int | None],
         detail: dict[str, Any] | None = None,
-        *,
         wait_for_flush: bool = True,
     ) -> None:
         """One row per memory, in one statement. wait_for_flush=False: the transaction records only

@@ -88,8 +88,8 @@ class AddPreparation:
             TurnRepository(self.session),
             self.settings.search_text,
             self.namespace_id,
-            self.clock(),
-            [Written(b.content, b.created_at, b.metadata, b.tags) for b in bodies],
+            now=self.clock(),
+            items=[Written(b.content, b.created_at, b.metadata, b.tags) for b in bodies],
         )
         if self.embedder.available and any(s.conversation for s in said):
             await self.session.rollback()  # the turns read: no transaction across the provider

@@ -98,6 +98,7 @@ def same(
     rule: DedupeRule,
     content: str,
     vector: list[float] | None,
+    *,
     other_content: str,
     other_vector: list[float] | None,
 ) -> bool:
@@ -209,7 +210,9 @@ class DuplicateAdds:
         await self.two_tier.commit_durable()
 
         def answer(outcomes: dict[str, WorkingMemoryOutcome]) -> list[MemoryAdded]:
-            return self._answers(robot, drafts, fates, new, rewrites, outcomes)
+            return self._answers(
+                robot, drafts, fates, new=new, rewrites=rewrites, outcomes=outcomes
+            )
 
         placements = [placement_of(m) for m, _ in new] + [rw.placement for rw, _ in rewrites]
         return Committed(placements, answer, rewrites=[rw for rw, _ in rewrites])
@@ -228,7 +231,13 @@ class DuplicateAdds:
                     j
                     for j in fates.fresh
                     if drafts[j].type == d.type
-                    and same(rule, d.content, d.embedding, drafts[j].content, drafts[j].embedding)
+                    and same(
+                        rule,
+                        d.content,
+                        d.embedding,
+                        other_content=drafts[j].content,
+                        other_vector=drafts[j].embedding,
+                    )
                 ),
                 None,
             )
@@ -260,7 +269,13 @@ class DuplicateAdds:
             tags=union(list(row.tags), [t for d in sources for t in d.tags]),
         )
         rewrite = await self.writes.rewrite(
-            robot, row, fields, row.token_count, None, None, {"duplicate": True}
+            robot,
+            row,
+            fields,
+            tokens=row.token_count,
+            vector=None,
+            model=None,
+            detail={"duplicate": True},
         )
         return rewrite, await finder.accessed(row.id, len(sources), self.clock())
 
@@ -269,6 +284,7 @@ class DuplicateAdds:
         robot: Robot,
         drafts: list[MemoryDraft],
         fates: _Sorted,
+        *,
         new: list[Stored],
         rewrites: list[tuple[Rewrite, Any]],
         outcomes: dict[str, WorkingMemoryOutcome],
@@ -316,6 +332,7 @@ async def may_duplicate(
     bodies: list[MemoryCreate],
     drafts: list[MemoryDraft],
     rules: list[DedupeRule],
+    *,
     finder: DuplicateRepository,
     namespace_id: int,
 ) -> bool:

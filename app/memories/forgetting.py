@@ -69,7 +69,11 @@ class Forgetting:
                 update={"deleted_at": deleted.deleted_at, "updated_at": deleted.updated_at}
             )
         await self.events.record(
-            self.caller.namespace_id, "forget", robot.id, [row.id], {"hard": hard, "key": key}
+            self.caller.namespace_id,
+            "forget",
+            robot.id,
+            memory_ids=[row.id],
+            detail={"hard": hard, "key": key},
         )
         await self.two_tier.commit_durable()
         await self.two_tier.withdraw(holders, row.id, key)
@@ -86,7 +90,9 @@ class Forgetting:
         holders = await self.two_tier.mark_holders(row.id)
         await self.repo.set_deleted(row.id, row.created_at, True, archived=rule)
         detail = {"hard": False, "key": key, "archived": rule}
-        await self.events.record(self.caller.namespace_id, "forget", robot.id, [row.id], detail)
+        await self.events.record(
+            self.caller.namespace_id, "forget", robot.id, memory_ids=[row.id], detail=detail
+        )
         await self.two_tier.commit_durable()
         await self.two_tier.withdraw(holders, row.id, key)
         return True
@@ -98,7 +104,7 @@ class Forgetting:
         if row.deleted_at is None:
             return to_read(row)
         restored = await self.repo.set_deleted(row.id, row.created_at, False)
-        await self.events.record(self.caller.namespace_id, "restore", robot.id, [row.id])
+        await self.events.record(self.caller.namespace_id, "restore", robot.id, memory_ids=[row.id])
         await self.two_tier.commit_durable()
         return to_read(row).model_copy(
             update={"deleted_at": None, "updated_at": restored.updated_at, "archived": None}

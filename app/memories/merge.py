@@ -115,10 +115,10 @@ class Merger:
             robot,
             survivor,
             fields,
-            survivor.token_count,
-            None,
-            None,
-            {"merged": [o.key for o in live]},
+            tokens=survivor.token_count,
+            vector=None,
+            model=None,
+            detail={"merged": [o.key for o in live]},
         )
         await self.duplicates.accessed(
             survivor.id,

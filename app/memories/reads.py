@@ -102,7 +102,7 @@ class MemoryReader:
         robot = await self.robots.ensure(robot_name)
         # A read: its log row (and the touch) need not wait for the WAL flush.
         await self.events.record(
-            self.caller.namespace_id, "access", robot.id, [row.id], wait_for_flush=False
+            self.caller.namespace_id, "access", robot.id, memory_ids=[row.id], wait_for_flush=False
         )
         if row.deleted_at is None:
             await self.two_tier.touch(robot, row.id, row.key)

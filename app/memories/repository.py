@@ -275,6 +275,7 @@ class MemoryRepository:
         row: Any,
         m: NewMemory,
         version: int,
+        *,
         vector: VectorChange,
         storage: VectorStorage,
         by: int,

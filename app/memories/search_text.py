@@ -71,6 +71,7 @@ async def search_texts(
     turns: TurnRepository,
     template: SearchTemplate,
     namespace_id: int,
+    *,
     now: datetime,
     items: Sequence[Written],
     skip: list[int] | None = None,
@@ -82,10 +83,10 @@ async def search_texts(
     previous: dict[int, Turn] = {}
     ats = [w.created_at or now for w in items]
     if template == "contextual" and any(conversation):
-        previous = await _turns_before(turns, namespace_id, items, said, ats, skip)
+        previous = await _turns_before(turns, namespace_id, items, said=said, ats=ats, skip=skip)
     return [
         Searched(
-            _build(template, w.content, ats[i], said[i].speaker, previous.get(i))
+            _build(template, w.content, ats[i], speaker=said[i].speaker, previous=previous.get(i))
             if conversation[i]
             else None,
             _with_speaker_tag(list(w.tags), said[i].speaker, template),
@@ -99,6 +100,7 @@ async def _turns_before(
     turns: TurnRepository,
     namespace_id: int,
     items: Sequence[Written],
+    *,
     said: list[_Said],
     ats: list[datetime],
     skip: list[int] | None,
@@ -142,6 +144,7 @@ def _build(
     template: SearchTemplate,
     content: str,
     at: datetime,
+    *,
     speaker: str | None,
     previous: Turn | None,
 ) -> str | None:

@@ -157,7 +157,9 @@ class MemoryService:
     def _detector(self) -> Detector:
         """The supersede detector, for this request's instant."""
         ns, caches = self.caller.namespace_id, self.search_caches
-        return Detector.of(self.session, ns, self.settings, caches, self.llm)(self.clock())
+        return Detector.of(self.session, ns, self.settings, caches=caches, llm=self.llm)(
+            self.clock()
+        )
 
     async def _write(
         self,
@@ -189,7 +191,7 @@ class MemoryService:
         conversation = [s.conversation for s in prepared.searched]
         rules = rules_for_adds(prepared.bodies, drafts, conversation, self.settings)
         finder = DuplicateRepository(self.session)
-        if await may_duplicate(prepared.bodies, drafts, rules, finder, ns):
+        if await may_duplicate(prepared.bodies, drafts, rules, finder=finder, namespace_id=ns):
             search = Search(self.session, self.settings.hnsw_ef_search, self.search_caches)
             nearest = nearest_of_type(search, ns, self.clock)
             return DuplicateAdds(
@@ -250,8 +252,8 @@ class MemoryService:
             self.turns,
             self.settings.search_text,
             namespace_id,
-            self.clock(),
-            [Written(body.content, at, body.metadata, body.tags)],
+            now=self.clock(),
+            items=[Written(body.content, at, body.metadata, body.tags)],
             skip=[current.id] if current is not None else None,
         )
         text, body = said.text, body.model_copy(update={"tags": said.tags})
@@ -282,7 +284,13 @@ class MemoryService:
             raise NotFound(f"memory {key!r} does not exist")
         if row is not None:
             return await self._replace(
-                robot, row, body, put.tokens, put.vector, put.model, put.text
+                robot,
+                row,
+                body,
+                tokens=put.tokens,
+                vector=put.vector,
+                model=put.model,
+                search_text=put.text,
             )
         draft = MemoryDraft(
             key=key,
@@ -318,6 +326,7 @@ class MemoryService:
         robot: Robot,
         row: Any,
         body: MemoryFields,
+        *,
         tokens: int,
         vector: list[float] | None,
         model: str | None,
@@ -330,7 +339,14 @@ class MemoryService:
         if audience != Audience.of(row):
             await self._still_covers(row, audience, keeps_successor=body.valid_to is not None)
         rewrite = await self.writes.rewrite(
-            robot, row, body, tokens, vector, model, search_text=search_text, audience=audience
+            robot,
+            row,
+            body,
+            tokens=tokens,
+            vector=vector,
+            model=model,
+            search_text=search_text,
+            audience=audience,
         )
         await self.two_tier.commit_durable()
         outcomes = await self.writes.place(robot, [rewrite.placement], rewrites=[rewrite])
@@ -358,7 +374,9 @@ class MemoryService:
         if importance is None:
             importance = min(10.0, max(0.0, row.importance + (change.boost or 0.0)))
         fields = fields_of(row, importance=importance, tags=list(row.tags))
-        return await self._replace(robot, row, fields, row.token_count, None, None)
+        return await self._replace(
+            robot, row, fields, tokens=row.token_count, vector=None, model=None
+        )
 
     # --- forget, archive, restore: forgetting.py -------------------------------------------
 

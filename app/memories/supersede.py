@@ -80,6 +80,7 @@ class Detector:
         session: DbSession,
         namespace_id: int,
         settings: Settings,
+        *,
         caches: SearchCaches,
         llm: ChatModel | None,
     ) -> Callable[[datetime], Detector]:

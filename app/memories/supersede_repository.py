@@ -82,7 +82,7 @@ class SupersedeRepository:
             ).all()
         )
 
-    async def close(self, row: Any, by_memory: int, end: datetime, version: int, by: int) -> Any:
+    async def close(self, row: Any, by_memory: int, end: datetime, *, version: int, by: int) -> Any:
         """Supersede a locked memory: its validity ends at `end`, linked to the memory that
         replaced it; robot `by` wrote this new version. Returns (updated_at, valid_to)."""
         return (

@@ -133,6 +133,7 @@ class MemoryWrites:
         robot: Robot,
         row: Any,
         body: MemoryFields,
+        *,
         tokens: int,
         vector: list[float] | None,
         model: str | None,
@@ -188,14 +189,18 @@ class MemoryWrites:
             version = row.version + 1
             await self.history.keep(row.id, row.created_at)  # the version being replaced
             written = await self.repo.replace(
-                row, m, version, change, await self._storage(), robot.id
+                row, m, version, vector=change, storage=await self._storage(), by=robot.id
             )
             if m.created_at != row.created_at:
                 await self.two_tier.moved(row.id, m.created_at)
             if not same_content or m.importance != row.importance or not same_audience:
                 holders = await self.two_tier.mark_holders(row.id)
             await self.events.record(
-                self.caller.namespace_id, "add", robot.id, [row.id], detail or {"upsert": True}
+                self.caller.namespace_id,
+                "add",
+                robot.id,
+                memory_ids=[row.id],
+                detail=detail or {"upsert": True},
             )
         return Rewrite(row, m, version, written, holders)
 
@@ -204,10 +209,16 @@ class MemoryWrites:
         and it links to `by`, as a new version (the previous one kept, so `as_of` reads it
         as still open); its holders are marked, to let it go after the commit."""
         await self.history.keep(row.id, row.created_at)
-        await SupersedeRepository(self.session).close(row, by.id, end, row.version + 1, robot.id)
+        await SupersedeRepository(self.session).close(
+            row, by.id, end, version=row.version + 1, by=robot.id
+        )
         holders = await self.two_tier.mark_holders(row.id)
         await self.events.record(
-            self.caller.namespace_id, "supersede", robot.id, [row.id], {"by": by.key}
+            self.caller.namespace_id,
+            "supersede",
+            robot.id,
+            memory_ids=[row.id],
+            detail={"by": by.key},
         )
         return holders
 

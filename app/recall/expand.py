@@ -39,8 +39,8 @@ async def related_hits(
         reader.namespace_id,
         [(h.id, h.key, list(h.tags)) for h in top],
         [h.id for h in hits],
-        room,
-        reader,
+        limit=room,
+        reader=reader,
     )
     by_key = {h.key: h for h in top}
     added = [

@@ -314,8 +314,8 @@ class RecallService:
             self.caller.namespace_id,
             "recall",
             robot.id,
-            [h.id for h in hits],
-            {"strategy": req.strategy},
+            memory_ids=[h.id for h in hits],
+            detail={"strategy": req.strategy},
             wait_for_flush=False,
         )
         if self.accessed is not None:

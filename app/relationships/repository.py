@@ -311,9 +311,9 @@ class LinkRepository:
         namespace_id: int,
         hits: Sequence[tuple[int, str, list[str]]],
         exclude: Sequence[int],
+        *,
         limit: int,
         reader: Reader,
-        *,
         types: Sequence[str] | None = None,
     ) -> list[Any]:
         """The current memories `reader` may read one edge from `hits` ((id, key, tags), best

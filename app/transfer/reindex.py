@@ -50,8 +50,8 @@ async def _page(
             TurnRepository(session),
             c.settings.search_text,
             ns_id,
-            c.clock(),
-            [Written(r.content, r.created_at, r.metadata) for r in rows],
+            now=c.clock(),
+            items=[Written(r.content, r.created_at, r.metadata) for r in rows],
         )
         texts = [s.text for s in searched]
         changed = [i for i, r in enumerate(rows) if r.search_text != texts[i]]
