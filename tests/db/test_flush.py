@@ -121,9 +121,11 @@ async def test_the_setting_takes_effect_and_ends_with_the_transaction(client, ns
             )
         ).one()
         events = EventRepository(s)
-        await events.record(ids.ns, "access", ids.robot, [added["id"]])
+        await events.record(ids.ns, "access", ids.robot, memory_ids=[added["id"]])
         assert (await s.execute(show)).scalar_one() == "on"
-        await events.record(ids.ns, "access", ids.robot, [added["id"]], wait_for_flush=False)
+        await events.record(
+            ids.ns, "access", ids.robot, memory_ids=[added["id"]], wait_for_flush=False
+        )
         assert (await s.execute(show)).scalar_one() == "off"
         await s.commit()
         assert (await s.execute(show)).scalar_one() == "on"  # transaction-local
