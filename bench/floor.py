@@ -333,8 +333,8 @@ class Floor:
             self.ns_id,
             "recall",
             robot.id,
-            [h.id for h in hits],
-            {"strategy": spec.strategy},
+            memory_ids=[h.id for h in hits],
+            detail={"strategy": spec.strategy},
             wait_for_flush=False,
         )
         return robot, hits
@@ -433,7 +433,9 @@ class Floor:
             if row is None:
                 raise RuntimeError(f"floor retrieve: no memory {key!r}")
             robot = await self._robot(s, robot_name)
-            await _events(s).record(self.ns_id, "access", robot.id, [row.id], wait_for_flush=False)
+            await _events(s).record(
+                self.ns_id, "access", robot.id, memory_ids=[row.id], wait_for_flush=False
+            )
             now = datetime.now(UTC)
             (found, _memory_id) = await self._script(
                 "touch", robot_name, [key, str(_us(now) // 1000)], self._budget(robot)
