@@ -125,7 +125,7 @@ def quality_vectors(runtime: str, into: Path) -> None:
     async def run() -> None:
         embedder = await _embedder(runtime, 1)
         try:
-            for es in (conv_set(content="plain"), facts_set(content="plain")):
+            for es in (conv_set(mode="docs"), facts_set(mode="docs")):
                 docs = [d.content for g in es.groups.values() for d in g]
                 questions = [q.text for q in es.questions]
                 for name, texts in (("docs", docs), ("questions", questions)):
@@ -146,7 +146,7 @@ def compare(into: Path) -> dict[str, Any]:
     from evals.sets import conv_set, facts_set
 
     out: dict[str, Any] = {}
-    for es in (conv_set(content="plain"), facts_set(content="plain")):
+    for es in (conv_set(mode="docs"), facts_set(mode="docs")):
         docs = [d for g in es.groups.values() for d in g]
         group_of = [g for g, ds in es.groups.items() for _ in ds]
         indexes: dict[str, list[int]] = {}
