@@ -266,47 +266,48 @@ def fused_ctes(plan: SearchPlan) -> str:
 
 
 def scored_union(plan: SearchPlan) -> str:
-    """Every candidate of either list with both raw scores, `vec_all` and `text_all`: its own
-    list's, or, for a memory the other list did not reach, what that list would have scored
-    it (its similarity to the question's vector, 0 without a ready embedding; its text rank,
-    0 when it shares no word). Score fusion normalises these over all the candidates, so a
-    memory off one list is not taken for that list's worst candidate (make eval: the worst
-    set and mode's recall@10 0.505 → 0.562, evals/results/2026-11-28-union-fusion.md)."""
+    """Every candidate of either list with its distance to the question's vector, on the
+    vector list or not (`any_distance`: its relevance, what a recall's min_score compares,
+    hits.hybrid_hit), and, for score fusion, both raw scores, `vec_all` and `text_all`: its
+    own list's, or, for a memory the other list did not reach, what that list would have
+    scored it (its similarity, 0 without a ready embedding; its text rank, 0 when it shares
+    no word). Score fusion normalises these over all the candidates, so a memory off one list
+    is not taken for that list's worst candidate (make eval: the worst set and mode's
+    recall@10 0.505 → 0.562, evals/results/2026-11-28-union-fusion.md). RRF ranks by the
+    lists' ranks alone: its candidates keep their own lists' scores."""
+    union = plan.query.fusion.method == "score"
+    any_distance = (
+        f"coalesce(l.distance, CASE WHEN {READY} THEN m.embedding <=> "
+        f"{qvec(plan.vector.storage)} END)"
+        if plan.vector is not None
+        else "NULL::float8"
+    )
     text_all = (
         f"coalesce(l.text_score, {RANKERS[plan.text.ranker]('m')})"
-        if plan.text is not None
+        if union and plan.text is not None
         else "l.text_score"
     )
     vec_all = (
-        f"""coalesce(l.vec_sim, CASE WHEN {READY} THEN
-                 coalesce(nullif(1 - (m.embedding <=> {qvec(plan.vector.storage)}),
-                                 'NaN'::float8), 0)
-                 ELSE 0 END)"""
-        if plan.vector is not None
-        else "l.vec_sim"
+        "CASE WHEN u.any_distance IS NULL OR u.any_distance = 'NaN'::float8 THEN 0"
+        " ELSE 1 - u.any_distance END"
+        if union and plan.vector is not None
+        else "u.vec_sim"
     )
     return f"""
-            SELECT l.*, {vec_all} AS vec_all, {text_all} AS text_all
-            FROM listed l
-            JOIN memory m ON m.id = l.id AND m.created_at = l.created_at"""
+            SELECT u.*, {vec_all} AS vec_all
+            FROM (SELECT l.*, {any_distance} AS any_distance, {text_all} AS text_all
+                  FROM listed l
+                  JOIN memory m ON m.id = l.id AND m.created_at = l.created_at) AS u"""
 
 
 def _fused_select(plan: SearchPlan) -> str:
     """The fused rows blended with the signals (`signal_columns`), best first."""
     sig_columns, score = signal_columns(plan.query.signals)
-    # Every hit's distance to the question's vector, on the vector list or not: its
-    # relevance, what a recall's min_score compares (hits.hybrid_hit).
-    any_distance = (
-        f"coalesce(f.distance, CASE WHEN {READY} THEN m.embedding <=> "
-        f"{qvec(plan.vector.storage)} END)"
-        if plan.vector is not None
-        else "NULL::float8"
-    )
     # float8 arithmetic throughout: 1.0 alone is numeric, and the driver would return Decimals.
     return f"""SELECT {HIT_COLUMNS}, f.vector_rank, f.distance, f.text_rank, f.text_score,
                f.vec_part, f.text_part, f.fused, f.vec_all, f.text_all{sig_columns},
                {score} AS score,
-               {any_distance} AS any_distance,
+               f.any_distance,
                (SELECT count(*) FROM vec) AS vector_found
         FROM fused f
         JOIN memory m ON m.id = f.id AND m.created_at = f.created_at

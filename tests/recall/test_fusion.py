@@ -113,6 +113,9 @@ async def test_score_fusion_minmax_is_a_convex_combination_of_normalised_scores(
     assert {h.key: h.shares.vector for h in hits if h.shares} == pytest.approx(
         {k: 0.75 * nv[k] for k in RANKS}, abs=1e-6
     )
+    # each list's raw score as fused: a and z off the text list at 0, e (no embedding) at 0
+    raw = {h.key: (h.shares.vector_raw, h.shares.fulltext_raw) for h in hits if h.shares}
+    assert (raw["a"][1], raw["z"][1], raw["e"][0]) == (0.0, 0.0, 0.0)
 
 
 async def test_score_fusion_zscore_scores_a_memory_off_a_list_as_that_list_would(

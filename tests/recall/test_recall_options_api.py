@@ -104,8 +104,8 @@ async def test_explain_reports_each_lists_rank_score_and_share(client) -> None:
     assert (x["signals"], x["scaled"], x["rerank"]) == ({}, None, None)
     # the explanation's relevance is the hit's: its cosine similarity, what min_score compares
     assert x["relevance"] == hits["x"]["relevance"] == x["vector"]["score"]
-    # a shares no word: off the text list, scored there as it would be (0), sharing nothing
-    assert hits["a"]["explain"]["fulltext"] == {"rank": None, "score": 0.0, "share": 0.0}
+    # RRF ranks by the lists' ranks: a, on the vector list only, has no full-text part
+    assert hits["a"]["explain"]["fulltext"] is None
     assert [h["key"] for h in body["hits"]] == ["x", "y", "b", "a"]
 
 
