@@ -33,6 +33,7 @@ from app.sessions.hot import SessionHotStore
 from app.stats.service import ServerFacts
 from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
+from app.working_memory.loads import RecallLoader
 from app.working_memory.protocol import TwoTier
 from app.working_memory.repair import RepairWorker
 from app.working_memory.store import WorkingMemoryStore
@@ -61,6 +62,7 @@ class Components:
     group_commit: GroupCommit
     access: AccessTracker
     repair_worker: RepairWorker
+    recall_loads: RecallLoader
     session_hot: SessionHotStore
     session_worker: SessionExpiryWorker
     summary_worker: EvictionSummaryWorker

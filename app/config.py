@@ -106,6 +106,20 @@ class Settings(BaseSettings):
         description="How often the repair worker rebuilds working memories left out of line "
         "with their Postgres mirror by an outage",
     )
+    recall_load: Literal["background", "wait"] = Field(
+        default="background",
+        description="A recall's load into working memory: `background` answers first (its "
+        "`working_memory.reason` is `pending`; any later read of that working memory, in any "
+        "process, waits for it), `wait` answers what the load did (a request's "
+        "`wait_for_working_memory` chooses per recall)",
+    )
+    recall_load_deadline_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long reads in other processes wait at most for a pending recall load "
+        "(its process died; the load was never acknowledged), and how long shutdown waits "
+        "for the loads queued",
+    )
 
     # --- sessions (app/sessions/) ---------------------------------------------------------
     session_ttl_s: int = Field(

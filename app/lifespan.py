@@ -55,6 +55,7 @@ from app.summaries.worker import EvictionSummaryWorker
 from app.tokens import Tokenizer
 from app.unit import UnitOfWork, unit_of_work
 from app.workers import periodic
+from app.working_memory.loads import RecallLoader
 from app.working_memory.model import ClusterConnection, RedisBreaker, RepairQueue
 from app.working_memory.protocol import TwoTier
 from app.working_memory.repair import RepairWorker
@@ -296,6 +297,9 @@ def assemble(settings: Settings, connections: Connections) -> Components:
         group_commit=build_group_commit(settings, sessionmaker, vectors),
         access=AccessTracker(sessionmaker),
         repair_worker=RepairWorker(sessionmaker, two_tier),
+        recall_loads=RecallLoader(
+            sessionmaker, two_tier, deadline_s=settings.recall_load_deadline_s
+        ),
         session_hot=SessionHotStore(redis),
         session_worker=SessionExpiryWorker(sessionmaker=sessionmaker, units=units, clock=clock),
         retention_worker=RetentionWorker(sessionmaker=sessionmaker, units=units),
@@ -388,6 +392,8 @@ def build_replicas(settings: Settings, sessionmaker: Sessionmaker) -> Replicas |
 
 async def close(c: Components) -> None:
     """In order: what is still queued or unannounced is written first, the connections last."""
+    # The recall loads answered `pending` (app/working_memory/loads.py) are applied first.
+    await c.recall_loads.drain(c.settings.recall_load_deadline_s)
     await c.group_commit.aclose()
     await c.invalidations.aclose()  # what this process announced last (a CLI's revoke)
     try:  # the last interval's access counts

@@ -148,6 +148,7 @@ class UnitOfWork:
             reranker=c.reranker,
             recalled=c.metrics.recalled,
             accessed=c.access.record,
+            loads=c.recall_loads,
         )
 
     @cached_property

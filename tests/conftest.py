@@ -243,6 +243,10 @@ def make_settings(database_url: str, redis_url: str, **overrides: object):  # ty
         # The suite's tests add the same words under many keys; the default rule (`exact`)
         # is pinned by tests/memories/test_dedupe_default.py, which asks for it.
         "dedupe": "off",
+        # The suite's tests read what a recall loaded from its answer; the default
+        # (`background`: answered `pending`, applied after) is pinned by
+        # tests/recall/test_recall_background_load.py, which asks for it.
+        "recall_load": "wait",
     }
     values.update(overrides)
     # The session's cluster (HTM_TEST_REDIS_CLUSTER=1) is connected to as one; a test's own

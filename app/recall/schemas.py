@@ -139,6 +139,12 @@ class RecallRequest(StrictModel):
     load_into_working_memory: bool = Field(
         default=True, description="Place the hits in the robot's working memory"
     )
+    wait_for_working_memory: bool | None = Field(
+        default=None,
+        description="Answer after the hits are loaded, with what the load did (`loaded`, "
+        "`evicted`, `not_admitted`); false: answer first (`reason: pending`), a later read of "
+        "working memory waits for the load. Default: HTM_RECALL_LOAD (background)",
+    )
     fusion: FusionOptions | None = Field(default=None, description="hybrid only")
     signals: SignalOptions | None = Field(default=None, description="hybrid only")
     rerank: bool | None = Field(
@@ -281,7 +287,12 @@ class RecallWorkingMemory(BaseModel):
     loaded: list[str] = Field(description="Keys now in the robot's working memory")
     evicted: list[str] = Field(description="Keys evicted to make room")
     not_admitted: list[str] = Field(description="Keys too large for the budget or not placed")
-    reason: Literal["loaded", "unavailable", "skipped"] = "loaded"
+    pending: list[str] = Field(
+        default_factory=list,
+        description="reason `pending`: the keys being loaded after this answer (a later read of "
+        "working memory waits for the load; what it admitted and evicted shows there)",
+    )
+    reason: Literal["loaded", "pending", "unavailable", "skipped"] = "loaded"
 
 
 class RecallResult(BaseModel):

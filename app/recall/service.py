@@ -52,6 +52,7 @@ from app.timeframes.parse import TimeRange
 from app.timeframes.resolve import resolve_timeframe
 from app.timeframes.validity import validity_for
 from app.visibility import Reader
+from app.working_memory.loads import RecallLoader
 from app.working_memory.model import Placement
 from app.working_memory.protocol import WriteProtocol
 from app.working_memory.robots import Robot
@@ -109,8 +110,12 @@ class RecallService:
         reranker: HttpReranker | None = None,
         recalled: Callable[[str], None] | None = None,
         accessed: Callable[[list[int], datetime], None] | None = None,
+        loads: RecallLoader | None = None,
     ) -> None:
         self.pools = pools
+        # Loads answered before they are applied (app/working_memory/loads.py); None: every
+        # load is waited for.
+        self.loads = loads
         # What a recall reports beyond its answer: to /metrics (its strategy), and the hits'
         # accesses (app/memories/access.py counts them off the request's path).
         self.recalled = recalled
@@ -320,7 +325,9 @@ class RecallService:
         )
         if self.accessed is not None:
             self.accessed([h.id for h in hits], self.clock())
-        wm = await self._load(robot, hits) if req.load_into_working_memory and hits else None
+        wm = None
+        if req.load_into_working_memory and hits:
+            wm = await self._load(robot, hits, wait=self._waits(req))
         if self.recalled is not None:
             self.recalled(req.strategy)
         return wm
@@ -394,24 +401,35 @@ class RecallService:
             for n, i in enumerate(order, start=1)
         ]
 
-    async def _load(self, robot: Robot, hits: list[SearchHit]) -> RecallWorkingMemory:
-        outcomes = await self.two_tier.place(
-            robot,
-            [
-                Placement(
-                    h.id,
-                    h.created_at,
-                    h.version,
-                    h.key,
-                    h.content,
-                    h.token_count,
-                    h.importance,
-                    h.audience,
-                )
-                for h in hits
-            ],
-            from_recall=True,
-        )
+    def _waits(self, req: RecallRequest) -> bool:
+        if self.loads is None:
+            return True
+        if req.wait_for_working_memory is not None:
+            return req.wait_for_working_memory
+        return self.settings.recall_load == "wait"
+
+    async def _load(
+        self, robot: Robot, hits: list[SearchHit], *, wait: bool
+    ) -> RecallWorkingMemory:
+        """The hits into the robot's working memory, through the write protocol. Not waited
+        for (`wait` false): the load is queued (app/working_memory/loads.py) and the answer
+        says `pending`; a read of that working memory after this answer waits for it."""
+        at = None if wait else self.clock()  # applied later: the access is the recall's
+        placements = [
+            Placement(
+                h.id, h.created_at, h.version, h.key, h.content, h.token_count, h.importance,
+                h.audience, at,
+            )
+            for h in hits
+        ]  # fmt: skip
+        if not wait:
+            assert self.loads is not None
+            await self.loads.submit(self.two_tier.scope, robot, placements)
+            keys = list(dict.fromkeys(p.key for p in placements))
+            return RecallWorkingMemory(
+                loaded=[], evicted=[], not_admitted=[], pending=keys, reason="pending"
+            )
+        outcomes = await self.two_tier.place(robot, placements, from_recall=True)
         # Admitted hits all carry the call's evictions; a too-large hit carries none, so the
         # first hit alone may not tell.
         evicted: list[str] = next((o.evicted for o in outcomes.values() if o.evicted), [])

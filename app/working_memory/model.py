@@ -145,6 +145,9 @@ class Placement:
     tokens: int
     importance: float
     audience: Audience = NAMESPACE  # who may read it (app/visibility.py)
+    # Its last access, when not the placement's own instant: a recall's load applied after
+    # the recall answered (app/working_memory/loads.py) records the recall's.
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from datetime import datetime
 from app.db.session import DbSession
 from app.visibility import shared_with_group
 from app.working_memory.items import WMItem
+from app.working_memory.loads import PendingLoads
 from app.working_memory.model import (
     UNAVAILABLE,
     Holder,
@@ -88,6 +89,7 @@ class WriteProtocol(RobotSync):
         A recall's placement first tries `_refresh`: when both tiers hold every hit as it
         would be placed, only the last accesses move, without the lock."""
         holder = robot.working_memory  # a group member places in the group's
+        await self.settle(holder)  # after the recall loads this process took before
         refused: dict[str, WorkingMemoryOutcome] = {}
         if holder.id != robot.id:  # what not every member may read stays out
             refused = {
@@ -145,9 +147,10 @@ class WriteProtocol(RobotSync):
         None when a hit is not in place in both tiers: the caller places them all."""
         now_ms = to_us(self.clock()) // 1000
         items = [
-            WMItem(p.key, p.content, p.tokens, p.importance, 0, now_ms, True, p.memory_id)
+            WMItem(p.key, p.content, p.tokens, p.importance, 0, _access_ms(p, now_ms), True,
+                   p.memory_id)
             for p in placements
-        ]
+        ]  # fmt: skip
         try:
             missing = await self.store.refresh(self.namespace, robot.name, items)
         except WorkingMemoryNotInitialized:
@@ -189,7 +192,7 @@ class WriteProtocol(RobotSync):
                 p.tokens,
                 p.importance,
                 now_us + i,
-                now_us // 1000,
+                _access_ms(p, now_us // 1000),
                 from_recall,
                 p.memory_id,
             )
@@ -336,6 +339,7 @@ class WriteProtocol(RobotSync):
         """An access by a retrieve. Not a change of the working set: no lock, no seq; both
         tiers only ever move a last access forward."""
         robot = robot.working_memory
+        await self.settle(robot)
         now_ms = to_us(self.clock()) // 1000
         at = from_us(now_ms * 1000)  # Postgres gets the instant Redis keeps (ms)
         found: int | None = None
@@ -360,6 +364,10 @@ class WriteProtocol(RobotSync):
             await self.members.touch(robot.id, memory_id, at)
 
 
+def _access_ms(p: Placement, now_ms: int) -> int:
+    return now_ms if p.at is None else to_us(p.at) // 1000
+
+
 def _all(placements: Sequence[Placement], reason: str) -> dict[str, WorkingMemoryOutcome]:
     return {p.key: WorkingMemoryOutcome(admitted=False, reason=reason) for p in placements}  # type: ignore[arg-type]
 
@@ -376,8 +384,12 @@ class TwoTier:
     default_budget: int
     clock: Callable[[], datetime]
     counts: TierCounts = field(default_factory=TierCounts)
+    # This process's recall loads not applied yet (app/working_memory/loads.py).
+    pending: PendingLoads = field(default_factory=PendingLoads)
 
-    def protocol(self, session: DbSession, scope: Scope) -> WriteProtocol:
+    def protocol(self, session: DbSession, scope: Scope, *, settle: bool = True) -> WriteProtocol:
+        """settle=False: the protocol of the recall loader itself, which must not wait for
+        the loads it applies."""
         return WriteProtocol(
             session,
             self.store,
@@ -388,4 +400,5 @@ class TwoTier:
             default_budget=self.default_budget,
             clock=self.clock,
             counts=self.counts,
+            pending=self.pending if settle else None,
         )

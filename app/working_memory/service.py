@@ -64,6 +64,7 @@ class WorkingMemoryService:
     async def snapshot(self, robot: Robot) -> tuple[list[WMItem], int, bool]:
         """Items in eviction order, token total, and whether this came from Postgres (degraded)."""
         robot = robot.working_memory  # a group member reads the group's
+        await self.protocol.settle(robot)  # after this process's pending recall loads
         try:
             items, tokens = await self._read(
                 robot, lambda: self.store.snapshot(self.namespace, robot.name)
@@ -78,6 +79,7 @@ class WorkingMemoryService:
         From Redis (rebuilt first if needed): outlines, without contents (contents() reads
         those a caller takes); from Postgres: whole items."""
         robot = robot.working_memory
+        await self.protocol.settle(robot)  # after this process's pending recall loads
         try:
             read = await self._read(robot, lambda: self.store.outline(self.namespace, robot.name))
             return read, False
@@ -89,6 +91,7 @@ class WorkingMemoryService:
         robot to rebuild, or Redis down: outline() then does that). Touches no database
         session, so a caller may run it beside its own statements (a prompt, beside recall)."""
         robot = robot.working_memory
+        await self.protocol.settle(robot)  # after this process's pending recall loads
         try:
             return await self._read(
                 robot, lambda: self.store.outline(self.namespace, robot.name), rebuild=False
@@ -120,6 +123,7 @@ class WorkingMemoryService:
         """The strategy's context and whether it came from Postgres (degraded). Redis orders
         and cuts (the context script); assemble() does the same over Postgres membership."""
         robot = robot.working_memory
+        await self.protocol.settle(robot)  # after this process's pending recall loads
         now_ms = to_us(self.protocol.clock()) // 1000
         try:
             contents, items, tokens = await self._read(

@@ -12,6 +12,9 @@ one hash per item field, each memory_key -> value, and two sorted sets that orde
 - ``meta``   HASH {tokens, budget, seq, gen}
 - ``events`` STREAM the change stream: one entry per change (added, evicted, removed,
   cleared), written by the script that made it (``events_after``; app/working_memory/events.py)
+- ``pending`` ZSET the recall loads answered but not applied yet (app/working_memory/loads.py):
+  the read scripts (snapshot, outline, context) reply PENDING while one is, and ``_run``
+  waits and asks again, so a read after a recall's response sees its hits in any process
 
 So a script reads the fields it needs by key (context reads tokens and importance for the
 items it orders, and content only for those it takes), never by parsing a stored document.
@@ -57,6 +60,8 @@ from app.working_memory.items import (
 )
 
 SCRIPTS_DIR = Path(__file__).parent / "scripts"
+# How a read that found a recall's load pending waits: first, then at most (doubling).
+PENDING_POLL_S, PENDING_POLL_MAX_S = 0.001, 0.02
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # A robot, or a group's working memory (app/groups: `group:<name>`).
 ROBOT_RE = re.compile(r"(?:group:)?[A-Za-z0-9._-]{1,64}")
@@ -84,6 +89,7 @@ SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
             "outline",
             "contents",
             "usage",
+            "pending",
         )
     },
     **{f"context_{s}": ("common", "context_common", f"context_{s}") for s in STRATEGIES},
@@ -171,6 +177,7 @@ class RobotKeys(NamedTuple):
     access: str
     meta: str
     events: str
+    pending: str
 
 
 def robot_keys(ns: str, robot: str) -> RobotKeys:
@@ -204,10 +211,21 @@ class WorkingMemoryStore:
     def __init__(self, redis: aioredis.Redis | RedisCluster) -> None:
         self._redis = redis
         self._scripts = register_scripts(redis)
+        self.pending_waits = 0  # reads that found a recall's load pending (tests, /metrics)
 
     async def _run(self, name: str, ns: str, robot: str, args: list[str]) -> list[Any]:
-        with dependency("redis", **{"db.operation.name": name}):
-            reply = await self._scripts[name](keys=robot_keys(ns, robot), args=args)
+        keys = robot_keys(ns, robot)
+        wait_s = PENDING_POLL_S
+        while True:
+            with dependency("redis", **{"db.operation.name": name}):
+                reply = await self._scripts[name](keys=keys, args=args)
+            if reply[0] != "PENDING":
+                break
+            # A recall's load of this robot, answered before it was applied, runs in some
+            # process (loads.py): wait for it (at most until its deadline, in the script).
+            self.pending_waits += 1
+            await asyncio.sleep(wait_s)
+            wait_s = min(2 * wait_s, PENDING_POLL_MAX_S)
         if reply[0] == "NOINIT":
             raise WorkingMemoryNotInitialized(ns, robot)
         return list(reply[1:])
@@ -275,6 +293,16 @@ class WorkingMemoryStore:
         """Remove every item; the robot stays initialized with 0 tokens."""
         gen, seq, count = await self._run("clear", ns, robot, [])
         return ClearResult(int(count), Change(int(gen), int(seq)))
+
+    async def mark_pending(self, ns: str, robot: str, token: str, ttl_ms: int) -> None:
+        """A recall's load of the robot is pending (token: the load's) for at most ttl_ms:
+        until unmark_pending, or that deadline, the read scripts wait for it."""
+        await self._run("pending", ns, robot, ["add", token, str(check_int("ttl_ms", ttl_ms))])
+
+    async def unmark_pending(self, ns: str, robot: str, tokens: list[str]) -> None:
+        """These loads of the robot are applied (or given up): reads no longer wait for them."""
+        if tokens:
+            await self._run("pending", ns, robot, ["done", *tokens])
 
     async def drop(self, ns: str, robot: str) -> None:
         """Delete every key of a robot whose row is gone (one command: one hash slot)."""

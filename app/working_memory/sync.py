@@ -17,6 +17,7 @@ from app.db.session import DbSession
 from app.errors import RemovedMeanwhile, ServiceUnavailable
 from app.visibility import Reader
 from app.working_memory.items import WMItem, eviction_order
+from app.working_memory.loads import PendingLoads
 from app.working_memory.model import (
     UNAVAILABLE,
     RedisBreaker,
@@ -77,8 +78,10 @@ class RobotSync:
         default_budget: int,
         clock: Callable[[], datetime],
         counts: TierCounts | None = None,
+        pending: PendingLoads | None = None,
     ) -> None:
         self.counts = counts if counts is not None else TierCounts()
+        self.pending = pending
         self.session = session
         self.store = store
         self.breaker = breaker
@@ -92,6 +95,12 @@ class RobotSync:
     @property
     def namespace(self) -> str:
         return self.scope.namespace
+
+    async def settle(self, robot: Robot) -> None:
+        """Wait for the recall loads this process took for the robot's working memory before
+        now (app/working_memory/loads.py): every read and change of it comes after them."""
+        if self.pending is not None:
+            await self.pending.settle(self.scope.namespace_id, robot.working_memory.id)
 
     async def resync(self, robot: Robot, *, force: bool = False, skip_locked: bool = False) -> bool:
         """Rebuild the robot's Redis working memory from the mirror if it is stale, missing
@@ -170,6 +179,7 @@ class RobotSync:
         *,
         relaxed: bool = True,
     ) -> LockedRobot:
+        await self.settle(robot)
         state = await self.members.lock(robot.id, self.default_budget, memories, relaxed=relaxed)
         if state is None:  # removed (DELETE /v1/robots/{robot}) after it was read
             self.robots.forget(self.scope.namespace_id, robot.name)

@@ -183,6 +183,7 @@ async def test_requests_degrade_while_redis_is_down_and_recover_after(
             "loaded": [],
             "evicted": [],
             "not_admitted": ["high"],
+            "pending": [],
             "reason": "unavailable",
         }
 

@@ -177,6 +177,7 @@ async def test_memory_over_the_whole_budget_is_stored_but_not_admitted(client, c
         "loaded": [],
         "evicted": [],
         "not_admitted": ["huge"],
+        "pending": [],
         "reason": "loaded",
     }
     assert await working_set(client, "a") == ([("small", 10, 1.0, False)], 10)
@@ -221,6 +222,7 @@ async def test_recall_loads_hits_into_the_callers_working_memory(client, clock, 
         "loaded": hits,
         "evicted": ["own"],
         "not_admitted": [],
+        "pending": [],
         "reason": "loaded",
     }
     assert await working_set(client, "reader") == (
@@ -251,6 +253,7 @@ async def test_recall_reports_every_eviction_even_when_the_first_hit_is_too_larg
         "loaded": ["small"],
         "evicted": ["own"],
         "not_admitted": ["big"],
+        "pending": [],
         "reason": "loaded",
     }
 

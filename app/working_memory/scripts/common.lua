@@ -22,6 +22,7 @@
 local K_CONTENT, K_TOKENS, K_IMPORTANCE, K_ADDED_AT, K_MEMORY_ID, K_FROM_RECALL =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_EVICT, K_ACCESS, K_META, K_EVENTS = KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_PENDING = KEYS[11]
 -- The keys holding the working set (not the change stream): what a rebuild wipes.
 local STATE_KEYS = { KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
   KEYS[9] }
@@ -46,6 +47,19 @@ end
 local function next_victim()
   local member = redis.call('ZRANGE', K_EVICT, 0, 0)[1]
   return member and key_of_member(member)
+end
+
+-- Redis's clock in epoch ms (the pending loads' deadlines are in it, never a client's).
+local function redis_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A recall's load of this robot is pending (answered before it was applied) and its deadline
+-- has not passed: the read scripts reply PENDING, and the reader waits (store.py), so that a
+-- read issued after the recall's response sees its hits, in any process.
+local function load_pending()
+  return redis.call('ZCOUNT', K_PENDING, redis_ms(), '+inf') > 0
 end
 
 -- meta disappears when Redis loses its data; the caller must rebuild with load.lua.

@@ -15,6 +15,9 @@
 -- strategies read a sorted set from its top in growing slices, since where the cut falls is
 -- unknown, and stop soon after it; numbers are sorted by Lua's own sort, never with a Lua
 -- comparator function, which would be called for every comparison.
+if load_pending() then
+  return { 'PENDING' }
+end
 if not initialized() then
   return { 'NOINIT' }
 end

@@ -3,6 +3,9 @@
 -- thousand items by these and then reads only the contents it takes (contents.lua).
 -- Reply: OK, tokens, keys in eviction order, then four JSON arrays in the keys' order
 -- (tokens, importance, added_at, last access).
+if load_pending() then
+  return { 'PENDING' }
+end
 if not initialized() then
   return { 'NOINIT' }
 end

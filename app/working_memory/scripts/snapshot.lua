@@ -2,6 +2,9 @@
 -- one atomic step. Reply: OK, tokens, keys, then per field one array in the keys' order:
 -- content, tokens, importance, added_at, last access, from_recall, memory id; then the id of
 -- the change stream's last entry (a client following the stream resumes after it).
+if load_pending() then
+  return { 'PENDING' }
+end
 if not initialized() then
   return { 'NOINIT' }
 end
