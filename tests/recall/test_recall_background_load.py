@@ -150,6 +150,8 @@ async def test_a_read_in_another_process_waits_for_the_pending_load(app_factory)
                 assert sorted(answered["working_memory"]["pending"]) == ["lynx-1", "lynx-2"]
                 await wait_for_lock_waiters(one)
                 waits = store.pending_waits
+                # The store's read alone (no PostgreSQL): it polls the mark.
+                direct = asyncio.create_task(store.snapshot(ns, "a"))
                 read = asyncio.create_task(context_keys(two, "a"))
                 prompt = asyncio.create_task(
                     two.post(
@@ -158,9 +160,10 @@ async def test_a_read_in_another_process_waits_for_the_pending_load(app_factory)
                     )
                 )
                 await asyncio.sleep(0.3)
-                assert not read.done() and not prompt.done()
+                assert not read.done() and not prompt.done() and not direct.done()
                 assert store.pending_waits > waits  # the second process polls the mark
             want = {"badger-1", "badger-2", "lynx-1", "lynx-2"}
+            assert {i.key for i in (await direct)[0]} == want
             assert await read == want
             prompted = await prompt
             assert prompted.status_code == 200, prompted.text
