@@ -2,8 +2,9 @@
 
 A recall answers once its hits are known; loading them (the write protocol's placement:
 the robot's lock, one script, the mirror's record, ARCHITECTURE.md "The two-tier write
-protocol") is handed to `RecallLoader` and runs after, in a task per robot whose working
-memory it goes to. What the protocol guarantees is unchanged: the load *is* a placement,
+protocol") is handed to `RecallLoader` and runs after, in one of two tasks that apply the
+queued loads working memory by working memory, each on one session while there is work.
+What the protocol guarantees is unchanged: the load *is* a placement,
 through `WriteProtocol.place`, in a session of its own.
 
 Read-your-writes: a read of that working memory issued after the recall's response sees the
@@ -37,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from app.db.session import Sessionmaker
+from app.db.session import DbSession, Sessionmaker
 from app.working_memory.model import UNAVAILABLE, Placement, Scope
 from app.working_memory.robots import Robot
 from app.working_memory.schemas import WorkingMemoryOutcome
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Tasks applying loads at most (each holds one connection while there is work).
+LOADERS = 2
 RobotKey = tuple[int, int]  # (namespace id, id of the robot whose working memory it is)
 Outcomes = dict[str, WorkingMemoryOutcome]
 
@@ -103,14 +106,26 @@ def merged(placements: Sequence[Placement]) -> list[Placement]:
 
 
 class RecallLoader:
-    """Takes recalls' loads and applies them in the background, one task per working memory."""
+    """Takes recalls' loads and applies them in the background: at most `workers` tasks, each
+    on one session while there is work (a connection per load would be more than the
+    requests' own at c=8: the pool's overflow opened and closed a connection each time), a
+    working memory's queue taken by one task at a time (its loads stay in order)."""
 
-    def __init__(self, sessionmaker: Sessionmaker, two_tier: TwoTier, *, deadline_s: float) -> None:
+    def __init__(
+        self,
+        sessionmaker: Sessionmaker,
+        two_tier: TwoTier,
+        *,
+        deadline_s: float,
+        workers: int = LOADERS,
+    ) -> None:
         self.sessionmaker = sessionmaker
         self.two_tier = two_tier
         self.deadline_ms = max(1, round(deadline_s * 1000))
-        self._queues: dict[RobotKey, _Queue] = {}
-        self._tasks: dict[RobotKey, asyncio.Task[None]] = {}
+        self.workers = workers
+        self._queues: dict[RobotKey, _Queue] = {}  # in the order they were first queued
+        self._busy: set[RobotKey] = set()  # queues a task is applying now
+        self._tasks: set[asyncio.Task[None]] = set()
         self.applied = 0  # placements run (one per batch of coalesced loads): tests, /metrics
 
     async def submit(
@@ -133,33 +148,50 @@ class RecallLoader:
         self.two_tier.pending.add(key, done)
         queue = self._queues.setdefault(key, _Queue(scope, holder))
         queue.loads.append(_Load(robot, list(placements), token, done))
-        if key not in self._tasks:
-            self._tasks[key] = asyncio.create_task(self._run(key), name=f"recall load {key}")
+        if len(self._tasks) < min(self.workers, len(self._queues) + len(self._busy)):
+            self._tasks.add(asyncio.create_task(self._work(), name="recall loads"))
         return done
 
-    async def _run(self, key: RobotKey) -> None:
-        """Apply the robot's queued loads, each batch (what queued while the last ran) as
-        one placement, until none is left."""
-        try:
-            while (queue := self._queues.pop(key, None)) is not None:
-                await self._apply(key, queue)
-        finally:
-            del self._tasks[key]
+    def _next(self) -> tuple[RobotKey, _Queue] | None:
+        """The longest-waiting queue no task is applying, taken out."""
+        for key in self._queues:
+            if key not in self._busy:
+                return key, self._queues.pop(key)
+        return None
 
-    async def _apply(self, key: RobotKey, queue: _Queue) -> None:
+    async def _work(self) -> None:
+        """Apply queues until none is left that another task is not applying; each queue's
+        loads (what queued while the last batch ran) as one placement. The task leaves the
+        set the moment it finds nothing to take (no await between): a load queued after that
+        starts a task of its own."""
+        try:
+            while (taken := self._next()) is not None:
+                async with self.sessionmaker() as session:
+                    while taken is not None:
+                        key, queue = taken
+                        self._busy.add(key)
+                        try:
+                            await self._apply(session, key, queue)
+                        finally:
+                            self._busy.discard(key)
+                        taken = self._next()
+        finally:
+            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+    async def _apply(self, session: DbSession, key: RobotKey, queue: _Queue) -> None:
         outcomes: dict[str, Outcomes] = {}
         try:
-            async with self.sessionmaker() as session:
-                protocol = self.two_tier.protocol(session, queue.scope, settle=False)
-                for robot, loads in _runs(queue.loads):
-                    out = await protocol.place(
-                        robot, merged([p for ld in loads for p in ld.placements]), from_recall=True
-                    )
-                    self.applied += 1
-                    for ld in loads:
-                        outcomes[ld.token] = {p.key: out[p.key] for p in ld.placements}
+            protocol = self.two_tier.protocol(session, queue.scope, settle=False)
+            for robot, loads in _runs(queue.loads):
+                out = await protocol.place(
+                    robot, merged([p for ld in loads for p in ld.placements]), from_recall=True
+                )
+                self.applied += 1
+                for ld in loads:
+                    outcomes[ld.token] = {p.key: out[p.key] for p in ld.placements}
         except Exception:  # the protocol never raises after a commit; the robot went away?
             log.exception("recall load of %s/%s failed", queue.scope.namespace, queue.holder.name)
+            await session.rollback()
         finally:
             await self._unmark(queue)
             for ld in queue.loads:
@@ -187,12 +219,12 @@ class RecallLoader:
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout_s
         while self._tasks and (left := end - loop.time()) > 0:
-            await asyncio.wait(list(self._tasks.values()), timeout=left)
+            await asyncio.wait(list(self._tasks), timeout=left)
         if self._tasks:
             log.warning("%d recall loads not applied at shutdown", self.queued)
-            for task in list(self._tasks.values()):
+            for task in list(self._tasks):
                 task.cancel()
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 def _runs(loads: list[_Load]) -> list[tuple[Robot, list[_Load]]]:
