@@ -108,9 +108,9 @@ class Settings(BaseSettings):
     )
     recall_load: Literal["background", "wait"] = Field(
         default="background",
-        description="A recall's load into working memory: `background` answers first (its "
-        "`working_memory.reason` is `pending`; any later read of that working memory, in any "
-        "process, waits for it), `wait` answers what the load did (a request's "
+        description="A recall's load into working memory: `background` answers first (the "
+        "answer's working-memory reason is pending; any later read of that working memory, in "
+        "any process, waits for it), `wait` answers what the load did (a request's "
         "`wait_for_working_memory` chooses per recall)",
     )
     recall_load_deadline_s: float = Field(

@@ -7,7 +7,12 @@ Runs on the database a scale run kept (`python -m bench --sizes 10000 --keep-dat
 the service (`htm serve`, this checkout's code) on it, Redis flushed. Per round:
 
 - c=1: the two recalls request by request in alternating order (bench.driver.interleaved),
-  each with the scale run's questions and client vectors; p50 of each and their ratio.
+  each with the scale run's questions and client vectors; p50 of each and their ratio. A
+  load applied after its answer runs beside the next request, whichever it is, so this
+  ratio understates the load's cost to the loading recall and overstates it to the other.
+- c=1, settled: the same, but after each loading recall an untimed read of that robot's
+  working memory (`GET …/context?max_tokens=1`, which waits for its pending load), so that
+  each timed request starts on an idle service: the answer's own latency.
 - c=8: each for a fixed time (closed loop), CPU ms per request of service + PostgreSQL +
   Redis (bench.infra.CpuMeter), measured until 0.5 s after the last answer, so that a load
   applied after its answer is counted; and the other load on the machine.
@@ -32,7 +37,7 @@ import redis.asyncio as aioredis
 
 from bench import dataset
 from bench.base import JSON, RECALL_LIMIT, check_status, vec_json
-from bench.driver import Limits, closed_loop, interleaved
+from bench.driver import Limits, closed_loop, interleaved, summarize
 from bench.http import Http
 from bench.infra import BENCH_DIR, CpuMeter, Servers, ServiceProcess, kept_database
 
@@ -54,6 +59,23 @@ def bodies(seed: int, load: bool, n: int = 400) -> list[bytes]:
         }
         out.append((json.dumps(body)[:-1] + f',"embedding":{vec_json(v)}}}').encode())
     return out
+
+
+async def settled(plain: Any, load: Any, settle: Any, n: int) -> dict[str, float]:
+    """c=1, alternating, each loading recall followed by an untimed settling read."""
+    times: dict[str, list[float]] = {"plain": [], "load": []}
+    for i in range(C1.warmup + n):
+        order = (
+            [("plain", plain), ("load", load)] if i % 2 == 0 else [("load", load), ("plain", plain)]
+        )
+        for name, call in order:
+            t0 = time.perf_counter()
+            await call(0, i)
+            if i >= C1.warmup:
+                times[name].append(time.perf_counter() - t0)
+            if name == "load":
+                await settle()
+    return {k: float(summarize(v)["p50_ms"] or 0.0) for k, v in times.items()}
 
 
 async def cpu_phase(client: Http, meter: CpuMeter, call: Any) -> dict[str, Any]:
@@ -100,6 +122,14 @@ async def run(rounds: int, seed: int, n: int) -> dict[str, Any]:
                     c1 = await interleaved(
                         [("plain", caller("plain", plain)), ("load", caller("load", load))], C1
                     )
+
+                    async def settle() -> None:
+                        r = await client.get("/v1/robots/wm-load-0/context?max_tokens=1")
+                        check_status(r, 200)
+
+                    quiet = await settled(
+                        caller("plain", plain), caller("load", load), settle, C1.min_requests * 2
+                    )
                     ck = {}
                     order = ("plain", "load") if r % 2 == 0 else ("load", "plain")
                     for kind in order:
@@ -110,6 +140,9 @@ async def run(rounds: int, seed: int, n: int) -> dict[str, Any]:
                         "p50_plain_ms": c1["plain"].p50_ms,
                         "p50_load_ms": c1["load"].p50_ms,
                         "ratio": c1["load"].p50_ms / c1["plain"].p50_ms,  # type: ignore[operator]
+                        "settled_p50_plain_ms": quiet["plain"],
+                        "settled_p50_load_ms": quiet["load"],
+                        "settled_ratio": quiet["load"] / quiet["plain"],
                         "cpu_plain_ms": ck["plain"]["cpu_ms"],
                         "cpu_load_ms": ck["load"]["cpu_ms"],
                         "cpu_delta_ms": ck["load"]["cpu_ms"] - ck["plain"]["cpu_ms"],
@@ -121,7 +154,9 @@ async def run(rounds: int, seed: int, n: int) -> dict[str, Any]:
                     out.append(row)
                     print(
                         f"round {r + 1}: c=1 p50 {row['p50_plain_ms']:.2f} / "
-                        f"{row['p50_load_ms']:.2f} ms (x{row['ratio']:.3f}); c=8 CPU "
+                        f"{row['p50_load_ms']:.2f} ms (x{row['ratio']:.3f}); settled "
+                        f"{quiet['plain']:.2f} / {quiet['load']:.2f} ms "
+                        f"(x{row['settled_ratio']:.3f}); c=8 CPU "
                         f"{row['cpu_plain_ms']:.2f} / {row['cpu_load_ms']:.2f} ms/req "
                         f"(+{row['cpu_delta_ms']:.2f}); other load {row['other_pct']:.0f} %",
                         flush=True,
@@ -131,7 +166,8 @@ async def run(rounds: int, seed: int, n: int) -> dict[str, Any]:
             await redis.aclose()
     finally:
         servers.stop()
-    keys = ("p50_plain_ms", "p50_load_ms", "ratio", "cpu_plain_ms", "cpu_load_ms",
+    keys = ("p50_plain_ms", "p50_load_ms", "ratio", "settled_p50_plain_ms",
+            "settled_p50_load_ms", "settled_ratio", "cpu_plain_ms", "cpu_load_ms",
             "cpu_delta_ms", "req_s_plain", "req_s_load", "other_pct")  # fmt: skip
     return {
         "rounds": out,
@@ -150,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     m = result["median"]
     print(
         f"median: c=1 p50 {m['p50_plain_ms']:.2f} / {m['p50_load_ms']:.2f} ms, ratio "
-        f"x{m['ratio']:.3f}; c=8 CPU {m['cpu_plain_ms']:.2f} / {m['cpu_load_ms']:.2f} ms/req "
+        f"x{m['ratio']:.3f}; settled x{m['settled_ratio']:.3f}; c=8 CPU "
+        f"{m['cpu_plain_ms']:.2f} / {m['cpu_load_ms']:.2f} ms/req "
         f"(+{m['cpu_delta_ms']:.2f}); other load {m['other_pct']:.0f} %"
     )
     if args.out:

