@@ -214,7 +214,7 @@ class RecallService:
         the robot's working memory: refuse what cannot run (422, nothing touched), ask (the
         question as one SearchQuery), search (app/recall/search.py: gather, plan, run),
         make the page (rerank, floor, expand), acknowledge it (events, accesses, working
-        memory), answer."""
+        memory: by default queued, applied after the answer; `_load`), answer."""
         reader = reader or robot_name
         self._check(req)
         fusion = fusion_for(req, self.settings)
