@@ -17,6 +17,7 @@ from app.common import (
     Tag,
     Text,
     Vector,
+    given,
     integral,
 )
 from app.timeframes.validity import INCLUDE_DESCRIPTION, VALID_AT_DESCRIPTION, Include
@@ -100,6 +101,15 @@ class RecallRequest(StrictModel):
                     "filters": {"tags_any": ["infra"]},
                 }
             ]
+        },
+    )
+
+    # Fusion and signals shape hybrid's score: asked of another strategy, a 422
+    # (fusion.check_hybrid_only); the spec says so too.
+    schema_rules = (
+        {
+            "if": given("strategy", {"enum": ["vector", "fulltext"]}),
+            "then": {"properties": {"fusion": {"type": "null"}, "signals": {"type": "null"}}},
         },
     )
 
