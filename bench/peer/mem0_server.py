@@ -97,6 +97,8 @@ def build_app(dsn: str, home: str, threads: int, collection: str):
             "ok": True,
             "started_s": started_s,
             "torch_threads": torch.get_num_threads(),
+            # the folder mem0's embedder loaded, as mem0 holds it
+            "model": str(memory.embedding_model.config.model),
             "versions": {
                 p: md.version(p)
                 for p in ("mem0ai", "torch", "sentence-transformers", "psycopg", "fastapi")

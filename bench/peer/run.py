@@ -12,7 +12,6 @@ import logging
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -32,16 +31,15 @@ from bench.driver import Limits, PhaseResult, closed_loop, interleaved
 from bench.http import Http
 from bench.infra import (
     ChildServer,
-    CpuMeter,
     Servers,
     ServiceProcess,
     admin,
     asyncpg_kwargs,
     fresh_database,
     offline_env,
-    wait_for_quiet,
 )
 from bench.peer import venv
+from bench.peer.load import Machine
 
 log = logging.getLogger("bench.peer")
 
@@ -55,7 +53,7 @@ LIMIT = 10  # hits asked of every search
 @dataclass
 class Config:
     n: int = 10_000
-    rounds: int = 3
+    rounds: int = 10
     concurrency: int = 8
     # Model threads, the same in both systems and the floors; 0: this service's own default
     # (app/embeddings/factory.default_threads: 1 on up to 2 cores).
@@ -68,7 +66,13 @@ class Config:
     loaders: int = 2  # bulk requests in flight
     seed: int = 7
     quality: bool = True
-    quiet_wait_s: float = 10.0
+    # The other load (CPU of processes that are neither the bench, the two servers nor their
+    # PostgreSQL/Redis), % of all cores: a phase above it is flagged in every row it touches;
+    # a machine above it before the run makes the run refuse, unless allow_load.
+    max_other_load: float = 10.0
+    allow_load: bool = False
+    quiet_wait_s: float = 15.0  # the longest wait for a quiet second before one phase
+    quiet_budget_s: float = 240.0  # and over the whole run
 
 
 # --- texts --------------------------------------------------------------------------------
@@ -141,6 +145,10 @@ class Mem0Process(ChildServer):
         self.health = await self._ready("/health", limit_s, 0.3)
         return self
 
+    async def health_now(self) -> dict[str, Any]:
+        async with Http(self.base_url, 1) as h:
+            return dict(check_status(await h.get("/health"), 200).json())
+
 
 def _postmaster_pid(pg: EmbeddedPostgres) -> int | None:
     with contextlib.suppress(OSError, ValueError):
@@ -169,16 +177,17 @@ class Calls:
 
         return call
 
-    def htm_recall(self, base: int, strategy: str, wm: bool) -> Callable[[int, int], Any]:
+    def htm_recall(self, base: int, strategy: str | None) -> Callable[[int, int], Any]:
+        """strategy None: the default recall, the question and nothing else (what a client
+        gets with no options: hybrid, the hits loaded into working memory, 10 hits: checked
+        against the service's OpenAPI by `recall_defaults`); otherwise that strategy without
+        loading into working memory."""
+
         async def call(w: int, i: int) -> None:
-            body = json.dumps(
-                {
-                    "query": self.t.questions[base + i],
-                    "strategy": strategy,
-                    "limit": LIMIT,
-                    "load_into_working_memory": wm,
-                }
-            ).encode()
+            req: dict[str, Any] = {"query": self.t.questions[base + i]}
+            if strategy is not None:
+                req |= {"strategy": strategy, "limit": LIMIT, "load_into_working_memory": False}
+            body = json.dumps(req).encode()
             r = await self.htm.post(f"/v1/robots/peer-{w}/recall", content=body, headers=JSON)
             check_status(r, 200)
 
@@ -192,7 +201,10 @@ class Calls:
         return call
 
 
-SEARCH_WAYS = ("htm_vector", "htm_hybrid", "htm_hybrid_wm", "mem0")
+# The default recall first: it is what a client gets.
+SEARCH_WAYS = ("htm_default", "htm_hybrid", "htm_vector", "mem0")
+# Each system's processes, by Machine component: CPU per request is their sum's share.
+COMPONENTS = {"htm": ("service", "postgres", "redis"), "mem0": ("mem0", "mem0_postgres")}
 
 
 # --- floors --------------------------------------------------------------------------------
@@ -409,6 +421,77 @@ async def _server_versions(conn: asyncpg.Connection) -> dict[str, str]:
     }
 
 
+def _cpu_ms(rec: dict[str, Any], system: str, requests: int) -> dict[str, float | None]:
+    """CPU ms per request of one system's processes over a phase that only its requests
+    kept busy: its server, its PostgreSQL (and this service's Redis), and their total."""
+    if not requests or not rec.get("cpu_s"):
+        return {}
+    out: dict[str, float | None] = {}
+    for name, comp in zip(("service", "postgres", "redis"), COMPONENTS[system], strict=False):
+        secs = rec["cpu_s"].get(comp)
+        out[name] = None if secs is None else 1000.0 * secs / requests
+    out["total"] = sum(v for v in out.values() if v is not None)
+    out["other_pct"] = rec.get("other_pct")
+    return out
+
+
+def check_fresh(texts: Texts, floor_texts: list[str]) -> dict[str, int]:
+    """Every timed question is asked once, of one system's one way: the questions are
+    distinct, and none is a quality question or a floor text (this service caches question
+    vectors by text, so a repeated question would skip the model)."""
+    timed = texts.questions[: len(texts.questions) - len(floor_texts)]
+    if len(set(timed)) != len(timed):
+        raise RuntimeError("bench-peer: a timed question repeats")
+    quality = {q for q, _ in texts.queries}
+    if quality & set(timed) or set(floor_texts) & set(timed):
+        raise RuntimeError("bench-peer: a timed question is also a quality or floor question")
+    return {"timed_questions": len(timed), "quality_questions": len(quality)}
+
+
+async def recall_defaults(h: Http) -> dict[str, Any]:
+    """The recall request's defaults as the running service documents them; the default
+    way sends no options, so it must be hybrid with working memory and 10 hits to be the
+    row it is labelled."""
+    r = check_status(await h.get("/openapi.json"), 200)
+    props = r.json()["components"]["schemas"]["RecallRequest"]["properties"]
+    got = {k: props[k].get("default") for k in ("strategy", "limit", "load_into_working_memory")}
+    if got != {"strategy": "hybrid", "limit": LIMIT, "load_into_working_memory": True}:
+        raise RuntimeError(f"bench-peer: the recall defaults changed ({got}); relabel the rows")
+    return got
+
+
+async def check_same_model(h: Http, mem0: Mem0Process, threads: int) -> dict[str, Any]:
+    """Both servers embed with all-MiniLM-L6-v2 on `threads` threads (asked of each after
+    the load, when the models are loaded): this service's /readyz, mem0's /health."""
+    ready = check_status(await h.get("/readyz"), 200).json()
+    emb = ready.get("embedding") or {}
+    health = await mem0.health_now()
+    got = {
+        "htm_model": emb.get("model"),
+        "htm_runtime": emb.get("runtime"),
+        "htm_threads": emb.get("threads"),
+        "mem0_model": health.get("model"),
+        "mem0_torch_threads": health.get("torch_threads"),
+    }
+    problems = []
+
+    def minilm(name: Any) -> bool:
+        return "all-minilm-l6-v2" in str(name).lower().replace("_", "-")
+
+    if not minilm(got["htm_model"]):
+        problems.append(f"this service's model is {got['htm_model']}")
+    if not minilm(got["mem0_model"]):
+        problems.append(f"mem0's model is {got['mem0_model']}")
+    if got["htm_threads"] != threads or got["mem0_torch_threads"] != threads:
+        problems.append(
+            f"threads: this service {got['htm_threads']}, mem0 {got['mem0_torch_threads']}, "
+            f"asked {threads}"
+        )
+    if problems:
+        raise RuntimeError("bench-peer: not the same model budget: " + "; ".join(problems))
+    return got
+
+
 async def run(cfg: Config, say: Callable[[str], None] = print) -> dict[str, Any]:
     venv.ensure(say)
     if not cfg.threads:
@@ -420,6 +503,7 @@ async def run(cfg: Config, say: Callable[[str], None] = print) -> dict[str, Any]
     texts = make_texts(cfg, per_round_adds * cfg.rounds, per_round_q * cfg.rounds + 400)
     floor_texts = texts.questions[-400:]  # asked of neither service
 
+    machine = Machine(cfg.max_other_load, cfg.quiet_wait_s, cfg.quiet_budget_s)
     out: dict[str, Any] = {
         "kind": "peer",
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -427,7 +511,10 @@ async def run(cfg: Config, say: Callable[[str], None] = print) -> dict[str, Any]
         "machine": _machine(),
         "git": _git(),
         "versions": {"htm_env": _versions_local()},
+        "fresh": check_fresh(texts, floor_texts),
     }
+    say(f"peer: is the machine quiet (other load <= {cfg.max_other_load:g} %)?")
+    out["preflight"] = await machine.preflight(allow=cfg.allow_load, say=say)
     PEER_DIR.mkdir(parents=True, exist_ok=True)
     logs = PEER_DIR / "logs"
     htm_pg = mem0_pg = None
@@ -464,17 +551,22 @@ async def run(cfg: Config, say: Callable[[str], None] = print) -> dict[str, Any]
         out["htm_readyz"] = service.readyz
         out["mem0_health"] = mem0.health
         out["versions"]["mem0_env"] = venv.versions()
+        machine.add("service", service.pid)
+        machine.add("postgres", _postmaster_pid(htm_pg))
+        machine.add("redis", redis.process.pid if redis.process else None)
+        machine.add("mem0", mem0.pid)
+        machine.add("mem0_postgres", _postmaster_pid(mem0_pg))
 
         floors = Floors(cfg.threads)
         await floors.load_service_model(cfg.threads, Path(service.env["HTM_DATA_DIR"]))
         out["floor_torch_threads"] = floors.torch_threads
         out["service_runtime"] = floors.service_runtime
-        htm_meter = CpuMeter(service.pid, _postmaster_pid(htm_pg), None)
-        mem0_meter = CpuMeter(mem0.pid, _postmaster_pid(mem0_pg), None)
         k = cfg.concurrency
         async with Http(service.base_url, k * 2) as h, Http(mem0.base_url, k * 2) as m:
             calls = Calls(h, m, texts)
-            out["load"] = await _load(cfg, texts, h, m, htm_url, mem0_kwargs, say)
+            out["recall_defaults"] = await recall_defaults(h)
+            out["load"] = await _load(cfg, texts, h, m, htm_url, mem0_kwargs, machine, say)
+            out["same_model"] = await check_same_model(h, mem0, cfg.threads)
             if texts.queries:
                 say("peer: recall@10 on the facts set (untimed)")
                 out["quality"] = await _quality(calls, texts)
@@ -483,11 +575,10 @@ async def run(cfg: Config, say: Callable[[str], None] = print) -> dict[str, Any]
             for r in range(cfg.rounds):
                 say(f"peer: round {r + 1}/{cfg.rounds} ({'htm' if r % 2 == 0 else 'mem0'} first)")
                 rr = await _round(
-                    cfg, r, calls, floors, floor_texts, qvecs, htm_url, mem0_kwargs,
-                    htm_meter, mem0_meter,
-                )  # fmt: skip
+                    cfg, r, calls, floors, floor_texts, qvecs, htm_url, mem0_kwargs, machine
+                )
                 out["rounds"].append(rr)
-                _say_round(rr, say)
+                _say_round(rr, cfg.max_other_load, say)
         async with (
             _conn(htm_url) as hc,
             _conn_kw(mem0_kwargs) as mc,
@@ -510,6 +601,7 @@ async def run(cfg: Config, say: Callable[[str], None] = print) -> dict[str, Any]
         for pg in (htm_pg, mem0_pg):
             if pg is not None:
                 pg.stop()
+    out["quiet_waited_s"] = round(machine.waited_s, 1)
     out["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     return out
 
@@ -539,12 +631,14 @@ async def _load(
     m: Http,
     htm_url: str,
     mem0_kwargs: dict[str, Any],
+    machine: Machine,
     say: Callable[[str], None],
 ) -> dict[str, Any]:
     """Both systems load the same N texts, chunk by chunk in turn (who goes first
     alternates), each chunk in batches of cfg.load_batch with cfg.loaders in flight; the
     server embeds every text. This service: POST …/memories/batch with `working_memory:
-    false` (its import path); mem0: Memory.add(list of messages, infer=False)."""
+    false` (its import path); mem0: Memory.add(list of messages, infer=False). Each chunk is
+    a phase of its own (the other load beside it, the CPU it took)."""
 
     async def htm_send(batch: list[str]) -> None:
         body = {"memories": [{"content": t} for t in batch], "working_memory": False}
@@ -554,19 +648,26 @@ async def _load(
         body = {"texts": batch, "user_id": MEM0_USER, "agent_id": "loader"}
         check_status(await m.post("/add_batch", json=body), 200)
 
-    chunks: dict[str, list[float]] = {"htm": [], "mem0": []}
+    chunks: list[dict[str, Any]] = []
     t_all = {"htm": 0.0, "mem0": 0.0}
     sends = {"htm": htm_send, "mem0": mem0_send}
     n_chunks = (len(texts.load) + cfg.load_chunk - 1) // cfg.load_chunk
     for c in range(n_chunks):
         part = texts.load[c * cfg.load_chunk : (c + 1) * cfg.load_chunk]
+        chunk: dict[str, Any] = {"n": len(part), "first": "htm" if c % 2 == 0 else "mem0"}
         for name in ("htm", "mem0") if c % 2 == 0 else ("mem0", "htm"):
-            s = await _bulk(sends[name], part, cfg)
-            chunks[name].append(len(part) / s)
+            rec: dict[str, Any] = {}
+            async with machine.phase(rec):
+                s = await _bulk(sends[name], part, cfg)
+            rec["per_s"] = len(part) / s
+            rec["cpu_ms"] = _cpu_ms(rec, name, len(part))
+            chunk[name] = rec
             t_all[name] += s
+        chunks.append(chunk)
         say(
-            f"  load chunk {c + 1}/{n_chunks}: htm {chunks['htm'][-1]:.0f}/s, "
-            f"mem0 {chunks['mem0'][-1]:.0f}/s"
+            f"  load chunk {c + 1}/{n_chunks}: htm {chunk['htm']['per_s']:.0f}/s "
+            f"(other load {chunk['htm']['other_pct']} %), mem0 {chunk['mem0']['per_s']:.0f}/s "
+            f"({chunk['mem0']['other_pct']} %)"
         )
     # The same treatment for both stores before the timed rounds.
     async with _conn(htm_url) as hc, _conn_kw(mem0_kwargs) as mc:
@@ -576,9 +677,7 @@ async def _load(
         held = await mc.fetchval("SELECT count(*) FROM mem0")
     return {
         "n": len(texts.load),
-        "chunk_rates": chunks,
-        "htm_per_s_median": statistics.median(chunks["htm"]),
-        "mem0_per_s_median": statistics.median(chunks["mem0"]),
+        "chunks": chunks,
         "htm_seconds": t_all["htm"],
         "mem0_seconds": t_all["mem0"],
         "htm_ready_rows": ready,
@@ -616,10 +715,6 @@ async def _quality(calls: Calls, texts: Texts) -> dict[str, Any]:
     return {"questions": n, **{f"{k}_recall@10": v / n for k, v in hits.items()}}
 
 
-async def _quiet(cfg: Config) -> dict[str, float]:
-    return await wait_for_quiet(cfg.quiet_wait_s)
-
-
 async def _round(
     cfg: Config,
     r: int,
@@ -629,38 +724,45 @@ async def _round(
     qvecs: list[str],
     htm_url: str,
     mem0_kwargs: dict[str, Any],
-    htm_meter: CpuMeter,
-    mem0_meter: CpuMeter,
+    machine: Machine,
 ) -> dict[str, Any]:
+    """One round: the floors, add at c=1 and c=K, search at c=1 and c=K. Every phase waits
+    (bounded) for a quiet second and records the other load beside it in out["phases"]."""
     k = cfg.concurrency
     w = cfg.warmup
     c1 = Limits(max_requests=cfg.c1, max_seconds=600, warmup=w)
     ck = Limits(max_requests=cfg.ck, max_seconds=600, warmup=w)
     htm_first = r % 2 == 0
-    out: dict[str, Any] = {"round": r, "first": "htm" if htm_first else "mem0", "quiet": []}
+    phases: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {"round": r, "first": "htm" if htm_first else "mem0", "phases": phases}
     a0 = r * (2 * w + cfg.c1 + cfg.ck)  # this round's add texts
     q_round = len(SEARCH_WAYS) * (2 * w + cfg.c1 + cfg.ck)
     q0 = r * q_round
 
     # Floors first: the model alone (batch 1, then batches of 8), one pgvector query per store.
-    out["quiet"].append(await _quiet(cfg))
-    out["embed"] = floors.measure(floor_texts[: w + cfg.c1], w)
-    sql = await sql_floors(htm_url, mem0_kwargs, qvecs[: w + cfg.c1], floor_texts, w)
+    async with machine.phase(phases.setdefault("floors", {})):
+        out["embed"] = floors.measure(floor_texts[: w + cfg.c1], w)
+        sql = await sql_floors(htm_url, mem0_kwargs, qvecs[: w + cfg.c1], floor_texts, w)
     out["sql_c1"] = {name: _phase(x) for name, x in sql.items()}
 
     # add, c=1: request by request in turn; then c=K, each system in turn.
-    out["quiet"].append(await _quiet(cfg))
     ways = [("htm", calls.htm_add(a0)), ("mem0", calls.mem0_add(a0))]
-    res = await interleaved(ways if htm_first else ways[::-1], c1)
+    rec = phases.setdefault("add_c1", {})
+    async with machine.phase(rec):
+        res = await interleaved(ways if htm_first else ways[::-1], c1)
     out["add_c1"] = {name: _phase(x) for name, x in res.items()}
+    for name, x in res.items():  # each system's processes served only its own requests
+        out["add_c1"][name]["cpu_ms"] = _cpu_ms(rec, name, x.requests + x.errors + w)
     out["add_ck"] = {}
     base = a0 + w + cfg.c1
     order = ("htm", "mem0") if htm_first else ("mem0", "htm")
     for name in order:
-        out["quiet"].append(await _quiet(cfg))
         call = calls.htm_add(base) if name == "htm" else calls.mem0_add(base)
-        meter = htm_meter if name == "htm" else mem0_meter
-        out["add_ck"][name] = _phase(await closed_loop(call, k, ck, meter))
+        rec = phases.setdefault(f"add_ck.{name}", {})
+        async with machine.phase(rec):
+            x = await closed_loop(call, k, ck)
+        out["add_ck"][name] = _phase(x)
+        out["add_ck"][name]["cpu_ms"] = _cpu_ms(rec, name, x.requests + x.errors + w)
 
     # search, c=1: the four ways request by request in rotating order, each way its own
     # slice of never-asked questions (the service caches query vectors by text).
@@ -668,15 +770,15 @@ async def _round(
         name = SEARCH_WAYS[way]
         if name == "mem0":
             return calls.mem0_search(base_q)
-        strategy = "vector" if name == "htm_vector" else "hybrid"
-        return calls.htm_recall(base_q, strategy, wm=name == "htm_hybrid_wm")
+        strategy = {"htm_default": None, "htm_hybrid": "hybrid", "htm_vector": "vector"}[name]
+        return calls.htm_recall(base_q, strategy)
 
-    out["quiet"].append(await _quiet(cfg))
     span1 = w + cfg.c1
     ways = [(n, search_call(i, q0 + i * span1)) for i, n in enumerate(SEARCH_WAYS)]
     if not htm_first:
         ways = ways[-1:] + ways[:-1]  # mem0 first
-    res = await interleaved(ways, c1)
+    async with machine.phase(phases.setdefault("search_c1", {})):
+        res = await interleaved(ways, c1)
     out["search_c1"] = {name: _phase(x) for name, x in res.items()}
 
     # search, c=K: each way in turn, mem0 between this service's ways, and the order of
@@ -684,19 +786,21 @@ async def _round(
     spank = w + cfg.ck
     qk = q0 + len(SEARCH_WAYS) * span1
     out["search_ck"] = {}
-    names = ["htm_vector", "mem0", "htm_hybrid", "htm_hybrid_wm"]
+    names = ["htm_default", "mem0", "htm_hybrid", "htm_vector"]
     if not htm_first:
         names.reverse()
     for name in names:
         i = SEARCH_WAYS.index(name)
-        out["quiet"].append(await _quiet(cfg))
-        meter = mem0_meter if name == "mem0" else htm_meter
-        res1 = await closed_loop(search_call(i, qk + i * spank), k, ck, meter)
-        out["search_ck"][name] = _phase(res1)
+        rec = phases.setdefault(f"search_ck.{name}", {})
+        async with machine.phase(rec):
+            x = await closed_loop(search_call(i, qk + i * spank), k, ck)
+        out["search_ck"][name] = _phase(x)
+        system = "mem0" if name == "mem0" else "htm"
+        out["search_ck"][name]["cpu_ms"] = _cpu_ms(rec, system, x.requests + x.errors + w)
     return out
 
 
-def _say_round(rr: dict[str, Any], say: Callable[[str], None]) -> None:
+def _say_round(rr: dict[str, Any], threshold: float, say: Callable[[str], None]) -> None:
     def p50(d: dict[str, Any]) -> str:
         return f"{d['p50_ms']:.1f}" if d.get("p50_ms") is not None else "-"
 
@@ -719,3 +823,8 @@ def _say_round(rr: dict[str, Any], say: Callable[[str], None]) -> None:
         + ", ".join(f"{n} {tp(sk[n])}" for n in SEARCH_WAYS)
         + " req/s"
     )
+    loads = ", ".join(
+        f"{n} {p['other_pct']}" + ("!" if (p["other_pct"] or 0) > threshold else "")
+        for n, p in rr["phases"].items()
+    )
+    say(f"  other load % ({'!' + ' above ' + format(threshold, 'g')}): {loads}")
