@@ -180,7 +180,10 @@ class Settings(BaseSettings):
         default=64, ge=1, le=4096, description="Micro-batching: embeds sent in one call, at most"
     )
     embedding_batch_wait_ms: float = Field(
-        default=0.0, ge=0, description="Micro-batching: an embed's wait for company (0: none)"
+        default=0.0,
+        ge=0,
+        description="Micro-batching: how long texts queued behind a running batch wait for "
+        "company (0: none); a text arriving while no batch runs is sent at once",
     )
     embedding_worker_interval_s: float = Field(
         default=2.0,
