@@ -184,6 +184,70 @@ def _static(src: Path, dst: Path, *, per_channel: bool, fmt: str) -> None:
     pre.unlink(missing_ok=True)
 
 
+def _smoothed(src: Path, dst: Path, *, parts: tuple[str, ...], alpha: float) -> None:
+    """SmoothQuant (Xiao et al., 2023) on the MatMuls whose name holds any of `parts`: each
+    input channel j of the activation is divided by s_j = max|X_j|^alpha / max|W_j|^(1-alpha)
+    (a Mul inserted before the MatMul) and the weight's row j multiplied by it, so that the
+    product is the same and the activation's outlier channels no longer set the scale of its
+    per-tensor int8 quantization. max|X_j| is calibrated on generic text (the bench's
+    memories and questions, not the eval's sets)."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+    from tokenizers import Tokenizer
+
+    from bench.dataset import scale_memories, scale_questions
+
+    model = onnx.load(str(src))
+    graph = model.graph
+    weights = {i.name: i for i in graph.initializer}
+    targets = [
+        n
+        for n in graph.node
+        if n.op_type == "MatMul" and n.input[1] in weights and any(p in n.name for p in parts)
+    ]
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for n in targets:
+        probe.graph.output.append(helper.make_tensor_value_info(n.input[0], 1, None))
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    folder = src.parent
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer.enable_truncation(256)
+    tokenizer.enable_padding()
+    inputs = json.loads((folder / "htm-onnx.json").read_text())["inputs"]
+    texts = scale_memories(7, 192).contents + scale_questions(7, 64).texts
+    peak: dict[str, Any] = {}
+    names = [n.input[0] for n in targets]
+    for i in range(0, len(texts), 16):
+        enc = tokenizer.encode_batch(texts[i : i + 16])
+        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        feed = {"input_ids": np.array([e.ids for e in enc], dtype=np.int64), "attention_mask": mask}
+        if "token_type_ids" in inputs:
+            feed["token_type_ids"] = np.array([e.type_ids for e in enc], dtype=np.int64)
+        outs = session.run(names, feed)
+        for name, x in zip(names, outs, strict=True):
+            m = np.abs(x[mask.astype(bool)]).max(axis=0)  # real tokens only
+            peak[name] = m if name not in peak else np.maximum(peak[name], m)
+    for k, n in enumerate(targets):
+        w = numpy_helper.to_array(weights[n.input[1]])
+        s = (peak[n.input[0]] ** alpha) / (np.abs(w).max(axis=1) ** (1 - alpha))
+        s = np.clip(s, 1e-5, None).astype(np.float32)
+        weights[n.input[1]].CopyFrom(numpy_helper.from_array(w * s[:, None], n.input[1]))
+        inv = f"htm_smooth_{k}"
+        graph.initializer.append(numpy_helper.from_array((1 / s).astype(np.float32), inv))
+        scaled = f"{n.input[0]}_smoothed_{k}"
+        mul = helper.make_node("Mul", [n.input[0], inv], [scaled], name=f"{n.name}_smooth")
+        graph.node.insert(list(graph.node).index(n), mul)
+        n.input[0] = scaled
+    smooth = dst.with_suffix(".smooth.onnx")
+    onnx.save(model, str(smooth))
+    _quantize_dynamic(smooth, dst, per_channel=True, op_types_to_quantize=["MatMul"])
+    smooth.unlink(missing_ok=True)
+
+
 def candidates(src: Path) -> dict[str, Callable[[Path], None]]:
     """name -> build the candidate's int8 graph into a path."""
     from onnxruntime.quantization import QuantType
@@ -211,10 +275,32 @@ def candidates(src: Path) -> dict[str, Callable[[Path], None]]:
         "dyn-pc-mm-noffnout": lambda d: _quantize_dynamic(
             src, d, per_channel=True, nodes_to_exclude=_names(src, "/output/dense/"), **mm
         ),
+        # ... the FFN's down projection only
+        "dyn-pc-mm-noffn2": lambda d: _quantize_dynamic(
+            src,
+            d,
+            per_channel=True,
+            nodes_to_exclude=[n for n in _names(src, "/output/dense/") if "attention" not in n],
+            **mm,
+        ),
+        # ... the first layer's FFN
+        "dyn-pc-mm-no0ffn": lambda d: _quantize_dynamic(
+            src,
+            d,
+            per_channel=True,
+            nodes_to_exclude=[n for n in _names(src, "/dense/") if "layer.0/" in n],
+            **mm,
+        ),
         # ... and the attention's projections float (the FFN only int8)
         "dyn-pc-mm-ffn": lambda d: _quantize_dynamic(
             src, d, per_channel=True, nodes_to_exclude=_names(src, "/attention/"), **mm
         ),
+        # SmoothQuant on the FFN's MatMuls (where the error is: one FFN projection alone
+        # quantized costs ~10x one attention projection's cosine), or on every MatMul
+        "smooth-ffn": lambda d: _smoothed(
+            src, d, parts=("/intermediate/dense/", "/output/dense/"), alpha=0.5
+        ),
+        "smooth-all": lambda d: _smoothed(src, d, parts=("/",), alpha=0.5),
         "static-qdq-pc": lambda d: _static(src, d, per_channel=True, fmt="qdq"),
         "static-qop-pc": lambda d: _static(src, d, per_channel=True, fmt="qop"),
     }
