@@ -175,9 +175,11 @@ class Settings(BaseSettings):
     )
     embedding_runtime: EmbeddingRuntime = Field(
         default="auto",
-        description="The local model's runtime: `onnx` (ONNX Runtime, exported once into "
-        "HTM_DATA_DIR/models/onnx: torch's vectors, faster: bench/results/embedders.md), "
-        "`onnx-int8` (other vectors, `<model>@int8`: `htm reembed`), `torch`, or `auto`",
+        description="The local model's runtime: `onnx-int8` (ONNX Runtime, an int8 copy of the "
+        "model exported once into HTM_DATA_DIR/models/onnx; its vectors are recorded as "
+        "`<model>@int8v2`), `onnx` (the float model: torch's vectors), `torch`, or `auto`: "
+        "`onnx-int8` on a new database, `onnx` on one the float model embedded (no mixed "
+        "vectors: docs/operations.md), torch without onnxruntime",
     )
     embedding_threads: int | None = Field(
         default=None,
@@ -194,7 +196,10 @@ class Settings(BaseSettings):
         default=64, ge=1, le=4096, description="Micro-batching: embeds sent in one call, at most"
     )
     embedding_batch_wait_ms: float = Field(
-        default=0.0, ge=0, description="Micro-batching: an embed's wait for company (0: none)"
+        default=0.0,
+        ge=0,
+        description="Micro-batching: how long texts queued behind a running batch wait for "
+        "company (0: none); a text arriving while no batch runs is sent at once",
     )
     embedding_worker_interval_s: float = Field(
         default=2.0,

@@ -29,7 +29,7 @@ from app.db.event_log import apply_event_log_policy
 from app.db.jobs import exclusive
 from app.db.replicas import Replicas, open_replicas
 from app.db.session import DatabaseErrors, Sessionmaker, create_sessionmaker
-from app.db.vectors import StoredVectors, stored_dimension
+from app.db.vectors import StoredVectors, newest_embedding_model, stored_dimension
 from app.embeddings.base import DimensionMismatch
 from app.embeddings.query_cache import QueryEmbeddingCache
 from app.embeddings.timed import TimedEmbedder
@@ -156,6 +156,25 @@ def build_reranker(settings: Settings) -> HttpReranker | None:
     )
 
 
+async def with_stored_runtime(sessionmaker: Sessionmaker, settings: Settings) -> Settings:
+    """`settings` with the local model's `auto` runtime decided for this database
+    (app/embeddings/factory.py `stored_runtime`: a database embedded by the float model stays
+    on it). A database that cannot be reached now, or is not migrated, decides nothing."""
+    from app.embeddings.factory import stored_runtime
+
+    if settings.embedding_provider != "local" or settings.embedding_runtime != "auto":
+        return settings
+    try:
+        async with sessionmaker() as session:
+            if await stored_dimension(session) is None:
+                return settings
+            newest = await newest_embedding_model(session)
+    except (ServiceUnavailable, OSError) as exc:
+        log.warning("the embedding runtime was not checked against the database: %s", exc)
+        return settings
+    return stored_runtime(settings, newest)
+
+
 async def check_dimension(
     sessionmaker: Sessionmaker, settings: Settings, embedder: TimedEmbedder
 ) -> None:
@@ -252,7 +271,9 @@ async def connect(settings: Settings, *, lazy_model: bool) -> Connections:
     db_errors = DatabaseErrors()
     sessionmaker = create_sessionmaker(engine, db_errors)
     redis = create_redis(settings)
-    embedder = await build_embedder(settings, lazy=lazy_model)
+    embedder = await build_embedder(
+        await with_stored_runtime(sessionmaker, settings), lazy=lazy_model
+    )
     try:
         await check_dimension(sessionmaker, settings, embedder)
     except BaseException:

@@ -204,7 +204,8 @@ async def embedding_floor(
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
         embedding_provider="local",
-        embedding_model=embedding.get("model", "all-MiniLM-L6-v2"),
+        # the int8 model names its vectors `<model>@int8v2`: the setting is the model's name
+        embedding_model=embedding.get("model", "all-MiniLM-L6-v2").split("@")[0],
         embedding_dimension=int(embedding.get("dimension", 384)),
         embedding_runtime=runtime if runtime in ("onnx", "onnx-int8", "torch") else "auto",
         embedding_threads=threads,

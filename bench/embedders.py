@@ -257,10 +257,10 @@ def markdown(results: dict[str, Any]) -> str:
         'own 10th hit (the conversations hold many equal short turns, "Hey!", "Haha, '
         'yeah.", whose order among themselves is decided by float noise). '
         "Mixed: this runtime's question vectors against torch's stored vectors (a database "
-        "left as it was after a change of runtime). The service's default is `onnx` at the "
+        "left as it was after a change of runtime). The service runs at the "
         "thread budget of app/embeddings/factory.py (`default_threads`: 1 on up to 2 cores); "
-        "`onnx-int8` is opt-in and records its vectors as `<model>@int8`, so `htm reembed` "
-        "re-embeds a database made with another runtime.",
+        "`onnx-int8` (the default on a new database since 2026-12-07) records its vectors as "
+        "`<model>@int8v2`, so `htm reembed` re-embeds a database made with another runtime.",
         "",
     ]
     return "\n".join(lines)

@@ -44,6 +44,21 @@ async def stored_dimension(session: DbSession) -> int | None:
     return None if row is None else int(row[0])
 
 
+# The model of the newest memory with a vector the service made (not a client's): the backward
+# walk of the primary key stops at the first such row.
+_NEWEST_MODEL = sql("""
+    SELECT embedding_model FROM memory
+    WHERE embedding_model IS NOT NULL AND embedding_model <> 'client'
+    ORDER BY id DESC LIMIT 1""")
+
+
+async def newest_embedding_model(session: DbSession) -> str | None:
+    """The model that embedded the newest memory with a vector of the service's, or None
+    (none yet). Call it on a migrated database (`stored_dimension` is not None)."""
+    row = (await session.execute(_NEWEST_MODEL)).one_or_none()
+    return None if row is None else str(row[0])
+
+
 class StoredVectors:
     """The column's type, read once per TTL, per app (the composition root makes one). A
     storage changed under a running service (it takes a migration) is picked up after the

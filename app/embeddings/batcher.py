@@ -2,9 +2,16 @@
 
 Every provider is far cheaper per text in batches (one forward pass, one HTTP round trip), and
 requests adding one memory each arrive concurrently. Texts queue here; one background task
-sends them as a batch when `max_batch` texts are waiting or `max_wait_ms` after the oldest
-arrived, whichever comes first, and routes each vector back to the caller that asked for it.
-Batches are sent one at a time, so while the provider is busy the next batch fills up.
+sends them in batches of at most `max_batch`, one batch at a time, and routes each vector back
+to the caller that asked for it.
+
+A text that arrives while the batcher is idle (no batch with the provider, none queued) is
+sent at once, with whatever else arrived in the same turn of the event loop: a lone question
+never waits for company that is not coming. Texts that arrive while a batch is with the
+provider queue behind it and form the next batch: that is where batching pays, when calls
+come faster than the provider answers. They are sent when the running batch is done, or
+`max_wait_ms` after the first of them arrived if that is later (default 0: as soon as the
+provider is free), or as soon as `max_batch` of them are waiting.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ class _Item:
     text: str
     request: _Request
     position: int
-    queued_at: float = field(default=0.0)
+    # When it is due to be sent (loop time): on arrival at an idle batcher, then; behind a
+    # running batch, max_wait_ms later.
+    due: float = field(default=0.0)
 
 
 class MicroBatcher:
@@ -55,6 +64,7 @@ class MicroBatcher:
         self._pending: deque[_Item] = deque()
         self._wakeup = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
+        self._sending = False  # a batch is with the provider
         self._closing = False
         self._closed = False
 
@@ -79,9 +89,10 @@ class MicroBatcher:
         request = _Request(loop.create_future(), [[] for _ in texts], len(texts))
         now = loop.time()
         was_empty = not self._pending
-        self._pending.extend(_Item(t, request, i, now) for i, t in enumerate(texts))
-        # The runner sleeps until the first text arrives, then until its deadline or a full
-        # batch; waking it for anything in between would only make it recompute the same.
+        due = now if was_empty and not self._sending else now + self.max_wait_s
+        self._pending.extend(_Item(t, request, i, due) for i, t in enumerate(texts))
+        # The runner sleeps until the first text arrives, then until it is due or the batch is
+        # full; waking it for anything in between would only make it recompute the same.
         if was_empty or len(self._pending) >= self.max_batch:
             self._wakeup.set()
         if self._runner is None or self._runner.done():
@@ -111,7 +122,7 @@ class MicroBatcher:
                     await self._wakeup.wait()
                     continue
                 if len(self._pending) < self.max_batch and not self._closing:
-                    delay = self._pending[0].queued_at + self.max_wait_s - loop.time()
+                    delay = self._pending[0].due - loop.time()
                     if delay > 0:
                         self._wakeup.clear()
                         try:
@@ -122,7 +133,11 @@ class MicroBatcher:
                         continue
                 batch = self._take_batch()
                 if batch:
-                    await self._send(batch)
+                    self._sending = True
+                    try:
+                        await self._send(batch)
+                    finally:
+                        self._sending = False
         finally:
             # Empty after a normal close; after a cancellation (loop shutdown) it may not be,
             # and no caller may be left waiting forever.

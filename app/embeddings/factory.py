@@ -7,13 +7,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from app.config import Settings
+import app.embeddings.packaged as packaged
+from app.config import EmbeddingRuntime, Settings
 from app.embeddings.base import DimensionMismatch, Embedder, EmbeddingError
 from app.embeddings.batcher import MicroBatcher
 from app.embeddings.lazy import LazyEmbedder
 from app.embeddings.local import LocalEmbedder
 from app.embeddings.ollama import DEFAULT_OLLAMA_URL, OllamaEmbedder
-from app.embeddings.onnx_model import OnnxEmbedder, available, exported
+from app.embeddings.onnx_model import INT8_SUFFIX, OnnxEmbedder, available, exported
 from app.embeddings.openai import DEFAULT_OPENAI_URL, OpenAIEmbedder
 
 log = logging.getLogger(__name__)
@@ -26,30 +27,66 @@ def default_threads(cores: int | None = None) -> int:
     return 1 if n <= 2 else min(4, n // 2)
 
 
+def local_runtime(settings: Settings) -> EmbeddingRuntime:
+    """The local model's runtime: HTM_EMBEDDING_RUNTIME, `auto` read as the int8 model on
+    ONNX Runtime when that is installed, else torch. (The service first reads `auto` against
+    the database, `stored_runtime`: a database embedded by the float model stays on it.)"""
+    runtime = settings.embedding_runtime
+    if runtime == "auto":
+        return "onnx-int8" if available() else "torch"
+    return runtime
+
+
+def local_model_name(settings: Settings) -> str:
+    """The name the local model records its vectors under (memory.embedding_model): the int8
+    model's is `<model>@int8` (onnx_model.py), the float runtimes' the model's own."""
+    name = packaged.canonical(settings.embedding_model) or settings.embedding_model
+    return f"{name}{INT8_SUFFIX}" if local_runtime(settings) == "onnx-int8" else name
+
+
+def stored_runtime(settings: Settings, newest: str | None) -> Settings:
+    """`settings` with `auto` decided for a database whose newest vector the model `newest`
+    made (None: no vector yet): a database embedded by the float model goes on with it (its
+    vectors and the int8 model's questions would be mixed in one search), and says how to
+    move it; anything else runs `auto` as `local_runtime` reads it."""
+    if settings.embedding_provider != "local" or settings.embedding_runtime != "auto":
+        return settings
+    if newest is None or local_runtime(settings) != "onnx-int8":
+        return settings
+    float_name = local_model_name(settings.model_copy(update={"embedding_runtime": "onnx"}))
+    if newest != float_name:
+        return settings
+    log.warning(
+        "this database's vectors were made by the float model %s: the local model runs it "
+        "(runtime onnx) rather than mix them with the int8 model's. To move to the int8 "
+        "model (the default for new databases; 2-3x less CPU per text): "
+        "HTM_EMBEDDING_RUNTIME=onnx-int8, then `htm reembed` each namespace; to stay and "
+        "silence this: HTM_EMBEDDING_RUNTIME=onnx",
+        float_name,
+    )
+    return settings.model_copy(update={"embedding_runtime": "onnx"})
+
+
 async def build_local(settings: Settings) -> Embedder:
-    """The local model on the configured runtime (HTM_EMBEDDING_RUNTIME; `auto`: ONNX Runtime
-    when it is installed and the model exports, else torch) and thread budget."""
+    """The local model on its runtime (`local_runtime`; `auto` falls back to torch when the
+    model does not export to ONNX) and thread budget."""
     model, dimension = settings.embedding_model, settings.embedding_dimension
     threads = settings.embedding_threads or default_threads()
     models_dir = settings.data_dir / "models"
-    runtime = settings.embedding_runtime
-    if runtime == "auto" and available():
+    runtime = local_runtime(settings)
+    if runtime in ("onnx", "onnx-int8"):
         try:
             return await OnnxEmbedder.create(
-                model, dimension, models_dir=models_dir, threads=threads
+                model,
+                dimension,
+                models_dir=models_dir,
+                threads=threads,
+                quantized=runtime == "onnx-int8",
             )
         except EmbeddingError as exc:
-            if isinstance(exc, DimensionMismatch):
+            if isinstance(exc, DimensionMismatch) or settings.embedding_runtime != "auto":
                 raise
             log.warning("the local model runs on torch: %s", exc)
-    elif runtime in ("onnx", "onnx-int8"):
-        return await OnnxEmbedder.create(
-            model,
-            dimension,
-            models_dir=models_dir,
-            threads=threads,
-            quantized=runtime == "onnx-int8",
-        )
     return await LocalEmbedder.create(model, dimension, models_dir=models_dir, threads=threads)
 
 
@@ -57,7 +94,7 @@ def pending_export(settings: Settings) -> tuple[str, Path, bool] | None:
     """The ONNX export the local model's runtime will load and that is not made yet, as
     `onnx_model.ensure_exported`'s (model, models_dir, quantized); None when none is due
     (another provider, torch, or a model ONNX cannot run: build_local decides as usual)."""
-    runtime = settings.embedding_runtime
+    runtime = local_runtime(settings)
     if settings.embedding_provider != "local" or runtime == "torch" or not available():
         return None
     models_dir, quantized = settings.data_dir / "models", runtime == "onnx-int8"
@@ -82,7 +119,7 @@ async def build_embedder(settings: Settings, *, lazy: bool = False) -> Embedder 
     if provider == "none":
         return None
     if provider == "local" and lazy:  # loaded on the first embed (app/embeddings/lazy.py)
-        inner = LazyEmbedder(lambda: build_local(settings), model, dimension)
+        inner = LazyEmbedder(lambda: build_local(settings), local_model_name(settings), dimension)
     elif provider == "local":
         inner = await build_local(settings)
     elif provider == "ollama":

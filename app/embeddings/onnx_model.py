@@ -12,10 +12,14 @@ together export once: the first takes a lock on the `onnx` folder, the others wa
 load its export; an export is written to a temporary folder and renamed into place, so none
 ever reads half of one.
 
-`quantized=True` runs an int8 copy (onnxruntime's dynamic quantization, per channel): 2-3x
-faster, but its vectors differ from the float model's (top-10 agreement 0.83 on the eval's
-conversations; bench/results/embedders.md), so it records its vectors under another model
-name (`<model>@int8`) and a database embedded with the float model needs `htm reembed`.
+`quantized=True` runs an int8 copy (`_quantize`: onnxruntime's dynamic quantization, weights
+per channel, of every MatMul but each layer's two output projections; the default runtime,
+app/embeddings/factory.py): a lone question in ~0.66x the float model's time, the eval's
+exact-search recall@10 within 0.005 of the float model's on every set
+(evals/results/2026-12-07-int8.md). Its vectors differ from the float model's (cosine ~0.996,
+and activations quantized per batch move a text's vector with its batch companions), so it
+records them under another model name (`<model>@int8v2`), and a database embedded with the
+float model needs `htm reembed` to move to it.
 
 Inference runs on one dedicated thread, with `threads` intra-op threads and no spinning
 (idle ORT threads would otherwise busy-wait for work, taking CPU from PostgreSQL and the
@@ -45,8 +49,13 @@ from app.embeddings.in_process import InProcessModel, dimension_mismatch
 
 log = logging.getLogger(__name__)
 
+# The int8 model records its vectors as `<model>@int8v2` (the first recipe's were `@int8`:
+# other vectors, so `htm reembed` tells them apart).
+INT8_SUFFIX = "@int8v2"
 MODEL_FILE = "model.onnx"
-INT8_FILE = "model-int8.onnx"
+# The int8 copy's file: named anew when its recipe (`_quantize`) changes, so that an older
+# copy is not taken for it (model-int8.onnx: every MatMul and the embeddings, until 2026-12).
+INT8_FILE = "model-int8-2.onnx"
 MANIFEST = "htm-onnx.json"
 # Bump when the exported graph changes: older folders are then exported again.
 EXPORT_VERSION = 1
@@ -154,7 +163,26 @@ def _export(source: Path, into: Path, max_len: int, normalize: bool) -> None:
     )
 
 
+def _kept_float(name: str) -> bool:
+    """The MatMuls whose int8 error reaches the vectors most: each layer's projections back
+    to the hidden size (attention output and FFN output dense)."""
+    return "/output/dense/" in name
+
+
+def float_matmuls(model: Any) -> list[str]:
+    """The MatMuls the int8 copy keeps in float (FLOAT_MATMULS' rule), by node name."""
+    weights = {i.name for i in model.graph.initializer}
+    return [
+        n.name
+        for n in model.graph.node
+        if n.op_type == "MatMul" and n.input[1] in weights and _kept_float(n.name)
+    ]
+
+
 def _quantize(folder: Path) -> None:
+    """The int8 copy: onnxruntime's dynamic quantization, weights per output channel, of the
+    MatMuls with a weight but those `float_matmuls` names; the embedding tables stay float
+    (a lookup: nothing to gain). How it was chosen: evals/results/2026-12-07-int8.md."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -164,6 +192,8 @@ def _quantize(folder: Path) -> None:
         str(tmp),
         weight_type=QuantType.QInt8,
         per_channel=True,
+        op_types_to_quantize=["MatMul"],
+        nodes_to_exclude=float_matmuls(onnx.load(str(folder / MODEL_FILE))),
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
     )
     os.replace(tmp, folder / INT8_FILE)
@@ -244,7 +274,7 @@ class OnnxEmbedder(InProcessModel):
         self, model: str, dimension: int, session: Any, *, tokenizer: Any, inputs: list[str]
     ) -> None:
         super().__init__(model, dimension)
-        self.runtime = "onnx-int8" if model.endswith("@int8") else "onnx"
+        self.runtime = "onnx-int8" if model.endswith(INT8_SUFFIX) else "onnx"
         self._session = session
         self._tokenizer = tokenizer
         self._inputs = inputs
@@ -301,7 +331,7 @@ class OnnxEmbedder(InProcessModel):
         tokenizer.enable_padding()
         name = packaged.canonical(model) or model
         embedder = cls(
-            f"{name}@int8" if quantized else name,
+            f"{name}{INT8_SUFFIX}" if quantized else name,
             dimension,
             session,
             tokenizer=tokenizer,

@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 
 import pytest
 
-from app.embeddings import Embedder, EmbeddingError, MicroBatcher
+from app.embeddings import Embedder, EmbeddingError, MicroBatcher, OpenAIEmbedder
 from tests.embeddings.fakes import CountingFake, ShortFake, vector_for
+from tests.stubs import Recorded, StubServer
 
 
 @pytest.mark.parametrize("max_batch", [1, 7, 16, 50, 64])
@@ -95,31 +97,86 @@ async def test_provider_returning_too_few_vectors_is_an_embedding_error():
         await batcher.embed(["t1", "t2", "t3"])
 
 
-async def test_a_caller_arriving_within_max_wait_joins_the_same_batch():
-    fake = CountingFake()
-    batcher = MicroBatcher(fake, max_batch=100, max_wait_ms=200)
+async def test_a_caller_arriving_behind_a_running_batch_waits_max_wait_for_company():
+    fake = CountingFake(delay_s=0.01)
+    batcher = MicroBatcher(fake, max_batch=100, max_wait_ms=300)
 
-    first = asyncio.create_task(batcher.embed(["t1"]))
-    await asyncio.sleep(0.02)
-    second = asyncio.create_task(batcher.embed(["t2"]))
+    first = asyncio.create_task(batcher.embed(["t0"]))
+    await asyncio.sleep(0)  # t0 is at the provider: the batcher is busy
+    second = asyncio.create_task(batcher.embed(["t1"]))
+    await asyncio.sleep(0.05)  # t0's batch is done; t1 waits for company
+    third = asyncio.create_task(batcher.embed(["t2"]))
 
-    assert await first == [vector_for("t1")]
-    assert await second == [vector_for("t2")]
-    assert fake.calls == [["t1", "t2"]]
+    assert await first == [vector_for("t0")]
+    assert await second == [vector_for("t1")]
+    assert await third == [vector_for("t2")]
+    assert fake.calls == [["t0"], ["t1", "t2"]]
 
 
-async def test_a_lone_text_is_sent_after_max_wait():
-    fake = CountingFake()
-    batcher = MicroBatcher(fake, max_batch=100, max_wait_ms=50)
-    loop = asyncio.get_running_loop()
+def _unit(text: str) -> list[float]:
+    """vector_for(text) as OpenAIEmbedder returns it (unit length)."""
+    v = vector_for(text)
+    n = math.hypot(*v)
+    return [x / n for x in v]
 
-    started = loop.time()
-    result = await batcher.embed(["t1"])
-    elapsed = loop.time() - started
 
-    assert result == [vector_for("t1")]
-    assert fake.calls == [["t1"]]
-    assert 0.045 <= elapsed < 2
+def _openai_echo(request: Recorded) -> tuple[int, object]:
+    """An OpenAI-compatible answer: vector_for(text) for each input, in order."""
+    data = [
+        {"object": "embedding", "index": i, "embedding": vector_for(t)}
+        for i, t in enumerate(request.body["input"])
+    ]
+    return 200, {"object": "list", "data": data, "model": "m", "usage": {}}
+
+
+async def test_a_lone_text_at_an_idle_batcher_is_sent_at_once_whatever_max_wait(
+    stub: StubServer,
+):
+    stub.reply = _openai_echo
+    provider = OpenAIEmbedder("m", 2, base_url=stub.url, timeout_s=5)
+    batcher = MicroBatcher(provider, max_batch=64, max_wait_ms=600_000)
+
+    # The wait is ten minutes: a lone question that waited for company would time out here.
+    async with asyncio.timeout(5):
+        first = await batcher.embed(["t1"])
+        second = await batcher.embed(["t2"])  # idle again once the first is answered
+
+    assert (first, second) == ([_unit("t1")], [_unit("t2")])
+    assert [r.body["input"] for r in stub.requests] == [["t1"], ["t2"]]
+    await batcher.aclose()
+
+
+async def test_texts_arriving_while_the_provider_holds_a_batch_are_batched_behind_it(
+    stub: StubServer,
+):
+    at_provider, release = threading.Event(), threading.Event()
+
+    def held_first(request: Recorded) -> tuple[int, object]:
+        if len(stub.requests) == 1:  # the server thread holds the first batch until told
+            at_provider.set()
+            release.wait(10)
+        return _openai_echo(request)
+
+    stub.reply = held_first
+    provider = OpenAIEmbedder("m", 2, base_url=stub.url, timeout_s=15)
+    batcher = MicroBatcher(provider, max_batch=3, max_wait_ms=0)
+
+    first = asyncio.create_task(batcher.embed(["t0"]))
+    assert await asyncio.to_thread(at_provider.wait, 10)
+    rest = [asyncio.create_task(batcher.embed([f"t{i}"])) for i in range(1, 6)]
+    await asyncio.sleep(0.05)  # all five queued behind t0; none may reach the provider yet
+    assert [r.body["input"] for r in stub.requests] == [["t0"]]
+    release.set()
+
+    async with asyncio.timeout(10):
+        assert await first == [_unit("t0")]
+        assert await asyncio.gather(*rest) == [[_unit(f"t{i}")] for i in range(1, 6)]
+    assert [r.body["input"] for r in stub.requests] == [
+        ["t0"],
+        ["t1", "t2", "t3"],  # max_batch
+        ["t4", "t5"],
+    ]
+    await batcher.aclose()
 
 
 async def test_a_full_batch_is_sent_without_waiting_for_max_wait():

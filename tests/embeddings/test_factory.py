@@ -96,9 +96,9 @@ async def test_local_provider_builds_the_bundled_model_behind_a_batcher():
     assert isinstance(embedder.embedder, OnnxEmbedder)
     assert describe(embedder) == {
         "provider": "local",
-        "model": "all-MiniLM-L6-v2",
+        "model": "all-MiniLM-L6-v2@int8v2",
         "dimension": 384,
-        "runtime": "onnx",
+        "runtime": "onnx-int8",
         "threads": default_threads(),
     }
     assert len((await embedder.embed(["hello"]))[0]) == 384

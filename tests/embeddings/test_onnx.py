@@ -130,7 +130,7 @@ async def test_int8_is_another_model_name_and_other_vectors(onnx: OnnxEmbedder):
     small = np.array(await int8.embed(TEXTS))
     cosines = (fast * small).sum(axis=1)
 
-    assert (int8.model, int8.runtime) == (f"{MINILM}@int8", "onnx-int8")
+    assert (int8.model, int8.runtime) == (f"{MINILM}@int8v2", "onnx-int8")
     assert cosines.min() > 0.9  # close, but not the same vectors: a database needs reembed
     assert cosines.min() < 0.999
     await int8.aclose()
@@ -145,16 +145,16 @@ def test_the_thread_budget_leaves_cores_to_the_store():
     assert [default_threads(n) for n in (1, 2, 3, 4, 8, 16, 64)] == [1, 1, 1, 2, 4, 4, 4]
 
 
-async def test_the_default_local_provider_runs_onnx_with_the_budgeted_threads():
+async def test_the_default_local_provider_runs_int8_onnx_with_the_budgeted_threads():
     embedder = await build_embedder(settings(embedding_threads=2))
 
     assert isinstance(embedder, MicroBatcher)
     assert isinstance(embedder.embedder, OnnxEmbedder)
     assert describe(embedder) == {
         "provider": "local",
-        "model": MINILM,
+        "model": f"{MINILM}@int8v2",
         "dimension": 384,
-        "runtime": "onnx",
+        "runtime": "onnx-int8",
         "threads": 2,
     }
     await embedder.aclose()
@@ -196,9 +196,9 @@ async def test_readyz_names_the_runtime_and_its_threads(app_factory):
     assert r.status_code == 200
     assert r.json()["embedding"] == {
         "provider": "local",
-        "model": MINILM,
+        "model": f"{MINILM}@int8v2",
         "dimension": 384,
-        "runtime": "onnx",
+        "runtime": "onnx-int8",
         "threads": 1,
         "loaded": True,
     }

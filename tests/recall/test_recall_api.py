@@ -100,10 +100,7 @@ async def test_fulltext_finds_an_exact_proper_noun_that_vector_search_misses(ns_
         },
     )
     assert await recall_keys(ns_client, "a", "Kowalczyk", "fulltext", limit=1) == ["kowalczyk"]
-    assert await recall_keys(ns_client, "a", "Kowalczyk", "vector", limit=2) == [
-        "names-ee",
-        "names-pl",
-    ]
+    assert await recall_keys(ns_client, "a", "Kowalczyk", "vector", limit=1) == ["names-ee"]
 
 
 # A small labeled set: facts and questions asked the way agents ask them.

@@ -18,7 +18,7 @@ from tests.transfer.conftest import Htm
 from tests.vectors import as_stored
 
 DIM = 384
-MODEL = "all-MiniLM-L6-v2"
+MODEL = "all-MiniLM-L6-v2@int8v2"  # the local model's default runtime (int8)
 HEY = "Hey, how's the new place?"
 PUPPY = "We finally brought home a beagle puppy!"
 GIVEN = [1.0] + [0.0] * (DIM - 1)
@@ -104,8 +104,13 @@ async def fulltext(client: httpx.AsyncClient, query: str) -> set[str]:
 def check_vectors(
     stored: dict[str, tuple[Any, ...]], expected: dict[str, np.ndarray], searched: dict[str, str]
 ) -> None:
+    # The int8 model's vector of a text moves with the texts batched beside it (its
+    # activations are quantized per batch, padding included: cosine 0.977 seen here), so the
+    # test compares directions; a vector of another search text is far further (~0.8).
     for key in searched:
-        assert parsed(stored[key][4]) == pytest.approx(expected[key], abs=2e-3), key
+        got, want = parsed(stored[key][4]), expected[key]
+        cosine = float(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
+        assert cosine > 0.96, (key, cosine)
 
 
 async def test_reindex_rebuilds_search_texts_and_vectors_then_back_to_plain(
