@@ -286,7 +286,7 @@ class Settings(BaseSettings):
     )
     summary_interval_s: float = Field(default=5.0, gt=0, description="Summarising, how often")
 
-    # --- statistics (app/maintenance/statistics.py) ---------------------------------------
+    # --- planner statistics (app/maintenance/statistics.py: ANALYZE after large loads) ---
     analyze_interval_s: float = Field(
         default=10.0,
         ge=0,
