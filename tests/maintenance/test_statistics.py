@@ -11,7 +11,8 @@ import uuid
 from sqlalchemy import text
 
 from app.db.migrate import upgrade
-from app.maintenance.statistics import ANALYZE_SCALE, StatisticsWorker
+from app.maintenance.statistics import StatisticsWorker
+from app.maintenance.statistics_repository import ANALYZE_SCALE
 
 STATE = text("""
     SELECT s.analyze_count + s.autoanalyze_count AS analyzed, s.n_mod_since_analyze AS changed,
@@ -103,9 +104,7 @@ async def test_a_bulk_load_is_analyzed_once_and_then_left_alone(
         assert ANALYZE_SCALE * 1200 > 100
 
 
-async def test_a_table_whose_autovacuum_is_off_is_left_alone(
-    app_factory, database_factory
-) -> None:
+async def test_a_table_whose_autovacuum_is_off_is_left_alone(app_factory, database_factory) -> None:
     url = await fresh_database(database_factory)
     async with app_factory(database_url=url, analyze_min_changed_rows=100) as client:
         client.headers["X-Namespace"] = f"t-{uuid.uuid4().hex[:12]}"
