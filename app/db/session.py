@@ -23,10 +23,8 @@ from typing import Any
 
 import asyncpg
 from asyncpg.transaction import Transaction
-from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import TextClause
-from sqlalchemy.util import greenlet_spawn
 
 from app.db.rows import Result, Row
 from app.db.sql import bound
@@ -84,7 +82,7 @@ class DbSession:
     def __init__(self, engine: AsyncEngine, errors: DatabaseErrors | None = None) -> None:
         self._engine = engine
         self.errors = errors if errors is not None else DatabaseErrors()
-        self._conn: PoolProxiedConnection | None = None
+        self._conn: AsyncConnection | None = None
         self._driver: asyncpg.Connection | None = None
         self._tx: Transaction | None = None
         self._on_commit: list[Callable[[], None]] = []
@@ -115,17 +113,16 @@ class DbSession:
         now" (SQLAlchemy wraps asyncpg's PostgresErrors, not OSErrors) or a pool timeout:
         all of them 503."""
         try:
-            # The pool's connection itself (Engine.raw_connection: the pool, its events and
-            # SQLAlchemy's wrapping of a failed connect, as engine.connect() has them), in one
-            # greenlet hop: no Connection and AsyncConnection around it, whose making and
-            # closing cost ~20 µs of a request's CPU (bench/results/2026-12-07-cpu.md).
-            self._conn = await greenlet_spawn(self._engine.sync_engine.raw_connection)
+            self._conn = await self._engine.connect()
+            raw = await self._conn.get_raw_connection()
         except BaseException as exc:
+            if self._conn is not None:
+                await self._discard()
             if database_failure(exc) is None:
                 raise
             self.errors.unavailable += 1
             raise ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres") from exc
-        self._driver = self._conn.driver_connection
+        self._driver = raw.driver_connection
 
     async def _guarded(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """Await a driver call. A lost connection is dropped from the pool and reported as
@@ -225,16 +222,16 @@ class DbSession:
         finally:
             conn, self._conn, self._driver = self._conn, None, None
             if conn is not None:
-                await greenlet_spawn(conn.close)
+                await conn.close()
 
     async def _discard(self) -> None:
         """The connection is broken: the pool must not hand it out again."""
         conn, self._conn, self._driver, self._tx = self._conn, None, None, None
         if conn is not None:
             with contextlib.suppress(Exception):
-                await greenlet_spawn(conn.invalidate)
+                await conn.invalidate()
             with contextlib.suppress(Exception):
-                await greenlet_spawn(conn.close)
+                await conn.close()
 
     async def _lost(self) -> None:
         """The server went away: drop this connection, and the pool's others with it (they
