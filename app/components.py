@@ -20,6 +20,7 @@ from app.embeddings.timed import TimedEmbedder
 from app.enrichment.worker import EnrichmentWorker
 from app.invalidation import Invalidations
 from app.llm.base import ChatModel
+from app.maintenance.statistics import StatisticsWorker
 from app.maintenance.worker import MaintenanceWorker
 from app.memories.access import AccessTracker
 from app.memories.adds import GroupCommit
@@ -72,6 +73,7 @@ class Components:
     enrichment_worker: EnrichmentWorker | None = None
     retention_worker: RetentionWorker | None = None
     maintenance_worker: MaintenanceWorker | None = None
+    statistics_worker: StatisticsWorker | None = None
     replicas: Replicas | None = None  # HTM_DATABASE_REPLICA_URLS (app/db/replicas.py)
     metrics: Metrics = field(default_factory=Metrics)
     db_errors: DatabaseErrors = field(default_factory=DatabaseErrors)

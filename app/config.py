@@ -305,6 +305,20 @@ class Settings(BaseSettings):
     )
     summary_interval_s: float = Field(default=5.0, gt=0, description="Summarising, how often")
 
+    # --- planner statistics (app/maintenance/statistics.py: ANALYZE after large loads) ---
+    analyze_interval_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="How often memory's changes since its last ANALYZE are checked, and at "
+        "most how often it is analyzed (0: never; autovacuum alone)",
+    )
+    analyze_min_changed_rows: int = Field(
+        default=1000,
+        ge=1,
+        description="memory is analyzed once this many of its rows (and a tenth of them) "
+        "changed since its last ANALYZE: a bulk load is planned with statistics seconds later",
+    )
+
     # --- recall ---------------------------------------------------------------------------
     # Hybrid's fusion and signals: defaults (per request: RecallRequest.fusion / .signals)
     rrf_k: int = Field(default=60, ge=1, le=1000, description="RRF's k")

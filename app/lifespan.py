@@ -38,6 +38,7 @@ from app.errors import ServiceUnavailable
 from app.invalidation import Invalidations
 from app.llm.base import ChatModel
 from app.llm.factory import build_llm
+from app.maintenance.statistics import StatisticsWorker
 from app.maintenance.worker import CHECK_S as MAINTENANCE_CHECK_S
 from app.maintenance.worker import MaintenanceWorker
 from app.memories.access import AccessTracker
@@ -294,6 +295,7 @@ def assemble(settings: Settings, connections: Connections) -> Components:
     tokenizer = Tokenizer.load(settings.tiktoken_encoding)
     llm = build_llm(settings)
     key_cache = KeyCache()
+    search_caches = SearchCaches(pgvector=PgvectorVersions(), vectors=vectors)
 
     def units(caller: Caller) -> AbstractAsyncContextManager[UnitOfWork]:
         return unit_of_work(components, caller)  # bound below, before any worker runs
@@ -311,7 +313,7 @@ def assemble(settings: Settings, connections: Connections) -> Components:
         invalidations=cross_process(settings, two_tier.robots, key_cache),
         namespace_ids=TtlCache(NAMESPACE_IDS_TTL_S, NAMESPACE_IDS_MAX),
         vectors=vectors,
-        search_caches=SearchCaches(pgvector=PgvectorVersions(), vectors=vectors),
+        search_caches=search_caches,
         embedding_worker=EmbeddingWorker(
             sessionmaker, embedder, settings.embedding_batch_size, vectors
         ),
@@ -325,6 +327,11 @@ def assemble(settings: Settings, connections: Connections) -> Components:
         session_worker=SessionExpiryWorker(sessionmaker=sessionmaker, units=units, clock=clock),
         retention_worker=RetentionWorker(sessionmaker=sessionmaker, units=units),
         maintenance_worker=MaintenanceWorker(sessionmaker=sessionmaker, units=units, clock=clock),
+        statistics_worker=StatisticsWorker(
+            sessionmaker=sessionmaker,
+            caches=search_caches,
+            min_changed=settings.analyze_min_changed_rows,
+        ),
         summary_worker=build_summary_worker(
             settings, sessionmaker, units, tokenizer=tokenizer, llm=llm
         ),
@@ -477,6 +484,9 @@ def jobs(c: Components) -> list[Job]:
     if c.maintenance_worker is not None:
         maintenance = exclusive(c.engine, "maintenance", c.maintenance_worker.run_once)
         jobs.append(("maintenance", maintenance, MAINTENANCE_CHECK_S, True))
+    if c.statistics_worker is not None and settings.analyze_interval_s > 0:
+        analyze = exclusive(c.engine, "statistics", c.statistics_worker.run_once)
+        jobs.append(("statistics", analyze, settings.analyze_interval_s, True))
     if c.enrichment_worker is not None:  # an LLM is configured
         jobs.append(
             ("llm enrichment", c.enrichment_worker.run_once, settings.enrich_interval_s, True)

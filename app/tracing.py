@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,7 +35,7 @@ class Timings:
         self.sums = dict.fromkeys(DEPENDENCIES, 0.0)
 
     def observe(self, name: str, seconds: float) -> None:
-        i = next((i for i, bound in enumerate(BUCKETS) if seconds <= bound), len(BUCKETS))
+        i = bisect_left(BUCKETS, seconds)  # the first bound >= seconds (len: past the last)
         self.buckets[name][i] += 1
         self.sums[name] += seconds
 
@@ -42,8 +43,40 @@ class Timings:
 TIMINGS = Timings()
 
 
+def tracing() -> bool:
+    """Whether spans go anywhere: a tracer provider was set (`configure`, or a test's). Without
+    one the API's tracer makes non-recording spans, whose context switching cost ~15 µs per
+    dependency call, several a request (bench/results/2026-12-07-cpu.md)."""
+    return not isinstance(trace.get_tracer_provider(), _NO_PROVIDER)
+
+
+_NO_PROVIDER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
+class _Timed:
+    """`dependency` without a span (no tracer provider): its duration only."""
+
+    __slots__ = ("name", "started")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> trace.Span:
+        self.started = time.perf_counter()
+        return trace.INVALID_SPAN
+
+    def __exit__(self, *exc: object) -> None:
+        TIMINGS.observe(self.name, time.perf_counter() - self.started)
+
+
+def dependency(name: str, **attributes: Any) -> contextlib.AbstractContextManager[trace.Span]:
+    if not tracing():
+        return _Timed(name)
+    return _spanned(name, attributes)
+
+
 @contextlib.contextmanager
-def dependency(name: str, **attributes: Any) -> Iterator[trace.Span]:
+def _spanned(name: str, attributes: dict[str, Any]) -> Iterator[trace.Span]:
     started = time.perf_counter()
     try:
         with tracer.start_as_current_span(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import asyncpg
@@ -71,6 +72,7 @@ class DatabaseErrors:
     timeouts: int = 0
 
 
+@lru_cache(maxsize=1024)
 def _operation(sql: str) -> str:
     """The statement's first word (WITH, SELECT, INSERT...): a span's name for it."""
     return sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""

@@ -21,12 +21,17 @@ parses as infinity, which every float field's bounds and `JsonObject` refuse.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from fastapi import HTTPException, Request, Response
+import fastapi.routing as fastapi_routing
+from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from starlette._utils import get_route_path
+from starlette.routing import Match
+from starlette.types import Scope
 
 from app.common import parse_json
 from app.http.deps import get_caller, identify_first
@@ -88,3 +93,55 @@ class ApiRoute(APIRoute):
 def _auth_on(request: Request) -> bool:
     components = getattr(request.app.state, "components", None)
     return components is None or bool(components.settings.auth_enabled)
+
+
+# --- matching: a router none of whose paths fits is passed over in one regex -----------------
+
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+def skip_unmatched_routers(app: FastAPI) -> None:
+    """Each included router answers "no match" from one regex of all its routes' paths when
+    none fits the request's path, instead of trying its routes one by one (FastAPI's
+    _IncludedRouter: the path regex plus scope bookkeeping per route). A recall's path was
+    matched against ~50 routes of the 6 routers before its own, 76 µs of its ~1.5 ms of CPU
+    (bench/results/2026-12-07-cpu.md). Only a router whose routes are all API routes is given
+    the shortcut, and its answer is the one its routes would give: a path none of them fits
+    is Match.NONE (a fitting path with another method, PARTIAL, still goes to the routes).
+    Routes are fixed once the app is made (app/main.py); FastAPI versions without included
+    routers match as they always did."""
+    included = getattr(fastapi_routing, "_IncludedRouter", None)
+    if included is None:
+        return
+    for route in app.router.routes:
+        if not isinstance(route, included):
+            continue
+        patterns = _paths_of(route)
+        if patterns is None or not patterns:
+            continue
+        fits = re.compile("|".join(f"(?:{_NAMED_GROUP.sub('(?:', p)})" for p in patterns))
+        route.matches = _prefiltered(route.matches, fits)  # type: ignore[method-assign]
+
+
+def _paths_of(router: Any) -> list[str] | None:
+    """The path regexes of every route an included router holds, or None when one is not an
+    API route (a mount, a frontend group) or has none."""
+    patterns = []
+    for context in router.effective_route_contexts():
+        route = getattr(context, "original_route", None)
+        regex = getattr(context, "path_regex", None)
+        if not isinstance(route, APIRoute) or regex is None:
+            return None
+        patterns.append(regex.pattern)
+    return patterns
+
+
+def _prefiltered(
+    matches: Callable[[Scope], tuple[Match, Scope]], fits: re.Pattern[str]
+) -> Callable[[Scope], tuple[Match, Scope]]:
+    def prefiltered(scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] == "http" and fits.match(get_route_path(scope)) is None:
+            return Match.NONE, {}
+        return matches(scope)
+
+    return prefiltered

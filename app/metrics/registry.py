@@ -5,7 +5,7 @@ cache hits...) are read at scrape time by app/metrics/collector.py."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -45,6 +45,8 @@ class Metrics:
             ["strategy"],
             registry=self.registry,
         )
+        # (method, route template, status): at most what the routes and statuses make.
+        self._request_children: dict[tuple[str, str, int], Any] = {}
         self.sources: SourcesCollector | None = None
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds... (Linux)
         ProcessCollector(registry=self.registry)
@@ -59,3 +61,13 @@ class Metrics:
 
     def recalled(self, strategy: str) -> None:
         self.recalls.labels(strategy).inc()
+
+    def request_took(self, method: str, route: str, status: int, seconds: float) -> None:
+        """One request's duration, under its labels. Each label set's child is kept here:
+        `labels()` checks and joins the values and takes the metric's lock every time."""
+        key = (method, route, status)
+        child = self._request_children.get(key)
+        if child is None:
+            child = self.requests.labels(method, route, str(status))
+            self._request_children[key] = child
+        child.observe(seconds)

@@ -71,7 +71,10 @@ def log_request(
     namespace: str | None,
     robot: str | None,
 ) -> None:
-    logging.getLogger(REQUEST_LOGGER).info(
+    logger = logging.getLogger(REQUEST_LOGGER)
+    if not logger.isEnabledFor(logging.INFO):  # HTM_LOG_LEVEL=warning: nothing to build
+        return
+    logger.info(
         "%s %s %d",
         method,
         route,

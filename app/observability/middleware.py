@@ -85,7 +85,7 @@ def _observed(scope: Scope, route: str, status: int, *, duration_s: float, rid: 
     """The request's duration in /metrics (when the app has components) and its log line."""
     components = getattr(getattr(scope.get("app"), "state", None), "components", None)
     if components is not None:
-        components.metrics.requests.labels(scope["method"], route, str(status)).observe(duration_s)
+        components.metrics.request_took(scope["method"], route, status, duration_s)
     log_request(
         scope["method"],
         route,

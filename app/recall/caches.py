@@ -54,6 +54,10 @@ class LexemeStats:
     def remember(self, frequencies: LexemeFrequencies | None) -> None:
         self._read.put(None, (frequencies,))
 
+    def forget(self) -> None:
+        """Read them again next time (this process just ran ANALYZE)."""
+        self._read.clear()
+
 
 class TableRows:
     """memory's row count as ANALYZE last estimated it (its chunks' on a hypertable), re-read
@@ -67,6 +71,9 @@ class TableRows:
 
     def remember(self, rows: float) -> None:
         self._read.put(None, rows)
+
+    def forget(self) -> None:
+        self._read.clear()
 
 
 class PgvectorVersions:
