@@ -24,17 +24,19 @@ PLACED = {"admitted": True, "reason": "admitted", "evicted": []}
 
 
 def postmasters(pgdata: Path) -> list[int]:
-    """Live postmasters of pgdata (a backend's title is `postgres: ...`, without -D)."""
-    found = []
-    for p in psutil.process_iter(["name", "cmdline", "status"]):
+    """Live postmasters of pgdata (a backend's title is `postgres: ...`, without -D; a child
+    the postmaster has just forked still carries its command line until it retitles itself,
+    so a process whose parent is one of them is a child, not a second postmaster)."""
+    found: dict[int, int] = {}
+    for p in psutil.process_iter(["name", "cmdline", "status", "ppid"]):
         cmd = p.info["cmdline"] or []
         if (
             p.info["name"] == "postgres"
             and p.info["status"] != psutil.STATUS_ZOMBIE
             and str(pgdata) in cmd
         ):
-            found.append(p.pid)
-    return sorted(found)
+            found[p.pid] = p.info["ppid"]
+    return sorted(pid for pid, parent in found.items() if parent not in found)
 
 
 class Watch:
