@@ -114,14 +114,6 @@ class _Queue:
     loads: list[_Load] = field(default_factory=list)
 
 
-def merged(placements: Sequence[Placement]) -> list[Placement]:
-    """Placements one after another as one: in order, a key placed twice placed twice (the
-    script places item by item, so a key still held keeps its age and one evicted meanwhile
-    comes back as new, as two placements would have it); each keeps its recall's instant as
-    its last access (`Placement.at`)."""
-    return list(placements)
-
-
 class RecallLoader:
     """Takes recalls' loads and applies them in the background: at most `workers` tasks, each
     on one session while there is work (a connection per load would be more than the
@@ -200,9 +192,12 @@ class RecallLoader:
         try:
             protocol = self.two_tier.protocol(session, queue.scope, settle=False)
             for robot, loads in _runs(queue.loads):
-                out = await protocol.place(
-                    robot, merged([p for ld in loads for p in ld.placements]), from_recall=True
-                )
+                # Placements one after another as one: in order, a key placed twice placed
+                # twice (the script places item by item, so a key still held keeps its age and
+                # one evicted meanwhile comes back as new); each keeps its recall's instant as
+                # its last access (`Placement.at`).
+                placements = [p for ld in loads for p in ld.placements]
+                out = await protocol.place(robot, placements, from_recall=True)
                 self.applied += 1
                 for ld in loads:
                     outcomes[ld.token] = {p.key: out[p.key] for p in ld.placements}
