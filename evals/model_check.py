@@ -312,13 +312,11 @@ def candidates(src: Path) -> dict[str, Callable[[Path], None]]:
 def _session(path: Path, threads: int) -> Any:
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    from app.embeddings.onnx_model import session_options
+
+    return ort.InferenceSession(
+        str(path), session_options(threads), providers=["CPUExecutionProvider"]
+    )
 
 
 def embed_all(path: Path, texts: list[str], threads: int) -> Any:

@@ -208,6 +208,20 @@ def _source(model: str, models_dir: Path) -> tuple[Path, Path]:
     return source, models_dir / "onnx" / f"{name}-{fingerprint(source)}"
 
 
+def session_options(threads: int) -> Any:
+    """ONNX Runtime's options as the service runs the model: `threads` intra-op threads,
+    sequential, no spinning between runs, quiet."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    return options
+
+
 def exported(model: str, models_dir: Path, *, quantized: bool = False) -> bool:
     """Whether `model`'s export (and its int8 copy when `quantized`) is already made
     (EmbeddingError: a model this module cannot export)."""
@@ -315,15 +329,9 @@ class OnnxEmbedder(InProcessModel):
 
         folder = ensure_exported(model, models_dir, quantized=quantized)
         manifest = _read_json(folder / MANIFEST)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
         session = ort.InferenceSession(
             str(folder / (INT8_FILE if quantized else MODEL_FILE)),
-            options,
+            session_options(threads),
             providers=["CPUExecutionProvider"],
         )
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
