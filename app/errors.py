@@ -65,6 +65,13 @@ class Unprocessable(DomainError):
     status, type, title = 422, "validation-error", "Validation failed"
 
 
+class BadGateway(DomainError):
+    """A dependency answered, but with something unusable (a model's reply of the wrong
+    shape): the same request may fail again."""
+
+    status, type, title = 502, "bad-gateway", "Unusable answer from a dependency"
+
+
 class ServiceUnavailable(DomainError):
     status, type, title = 503, "unavailable", "Service unavailable"
 

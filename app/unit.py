@@ -27,6 +27,7 @@ from app.auth.service import ApiKeyService
 from app.components import Components
 from app.db.replicas import ReadFrom
 from app.db.session import DbSession
+from app.facts.service import FactService
 from app.groups.service import GroupService
 from app.maintenance.service import MaintenanceService
 from app.memories.merge import Merger
@@ -108,6 +109,15 @@ class UnitOfWork:
             search_caches=c.search_caches,
             pools=self.pools,
             llm=c.llm,
+        )
+
+    @cached_property
+    def facts(self) -> FactService:
+        return FactService(
+            session=self.session,
+            caller=self.caller,
+            memories=self.memories,
+            llm=self.components.llm,
         )
 
     @cached_property

@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     {"unit"},  # the unit of work: the one place that builds services
     {"components"},
     {"prompt", "maintenance"},  # domain: what is built from other domain packages...
-    {"sessions", "summaries", "enrichment", "metrics", "retention", "profiles"},
+    {"sessions", "summaries", "enrichment", "facts", "metrics", "retention", "profiles"},
     {"memories"},
     {"recall", "groups", "stats", "tags", "snapshots"},
     {"pools", "relationships"},
@@ -53,6 +53,7 @@ SERVICES = (
     "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
     "TagService", "GroupService", "ApiKeyService", "RobotService", "RetentionService",
     "PoolService", "MaintenanceService", "SnapshotService", "ProfileService", "LinkService",
+    "FactService",
 )  # fmt: skip
 
 

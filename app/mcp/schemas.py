@@ -77,6 +77,11 @@ class KeyIn(In):
     key: Key
 
 
+class FactsIn(In):
+    keys: list[Key] | None = Field(default=None, description="turns by key, in order")
+    session: str | None = Field(default=None, description="or a conversation's turns")
+
+
 class RelatedIn(KeyIn):
     depth: int = Field(default=1, ge=1, le=3)
     limit: int = Field(default=10, ge=1, le=50)
@@ -171,6 +176,18 @@ class Remembered(Out):
     duplicate_of: str | None = None
     superseded: list[str] = []
     may_supersede: list[str] = []
+
+
+class Fact(Out):
+    key: str
+    type: str
+    content: str
+    created: bool
+    derived_from: list[str]
+
+
+class Facts(Out):
+    facts: list[Fact]
 
 
 class Hit(Out):

@@ -87,7 +87,9 @@ def _hints(t: Tool) -> types.ToolAnnotations:
     )
 
 
-def tool_list() -> list[types.Tool]:
+def tool_list(*, llm: bool = True) -> list[types.Tool]:
+    """The tools, those that need an LLM only when one is configured (`llm`): a tool that
+    could only answer 409 would cost the model its definition for nothing."""
     return [
         types.Tool(
             name=t.name,
@@ -98,6 +100,7 @@ def tool_list() -> list[types.Tool]:
             annotations=_hints(t),
         )
         for t in TOOLS.values()
+        if llm or not t.needs_llm
     ]
 
 
@@ -211,7 +214,7 @@ class _Handlers:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tool_list())
+        return types.ListToolsResult(tools=tool_list(llm=self.components().llm is not None))
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from app.auth.schemas import Role
 from app.errors import Conflict
+from app.facts.schemas import FactsExtract
 from app.groups.schemas import GroupRead, GroupUpdate
 from app.mcp.links import link_tool, related_tool
 from app.mcp.pools import grant_pool, list_pools, put_pool
@@ -23,6 +24,9 @@ from app.mcp.schemas import (
     Chain,
     Context,
     ContextIn,
+    Fact,
+    Facts,
+    FactsIn,
     FailoverIn,
     ForgetIn,
     Forgot,
@@ -91,6 +95,7 @@ class Tool:
     destructive: bool = False
     idempotent: bool = False
     needs_robot: bool = True  # the group tools name their robots themselves
+    needs_llm: bool = False  # listed only when an LLM is configured
 
 
 def _json(x: Any) -> str:
@@ -113,6 +118,23 @@ async def _remember(u: UnitOfWork, i: RememberIn, robot: str) -> Answer:
     if out.may_supersede:
         text += f"; it may supersede {', '.join(out.may_supersede)} (send supersedes to confirm)"
     return out, text
+
+
+async def _extract_facts(u: UnitOfWork, i: FactsIn, robot: str) -> Answer:
+    body = FactsExtract.model_validate(i.model_dump(exclude={"robot"}, exclude_unset=True))
+    got = await u.facts.extract(robot, body)
+    facts = [
+        Fact(
+            key=f.duplicate_of or f.key,
+            type=f.type,
+            content=f.content,
+            created=f.created,
+            derived_from=list(f.metadata.get("derived_from", [])),
+        )
+        for f in got.facts
+    ]
+    lines = [f"{f.key} ({f.type}{'' if f.created else ', known'}): {f.content}" for f in facts]
+    return Facts(facts=facts), "\n".join(lines) or "no facts found"
 
 
 def _recall_request(i: RecallIn) -> RecallRequest:
@@ -329,6 +351,9 @@ _TOOLS = [
          RelatedIn, RelatedOut, "reader", related_tool, read_only=True, idempotent=True),
     Tool("memory_link", "Link", "Link a memory to another.", LinkIn, Linked, "writer", link_tool,
          idempotent=True),
+    Tool("extract_facts", "Extract facts", "An LLM turns conversation turns (keys, or a "
+         "session's) into fact and preference memories.", FactsIn, Facts, "writer",
+         _extract_facts, needs_llm=True),
     Tool("session_append", "Append to session", "Append messages to a conversation session.",
          AppendIn, Messages, "writer", _append),
     Tool("session_window", "Session window", "A session's last messages, oldest first.",
