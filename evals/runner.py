@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,9 +265,29 @@ async def run_config(
     except Refused as e:
         return {"request": request, "status": "failed", "http_status": e.status,
                 "problem": e.problem}  # fmt: skip
+    dump(evalset, config, questions, [first, *rest])
     return {
         "request": request,
         "status": "ok",
         "seconds": time.perf_counter() - t0,
         **breakdown([first, *rest]),
     }
+
+
+def dump(
+    evalset: EvalSet, config: Config, questions: list[EvalQuestion], outcomes: list[Outcome]
+) -> None:
+    """With HTM_EVAL_DUMP=DIR, each question's ranked keys, one JSON line a question, in
+    DIR/<set>-<mode>-<config>.jsonl: to study misses. DIR must be outside the repository (the
+    real chats' questions may not be copied into it)."""
+    where = os.environ.get("HTM_EVAL_DUMP")
+    if not where:
+        return
+    path = Path(where) / f"{evalset.name}-{evalset.mode}-{config.name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for q, o in zip(questions, outcomes, strict=True):
+            line = {"id": q.id, "group": q.group, "split": q.split, "kind": q.kind,
+                    "question": q.text, "speaker": q.speaker, "evidence": list(q.evidence),
+                    "ranked": list(o.ranked), "deep": list(o.deep or ())}  # fmt: skip
+            f.write(json.dumps(line) + "\n")
