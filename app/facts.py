@@ -28,7 +28,7 @@ Subjects and attributes are normalised: case, possessives, British/American spel
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.conversation import speaker_of
 
@@ -176,15 +176,29 @@ _SAID_WITH = {
 }
 
 
-def _terms(attribute: str, subject: str = "") -> tuple[tuple[str, ...], ...]:
+def _terms(attribute: str) -> tuple[tuple[str, ...], ...]:
     """One group: the attribute's words (but `favorite`) in each spelling, and the words its
-    synonyms are said with; for an age ("Carla is 31" names no attribute), the subject's."""
+    synonyms are said with."""
     words = {w for w in attribute.split() if w != "favorite"} | _SURFACE.get(attribute, set())
     words |= _SAID_WITH.get(attribute, set())
-    if attribute == "age":
-        words |= set(re.findall(r"[a-z0-9]+", subject.split("'s ")[0]))
     said = words | {k for k, v in SPELLINGS.items() if v in words}
     return (tuple(sorted(w for w in said if len(w) > 2)),)
+
+
+def _named(fact: Fact, text: str) -> Fact:
+    """The fact, its lookup narrowed by its subject's name when the text names it ("Carla's
+    ...", not "my ..."): a statement of the same subject names it too, or its search text
+    does (a conversation turn's is prefixed with its speaker, app/memories/search_text.py).
+    An age ("Carla is 31") is looked up by the name alone: it names no attribute."""
+    base = fact.subject.split("'s ")[0]
+    name = re.findall(r"[a-z0-9]+", base)
+    if base == "we" or not name:
+        return fact
+    if not set(name) <= set(re.findall(r"[a-z0-9]+", text.lower())):
+        return fact
+    if fact.attribute == "age":
+        return replace(fact, terms=(tuple(name),))
+    return replace(fact, terms=(*fact.terms, *((w,) for w in name)))
 
 
 # --- subjects --------------------------------------------------------------------------------
@@ -337,8 +351,8 @@ def _slot(event: str, prep: str | None, raw: str, verb: bool) -> tuple[str, str]
         return None
     if head in SINGLE_VALUED:
         return name, raw
-    if _TIME.search(raw):
-        return f"{name} time", raw
+    if _TIME.search(raw) or (prep != "in" and re.fullmatch(r"\d{1,2}", raw.strip())):
+        return f"{name} time", raw  # "at 10", "moved to 11": an hour
     if prep == "on":
         return None  # "the report is on the desk": not a slot
     if verb or prep in ("at", "in"):
@@ -349,6 +363,11 @@ def _slot(event: str, prep: str | None, raw: str, verb: bool) -> tuple[str, str]
 def parse(text: str, me: str) -> Fact | None:
     """The fact a memory's text states, or None when it is not one of the shapes read (see
     the module's docstring). `me`: whose "I"/"my" it is (me_of)."""
+    fact = _parse(text, me)
+    return None if fact is None else _named(fact, text)
+
+
+def _parse(text: str, me: str) -> Fact | None:
     s = _sentence(text)
     if s is None:
         return None
@@ -364,7 +383,7 @@ def parse(text: str, me: str) -> Fact | None:
             value = None if doubt else _value(raw)
             if subject is None or value is None:
                 return None
-            return Fact(subject, attr_name, value, _terms(attr_name, subject))
+            return Fact(subject, attr_name, value, _terms(attr_name))
     for pattern in (_EVENT_MOVED_BY, _EVENT_MOVED):
         m = pattern.match(s)
         if m:
@@ -411,4 +430,4 @@ def _property(subject: str | None, attr: str, raw: str) -> Fact | None:
     if value is None:
         return None
     value = re.sub(r"^(?:at|on|in)\s+", "", value)
-    return Fact(subject, attribute, value, _terms(attribute, subject))
+    return Fact(subject, attribute, value, _terms(attribute))
