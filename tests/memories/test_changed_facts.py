@@ -6,10 +6,13 @@ its precision holds, and recall's newer statement first when it was only propose
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 
 from app.facts import parse
+from app.recall.changed import newer_first
+from app.recall.hits import SearchHit
 from evals.changed_facts import PATH, dumped, generate
 
 
@@ -189,3 +192,27 @@ async def test_what_the_default_applies_and_what_it_only_proposes(client) -> Non
     assert [(p["key"], p["rule"]) for p in lima["supersede_proposals"]] == [(oslo, "statement")]
     off = await _add(client, "Carla moved to Quito", supersede="off")
     assert (off["superseded"], off["supersede_proposals"]) == ([], [])
+
+
+def test_newer_first_gives_the_newest_statement_the_best_place_of_its_fact() -> None:
+    """Three values of one fact at places 1, 3 and 4 of five: newest at 1, then by age;
+    the other hits and a value said again keep their places."""
+
+    def hit(i: int, content: str, day: int) -> SearchHit:
+        at = datetime(2026, 1, day, tzinfo=UTC)
+        return SearchHit(
+            i, at, 1, f"k{i}", content, "fact", 1.0, [], {}, "a", 5, 1.0 / i, *[None] * 4
+        )
+
+    page = [
+        hit(1, "Carla's favourite colour is green", 1),
+        hit(2, "Carla's favourite food is pasta", 9),
+        hit(3, "Carla's favourite colour is blue now", 5),
+        hit(4, "Carla's favourite colour is purple now", 3),
+        hit(5, "The retro is at 15:00", 2),
+    ]
+    order, newer = newer_first(page, lambda h: h)
+    assert [h.key for h in order] == ["k3", "k2", "k4", "k1", "k5"]
+    assert newer == {4: "k3", 1: "k3"}
+    same = [hit(1, "The standup is at 9:30", 1), hit(2, "the standup is at 9:30", 2)]
+    assert newer_first(same, lambda h: h) == (same, {})
