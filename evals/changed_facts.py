@@ -1,4 +1,4 @@
-"""The two sets the supersede detector's `statement` rule is measured on (app/facts.py):
+"""The two sets the supersede detector's `statement` rule is measured on (app/claims.py):
 `python -m evals.changed_facts` rewrites evals/data/changed_facts.json.
 
 - `changes`: pairs where the second statement gives another value of the first's subject

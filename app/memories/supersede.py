@@ -11,7 +11,7 @@ The detector's rules, in order (each finds current, live memories other than the
 for a key with an `@`, the keys of its family, the part before its last `@`: that key and
 those starting with it and `@` (`user-city@2026-03` supersedes `user-city` and
 `user-city@2025-01`); `statement`, the same subject and attribute read from the texts
-(app/facts.py: "Carla's favourite colour is purple now" after "...is green"; "we moved the
+(app/claims.py: "Carla's favourite colour is purple now" after "...is green"; "we moved the
 standup to 10:30" after "the standup is at 9:30") with another value, among the memories
 older than the add found by a full-text lookup of the attribute's words
 (SupersedeRepository.same_statement); `semantic`, only when the deterministic rules found
@@ -35,10 +35,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from app.claims import changes, me_of, parse
 from app.config import Settings
 from app.db.session import DbSession
 from app.errors import Conflict, NotFound, Unprocessable
-from app.facts import changes, me_of, parse
 from app.llm.base import ChatModel, LlmError, reply_json
 from app.memories.audiences import Audiences
 from app.memories.dedupe import NearestOfType, nearest_of_type

@@ -79,7 +79,7 @@ class SupersedeRepository:
         """The newest `most` current memories valid from before `before` (None: the clock
         now, as for an add stamped when it is written) whose searched text
         has a word of each group of `terms` (the GIN index memory_search_tsv): what the
-        `statement` rule parses (app/facts.py). Key, content, metadata and author."""
+        `statement` rule parses (app/claims.py). Key, content, metadata and author."""
         query = " & ".join(
             "(" + " | ".join(ws) + ")"
             for group in terms

@@ -1,5 +1,5 @@
 """Recall's "the newer statement first": when a page holds two hits stating values of the
-same subject and attribute (app/facts.py: "Carla's favourite colour is green", then "...is
+same subject and attribute (app/claims.py: "Carla's favourite colour is green", then "...is
 purple now") and both are current (a `statement` proposal left to confirm, or data written
 before the rule), the newest of them takes the best place any of them had, the next newest
 the next, and so on; hits of no such pair keep theirs. Each older one names the newest in
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from app.facts import Fact, me_of, parse
+from app.claims import Fact, me_of, parse
 from app.recall.hits import SearchHit
 
 T = TypeVar("T")

@@ -1,5 +1,5 @@
 """A changed fact recognised without labels or an LLM (issue 47, item 2): the statement
-parser (app/facts.py), the detector's `statement` rule measured end to end on the committed
+parser (app/claims.py), the detector's `statement` rule measured end to end on the committed
 sets of changes and of distinct facts (evals/changed_facts.py), applied by default because
 its precision holds, and recall's newer statement first when it was only proposed."""
 
@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.facts import parse
+from app.claims import parse
 from app.recall.changed import newer_first
 from app.recall.hits import SearchHit
 from evals.changed_facts import PATH, dumped, generate
