@@ -265,6 +265,13 @@ class Settings(BaseSettings):
         description="The supersession detector on add (per add: `supersede`): off; propose: its "
         "findings in `supersede_proposals`; apply: superseded as if named in `supersedes`",
     )
+    supersede_statements: Literal["propose", "apply"] = Field(
+        default="apply",
+        description="The detector's `statement` rule (the same subject and attribute read from "
+        "the texts, another value) under HTM_SUPERSEDE=propose, for an add that says neither "
+        "`supersede` nor `valid_from`: apply (its measured precision, 1.0 on the committed "
+        "sets of evals/changed_facts.py, is above 0.98) or only propose",
+    )
     supersede_threshold: float | None = Field(
         default=None, gt=0, le=1, description="The detector's semantic rule (unset: off)"
     )

@@ -39,7 +39,7 @@ LAYERS: list[set[str]] = [
     {"recall", "groups", "stats", "tags", "snapshots"},
     {"pools", "relationships"},
     {"robots", "auth"},
-    {"working_memory", "namespaces", "events", "timeframes", "health"},  # ...down to
+    {"working_memory", "namespaces", "events", "timeframes", "health", "claims"},  # ...down to
     {"names", "conversation", "visibility"},
     {"db", "embeddings", "llm", "rerank", "tokens", "common", "workers"},  # infrastructure
     {"errors", "cache", "clock", "config", "embedded", "provider_http", "tracing", "invalidation"},

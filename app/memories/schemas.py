@@ -274,10 +274,12 @@ class MemoryAdded(MemoryRead):
 class SupersedeProposal(BaseModel):
     key: str
     content: str
-    rule: Literal["subject_attribute", "key_family", "semantic"] = Field(
+    rule: Literal["subject_attribute", "key_family", "statement", "semantic"] = Field(
         description="subject_attribute: the same metadata `subject` and `attribute`; "
         "key_family: the key's family (the part before its last `@`) or a key of it "
-        "(`family@...`); semantic: the nearest memory of the same type above "
+        "(`family@...`); statement: the same subject and attribute read from the two texts, "
+        'another value ("Carla\'s favourite colour is purple now" after "...is green"); '
+        "semantic: the nearest memory of the same type above "
         "HTM_SUPERSEDE_THRESHOLD (confirmed by the LLM when one is configured)"
     )
     similarity: float | None = Field(default=None, description="semantic: cosine similarity")

@@ -134,7 +134,12 @@ class MemoryService:
         try:
             drafts = prepared.drafts(await self.audiences.for_adds(registration.robot, bodies))
             supersedes, proposals = await supersessions(
-                bodies, drafts, self._detector(), self.settings.supersede
+                bodies,
+                drafts,
+                self._detector(),
+                self.settings.supersede,
+                author=registration.robot.name,
+                statements=self.settings.supersede_statements,
             )
             written = await self._write(prepared, drafts, supersedes, registration)
         except Exception:

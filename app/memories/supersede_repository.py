@@ -4,6 +4,7 @@ supersede chain."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,9 @@ from app.visibility import Reader
 # Only namespace-wide memories: a private, group or pool memory is never another's duplicate
 # nor superseded by a finding (app/visibility.py); an explicit `supersedes` may name one.
 _CURRENT = "m.deleted_at IS NULL AND m.valid_to IS NULL AND m.visibility = 'namespace'"
+
+# The `statement` rule parses at most this many memories of an add's words, the newest.
+STATEMENT_CANDIDATES = 100
 
 # The chain a memory is part of: walked back through what it superseded and forward through
 # what superseded it, each link one indexed lookup (memory_key's memory_id, the primary key).
@@ -61,6 +65,42 @@ class SupersedeRepository:
                         "ns": namespace_id,
                         "md": json.dumps({"subject": subject, "attribute": attribute}),
                     },
+                )
+            ).all()
+        )
+
+    async def same_statement(
+        self,
+        namespace_id: int,
+        terms: Sequence[Sequence[str]],
+        before: datetime | None,
+        most: int = STATEMENT_CANDIDATES,
+    ) -> list[Any]:
+        """The newest `most` current memories valid from before `before` (None: the clock
+        now, as for an add stamped when it is written) whose searched text
+        has a word of each group of `terms` (the GIN index memory_search_tsv): what the
+        `statement` rule parses (app/claims.py). Key, content, metadata and author."""
+        query = " & ".join(
+            "(" + " | ".join(ws) + ")"
+            for group in terms
+            if (ws := [w for w in group if re.fullmatch(r"[a-z0-9]+", w)])
+        )
+        if not query:
+            return []
+        return list(
+            (
+                await self.session.execute(
+                    sql(f"""
+                    SELECT m.key, m.content, m.metadata, r.name AS author FROM memory m
+                    JOIN robot r ON r.id = m.author_robot_id
+                    WHERE m.namespace_id = :ns
+                      AND m.search_tsv @@ to_tsquery('english', :query)
+                      AND coalesce(m.valid_from, m.created_at)
+                          < coalesce(CAST(:before AS timestamptz), clock_timestamp())
+                      AND {_CURRENT}
+                    ORDER BY m.created_at DESC, m.id DESC
+                    LIMIT :most"""),
+                    {"ns": namespace_id, "query": query, "before": before, "most": most},
                 )
             ).all()
         )

@@ -1,5 +1,6 @@
 """`explain: true`: each hit says how its score was made (each list's rank, raw score and
-share, each signal's value and contribution, the reranker's verdict)."""
+share, each signal's value and contribution, the reranker's verdict, the newer statement of
+its fact it was placed below)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ def explain(
     signals: Signals,
     rerank: RerankExplanation | None = None,
     score: float | None = None,
+    *,
+    newer: str | None = None,
 ) -> HitExplanation:
     shares = hit.shares
     vector = fulltext = None
@@ -55,4 +58,5 @@ def explain(
         },
         rerank=rerank,
         score=hit.score if score is None else score,
+        newer=newer,
     )

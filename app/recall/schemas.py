@@ -230,6 +230,12 @@ class HitExplanation(BaseModel):
     signals: dict[str, SignalExplanation]
     rerank: RerankExplanation | None = None
     score: float
+    newer: str | None = Field(
+        default=None,
+        description="The key of a hit of this page stating a newer value of the same subject "
+        'and attribute ("Carla\'s favourite colour is purple now" after "...is green"): '
+        "this one is placed below it whatever their scores",
+    )
 
 
 class Neighbour(BaseModel):
@@ -255,7 +261,10 @@ class RecallHit(BaseModel):
     author: str
     token_count: int
     created_at: datetime
-    score: float = Field(description="The strategy's score; the order of hits")
+    score: float = Field(
+        description="The strategy's score; the order of hits, except that a newer statement "
+        "of the same fact comes before an older one (its `explain` says `newer`)"
+    )
     vector_rank: int | None
     vector_similarity: float | None = Field(description="1 − cosine distance")
     fulltext_rank: int | None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.auth.caller import Caller
@@ -18,6 +18,7 @@ from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
 from app.pools.service import PoolService
 from app.recall.caches import SearchCaches
+from app.recall.changed import newer_first
 from app.recall.conversation_repository import Around, ConversationRepository
 from app.recall.expand import Via, related_hits
 from app.recall.explain import explain
@@ -81,6 +82,7 @@ class Page:
     ranked: list[tuple[SearchHit, RerankExplanation | None]]
     related: list[tuple[SearchHit, Via]]
     reranked: bool
+    newer: dict[int, str] = field(default_factory=dict)  # app/recall/changed.py, by memory id
 
     @property
     def hits(self) -> list[SearchHit]:
@@ -294,20 +296,22 @@ class RecallService:
         return await self.search.find(query, strategy)
 
     async def _page(self, req: RecallRequest, asked: Asked, hits: list[SearchHit]) -> Page:
-        """The page answered: the reranker's order (or the search's), the hits below the
-        floor left out, then, with `expand: "related"`, the memories one link away."""
+        """The page answered: the reranker's order (or the search's), the newer statement
+        of a fact first (app/recall/changed.py), the hits below the floor left out, then,
+        with `expand: "related"`, the memories one link away."""
         ranked = await self._reranked(asked.query.text, hits, req.limit) if asked.rerank else None
         page: list[tuple[SearchHit, RerankExplanation | None]] = (
             list(ranked) if ranked is not None else [(h, None) for h in hits[: req.limit]]
         )
+        page, newer = newer_first(page, lambda p: p[0])
         if asked.floor > 0:
             page = [(h, r) for h, r in page if h.relevance is None or h.relevance >= asked.floor]
         if req.expand != "related":
-            return Page(page, [], reranked=ranked is not None)
+            return Page(page, [], reranked=ranked is not None, newer=newer)
         reader = asked.query.filters.reader
         assert reader is not None  # a robot's recall: only what it reads
         kept, related = await related_hits(self.links, reader, [h for h, _ in page], req.limit)
-        return Page(page[: len(kept)], related, reranked=ranked is not None)
+        return Page(page[: len(kept)], related, reranked=ranked is not None, newer=newer)
 
     async def _acknowledge(
         self, robot: Robot, req: RecallRequest, hits: list[SearchHit]
@@ -337,7 +341,10 @@ class RecallService:
     ) -> RecallResult:
         query = asked.query
         signals = query.signals
-        answered = [self._hit(h, r, explained=req.explain, signals=signals) for h, r in page.ranked]
+        answered = [
+            self._hit(h, r, explained=req.explain, signals=signals, newer=page.newer.get(h.id))
+            for h, r in page.ranked
+        ]
         for h, via in page.related:
             answered.append(self._hit(h, None, explained=False, signals=signals))
             answered[-1].via = RelatedVia(key=via.key, type=via.type)
@@ -443,7 +450,12 @@ class RecallService:
 
     @staticmethod
     def _hit(
-        h: SearchHit, rerank: RerankExplanation | None, *, explained: bool, signals: Signals
+        h: SearchHit,
+        rerank: RerankExplanation | None,
+        *,
+        explained: bool,
+        signals: Signals,
+        newer: str | None = None,
     ) -> RecallHit:
         return RecallHit(
             key=h.key,
@@ -461,5 +473,5 @@ class RecallService:
             fulltext_rank=h.fulltext_rank,
             fulltext_score=h.fulltext_score,
             relevance=h.relevance,
-            explain=explain(h, signals, rerank, h.score) if explained else None,
+            explain=explain(h, signals, rerank, h.score, newer=newer) if explained else None,
         )

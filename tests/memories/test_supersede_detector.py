@@ -79,9 +79,9 @@ async def test_the_key_family_rule_and_a_deployment_that_applies(app_factory, ns
 async def test_the_semantic_rule_without_an_llm_only_proposes(app_factory, ns) -> None:
     async with app_factory(supersede="apply", supersede_threshold=0.9) as client:
         client.headers["X-Namespace"] = ns
-        await add(client, key="near", content="Ana lives in Lisbon", embedding=vector(0.0))
+        await add(client, key="near", content="Ana stays in Lisbon", embedding=vector(0.0))
         await add(client, key="typed", content="x", type="note", embedding=vector(0.1))
-        new = await add(client, key="new", content="Ana lives in Berlin", embedding=vector(0.2))
+        new = await add(client, key="new", content="Ana stays in Berlin", embedding=vector(0.2))
         [p] = new["supersede_proposals"]
         assert (p["key"], p["rule"]) == ("near", "semantic")
         assert p["similarity"] == pytest.approx(math.cos(0.2), abs=1e-4)  # halfvec storage
@@ -123,13 +123,13 @@ async def test_the_llm_confirms_a_semantic_supersede(llm_client, stub) -> None:
         return chat({"contradicts": "Berlin" in pair["second"]})
 
     stub.reply = judge
-    await add(llm_client, key="old", content="Ana lives in Lisbon", embedding=vector(0.0))
-    new = await add(llm_client, key="new", content="Ana lives in Berlin", embedding=vector(0.2))
+    await add(llm_client, key="old", content="Ana stays in Lisbon", embedding=vector(0.0))
+    new = await add(llm_client, key="new", content="Ana stays in Berlin", embedding=vector(0.2))
     assert (new["superseded"], found(new)) == (["old"], [])
     [asked] = [r for r in stub.requests if r.path.endswith("chat/completions")]
     assert json.loads(asked.body["messages"][1]["content"]) == {
-        "first": "Ana lives in Lisbon",
-        "second": "Ana lives in Berlin",
+        "first": "Ana stays in Lisbon",
+        "second": "Ana stays in Berlin",
     }
     # The LLM says no: nothing proposed, nothing superseded.
     same = await add(llm_client, key="same", content="Ana lives there", embedding=vector(0.3))
@@ -139,7 +139,7 @@ async def test_the_llm_confirms_a_semantic_supersede(llm_client, stub) -> None:
 
 async def test_an_llm_failure_supersedes_nothing(llm_client, stub) -> None:
     stub.reply = lambda req: (500, {"error": "down"})
-    await add(llm_client, key="old", content="Ana lives in Lisbon", embedding=vector(0.0))
-    new = await add(llm_client, key="new", content="Ana lives in Berlin", embedding=vector(0.2))
+    await add(llm_client, key="old", content="Ana stays in Lisbon", embedding=vector(0.0))
+    new = await add(llm_client, key="new", content="Ana stays in Berlin", embedding=vector(0.2))
     assert (new["superseded"], found(new)) == ([], [])
     assert await current(llm_client) == ["new", "old"]
