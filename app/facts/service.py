@@ -49,11 +49,11 @@ class FactService:
         self.llm = llm
 
     async def extract(self, robot: str, req: FactsExtract) -> FactsExtracted:
+        rows = await self._turns(robot, req)  # first: turns it may not read are a 404
         if self.llm is None:
             raise Conflict(
                 "no LLM is configured (HTM_LLM_PROVIDER=none): facts are extracted by one"
             )
-        rows = await self._turns(robot, req)
         # The turns are read: no transaction stays open while the model thinks.
         await self.session.rollback()
         turns = [Turn(r.key, speaker_of(r.metadata), r.content) for r in rows]

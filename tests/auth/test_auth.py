@@ -131,6 +131,7 @@ async def test_x_namespace_is_ignored_when_auth_is_on(auth_client) -> None:
 # --- isolation, route by route from the committed spec ------------------------------------
 
 BODIES = {
+    "facts-extract": {"keys": ["bk"]},
     "memories-add": {"content": "a's own memory", "key": "bk"},
     "memories-add-batch": {"memories": [{"content": "batch", "key": "bk-batch"}]},
     "memories-put": {"content": "a's own upsert"},
@@ -154,6 +155,7 @@ BODIES = {
 
 
 MUST_BE_404 = {
+    "facts-extract",
     "memories-get",
     "memories-forget",
     "memories-restore",
@@ -274,7 +276,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 58
+    assert len(ops) == 59
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.

@@ -211,6 +211,7 @@ async def test_unknown_turns_are_404_and_ask_nothing(client, stub) -> None:
 async def test_without_an_llm_it_is_a_409(app_factory, ns) -> None:
     async with app_factory() as c:
         c.headers["X-Namespace"] = ns
+        await add_turns(c)
         r = await c.post("/v1/robots/ana/facts", json={"session": "s1"})
     assert (r.status_code, r.headers["content-type"]) == (409, PROBLEM)
     assert r.json()["detail"] == (
@@ -253,8 +254,11 @@ async def test_extract_facts_through_mcp(live_server_factory, stub) -> None:
 
 
 async def test_without_an_llm_mcp_does_not_list_the_tool(live_server_factory) -> None:
-    async with mcp_session(live_server_factory(), **{"X-Robot": "ana"}) as s:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    async with mcp_session(live_server_factory(), **{"X-Namespace": ns, "X-Robot": "ana"}) as s:
         listed = {t.name for t in (await s.list_tools()).tools}
         assert ("extract_facts" in listed, "remember" in listed) == (False, True)
+        turn = {"key": "t1", "content": "Hi", "metadata": {"speaker": "Ana", "session": "s1"}}
+        assert not (await s.call_tool("remember", turn)).is_error
         r = await s.call_tool("extract_facts", {"session": "s1"})
         assert r.is_error and r.structured_content["status"] == 409
