@@ -315,7 +315,7 @@ def assemble(settings: Settings, connections: Connections) -> Components:
         vectors=vectors,
         search_caches=search_caches,
         embedding_worker=EmbeddingWorker(
-            sessionmaker, embedder, settings.embedding_batch_size, vectors
+            sessionmaker, embedder, settings.embedding_batch_size, vectors, settings.embed_text
         ),
         group_commit=build_group_commit(settings, sessionmaker, vectors),
         access=AccessTracker(sessionmaker),

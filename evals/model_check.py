@@ -4,8 +4,8 @@ takes ~15 minutes a set.
 
 Each set and mode of the eval (conv docs / content-only, facts, realtalk docs / content-only)
 is turned into what the service would embed for it: in `docs` mode a conversation turn's
-search text (app/memories/search_text.py, the `contextual` template: its date, the turn before
-it in its session, its speaker), otherwise its content (`content-only` stores one memory for a
+vector input (app/memories/search_text.py `vector_input`, HTM_EMBED_TEXT's default: its speaker
+and content), otherwise its content (`content-only` stores one memory for a
 line said twice, as the service's `exact` dedupe does); each question as the vector list asks
 it (the namespace's speakers' names taken out, app/conversation.py `without_names`). Every
 text is embedded by the float export (`model.onnx`, as the service's `onnx` runtime) and by
@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".htm" / "model-check"
 MODELS_DIR = ROOT / ".htm" / "models"
 MODEL, DIM = "all-MiniLM-L6-v2", 384
+# What the service embeds of a conversation turn by default (HTM_EMBED_TEXT).
+EMBED_TEXT = "speaker"
 SETS: dict[str, Callable[..., EvalSet]] = {
     "conv": conv_set,
     "facts": facts_set,
@@ -54,7 +56,7 @@ def say(msg: str) -> None:
 def searched_texts(es: EvalSet) -> dict[str, tuple[list[str], list[str]]]:
     """Per group: (the stored memories' keys, the texts the service embeds for them)."""
     from app.conversation import session_of, speaker_of
-    from app.memories.search_text import _build
+    from app.memories.search_text import _build, vector_input
     from app.memories.turn_repository import Turn
 
     out: dict[str, tuple[list[str], list[str]]] = {}
@@ -80,7 +82,7 @@ def searched_texts(es: EvalSet) -> dict[str, tuple[list[str], list[str]]]:
             if session is not None:
                 last[str(session)] = Turn(speaker, d.content)
             keys.append(d.key)
-            texts.append(text if text is not None else d.content)
+            texts.append(vector_input(d.content, d.metadata, text, EMBED_TEXT))
         out[group] = (keys, texts)
     return out
 

@@ -21,7 +21,7 @@ from app.memories.importance import importance_of
 from app.memories.limits import check_adds
 from app.memories.model import MemoryDraft
 from app.memories.schemas import MemoryCreate
-from app.memories.search_text import Searched, Written, search_texts, searched
+from app.memories.search_text import Searched, Written, search_texts, vector_input
 from app.memories.turn_repository import TurnRepository
 from app.memories.writes import Committed, MemoryWrites, key_taken, stored
 from app.robots.service import Robot
@@ -95,7 +95,12 @@ class AddPreparation:
             await self.session.rollback()  # the turns read: no transaction across the provider
         todo = [i for i, v in enumerate(vectors) if v is None]
         embedded, model = await self.embedder.embed_or_defer(
-            [searched(bodies[i].content, said[i].text) for i in todo]
+            [
+                vector_input(
+                    bodies[i].content, bodies[i].metadata, said[i].text, self.settings.embed_text
+                )
+                for i in todo
+            ]
         )
         models: list[str | None] = ["client" if v else None for v in vectors]
         for i, v in zip(todo, embedded, strict=True):

@@ -11,12 +11,14 @@ from app.db.lease import lease, lease_statement
 from app.db.session import DbSession
 from app.db.sql import sql, vector_text
 
-# The embedding worker's queue: what it needs of each leased row to embed it and to store the
-# vector only if the text searched is still what it embedded (set_embeddings).
+# The embedding worker's queue: what it needs of each leased row to embed it (its vector's
+# input, app/memories/search_text.py `vector_input`) and to store the vector only if the text
+# searched is still what it was when leased (set_embeddings).
 _SEARCHED = "coalesce(m.search_text, m.content)"
 _LEASE = lease_statement(
     "embedding",
-    f"m.id, m.created_at, {_SEARCHED} AS text, md5({_SEARCHED}) AS digest, m.embedding_attempts",
+    f"m.id, m.created_at, m.content, m.metadata, m.search_text, md5({_SEARCHED}) AS digest, "
+    "m.embedding_attempts",
 )
 
 

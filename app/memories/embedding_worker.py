@@ -26,6 +26,7 @@ from app.db.vectors import StoredVectors
 from app.embeddings import EmbeddingError
 from app.embeddings.timed import TimedEmbedder
 from app.memories.embedding_repository import EmbeddingRepository
+from app.memories.search_text import EmbedText, vector_input
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +50,20 @@ class EmbeddingWorker:
         embedder: TimedEmbedder,
         batch_size: int,
         vectors: StoredVectors,
+        embed_text: EmbedText = "search_text",
     ) -> None:
         self.sessionmaker = sessionmaker
         self.vectors = vectors
         self.embedder = embedder
         self.batch_size = batch_size
+        self.embed_text: EmbedText = embed_text
 
     async def _embed(self, rows: list[Any], out: _Outcome) -> None:
         """Embed rows; on an error that is the texts' own, split the batch to isolate them."""
         try:
-            vectors = await self.embedder.embed([r.text for r in rows])  # the search text
+            vectors = await self.embedder.embed(
+                [vector_input(r.content, r.metadata, r.search_text, self.embed_text) for r in rows]
+            )
         except EmbeddingError as exc:
             if exc.transient or len(rows) == 1:
                 out.failed.append((rows, exc))

@@ -1,6 +1,7 @@
-"""A memory's search text: what recall searches for it (its vector is made of it, and its
-full-text column, memory.search_tsv, is generated from it), built by one template from the
-memory and its context. `content` stays exactly what the client stored and is all that
+"""A memory's search text: what recall's full text searches for it (memory.search_tsv is
+generated from it; its vector is made of it too with HTM_EMBED_TEXT=search_text, and by
+default of `vector_input`, its speaker and content), built by one template from the memory
+and its context. `content` stays exactly what the client stored and is all that
 recall, context and prompts return; this text is never shown.
 
 The `contextual` template (HTM_SEARCH_TEXT, the default) applies to conversation memories,
@@ -161,3 +162,30 @@ def _build(
 def searched(content: str, search_text: str | None) -> str:
     """What is embedded and full-text indexed: coalesce(search_text, content)."""
     return content if search_text is None else search_text
+
+
+EmbedText = Literal["speaker", "search_text"]
+
+
+def vector_input(
+    content: str, metadata: dict[str, Any], search_text: str | None, mode: EmbedText
+) -> str:
+    """What a memory's vector is made of (HTM_EMBED_TEXT): its searched text, or (`speaker`)
+    its content after its speaker's name, `Leo: ...`, when its metadata names one. The turn
+    before and the date in words help full text (a question's words) more than a vector: a
+    sentence embedding of two turns is neither's (make eval, evals/results/)."""
+    if mode == "search_text":
+        return searched(content, search_text)
+    speaker = speaker_of(metadata)
+    return content if speaker is None else f"{speaker}: {content}"
+
+
+def same_vector_input(
+    old: tuple[str, dict[str, Any], str | None], new: tuple[str, dict[str, Any], str | None]
+) -> bool:
+    """Whether a memory rewritten from `old` to `new` (content, metadata, search text) keeps
+    its vector, whichever HTM_EMBED_TEXT made it: the same searched text and the same
+    speaker."""
+    return searched(old[0], old[2]) == searched(new[0], new[2]) and speaker_of(
+        old[1]
+    ) == speaker_of(new[1])

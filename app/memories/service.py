@@ -32,7 +32,12 @@ from app.memories.schemas import (
     MemoryFields,
     MemoryRead,
 )
-from app.memories.search_text import Written, search_texts, searched
+from app.memories.search_text import (
+    Written,
+    same_vector_input,
+    search_texts,
+    vector_input,
+)
 from app.memories.supersede import (
     Detector,
     SupersedingAdds,
@@ -264,9 +269,13 @@ class MemoryService:
         text, body = said.text, body.model_copy(update={"tags": said.tags})
         vector: list[float] | None = body.embedding
         model = "client" if vector is not None else None
-        wanted = searched(body.content, text)
+        wanted = vector_input(body.content, body.metadata, text, self.settings.embed_text)
         if vector is None and (
-            current is None or searched(current.content, current.search_text) != wanted
+            current is None
+            or not same_vector_input(
+                (current.content, current.metadata, current.search_text),
+                (body.content, body.metadata, text),
+            )
         ):
             if self.embedder.available:
                 await self.session.rollback()  # no transaction open across the provider call

@@ -24,7 +24,7 @@ from app.memories.adds import GroupCommit
 from app.memories.model import AddGroup, GroupStored, MemoryDraft, NewMemory, VectorChange
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryAdded, MemoryFields
-from app.memories.search_text import searched
+from app.memories.search_text import same_vector_input
 from app.memories.supersede_repository import SupersedeRepository
 from app.memories.version_repository import VersionRepository
 from app.robots.service import Robot
@@ -146,7 +146,9 @@ class MemoryWrites:
         event's; `search_text`: the new one (app/memories/search_text.py; `...`: the row's)."""
         text = row.search_text if isinstance(search_text, EllipsisType) else search_text
         same_content = row.content == body.content
-        same_text = searched(row.content, row.search_text) == searched(body.content, text)
+        same_text = same_vector_input(
+            (row.content, row.metadata, row.search_text), (body.content, body.metadata, text)
+        )
         if body.embedding is not None:
             change = VectorChange(keep=False, embedding=body.embedding, model="client")
         elif same_text:

@@ -121,7 +121,7 @@ async def _reindex(c: Components, args: argparse.Namespace) -> int:
         return _fail(args, f"no embedding model to embed the new search texts with: {why}", 2)
     try:
         with progress(args.quiet) as bar:
-            done = await reindex(c, args.namespace, args.batch, bar)
+            done = await reindex(c, args.namespace, args.batch, bar, vectors=args.vectors)
     except Stalled as exc:
         return _fail(args, str(exc))
     except DomainError as exc:
@@ -267,6 +267,12 @@ def _namespace_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> N
     )
     p.add_argument("--namespace", default="default", type=NAMESPACE)
     p.add_argument("--batch", type=_positive, default=256, help="memories taken out at a time")
+    p.add_argument(
+        "--vectors",
+        action="store_true",
+        help="embed every conversation memory again, its text changed or not (after a change "
+        "of HTM_EMBED_TEXT)",
+    )
     _quiet(p)
     p.set_defaults(func=run(_reindex))
 

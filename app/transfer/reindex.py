@@ -1,4 +1,5 @@
-"""`htm reindex`: after a change of HTM_SEARCH_TEXT, the namespace's conversation memories get
+"""`htm reindex`: after a change of HTM_SEARCH_TEXT (or, with `--vectors`, of HTM_EMBED_TEXT:
+every one is embedded again), the namespace's conversation memories get
 the search text the deployment's template now builds (app/memories/search_text.py, each turn
 before read as stored now), and those whose text changed are embedded again by the embedding
 worker's own code, a page at a time, as `htm reembed` does (app/transfer/reembed.py).
@@ -38,9 +39,10 @@ class Reindexed:
 
 
 async def _page(
-    c: Components, ns_id: int, after: tuple[datetime, int] | None, batch: int
+    c: Components, ns_id: int, after: tuple[datetime, int] | None, batch: int, vectors: bool
 ) -> tuple[list[Any], int, list[tuple[int, datetime]]]:
-    """(the page's rows, how many got a new text, those now waiting for a vector)."""
+    """(the page's rows, how many got a new text (with `vectors`: were written), those now
+    waiting for a vector)."""
     async with c.sessionmaker() as session, session.begin():
         repo = TransferRepository(session)
         rows = list(await repo.reindex_page(ns_id, after, batch))
@@ -54,11 +56,11 @@ async def _page(
             items=[Written(r.content, r.created_at, r.metadata) for r in rows],
         )
         texts = [s.text for s in searched]
-        changed = [i for i, r in enumerate(rows) if r.search_text != texts[i]]
+        changed = [i for i, r in enumerate(rows) if vectors or r.search_text != texts[i]]
         if not changed:
             return rows, 0, []
         rebuilt, waiting = await repo.set_search_texts(
-            [rows[i] for i in changed], [texts[i] for i in changed]
+            [rows[i] for i in changed], [texts[i] for i in changed], every=vectors
         )
     return rows, rebuilt, waiting
 
@@ -93,7 +95,10 @@ async def reindex(
     progress: Progress | None = None,
     *,
     stall_s: float = STALL_S,
+    vectors: bool = False,
 ) -> Reindexed:
+    """With `vectors`, every conversation memory is embedded again, its text changed or not
+    (after a change of HTM_EMBED_TEXT: what its vector is made of)."""
     async with c.sessionmaker() as session:
         repo = TransferRepository(session)
         ns_id = await repo.namespace_id(namespace)
@@ -104,7 +109,7 @@ async def reindex(
     done = Reindexed()
     after: tuple[datetime, int] | None = None
     while True:
-        rows, rebuilt, waiting = await _page(c, ns_id, after, batch)
+        rows, rebuilt, waiting = await _page(c, ns_id, after, batch, vectors)
         if not rows:
             return done
         after = (rows[-1].created_at, rows[-1].id)

@@ -293,9 +293,10 @@ class TransferRepository:
         ).all()
 
     async def set_search_texts(
-        self, rows: Sequence[Any], texts: Sequence[str | None]
+        self, rows: Sequence[Any], texts: Sequence[str | None], *, every: bool = False
     ) -> tuple[int, list[tuple[int, datetime]]]:
-        """Write the search texts that differ, on rows still at the version read (one
+        """Write the search texts that differ (`every`: all of them), on rows still at the
+        version read (one
         rewritten meanwhile got its text from its write). Each becomes pending, first in the
         embedding worker's queue (its old vector unused until the new one is written),
         except a client's vector, kept with its state. Returns (rows rewritten, the (id,
@@ -314,9 +315,11 @@ class TransferRepository:
                             CAST(:versions AS int[]), CAST(:texts AS text[]))
                      AS t(id, c, v, text)
                 WHERE m.id = t.id AND m.created_at = t.c AND m.version = t.v
-                  AND m.deleted_at IS NULL AND m.search_text IS DISTINCT FROM t.text
+                  AND m.deleted_at IS NULL
+                  AND (m.search_text IS DISTINCT FROM t.text OR CAST(:every AS boolean))
                 RETURNING m.id, m.created_at, NOT coalesce({_CLIENT}, false) AS waits"""),
                 {
+                    "every": every,
                     "ids": [r.id for r in rows],
                     "cs": [r.created_at for r in rows],
                     "versions": [r.version for r in rows],

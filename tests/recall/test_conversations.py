@@ -279,7 +279,10 @@ async def test_the_embedder_gets_search_texts_and_the_question_without_names(
 ) -> None:
     stub.reply = embed_reply({})
     async with app_factory(
-        embedding_provider="openai", embedding_model="stub-embed", embedding_url=stub.url
+        embedding_provider="openai",
+        embedding_model="stub-embed",
+        embedding_url=stub.url,
+        embed_text="search_text",
     ) as client:
         client.headers["X-Namespace"] = ns
         await add_dialogue(client)
@@ -308,6 +311,65 @@ async def test_the_embedder_gets_search_texts_and_the_question_without_names(
         )
         assert r.json()["vector_query"] == "a new pet"
         assert [q.body["input"] for q in stub.requests] == [["What did family get?"], ["a new pet"]]
+
+
+async def test_with_embed_text_speaker_a_turn_is_embedded_as_speaker_and_content(
+    app_factory, stub: StubServer, ns: str
+) -> None:
+    """HTM_EMBED_TEXT=speaker: a turn's vector is made of `speaker: content` (full text keeps
+    the search text), on add, on a PUT, and by the embedding worker; a PUT that changes only
+    the search text (the turn before) keeps the vector."""
+    stub.reply = embed_reply({})
+    async with app_factory(
+        embedding_provider="openai",
+        embedding_model="stub-embed",
+        embedding_url=stub.url,
+        embed_text="speaker",
+    ) as client:
+        client.headers["X-Namespace"] = ns
+        await add_dialogue(client)
+        assert [r.body["input"] for r in stub.requests] == [
+            [f"Mia: {HEY}", f"Leo: {PUPPY}", "The beagle exhibition opens in May."],
+            ["Mia: Cute!"],
+        ]
+        # Full text still searches the search text: the date in words finds the turn.
+        r = await client.post(
+            "/v1/robots/scribe/recall",
+            json={"query": "March 14", "strategy": "fulltext", "load_into_working_memory": False},
+        )
+        assert "t1" in [h["key"] for h in r.json()["hits"]]
+        stub.requests.clear()
+        # The same content and speaker: the vector stays (nothing embedded).
+        same = turn("t2", "Leo", "s1", "2026-03-14T10:01:00Z", PUPPY)
+        body = {k: v for k, v in same.items() if k != "key"}
+        r = await client.put("/v1/robots/scribe/memories/t2", json=body)
+        assert r.status_code == 200, r.text
+        assert stub.requests == []
+        # Another speaker: embedded again, as that speaker's.
+        body["metadata"] = {**body["metadata"], "speaker": "Ana"}
+        r = await client.put("/v1/robots/scribe/memories/t2", json=body)
+        assert r.status_code == 200, r.text
+        assert [q.body["input"] for q in stub.requests] == [[f"Ana: {PUPPY}"]]
+        # The embedding worker embeds a pending turn the same way.
+        stub.requests.clear()
+        stub.reply = lambda _r: (503, {"error": "down"})
+        r = await client.post(
+            "/v1/robots/scribe/memories",
+            json=turn("t9", "Mia", "s1", "2026-03-14T10:09:00Z", "Later!"),
+        )
+        assert r.json()["embedding_status"] == "pending"
+        stub.reply = embed_reply({})
+        stub.requests.clear()
+        # (The queue spans every namespace: other tests' pending memories may come along.)
+        while (await client.get("/v1/robots/scribe/memories/t9")).json()[
+            "embedding_status"
+        ] == "pending":
+            assert await client.app.state.components.embedding_worker.run_once() >= 1
+        sent = [t for q in stub.requests for t in q.body["input"]]
+        assert ("Mia: Later!" in sent, any("Later!" in t and t != "Mia: Later!" for t in sent)) == (
+            True,
+            False,
+        )
 
 
 async def test_the_prompt_leaves_out_recall_hits_below_the_floor(

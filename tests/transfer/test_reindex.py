@@ -116,7 +116,10 @@ def check_vectors(
 async def test_reindex_rebuilds_search_texts_and_vectors_then_back_to_plain(
     app_factory, htm: Htm, ns: str
 ) -> None:
-    async with app_factory(search_text="plain", embedding_provider="local") as client:
+    # Vectors of the search texts (HTM_EMBED_TEXT=search_text), as this test compares.
+    async with app_factory(
+        search_text="plain", embedding_provider="local", embed_text="search_text"
+    ) as client:
         client.headers["X-Namespace"] = ns
         r = await client.post("/v1/robots/scribe/memories/batch", json={"memories": DIALOGUE})
         assert r.status_code == 201, r.text
@@ -131,7 +134,8 @@ async def test_reindex_rebuilds_search_texts_and_vectors_then_back_to_plain(
         searched = {k: t or contents[k] for k, t in CONTEXTUAL.items() if k != "c1"}
 
         run = htm("reindex", "--namespace", ns, "--batch", "5", "-q",
-                  HTM_SEARCH_TEXT="contextual", HTM_EMBEDDING_PROVIDER="local")  # fmt: skip
+                  HTM_SEARCH_TEXT="contextual", HTM_EMBEDDING_PROVIDER="local",
+                  HTM_EMBED_TEXT="search_text")  # fmt: skip
         assert run.returncode == 0, run.stderr
         assert run.stdout == SUMMARY.format(ns=ns, template="contextual", n=7, e=6)
         after = await rows(client, ns)
@@ -146,13 +150,15 @@ async def test_reindex_rebuilds_search_texts_and_vectors_then_back_to_plain(
         assert await fulltext(client, "Ann") == {"c1"}  # a client's vector: its text changed
 
         again = htm("reindex", "--namespace", ns, "-q",
-                    HTM_SEARCH_TEXT="contextual", HTM_EMBEDDING_PROVIDER="local")  # fmt: skip
+                    HTM_SEARCH_TEXT="contextual", HTM_EMBEDDING_PROVIDER="local",
+                  HTM_EMBED_TEXT="search_text")  # fmt: skip
         assert again.returncode == 0, again.stderr
         assert again.stdout == SUMMARY.format(ns=ns, template="contextual", n=0, e=0)
         assert await rows(client, ns) == after
 
         back = htm("reindex", "--namespace", ns, "--batch", "2", "-q",
-                   HTM_SEARCH_TEXT="plain", HTM_EMBEDDING_PROVIDER="local")  # fmt: skip
+                   HTM_SEARCH_TEXT="plain", HTM_EMBEDDING_PROVIDER="local",
+                   HTM_EMBED_TEXT="search_text")  # fmt: skip
         assert back.returncode == 0, back.stderr
         assert back.stdout == SUMMARY.format(ns=ns, template="plain", n=7, e=6)
         plain = await rows(client, ns)
@@ -160,6 +166,37 @@ async def test_reindex_rebuilds_search_texts_and_vectors_then_back_to_plain(
         check_vectors(plain, {k: parsed(v[4]) for k, v in before.items()}, PLAIN)
         assert parsed(plain["c1"][4]) == pytest.approx(as_stored(GIVEN))
         assert await fulltext(client, "puppy") == {"t2"}
+
+
+async def test_reindex_vectors_embeds_every_turn_again_as_speaker_and_content(
+    app_factory, htm: Htm, ns: str
+) -> None:
+    """After a change of HTM_EMBED_TEXT (here to `speaker`), `--vectors` embeds every
+    conversation memory again (its search text unchanged), a client's vector kept."""
+    async with app_factory(embedding_provider="local", embed_text="search_text") as client:
+        client.headers["X-Namespace"] = ns
+        r = await client.post("/v1/robots/scribe/memories/batch", json={"memories": DIALOGUE})
+        assert r.status_code == 201, r.text
+        assert (await client.delete("/v1/robots/scribe/memories/gone")).status_code == 200
+        before = await rows(client, ns)
+        run = htm("reindex", "--namespace", ns, "--vectors", "--batch", "5", "-q",
+                  HTM_EMBEDDING_PROVIDER="local", HTM_EMBED_TEXT="speaker")  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == SUMMARY.format(ns=ns, template="contextual", n=7, e=6)
+        after = await rows(client, ns)
+        # The texts are the template's (t3's turn before is t2 now: `gone` was forgotten).
+        assert {k: v[:4] for k, v in after.items()} == {
+            **{k: (t, "ready", MODEL, before[k][3]) for k, t in CONTEXTUAL.items()},
+            "c1": (CONTEXTUAL["c1"], "ready", "client", before["c1"][3]),
+        }
+        spoken = {
+            m["key"]: f"{m['metadata']['speaker']}: {m['content']}"
+            for m in DIALOGUE
+            if m["key"] not in ("gone", "c1", "note")
+        }
+        check_vectors(after, await embedded_as(client, spoken), spoken)
+        assert after["note"][4] == before["note"][4]  # not a conversation: not embedded again
+        assert parsed(after["c1"][4]) == pytest.approx(as_stored(GIVEN))
 
 
 def test_reindex_needs_an_embedding_model(htm: Htm, ns: str) -> None:
