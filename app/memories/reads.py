@@ -181,6 +181,8 @@ def _version_fields(v: Any) -> dict[str, Any]:
         "content": v.content,
         "type": v.type,
         "importance": v.importance,
+        "confidence": v.confidence,
+        "source": v.source,
         "tags": list(v.tags),
         "metadata": v.metadata,
         "created_at": v.created_at,

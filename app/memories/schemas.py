@@ -13,6 +13,7 @@ from app.common import (
     Instant,
     JsonObject,
     MemoryType,
+    Source,
     StrictModel,
     Tag,
     Text,
@@ -27,9 +28,21 @@ _EXAMPLE: dict[str, Any] = {
     "key": "staging-db-version",
     "type": "fact",
     "importance": 5,
+    "confidence": 0.9,
+    "source": "doc:ops-handbook",
     "tags": ["infra", "postgres"],
-    "metadata": {"source": "ops-handbook"},
+    "metadata": {"section": "databases"},
 }
+
+CONFIDENCE_DESCRIPTION = (
+    "How sure the writer is that it holds, 0–1; null: not said. Recall and list filter on it "
+    "(`min_confidence`: a memory without one is left out)"
+)
+SOURCE_DESCRIPTION = (
+    'Where it came from: "user", "tool:web", "inference", "import"... (1–100 characters: '
+    "letters, digits, space and `._:/@+-`, a letter or digit first); null: not said. Recall "
+    "and list filter on it (`sources`, `source`)"
+)
 
 
 class MemoryFields(StrictModel):
@@ -40,6 +53,8 @@ class MemoryFields(StrictModel):
         default="fact", description="Free-form kind, e.g. fact, preference, decision, code"
     )
     importance: float = Field(default=1.0, ge=0, le=10, description="0–10; evicted lowest first")
+    confidence: float | None = Field(default=None, ge=0, le=1, description=CONFIDENCE_DESCRIPTION)
+    source: Source | None = Field(default=None, description=SOURCE_DESCRIPTION)
     tags: list[Tag] = Field(default_factory=list, description=f"Tags matching {TAG_PATTERN}")
     metadata: JsonObject = Field(
         default_factory=dict,
@@ -207,6 +222,8 @@ class MemoryRead(BaseModel):
     content: str
     type: str
     importance: float
+    confidence: float | None = Field(default=None, description=CONFIDENCE_DESCRIPTION)
+    source: str | None = Field(default=None, description=SOURCE_DESCRIPTION)
     tags: list[str]
     metadata: dict[str, Any]
     author: str = Field(description="The robot that added it")
@@ -288,6 +305,8 @@ class MemoryVersionRead(BaseModel):
     content: str
     type: str
     importance: float
+    confidence: float | None = None
+    source: str | None = None
     tags: list[str]
     metadata: dict[str, Any]
     created_at: datetime
@@ -359,6 +378,8 @@ def to_read(row: Any) -> MemoryRead:
         content=row.content,
         type=row.type,
         importance=row.importance,
+        confidence=row.confidence,
+        source=row.source,
         tags=list(row.tags),
         metadata=row.metadata,
         author=row.author,

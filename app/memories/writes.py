@@ -170,6 +170,8 @@ class MemoryWrites:
             valid_from=body.valid_from,
             valid_to=body.valid_to,
             audience=audience or Audience.of(row),  # None: the row's own
+            confidence=body.confidence,
+            source=body.source,
         )
         same_audience = m.audience == Audience.of(row)
         unchanged = (
@@ -179,6 +181,7 @@ class MemoryWrites:
             and text == row.search_text
             and (m.created_at, m.type, m.importance, m.tags, m.metadata)
             == (row.created_at, row.type, row.importance, list(row.tags), row.metadata)
+            and (m.confidence, m.source) == (row.confidence, row.source)
             and (m.valid_from or m.created_at, m.valid_to) == (row.valid_from, row.valid_to)
             and same_audience
         )
@@ -243,7 +246,17 @@ class MemoryWrites:
         )
 
 
-_SHOWN = ("key", "content", "type", "importance", "tags", "metadata", "token_count")
+_SHOWN = (
+    "key",
+    "content",
+    "type",
+    "importance",
+    "confidence",
+    "source",
+    "tags",
+    "metadata",
+    "token_count",
+)
 
 
 def shown(m: NewMemory) -> dict[str, Any]:
@@ -345,6 +358,8 @@ def fields_of(row: Any, *, importance: float, tags: list[str]) -> MemoryFields:
         content=row.content,
         type=row.type,
         importance=importance,
+        confidence=row.confidence,
+        source=row.source,
         tags=tags,
         metadata=row.metadata,
         created_at=None,

@@ -55,4 +55,6 @@ def explain(
         },
         rerank=rerank,
         score=hit.score if score is None else score,
+        confidence=hit.confidence,
+        source=hit.source,
     )

@@ -50,6 +50,8 @@ class SearchHit:
     # yet): what min_score compares.
     relevance: float | None = None
     audience: Audience = NAMESPACE  # who may read it: whether a group's working memory may hold it
+    confidence: float | None = None  # as written (migration 0027); None: not said
+    source: str | None = None
 
 
 def hit(
@@ -82,6 +84,8 @@ def hit(
         fulltext_score=fulltext_score,
         shares=shares,
         relevance=relevance,
+        confidence=row["confidence"],
+        source=row["source"],
         audience=Audience(row["visibility"], group_id=row["group_id"], pool_id=row["pool_id"])
         if row.get("visibility", "namespace") != "namespace"
         else NAMESPACE,

@@ -13,6 +13,7 @@ from app.common import (
     JsonObject,
     MemoryType,
     Phrase,
+    Source,
     StrictModel,
     Tag,
     Text,
@@ -32,6 +33,15 @@ class RecallFilters(StrictModel):
     tags_any: list[Tag] | None = Field(default=None, description="At least one of these tags")
     tags_all: list[Tag] | None = Field(default=None, description="All of these tags")
     min_importance: float | None = Field(default=None, ge=0, le=10)
+    min_confidence: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Only memories whose `confidence` is at least this (one without: left out)",
+    )
+    sources: list[Source] | None = Field(
+        default=None, max_length=20, description="Only memories of any of these `source`s"
+    )
     metadata: JsonObject | None = Field(
         default=None, description="JSON containment: the memory's metadata includes this object"
     )
@@ -230,6 +240,14 @@ class HitExplanation(BaseModel):
     signals: dict[str, SignalExplanation]
     rerank: RerankExplanation | None = None
     score: float
+    confidence: float | None = Field(
+        default=None,
+        description="The memory's `confidence` (null: not said): what `min_confidence` compared; "
+        "it does not change the score",
+    )
+    source: str | None = Field(
+        default=None, description="The memory's `source` (null: not said): what `sources` matched"
+    )
 
 
 class Neighbour(BaseModel):
@@ -250,6 +268,8 @@ class RecallHit(BaseModel):
     content: str
     type: str
     importance: float
+    confidence: float | None = Field(default=None, description="As written; null: not said")
+    source: str | None = Field(default=None, description="As written; null: not said")
     tags: list[str]
     metadata: dict[str, Any]
     author: str

@@ -25,8 +25,9 @@ def qvec(storage: VectorStorage) -> str:
 READY = "m.embedding_status = 'ready' AND m.embedding IS NOT NULL"
 
 HIT_COLUMNS = """
-    m.id, m.created_at, m.version, m.key, m.content, m.type, m.importance, m.tags,
-    m.metadata, r.name AS author, m.token_count, m.visibility, m.group_id, m.pool_id"""
+    m.id, m.created_at, m.version, m.key, m.content, m.type, m.importance, m.confidence,
+    m.source, m.tags, m.metadata, r.name AS author, m.token_count, m.visibility, m.group_id,
+    m.pool_id"""
 
 NO_VECTOR_HITS = """
     SELECT NULL::bigint AS id, NULL::timestamptz AS created_at, NULL::float8 AS distance,

@@ -34,6 +34,8 @@ def _record(row: Any) -> dict[str, Any]:
         "content": row.content,
         "type": row.type,
         "importance": row.importance,
+        "confidence": row.confidence,
+        "source": row.source,
         "tags": list(row.tags),
         "metadata": row.metadata,
         "author": row.author,

@@ -50,6 +50,8 @@ class Record(BaseModel):
     content: str
     type: str = "fact"
     importance: float = 1.0
+    confidence: float | None = None
+    source: str | None = None
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     author: str = Field(pattern=NAME_PATTERN)

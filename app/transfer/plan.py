@@ -118,6 +118,8 @@ def wanted(r: Record, *, keep_vector: bool = False, superseded_later: bool = Fal
         content=r.content,
         type=r.type,
         importance=r.importance,
+        confidence=r.confidence,
+        source=r.source,
         tags=r.tags,
         metadata=r.metadata,
         created_at=r.created_at,

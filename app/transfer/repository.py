@@ -18,8 +18,8 @@ SUPERSEDED_BY = (
     "(SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by) AS superseded_by"
 )
 _PAGE = """
-    SELECT m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
-           r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
+    SELECT m.id, m.key, m.content, m.type, m.importance, m.confidence, m.source, m.tags,
+           m.metadata, r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
            m.embedding_status, m.embedding_model, {vector} AS embedding, m.archived, m.valid_from,
            m.valid_to, {superseded_by}, {audience}, {access_count} AS access_count,
            {last_accessed_at} AS last_accessed_at
@@ -108,8 +108,8 @@ class TransferRepository:
         """The stored fields of those keys that exist (deleted ones too), by key."""
         rows = await self.session.execute(
             sql(f"""
-            SELECT m.key, m.content, m.type, m.importance, m.tags, m.metadata,
-                   m.created_at, m.deleted_at, m.valid_from, m.valid_to, m.archived,
+            SELECT m.key, m.content, m.type, m.importance, m.confidence, m.source, m.tags,
+                   m.metadata, m.created_at, m.deleted_at, m.valid_from, m.valid_to, m.archived,
                    m.version, {SUPERSEDED_BY}, {AUDIENCE}, {ACCESS_COUNT} AS access_count,
                    {LAST_ACCESSED_AT} AS last_accessed_at
             FROM memory_key k

@@ -27,6 +27,8 @@ class Wanted:
     tags: list[str]
     metadata: dict[str, Any]
     created_at: datetime | None = None  # None: now when added, unchanged when updated
+    confidence: float | None = None
+    source: str | None = None
     deleted: bool = False
     embedding: list[float] | None = None  # a vector to reuse, made by `embedding_model`
     embedding_model: str | None = None
@@ -72,6 +74,7 @@ def same_fields(w: Wanted, row: Any) -> bool:
             w.metadata,
         )
         and (w.created_at is None or w.created_at == row.created_at)
+        and (row.confidence, row.source) == (w.confidence, w.source)
         and (
             row.valid_from,
             row.valid_to,
@@ -102,6 +105,8 @@ def fields(w: Wanted, *, vector: bool) -> dict[str, Any]:
         "content": w.content,
         "type": w.type,
         "importance": w.importance,
+        "confidence": w.confidence,
+        "source": w.source,
         "tags": w.tags,
         "metadata": w.metadata,
         "created_at": w.created_at,

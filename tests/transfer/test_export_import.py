@@ -26,9 +26,10 @@ def vec(seed: int) -> list[float]:
 
 MEMORIES: list[dict[str, Any]] = [
     {"key": "db", "content": "The staging database runs PostgreSQL 18 with pgvector.",
-     "tags": ["infra", "postgres"], "importance": 7, "metadata": {"source": "ops", "n": 1}},
+     "tags": ["infra", "postgres"], "importance": 7, "metadata": {"source": "ops", "n": 1},
+     "confidence": 0.875, "source": "tool:web"},
     {"key": "cache", "content": "Redis keeps the working memory of each robot.",
-     "tags": ["infra"], "importance": 5, "type": "decision"},
+     "tags": ["infra"], "importance": 5, "type": "decision", "confidence": 0.0},
     {"key": "deploy",
      "content": "Deploys to staging happen every Tuesday after the database backup.",
      "tags": ["process"], "metadata": {"owner": {"team": "ops"}}},
@@ -63,7 +64,7 @@ async def contents(client: httpx.AsyncClient, ns: str) -> dict[str, dict[str, An
         m["key"]: {
             **{k: m[k] for k in ("content", "type", "importance", "tags", "metadata", "author")},
             **{k: m[k] for k in ("created_at", "embedding_status", "embedding_model")},
-            **{k: m[k] for k in ("valid_from", "valid_to")},
+            **{k: m[k] for k in ("valid_from", "valid_to", "confidence", "source")},
             "deleted": m["deleted_at"] is not None,
         }
         for m in r.json()["items"]
@@ -118,6 +119,9 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
     assert [m["key"] for m in mems] == [m["key"] for m in MEMORIES]  # oldest first
     assert mems[0]["embedding_model"] == "client" and len(mems[0]["embedding"]) == DIM
     assert [m["key"] for m in mems if m["deleted_at"]] == ["gone"]
+    assert [(m["key"], m["confidence"], m["source"]) for m in mems[:3]] == [
+        ("db", 0.875, "tool:web"), ("cache", 0.0, None), ("deploy", None, None),
+    ]  # fmt: skip
 
     assert summary(htm("import", str(out), "--namespace", b)) == (
         f"imported into namespace {b}: 7 added, 0 updated, 1 forgotten, 0 unchanged, 2 robots set"
@@ -125,6 +129,9 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
     original, restored = await contents(client, a), await contents(client, b)
     assert restored == original
     assert len(restored) == 7 and restored["gone"]["deleted"] is True
+    assert [(restored[k]["confidence"], restored[k]["source"]) for k in ("db", "cache")] == [
+        (0.875, "tool:web"), (0.0, None),
+    ]  # fmt: skip
     assert (restored["coffee"]["valid_from"], restored["coffee"]["valid_to"]) == (
         "2025-03-05T00:00:00Z",
         "2030-01-01T00:00:00Z",
@@ -201,6 +208,12 @@ async def test_a_bad_line_is_named_and_nothing_is_imported(
     cases = {
         "tags.0: String should match pattern": {**good, "key": "k2", "tags": ["bad tag"]},
         "key: String should match pattern": {**good, "key": "a/b"},
+        "confidence: Input should be less than or equal to 1": {
+            **good,
+            "key": "k2",
+            "confidence": 1.5,
+        },
+        "source: String should match pattern": {**good, "key": "k2", "source": "-web"},
         "not JSON": "{oops",
     }
     for why, bad in cases.items():

@@ -11,6 +11,7 @@ from app.common import (
     Instant,
     Page,
     Phrase,
+    Source,
     Tag,
     Text,
 )
@@ -105,6 +106,15 @@ async def list_memories(
         Query(description="Any of these tags or their descendants (repeatable)"),
     ] = None,
     min_importance: Annotated[float | None, Query(ge=0, le=10)] = None,
+    min_confidence: Annotated[
+        float | None,
+        Query(
+            ge=0, le=1, description="Only memories at least this confident (none said: left out)"
+        ),
+    ] = None,
+    source: Annotated[
+        list[Source] | None, Query(description="Only memories of any of these sources (repeatable)")
+    ] = None,
     timeframe: TimeframeQuery = None,
     include_deleted: Annotated[bool, Query(description="Include soft-deleted memories")] = False,
     valid_at: Annotated[Phrase | None, Query(description=VALID_AT_DESCRIPTION)] = None,
@@ -132,6 +142,8 @@ async def list_memories(
         type=type,
         tags_any=tag,
         min_importance=min_importance,
+        min_confidence=min_confidence,
+        sources=source,
         include_deleted=include_deleted,
         as_of=as_of,
     )
