@@ -573,7 +573,11 @@ CREATE TABLE public.memory (
 CREATE TABLE public.memory_access (
     memory_id bigint NOT NULL,
     access_count integer NOT NULL,
-    last_accessed_at timestamp with time zone
+    last_accessed_at timestamp with time zone,
+    learn_scale double precision DEFAULT 1 NOT NULL,
+    learn_shift double precision DEFAULT 0 NOT NULL,
+    uses integer DEFAULT 0 NOT NULL,
+    misses integer DEFAULT 0 NOT NULL
 )
 WITH (fillfactor='50');
 

@@ -20,6 +20,7 @@ from app.common import (
     Vector,
     given,
 )
+from app.memories.learning import learned
 from app.visibility import MAX_READERS, VISIBILITY_DESCRIPTION, Name, Visibility
 from app.working_memory.schemas import WorkingMemoryOutcome
 
@@ -201,6 +202,23 @@ class ImportanceChange(StrictModel):
         return self
 
 
+class MemoryFeedback(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"used": True}]}
+    )
+
+    used: bool = Field(
+        description="true: the memory was of use (its learned importance takes a step toward "
+        "10); false: it was recalled or offered but of no use (a step toward 0)"
+    )
+
+
+class FeedbackAccepted(BaseModel):
+    key: str
+    used: bool
+    learning_rate: float = Field(description="α: the step is α of the way to 10 (or to 0)")
+
+
 class MemoryBatchCreate(StrictModel):
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"memories": [_EXAMPLE]}]}
@@ -243,6 +261,14 @@ class MemoryRead(BaseModel):
         "once a second, so a just-made access may not show yet)",
     )
     last_accessed_at: datetime | None = Field(default=None, description="The latest of them")
+    learned_importance: float | None = Field(
+        default=None,
+        description="The importance feedback on its use taught (`POST …/feedback`; "
+        "app/memories/learning.py), 0–10, beside the writer's `importance`; null: no feedback "
+        "yet (written about once a second, like `access_count`)",
+    )
+    used_count: int = Field(default=0, description="Feedback saying it was used")
+    unused_count: int = Field(default=0, description="Feedback saying it was not")
     valid_from: datetime | None = Field(
         default=None, description="When the fact became true (its created_at unless set)"
     )
@@ -392,6 +418,7 @@ def to_read(row: Any) -> MemoryRead:
         version=row.version,
         access_count=row.access_count,
         last_accessed_at=row.last_accessed_at,
+        **feedback_fields(row.importance, getattr(row, "feedback", None)),
         valid_from=row.valid_from,
         valid_to=row.valid_to,
         superseded_by=row.superseded_by,
@@ -400,6 +427,15 @@ def to_read(row: Any) -> MemoryRead:
         readers=list(getattr(row, "readers", None) or ()),
         pool=getattr(row, "pool", None),
     )
+
+
+def feedback_fields(importance: float, feedback: Any) -> dict[str, Any]:
+    """A read's learned importance and feedback counts, from FEEDBACK's array (None: none)."""
+    return {
+        "learned_importance": learned(importance, feedback),
+        "used_count": int(feedback[2]) if feedback else 0,
+        "unused_count": int(feedback[3]) if feedback else 0,
+    }
 
 
 def _json_depth(value: Any) -> int:

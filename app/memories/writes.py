@@ -23,7 +23,7 @@ from app.events.repository import EventRepository
 from app.memories.adds import GroupCommit
 from app.memories.model import AddGroup, GroupStored, MemoryDraft, NewMemory, VectorChange
 from app.memories.repository import MemoryRepository
-from app.memories.schemas import MemoryAdded, MemoryFields
+from app.memories.schemas import MemoryAdded, MemoryFields, feedback_fields
 from app.memories.search_text import searched
 from app.memories.supersede_repository import SupersedeRepository
 from app.memories.version_repository import VersionRepository
@@ -238,6 +238,8 @@ class MemoryWrites:
             version=rw.version,
             access_count=rw.row.access_count,
             last_accessed_at=rw.row.last_accessed_at,
+            # the feedback learned so far, applied to the importance just written
+            **feedback_fields(rw.memory.importance, getattr(rw.row, "feedback", None)),
             created=False,
             working_memory=outcome,
             valid_from=rw.memory.valid_from or rw.memory.created_at,

@@ -7,6 +7,7 @@ from app.recall.fusion import Signals
 from app.recall.hits import SearchHit
 from app.recall.schemas import (
     HitExplanation,
+    ImportanceExplanation,
     ListExplanation,
     RerankExplanation,
     SignalExplanation,
@@ -57,4 +58,10 @@ def explain(
         score=hit.score if score is None else score,
         confidence=hit.confidence,
         source=hit.source,
+        importance=ImportanceExplanation(
+            written=hit.importance,
+            learned=hit.importance if hit.learned_importance is None else hit.learned_importance,
+            used=int(hit.feedback[2]) if hit.feedback else 0,
+            unused=int(hit.feedback[3]) if hit.feedback else 0,
+        ),
     )

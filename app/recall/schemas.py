@@ -224,6 +224,16 @@ class RerankExplanation(BaseModel):
     fused_rank: int = Field(description="The hit's rank before reranking")
 
 
+class ImportanceExplanation(BaseModel):
+    written: float = Field(description="The importance its writer gave")
+    learned: float = Field(
+        description="What feedback on its use made of it (app/memories/learning.py): the "
+        "importance signal's value × 10; `written` without feedback"
+    )
+    used: int = Field(description="Feedback saying it was used: each a step toward 10")
+    unused: int = Field(description="Feedback saying it was not: each a step toward 0")
+
+
 class HitExplanation(BaseModel):
     vector: ListExplanation | None
     fulltext: ListExplanation | None
@@ -247,6 +257,9 @@ class HitExplanation(BaseModel):
     )
     source: str | None = Field(
         default=None, description="The memory's `source` (null: not said): what `sources` matched"
+    )
+    importance: ImportanceExplanation | None = Field(
+        default=None, description="The importance written and learned, and the feedback"
     )
 
 

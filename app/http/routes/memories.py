@@ -21,11 +21,13 @@ from app.http.params import MemoryKeyPath, RobotName, TimeframeQuery
 from app.http.routing import ApiRoute
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
+    FeedbackAccepted,
     ImportanceChange,
     MemoryAdded,
     MemoryBatchCreate,
     MemoryBatchResult,
     MemoryCreate,
+    MemoryFeedback,
     MemoryHistory,
     MemoryRead,
     MemoryUpsert,
@@ -245,6 +247,20 @@ async def patch_importance(
 ) -> MemoryAdded:
     """Sets `importance`, or adds `boost` to it (within 0–10), as a new version."""
     return await u.memories.adjust_importance(robot, key, body)
+
+
+@router.post(
+    "/{key}/feedback",
+    operation_id="memories-feedback",
+    summary="Say whether a memory was of use",
+    status_code=202,
+)
+async def memory_feedback(
+    robot: RobotName, key: MemoryKeyPath, body: MemoryFeedback, u: UnitDep
+) -> FeedbackAccepted:
+    """Moves the memory's learned importance a step toward 10 (`used: true`) or 0 (`false`),
+    written within about a second (app/memories/learning.py); its `importance` is kept."""
+    return await u.reader.feedback(robot, key, body)
 
 
 @router.delete("/{key}", operation_id="memories-forget", summary="Forget a memory")

@@ -1,4 +1,5 @@
-"""A memory's `confidence` and `source` as columns (issue 47, item 5).
+"""A memory's `confidence` and `source` as columns (issue 47, item 5), and the feedback its
+learned importance is made of (item 4).
 
 - `memory.confidence`: how sure the writer is, in [0, 1]; NULL: not said.
 - `memory.source`: where the memory came from, a short string ("user", "tool:web",
@@ -11,6 +12,12 @@ Both were free metadata before (`metadata.confidence`, `metadata.source`). The m
 metadata as it was: metadata is the client's own JSON, given back as written, and
 `htm load` finds its chunks by `metadata.source` (app/transfer/load.py). Anything else
 stays metadata only. Only the rows carrying one of the two keys are updated.
+
+`memory_access` (0025: narrow, its updates heap-only) gains what feedback on a memory's use
+taught (app/memories/learning.py): the composed steps `learn_scale`, `learn_shift` (the
+learned importance is learn_scale·importance + learn_shift; 1 and 0: nothing learned) and how
+many there were, `uses` and `misses`. Written by the access-count flush, off the request's
+path, like the counts beside them.
 
 Revision ID: 0027
 Revises: 0025
@@ -52,8 +59,17 @@ def upgrade() -> None:
                 END
         WHERE metadata ?| ARRAY['confidence', 'source']""")
     op.execute("ANALYZE memory (confidence, source)")
+    op.execute("""
+        ALTER TABLE memory_access
+            ADD COLUMN learn_scale double precision NOT NULL DEFAULT 1,
+            ADD COLUMN learn_shift double precision NOT NULL DEFAULT 0,
+            ADD COLUMN uses integer NOT NULL DEFAULT 0,
+            ADD COLUMN misses integer NOT NULL DEFAULT 0""")
 
 
 def downgrade() -> None:
+    op.execute("""
+        ALTER TABLE memory_access DROP COLUMN learn_scale, DROP COLUMN learn_shift,
+                                  DROP COLUMN uses, DROP COLUMN misses""")
     op.execute("ALTER TABLE memory_version DROP COLUMN confidence, DROP COLUMN source")
     op.execute("ALTER TABLE memory DROP COLUMN confidence, DROP COLUMN source")
