@@ -166,3 +166,8 @@ async def test_bad_feedback_is_4xx_problem_json_and_records_nothing(client) -> N
     r = await client.post(f"{R}/k/feedback", json={"used": True})
     assert r.status_code == 404  # a forgotten memory learns nothing
     assert c.access.pending == 0
+    # A robot that may not read a memory cannot teach it (nor learn that it exists).
+    await client.post(R, json={"key": "mine", "content": "y", "visibility": "private"})
+    r = await client.post("/v1/robots/bob/memories/mine/feedback", json={"used": False})
+    assert (r.status_code, r.headers["content-type"]) == (404, PROBLEM)
+    assert c.access.pending == 0
