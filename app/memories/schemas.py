@@ -180,7 +180,9 @@ class MemoryUpsert(MemoryFields):
 
 class ImportanceChange(StrictModel):
     model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [{"boost": 1.5}]}
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"boost": 1.5}, {"confidence": 0.9, "source": "user"}]},
     )
 
     importance: float | None = Field(default=None, ge=0, le=10, description="The new value")
@@ -190,15 +192,42 @@ class ImportanceChange(StrictModel):
         le=10,
         description="Added to the current importance (negative: reduce), kept within 0–10",
     )
+    confidence: float | None = Field(
+        default=None, ge=0, le=1, description="The new confidence (null: clears it); absent: kept"
+    )
+    source: Source | None = Field(
+        default=None, description="The new source (null: clears it); absent: kept"
+    )
 
     schema_rules = (
-        {"oneOf": [given("importance", {"type": "number"}), given("boost", {"type": "number"})]},
+        {
+            "not": {
+                "allOf": [
+                    given("importance", {"type": "number"}),
+                    given("boost", {"type": "number"}),
+                ]
+            }
+        },
+        {
+            "anyOf": [
+                given("importance", {"type": "number"}),
+                given("boost", {"type": "number"}),
+                {"required": ["confidence"]},
+                {"required": ["source"]},
+            ]
+        },
     )
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> ImportanceChange:
-        if (self.importance is None) == (self.boost is None):
-            raise ValueError("give exactly one of `importance` and `boost`")
+    def _something_once(self) -> ImportanceChange:
+        if self.importance is not None and self.boost is not None:
+            raise ValueError("give at most one of `importance` and `boost`")
+        if (
+            self.importance is None
+            and self.boost is None
+            and not {"confidence", "source"} & self.model_fields_set
+        ):
+            raise ValueError("give `importance`, `boost`, `confidence` or `source`")
         return self
 
 

@@ -80,6 +80,31 @@ async def test_put_replaces_them_patch_keeps_them_and_versions_remember_them(cli
     )
 
 
+async def test_patch_sets_either_and_keeps_what_it_does_not_name(client) -> None:
+    await add(client, "k", "the fact", importance=2, confidence=0.5, source="inference")
+
+    async def patch(body: dict[str, Any]) -> tuple[Any, ...]:
+        r = await client.patch(f"{R}/k", json=body)
+        assert r.status_code == 200, r.text
+        m = r.json()
+        return (m["version"], m["importance"], m["confidence"], m["source"])
+
+    assert await patch({"confidence": 0.75}) == (2, 2, 0.75, "inference")
+    assert await patch({"source": "user", "boost": 1}) == (3, 3, 0.75, "user")
+    assert await patch({"confidence": None}) == (4, 3, None, "user")
+    assert await patch({"source": "user"}) == (4, 3, None, "user")  # nothing changed: no version
+    for body in ({}, {"importance": 1, "boost": 1}, {"confidence": 2}, {"source": "-x"}):
+        r = await client.patch(f"{R}/k", json=body)
+        assert (r.status_code, r.headers["content-type"]) == (422, PROBLEM), body
+    got = (await client.get(f"{R}/k")).json()
+    assert (got["version"], got["importance"], got["confidence"], got["source"]) == (
+        4,
+        3,
+        None,
+        "user",
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "field"),
     [

@@ -240,12 +240,15 @@ async def put_memory(
 
 
 @router.patch(
-    "/{key}", operation_id="memories-importance", summary="Boost or reduce a memory's importance"
+    "/{key}",
+    operation_id="memories-importance",
+    summary="Boost or reduce a memory's importance, set its confidence or source",
 )
 async def patch_importance(
     robot: RobotName, key: MemoryKeyPath, body: ImportanceChange, u: UnitDep
 ) -> MemoryAdded:
-    """Sets `importance`, or adds `boost` to it (within 0–10), as a new version."""
+    """Sets `importance`, or adds `boost` to it (within 0–10), and sets `confidence` or
+    `source` when given, as a new version (a change of nothing writes none)."""
     return await u.memories.adjust_importance(robot, key, body)
 
 
