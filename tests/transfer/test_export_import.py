@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.transfer.conftest import Htm
 
@@ -53,6 +54,10 @@ async def seed(client: httpx.AsyncClient, ns: str) -> None:
         r = await client.post(f"/v1/robots/{robot}/memories", json=body)
         assert r.status_code == 201, r.text
     assert (await client.delete("/v1/robots/writer-a/memories/gone")).status_code == 200
+    for key, used in (("db", True), ("db", True), ("cache", False)):
+        r = await client.post(f"/v1/robots/writer-a/memories/{key}/feedback", json={"used": used})
+        assert r.status_code == 202, r.text
+    await client.app.state.components.access.flush()  # type: ignore[attr-defined]
 
 
 async def contents(client: httpx.AsyncClient, ns: str) -> dict[str, dict[str, Any]]:
@@ -65,6 +70,7 @@ async def contents(client: httpx.AsyncClient, ns: str) -> dict[str, dict[str, An
             **{k: m[k] for k in ("content", "type", "importance", "tags", "metadata", "author")},
             **{k: m[k] for k in ("created_at", "embedding_status", "embedding_model")},
             **{k: m[k] for k in ("valid_from", "valid_to", "confidence", "source")},
+            **{k: m[k] for k in ("learned_importance", "used_count", "unused_count")},
             "deleted": m["deleted_at"] is not None,
         }
         for m in r.json()["items"]
@@ -122,6 +128,11 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
     assert [(m["key"], m["confidence"], m["source"]) for m in mems[:3]] == [
         ("db", 0.875, "tool:web"), ("cache", 0.0, None), ("deploy", None, None),
     ]  # fmt: skip
+    assert [m["feedback"] for m in mems[:3]] == [
+        {"scale": pytest.approx(0.64), "shift": pytest.approx(3.6), "used": 2, "unused": 0},
+        {"scale": pytest.approx(0.8), "shift": 0.0, "used": 0, "unused": 1},
+        None,
+    ]
 
     assert summary(htm("import", str(out), "--namespace", b)) == (
         f"imported into namespace {b}: 7 added, 0 updated, 1 forgotten, 0 unchanged, 2 robots set"
@@ -129,6 +140,11 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
     original, restored = await contents(client, a), await contents(client, b)
     assert restored == original
     assert len(restored) == 7 and restored["gone"]["deleted"] is True
+    # db: importance 7, used twice (α 0.2): 0.64·7 + 3.6; cache: 5, not used once: 0.8·5.
+    assert [
+        (restored[k]["learned_importance"], restored[k]["used_count"], restored[k]["unused_count"])
+        for k in ("db", "cache", "deploy")
+    ] == [(pytest.approx(8.08), 2, 0), (pytest.approx(4.0), 0, 1), (None, 0, 0)]
     assert [(restored[k]["confidence"], restored[k]["source"]) for k in ("db", "cache")] == [
         (0.875, "tool:web"), (0.0, None),
     ]  # fmt: skip
