@@ -576,9 +576,13 @@ CREATE TABLE public.memory (
     readers text[] DEFAULT '{}'::text[] NOT NULL,
     group_id bigint,
     pool_id bigint,
+    confidence double precision,
+    source text,
+    CONSTRAINT memory_confidence_check CHECK (((confidence >= (0)::double precision) AND (confidence <= (1)::double precision))),
     CONSTRAINT memory_embedding_status_check CHECK (((embedding_status)::text = ANY ((ARRAY['ready'::character varying, 'pending'::character varying, 'failed'::character varying])::text[]))),
     CONSTRAINT memory_enrichment_status_check CHECK (((enrichment_status)::text = ANY ((ARRAY['pending'::character varying, 'done'::character varying, 'failed'::character varying])::text[]))),
     CONSTRAINT memory_importance_check CHECK (((importance >= (0)::double precision) AND (importance <= (10)::double precision))),
+    CONSTRAINT memory_source_check CHECK (((length(source) >= 1) AND (length(source) <= 100))),
     CONSTRAINT memory_validity_check CHECK (((valid_to IS NULL) OR (valid_to > COALESCE(valid_from, created_at)))),
     CONSTRAINT memory_visibility_check CHECK ((((visibility)::text = ANY ((ARRAY['namespace'::character varying, 'private'::character varying, 'group'::character varying, 'pool'::character varying])::text[])) AND (((visibility)::text = 'group'::text) = (group_id IS NOT NULL)) AND (((visibility)::text = 'pool'::text) = (pool_id IS NOT NULL)) AND (((visibility)::text = 'private'::text) OR (readers = '{}'::text[]))))
 );
@@ -590,7 +594,11 @@ CREATE TABLE public.memory (
 CREATE TABLE public.memory_access (
     memory_id bigint NOT NULL,
     access_count integer NOT NULL,
-    last_accessed_at timestamp with time zone
+    last_accessed_at timestamp with time zone,
+    learn_scale double precision DEFAULT 1 NOT NULL,
+    learn_shift double precision DEFAULT 0 NOT NULL,
+    uses integer DEFAULT 0 NOT NULL,
+    misses integer DEFAULT 0 NOT NULL
 )
 WITH (fillfactor='50');
 
@@ -691,7 +699,9 @@ CREATE TABLE public.memory_version (
     changed_at timestamp with time zone NOT NULL,
     valid_from timestamp with time zone,
     valid_to timestamp with time zone,
-    superseded_by bigint
+    superseded_by bigint,
+    confidence double precision,
+    source text
 );
 
 --

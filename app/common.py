@@ -44,6 +44,9 @@ MAX_TAG_LENGTH = 64
 TAG_PATTERN = rf"^{TAG_SEGMENT}(:{TAG_SEGMENT}){{0,{MAX_TAG_DEPTH - 1}}}$"
 TYPE_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 NO_NUL_PATTERN = r"^[^\x00]*$"
+# A memory's `source` ("user", "tool:web", "inference", "import", "htm load"): 1-100
+# characters, a letter or digit first (migration 0027 copies metadata values matching it).
+SOURCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 ._:/@+-]{0,99}$"
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -102,6 +105,7 @@ Phrase = Annotated[str, StringConstraints(max_length=PHRASE_LENGTH), NO_NUL]
 
 Tag = Annotated[str, StringConstraints(max_length=MAX_TAG_LENGTH, pattern=TAG_PATTERN)]
 MemoryType = Annotated[str, StringConstraints(pattern=TYPE_PATTERN)]
+Source = Annotated[str, StringConstraints(max_length=100, pattern=SOURCE_PATTERN)]
 
 
 # --- numbers -----------------------------------------------------------------------------

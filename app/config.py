@@ -278,11 +278,18 @@ class Settings(BaseSettings):
     retention_interval_s: float = Field(
         default=3600.0, ge=0, description="How often namespaces' retention policies run (0: off)"
     )
+    importance_learning_rate: float = Field(
+        default=0.2,
+        gt=0,
+        le=0.5,
+        description="α of the learned importance (app/memories/learning.py): feedback that a "
+        "memory was used moves it α of the way to 10, that it was not, α of the way to 0",
+    )
     access_flush_interval_s: float = Field(
         default=1.0,
         gt=0,
-        description="Retrieves, recall hits and the session messages a prompt takes are "
-        "counted in memory and written this often",
+        description="Retrieves, recall hits, the session messages a prompt takes and "
+        "feedback on memories' use are counted in memory and written this often",
     )
 
     # --- the optional LLM (app/llm): enrichment and eviction summaries ----------------------

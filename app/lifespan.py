@@ -318,7 +318,7 @@ def assemble(settings: Settings, connections: Connections) -> Components:
             sessionmaker, embedder, settings.embedding_batch_size, vectors, settings.embed_text
         ),
         group_commit=build_group_commit(settings, sessionmaker, vectors),
-        access=AccessTracker(sessionmaker),
+        access=AccessTracker(sessionmaker, settings.importance_learning_rate),
         repair_worker=RepairWorker(sessionmaker, two_tier),
         recall_loads=RecallLoader(
             sessionmaker, two_tier, deadline_s=settings.recall_load_deadline_s

@@ -107,6 +107,8 @@ BEYOND_THE_SCHEMA = [
     (r"body\.(recall\.)?limit", r"^at most \d+$"),  # HTM_MAX_RECALL_LIMIT
     (r"body\.(input|reserve)", r"^needs \d+ tokens of \d+$|^reserves fill the context"),
     (r"body\.rerank", r"^no reranker configured$"),  # HTM_RERANK_URL unset
+    # Both fusion weights 0, one of them perhaps absent: the deployment's default fills it.
+    (r"body\.fusion\.vector_weight", r"^both weights are 0$"),
     # Metadata: NUL or an integer past 64 bits anywhere inside, nesting past 64 (JSON Schema
     # has no depth, and cannot tell 1e20 from 100000000000000000000).
     (

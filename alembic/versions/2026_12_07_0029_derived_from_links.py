@@ -8,7 +8,7 @@ WHEN clause: other inserts pay nothing), rather than a new version of 0023's fun
 of memories already carrying `derived_from` are backfilled.
 
 Revision ID: 0029
-Revises: 0025
+Revises: 0027
 Create Date: 2026-12-07
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0029"
-down_revision: str | None = "0025"
+down_revision: str | None = "0027"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -39,6 +39,8 @@ class RememberIn(In):
     key: Key | None = Field(default=None, description="default: made up")
     type: MemoryType = "fact"
     importance: float = Field(default=1.0, ge=0, le=10)
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    source: str | None = Field(default=None, description="user, tool:web, ...")
     tags: list[Tag] = []
     metadata: JsonObject = {}
     supersedes: list[Key] = Field(default=[], description="keys this replaces")
@@ -56,6 +58,8 @@ class RecallIn(In):
     strategy: Literal["hybrid", "vector", "fulltext"] = "hybrid"
     timeframe: Phrase | None = Field(default=None, description="'last week', ...")
     tags: list[Tag] | None = Field(default=None, description="any of")
+    min_confidence: float | None = Field(default=None, ge=0, le=1)
+    sources: list[str] | None = Field(default=None, description="any of")
     valid_at: Phrase | None = Field(default=None, description="default: now")
     pools: list[Robot] = Field(default=[], description="also these pools")
 

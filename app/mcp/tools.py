@@ -144,7 +144,7 @@ def _recall_request(i: RecallIn) -> RecallRequest:
         strategy=i.strategy,
         timeframe=i.timeframe,
         valid_at=i.valid_at,
-        filters=RecallFilters(tags_any=i.tags),
+        filters=RecallFilters(tags_any=i.tags, min_confidence=i.min_confidence, sources=i.sources),
         pools=i.pools,
     )
 

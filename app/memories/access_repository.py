@@ -13,6 +13,7 @@ from datetime import datetime
 
 from app.db.session import DbSession
 from app.db.sql import sql
+from app.memories.learning import Steps
 
 # A memory hard-deleted since its access was counted has no key any more: skipped.
 _ADD = sql("""
@@ -25,6 +26,23 @@ _ADD = sql("""
     ON CONFLICT (memory_id) DO UPDATE
     SET access_count = a.access_count + excluded.access_count,
         last_accessed_at = greatest(a.last_accessed_at, excluded.last_accessed_at)""")
+
+
+# Feedback steps (app/memories/learning.py) composed after the stored ones: the stored map
+# ℓ ↦ scale·ℓ + shift followed by the new one ℓ ↦ s·ℓ + t is ℓ ↦ s·scale·ℓ + (s·shift + t).
+_LEARN = sql("""
+    INSERT INTO memory_access AS a (memory_id, access_count, learn_scale, learn_shift, uses,
+                                    misses)
+    SELECT u.id, 0, u.scale, u.shift, u.used, u.unused
+    FROM unnest(CAST(:ids AS bigint[]), CAST(:scales AS float8[]), CAST(:shifts AS float8[]),
+                CAST(:used AS int[]), CAST(:unused AS int[])) AS u(id, scale, shift, used, unused)
+    WHERE EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = u.id)
+    ORDER BY u.id
+    ON CONFLICT (memory_id) DO UPDATE
+    SET learn_scale = excluded.learn_scale * a.learn_scale,
+        learn_shift = excluded.learn_scale * a.learn_shift + excluded.learn_shift,
+        uses = a.uses + excluded.uses,
+        misses = a.misses + excluded.misses""")
 
 
 _ADD_MESSAGES = sql("""
@@ -43,6 +61,20 @@ class AccessRepository:
         """Add counts[i] accesses to memory ids[i], last accessed at the latest of its own and
         ats[i]."""
         await self.session.execute(_ADD, {"ids": ids, "ns": counts, "ats": ats})
+
+    async def learn(self, ids: Sequence[int], steps: Sequence[Steps]) -> None:
+        """Compose steps[i], memory ids[i]'s feedback since the last flush, after its stored
+        steps."""
+        await self.session.execute(
+            _LEARN,
+            {
+                "ids": ids,
+                "scales": [s.scale for s in steps],
+                "shifts": [s.shift for s in steps],
+                "used": [s.used for s in steps],
+                "unused": [s.unused for s in steps],
+            },
+        )
 
     async def add_messages(
         self, session_ids: Sequence[int], seqs: Sequence[int], counts: Sequence[int]

@@ -58,6 +58,8 @@ class Prepared:
                 valid_from=b.valid_from,
                 valid_to=b.valid_to,
                 audience=audiences[i],
+                confidence=b.confidence,
+                source=b.source,
             )
             for i, b in enumerate(self.bodies)
         ]

@@ -31,6 +31,8 @@ class MemoryDraft:
     valid_from: datetime | None = None  # None: from its created_at
     valid_to: datetime | None = None  # None: open-ended
     audience: Audience = NAMESPACE  # who may read it (app/visibility.py)
+    confidence: float | None = None  # None: not said
+    source: str | None = None
 
 
 @dataclass
@@ -51,6 +53,8 @@ class NewMemory:
     valid_from: datetime | None = None
     valid_to: datetime | None = None
     audience: Audience = NAMESPACE
+    confidence: float | None = None
+    source: str | None = None
 
     @classmethod
     def from_draft(
@@ -73,6 +77,8 @@ class NewMemory:
             valid_from=d.valid_from,
             valid_to=d.valid_to,
             audience=d.audience,
+            confidence=d.confidence,
+            source=d.source,
         )
 
 
@@ -92,6 +98,8 @@ class ListFilters:
     type: str | None = None
     tags_any: list[str] | None = None
     min_importance: float | None = None
+    min_confidence: float | None = None  # a memory without one is left out
+    sources: list[str] | None = None  # any of these
     start: datetime | None = None
     end: datetime | None = None
     include_deleted: bool = False

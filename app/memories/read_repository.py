@@ -6,15 +6,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from app.db.sql import ACCESS_COUNT, LAST_ACCESSED_AT
+from app.db.sql import ACCESS_COUNT, FEEDBACK, LAST_ACCESSED_AT
 from app.visibility import Reader
 
 # Selected with the author's name so a memory is read in one round trip.
 _READ = f"""
-    m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata, r.name AS author,
-    m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
+    m.id, m.key, m.content, m.type, m.importance, m.confidence, m.source, m.tags, m.metadata,
+    r.name AS author, m.author_robot_id, m.token_count, m.embedding_status, m.embedding_model,
     m.created_at, m.updated_at, m.deleted_at, m.version,
     {ACCESS_COUNT} AS access_count, {LAST_ACCESSED_AT} AS last_accessed_at,
+    {FEEDBACK} AS feedback,
     m.search_text, m.archived, coalesce(m.valid_from, m.created_at) AS valid_from, m.valid_to,
     {{successor}} AS superseded_by,
     m.visibility, m.readers, m.group_id, m.pool_id,

@@ -18,6 +18,8 @@ from app.memories.duplicate_repository import DuplicateRepository
 from app.memories.model import ListFilters
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import (
+    FeedbackAccepted,
+    MemoryFeedback,
     MemoryHistory,
     MemoryRead,
     MemoryVersionRead,
@@ -109,6 +111,16 @@ class MemoryReader:
             self.access.record([row.id], self.clock())
         return to_read(row)
 
+    async def feedback(self, robot_name: str, key: str, body: MemoryFeedback) -> FeedbackAccepted:
+        """Feedback on whether a memory the robot may read was of use: its learned importance
+        moves by the rule of app/memories/learning.py when the access-count flush writes it
+        (about once a second; nothing is written on the request's path)."""
+        row = await self._get(robot_name, key, include_deleted=False)
+        self.access.record_feedback(row.id, body.used)
+        return FeedbackAccepted(
+            key=row.key, used=body.used, learning_rate=self.access.learning_rate
+        )
+
     async def list(
         self,
         robot_name: str,
@@ -181,6 +193,8 @@ def _version_fields(v: Any) -> dict[str, Any]:
         "content": v.content,
         "type": v.type,
         "importance": v.importance,
+        "confidence": v.confidence,
+        "source": v.source,
         "tags": list(v.tags),
         "metadata": v.metadata,
         "created_at": v.created_at,

@@ -36,10 +36,12 @@ _ADD_TEMPLATE = """
                     CAST(:search_texts AS text[]), CAST(:valid_froms AS timestamptz[]),
                     CAST(:valid_tos AS timestamptz[]), CAST(:visibilities AS text[]),
                     CAST(:readers AS text[]), CAST(:group_ids AS bigint[]),
-                    CAST(:pool_ids AS bigint[]))
+                    CAST(:pool_ids AS bigint[]), CAST(:confidences AS float8[]),
+                    CAST(:sources AS text[]))
              WITH ORDINALITY AS t(g, ns, robot, at, k, c, content, type, importance, tags,
                                   metadata, tokens, embedding, model, search_text, valid_from,
-                                  valid_to, visibility, readers, group_id, pool_id, ord)
+                                  valid_to, visibility, readers, group_id, pool_id,
+                                  confidence, source, ord)
     ), claimed AS (
         INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
         SELECT ns, k, id, created FROM input ORDER BY ord
@@ -63,7 +65,7 @@ _ADD_TEMPLATE = """
                             importance, tags, metadata, author_robot_id, token_count,
                             embedding, embedding_model, embedding_status, enrichment_status,
                             search_text, valid_from, valid_to, visibility, readers, group_id,
-                            pool_id)
+                            pool_id, confidence, source)
         SELECT i.id, i.created, now(), i.ns, i.k, i.content, i.type,
                i.importance, ARRAY(SELECT jsonb_array_elements_text(CAST(i.tags AS jsonb))),
                CAST(i.metadata AS jsonb), i.robot, i.tokens, CAST(i.embedding AS {storage}),
@@ -72,7 +74,7 @@ _ADD_TEMPLATE = """
                     THEN 'pending' END,
                i.search_text, i.valid_from, i.valid_to, i.visibility,
                ARRAY(SELECT jsonb_array_elements_text(CAST(i.readers AS jsonb))), i.group_id,
-               i.pool_id
+               i.pool_id, i.confidence, i.source
         FROM input i WHERE i.g IN (SELECT g FROM complete)
         ORDER BY i.ord
     )
@@ -124,19 +126,21 @@ _MOVE = """
                         token_count, embedding, embedding_model,
                         embedding_status, version, changed_by_robot_id,
                         changed_at, search_text, valid_from, valid_to,
-                        superseded_by, visibility, readers, group_id, pool_id)
+                        superseded_by, visibility, readers, group_id, pool_id,
+                        confidence, source)
     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
            {new_vector}, :version, :by, now(), CAST(:search_text AS text),
            CAST(:valid_from AS timestamptz), CAST(:valid_to AS timestamptz),
            CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
                 THEN superseded_by END,
-           {audience}
+           {audience}, CAST(:confidence AS float8), CAST(:source AS text)
     FROM old
     RETURNING {replaced}"""
 _UPDATE = """
     UPDATE memory SET
         content = :content, type = :type, importance = :importance, tags = :tags,
+        confidence = CAST(:confidence AS float8), source = CAST(:source AS text),
         metadata = CAST(:metadata AS jsonb), token_count = :tokens,
         search_text = CAST(:search_text AS text), deleted_at = NULL,
         valid_from = CAST(:valid_from AS timestamptz),
@@ -179,6 +183,8 @@ def _replace_params(
         "readers": list(m.audience.readers),
         "group_id": m.audience.group_id,
         "pool_id": m.audience.pool_id,
+        "confidence": m.confidence,
+        "source": m.source,
     }
 
 
@@ -221,6 +227,8 @@ class MemoryRepository:
                     "readers": [json.dumps(d.audience.readers) for _, _, d in rows],
                     "group_ids": [d.audience.group_id for _, _, d in rows],
                     "pool_ids": [d.audience.pool_id for _, _, d in rows],
+                    "confidences": [d.confidence for _, _, d in rows],
+                    "sources": [d.source for _, _, d in rows],
                     "enrich": enrich,
                 },
             )
@@ -372,6 +380,12 @@ def _list_where(namespace_id: int, f: ListFilters) -> tuple[list[str], dict[str,
     if f.min_importance is not None:
         where.append("m.importance >= :imp")
         params["imp"] = f.min_importance
+    if f.min_confidence is not None:
+        where.append("m.confidence >= :min_confidence")
+        params["min_confidence"] = f.min_confidence
+    if f.sources:
+        where.append("m.source = ANY(CAST(:sources AS text[]))")
+        params["sources"] = list(f.sources)
     if f.start is not None:
         where.append("m.created_at >= :start")
         params["start"] = f.start

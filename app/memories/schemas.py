@@ -13,12 +13,14 @@ from app.common import (
     Instant,
     JsonObject,
     MemoryType,
+    Source,
     StrictModel,
     Tag,
     Text,
     Vector,
     given,
 )
+from app.memories.learning import learned
 from app.visibility import MAX_READERS, VISIBILITY_DESCRIPTION, Name, Visibility
 from app.working_memory.schemas import WorkingMemoryOutcome
 
@@ -27,9 +29,21 @@ _EXAMPLE: dict[str, Any] = {
     "key": "staging-db-version",
     "type": "fact",
     "importance": 5,
+    "confidence": 0.9,
+    "source": "doc:ops-handbook",
     "tags": ["infra", "postgres"],
-    "metadata": {"source": "ops-handbook"},
+    "metadata": {"section": "databases"},
 }
+
+CONFIDENCE_DESCRIPTION = (
+    "How sure the writer is that it holds, 0–1; null: not said. Recall and list filter on it "
+    "(`min_confidence`: a memory without one is left out)"
+)
+SOURCE_DESCRIPTION = (
+    'Where it came from: "user", "tool:web", "inference", "import"... (1–100 characters: '
+    "letters, digits, space and `._:/@+-`, a letter or digit first); null: not said. Recall "
+    "and list filter on it (`sources`, `source`)"
+)
 
 
 class MemoryFields(StrictModel):
@@ -40,6 +54,8 @@ class MemoryFields(StrictModel):
         default="fact", description="Free-form kind, e.g. fact, preference, decision, code"
     )
     importance: float = Field(default=1.0, ge=0, le=10, description="0–10; evicted lowest first")
+    confidence: float | None = Field(default=None, ge=0, le=1, description=CONFIDENCE_DESCRIPTION)
+    source: Source | None = Field(default=None, description=SOURCE_DESCRIPTION)
     tags: list[Tag] = Field(default_factory=list, description=f"Tags matching {TAG_PATTERN}")
     metadata: JsonObject = Field(
         default_factory=dict,
@@ -164,7 +180,9 @@ class MemoryUpsert(MemoryFields):
 
 class ImportanceChange(StrictModel):
     model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [{"boost": 1.5}]}
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"boost": 1.5}, {"confidence": 0.9, "source": "user"}]},
     )
 
     importance: float | None = Field(default=None, ge=0, le=10, description="The new value")
@@ -174,16 +192,60 @@ class ImportanceChange(StrictModel):
         le=10,
         description="Added to the current importance (negative: reduce), kept within 0–10",
     )
+    confidence: float | None = Field(
+        default=None, ge=0, le=1, description="The new confidence (null: clears it); absent: kept"
+    )
+    source: Source | None = Field(
+        default=None, description="The new source (null: clears it); absent: kept"
+    )
 
     schema_rules = (
-        {"oneOf": [given("importance", {"type": "number"}), given("boost", {"type": "number"})]},
+        {
+            "not": {
+                "allOf": [
+                    given("importance", {"type": "number"}),
+                    given("boost", {"type": "number"}),
+                ]
+            }
+        },
+        {
+            "anyOf": [
+                given("importance", {"type": "number"}),
+                given("boost", {"type": "number"}),
+                {"required": ["confidence"]},
+                {"required": ["source"]},
+            ]
+        },
     )
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> ImportanceChange:
-        if (self.importance is None) == (self.boost is None):
-            raise ValueError("give exactly one of `importance` and `boost`")
+    def _something_once(self) -> ImportanceChange:
+        if self.importance is not None and self.boost is not None:
+            raise ValueError("give at most one of `importance` and `boost`")
+        if (
+            self.importance is None
+            and self.boost is None
+            and not {"confidence", "source"} & self.model_fields_set
+        ):
+            raise ValueError("give `importance`, `boost`, `confidence` or `source`")
         return self
+
+
+class MemoryFeedback(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"used": True}]}
+    )
+
+    used: bool = Field(
+        description="true: the memory was of use (its learned importance takes a step toward "
+        "10); false: it was recalled or offered but of no use (a step toward 0)"
+    )
+
+
+class FeedbackAccepted(BaseModel):
+    key: str
+    used: bool
+    learning_rate: float = Field(description="α: the step is α of the way to 10 (or to 0)")
 
 
 class MemoryBatchCreate(StrictModel):
@@ -207,6 +269,8 @@ class MemoryRead(BaseModel):
     content: str
     type: str
     importance: float
+    confidence: float | None = Field(default=None, description=CONFIDENCE_DESCRIPTION)
+    source: str | None = Field(default=None, description=SOURCE_DESCRIPTION)
     tags: list[str]
     metadata: dict[str, Any]
     author: str = Field(description="The robot that added it")
@@ -226,6 +290,14 @@ class MemoryRead(BaseModel):
         "once a second, so a just-made access may not show yet)",
     )
     last_accessed_at: datetime | None = Field(default=None, description="The latest of them")
+    learned_importance: float | None = Field(
+        default=None,
+        description="The importance feedback on its use taught (`POST …/feedback`; "
+        "app/memories/learning.py), 0–10, beside the writer's `importance`; null: no feedback "
+        "yet (written about once a second, like `access_count`)",
+    )
+    used_count: int = Field(default=0, description="Feedback saying it was used")
+    unused_count: int = Field(default=0, description="Feedback saying it was not")
     valid_from: datetime | None = Field(
         default=None, description="When the fact became true (its created_at unless set)"
     )
@@ -290,6 +362,8 @@ class MemoryVersionRead(BaseModel):
     content: str
     type: str
     importance: float
+    confidence: float | None = None
+    source: str | None = None
     tags: list[str]
     metadata: dict[str, Any]
     created_at: datetime
@@ -361,6 +435,8 @@ def to_read(row: Any) -> MemoryRead:
         content=row.content,
         type=row.type,
         importance=row.importance,
+        confidence=row.confidence,
+        source=row.source,
         tags=list(row.tags),
         metadata=row.metadata,
         author=row.author,
@@ -373,6 +449,7 @@ def to_read(row: Any) -> MemoryRead:
         version=row.version,
         access_count=row.access_count,
         last_accessed_at=row.last_accessed_at,
+        **feedback_fields(row.importance, getattr(row, "feedback", None)),
         valid_from=row.valid_from,
         valid_to=row.valid_to,
         superseded_by=row.superseded_by,
@@ -381,6 +458,15 @@ def to_read(row: Any) -> MemoryRead:
         readers=list(getattr(row, "readers", None) or ()),
         pool=getattr(row, "pool", None),
     )
+
+
+def feedback_fields(importance: float, feedback: Any) -> dict[str, Any]:
+    """A read's learned importance and feedback counts, from FEEDBACK's array (None: none)."""
+    return {
+        "learned_importance": learned(importance, feedback),
+        "used_count": int(feedback[2]) if feedback else 0,
+        "unused_count": int(feedback[3]) if feedback else 0,
+    }
 
 
 def _json_depth(value: Any) -> int:

@@ -380,14 +380,18 @@ class MemoryService:
     async def adjust_importance(
         self, robot_name: str, key: str, change: ImportanceChange
     ) -> MemoryAdded:
-        """A new importance, or the current one moved by `boost` (kept within 0-10): a
-        replace of the locked row like a PUT of its other fields, so holders re-place it."""
+        """A new importance, or the current one moved by `boost` (kept within 0-10), and a
+        new `confidence` or `source` when given (the others kept): a replace of the locked
+        row like a PUT of its other fields, so holders re-place it."""
         robot = await self.robots.ensure(robot_name)
         row = await self._get(key, lock=True, reader=robot_name)
         importance = change.importance
         if importance is None:
             importance = min(10.0, max(0.0, row.importance + (change.boost or 0.0)))
         fields = fields_of(row, importance=importance, tags=list(row.tags))
+        given = change.model_fields_set
+        fields.confidence = change.confidence if "confidence" in given else row.confidence
+        fields.source = change.source if "source" in given else row.source
         return await self._replace(
             robot, row, fields, tokens=row.token_count, vector=None, model=None
         )

@@ -10,8 +10,8 @@ from app.db.session import DbSession
 from app.db.sql import sql
 
 _FIELDS = (
-    "version, content, type, importance, tags, metadata, created_at, token_count, "
-    "embedding_status, embedding_model, valid_from, valid_to, superseded_by"
+    "version, content, type, importance, confidence, source, tags, metadata, created_at, "
+    "token_count, embedding_status, embedding_model, valid_from, valid_to, superseded_by"
 )
 
 # The current version (from the memory row; NULL changed_*: version 1, by its author, at
@@ -34,8 +34,8 @@ _HISTORY = f"""
 # counts read by id). One pass over the namespace's rows and its kept versions: a read of what
 # was believed then is a read of the namespace.
 _VERSION_COLUMNS = (
-    "content, type, importance, tags, metadata, created_at, token_count, embedding_status, "
-    "embedding_model, valid_from, valid_to, superseded_by"
+    "content, type, importance, confidence, source, tags, metadata, created_at, token_count, "
+    "embedding_status, embedding_model, valid_from, valid_to, superseded_by"
 )
 _IDENTITY = (
     "key, namespace_id, author_robot_id, deleted_at, search_text, archived, visibility, "

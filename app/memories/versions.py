@@ -34,6 +34,8 @@ class VersionService:
             content=found.content,
             type=found.type,
             importance=found.importance,
+            confidence=found.confidence,
+            source=found.source,
             tags=list(found.tags),
             metadata=found.metadata,
             created_at=None,

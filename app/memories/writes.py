@@ -23,7 +23,7 @@ from app.events.repository import EventRepository
 from app.memories.adds import GroupCommit
 from app.memories.model import AddGroup, GroupStored, MemoryDraft, NewMemory, VectorChange
 from app.memories.repository import MemoryRepository
-from app.memories.schemas import MemoryAdded, MemoryFields
+from app.memories.schemas import MemoryAdded, MemoryFields, feedback_fields
 from app.memories.search_text import same_vector_input
 from app.memories.supersede_repository import SupersedeRepository
 from app.memories.version_repository import VersionRepository
@@ -172,6 +172,8 @@ class MemoryWrites:
             valid_from=body.valid_from,
             valid_to=body.valid_to,
             audience=audience or Audience.of(row),  # None: the row's own
+            confidence=body.confidence,
+            source=body.source,
         )
         same_audience = m.audience == Audience.of(row)
         unchanged = (
@@ -181,6 +183,7 @@ class MemoryWrites:
             and text == row.search_text
             and (m.created_at, m.type, m.importance, m.tags, m.metadata)
             == (row.created_at, row.type, row.importance, list(row.tags), row.metadata)
+            and (m.confidence, m.source) == (row.confidence, row.source)
             and (m.valid_from or m.created_at, m.valid_to) == (row.valid_from, row.valid_to)
             and same_audience
         )
@@ -237,6 +240,8 @@ class MemoryWrites:
             version=rw.version,
             access_count=rw.row.access_count,
             last_accessed_at=rw.row.last_accessed_at,
+            # the feedback learned so far, applied to the importance just written
+            **feedback_fields(rw.memory.importance, getattr(rw.row, "feedback", None)),
             created=False,
             working_memory=outcome,
             valid_from=rw.memory.valid_from or rw.memory.created_at,
@@ -245,7 +250,17 @@ class MemoryWrites:
         )
 
 
-_SHOWN = ("key", "content", "type", "importance", "tags", "metadata", "token_count")
+_SHOWN = (
+    "key",
+    "content",
+    "type",
+    "importance",
+    "confidence",
+    "source",
+    "tags",
+    "metadata",
+    "token_count",
+)
 
 
 def shown(m: NewMemory) -> dict[str, Any]:
@@ -347,6 +362,8 @@ def fields_of(row: Any, *, importance: float, tags: list[str]) -> MemoryFields:
         content=row.content,
         type=row.type,
         importance=importance,
+        confidence=row.confidence,
+        source=row.source,
         tags=tags,
         metadata=row.metadata,
         created_at=None,

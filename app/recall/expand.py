@@ -53,6 +53,8 @@ async def related_hits(
                 content=r.content,
                 type=r.memory_type,
                 importance=r.importance,
+                confidence=r.confidence,
+                source=r.source,
                 tags=list(r.tags),
                 metadata=r.metadata,
                 author=r.author,

@@ -8,6 +8,7 @@ from app.recall.fusion import Signals
 from app.recall.hits import SearchHit
 from app.recall.schemas import (
     HitExplanation,
+    ImportanceExplanation,
     ListExplanation,
     RerankExplanation,
     SignalExplanation,
@@ -59,4 +60,12 @@ def explain(
         rerank=rerank,
         score=hit.score if score is None else score,
         newer=newer,
+        confidence=hit.confidence,
+        source=hit.source,
+        importance=ImportanceExplanation(
+            written=hit.importance,
+            learned=hit.importance if hit.learned_importance is None else hit.learned_importance,
+            used=int(hit.feedback[2]) if hit.feedback else 0,
+            unused=int(hit.feedback[3]) if hit.feedback else 0,
+        ),
     )

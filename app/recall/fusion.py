@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from app.config import Settings
-from app.db.sql import ACCESS_COUNT
+from app.db.sql import ACCESS_COUNT, LEARNED_IMPORTANCE
 from app.db.vectors import EF_SEARCH_MAX
 from app.errors import Unprocessable
 from app.recall.schemas import FusionOptions, FusionRead, RecallRequest, SignalOptions
@@ -55,7 +55,8 @@ class Signals:
     """Relevance signals blended into hybrid's fused score, each in [0, 1]:
 
     recency     0.5 ** (age / half-life), age = now − created_at (0 for the future)
-    importance  importance / 10
+    importance  the learned importance / 10 (the writer's importance until feedback on the
+                memory's use moves it: app/memories/learning.py)
     tags        the fraction of `query_tags` the memory carries, itself or a descendant
                 (`db` is carried by `db:postgres`)
     access      ln(1 + accesses) / ln(1 + ACCESS_SATURATION), at most 1: how often recalls
@@ -258,7 +259,7 @@ RECENCY = (
     "power(0.5, least(greatest(extract(epoch FROM CAST(:now AS timestamptz) - m.created_at), 0)"
     " / CAST(:half_life_s AS float8), 1000))"
 )
-IMPORTANCE = "m.importance / 10"
+IMPORTANCE = f"{LEARNED_IMPORTANCE} / 10"
 # Accesses at which the access signal reaches 1.
 ACCESS_SATURATION = 100
 ACCESS = f"least(1, ln(1 + {ACCESS_COUNT}) / ln(1 + {ACCESS_SATURATION}))"

@@ -50,6 +50,11 @@ class SearchHit:
     # yet): what min_score compares.
     relevance: float | None = None
     audience: Audience = NAMESPACE  # who may read it: whether a group's working memory may hold it
+    confidence: float | None = None  # as written (migration 0027); None: not said
+    source: str | None = None
+    # What feedback taught: [scale, shift, uses, misses] (app/db/sql.FEEDBACK); None: nothing
+    feedback: tuple[float, ...] | None = None
+    learned_importance: float | None = None  # app/memories/learning.py; None: not read
 
 
 def hit(
@@ -82,6 +87,10 @@ def hit(
         fulltext_score=fulltext_score,
         shares=shares,
         relevance=relevance,
+        confidence=row["confidence"],
+        source=row["source"],
+        feedback=tuple(row["feedback"]) if row.get("feedback") else None,
+        learned_importance=row.get("learned_importance"),
         audience=Audience(row["visibility"], group_id=row["group_id"], pool_id=row["pool_id"])
         if row.get("visibility", "namespace") != "namespace"
         else NAMESPACE,

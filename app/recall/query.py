@@ -31,6 +31,8 @@ class SearchFilters:
     tags_any: list[str] | None = None  # memory.tags && tags_any
     tags_all: list[str] | None = None  # memory.tags @> tags_all
     min_importance: float | None = None
+    min_confidence: float | None = None  # memory.confidence >= it (NULL: left out)
+    sources: list[str] | None = None  # memory.source = any of them
     metadata: dict[str, Any] | None = None  # memory.metadata @> metadata (jsonb containment)
     start: datetime | None = None  # created_at >= start
     end: datetime | None = None  # created_at <  end
@@ -78,6 +80,10 @@ def where(namespace_id: int, filters: SearchFilters) -> Where:
         add("tag_paths(m.tags) @> CAST(:f_tags_all AS text[])", "f_tags_all", [*filters.tags_all])
     if filters.min_importance is not None:
         add("m.importance >= :f_min_importance", "f_min_importance", float(filters.min_importance))
+    if filters.min_confidence is not None:
+        add("m.confidence >= :f_min_confidence", "f_min_confidence", filters.min_confidence)
+    if filters.sources:
+        add("m.source = ANY(CAST(:f_sources AS text[]))", "f_sources", list(filters.sources))
     if filters.metadata:
         add("m.metadata @> CAST(:f_metadata AS jsonb)", "f_metadata", json.dumps(filters.metadata))
     # Plain range predicates on the partitioning column: TimescaleDB excludes chunks by them.

@@ -13,6 +13,7 @@ from app.common import (
     JsonObject,
     MemoryType,
     Phrase,
+    Source,
     StrictModel,
     Tag,
     Text,
@@ -32,6 +33,15 @@ class RecallFilters(StrictModel):
     tags_any: list[Tag] | None = Field(default=None, description="At least one of these tags")
     tags_all: list[Tag] | None = Field(default=None, description="All of these tags")
     min_importance: float | None = Field(default=None, ge=0, le=10)
+    min_confidence: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Only memories whose `confidence` is at least this (one without: left out)",
+    )
+    sources: list[Source] | None = Field(
+        default=None, max_length=20, description="Only memories of any of these `source`s"
+    )
     metadata: JsonObject | None = Field(
         default=None, description="JSON containment: the memory's metadata includes this object"
     )
@@ -214,6 +224,16 @@ class RerankExplanation(BaseModel):
     fused_rank: int = Field(description="The hit's rank before reranking")
 
 
+class ImportanceExplanation(BaseModel):
+    written: float = Field(description="The importance its writer gave")
+    learned: float = Field(
+        description="What feedback on its use made of it (app/memories/learning.py): the "
+        "importance signal's value × 10; `written` without feedback"
+    )
+    used: int = Field(description="Feedback saying it was used: each a step toward 10")
+    unused: int = Field(description="Feedback saying it was not: each a step toward 0")
+
+
 class HitExplanation(BaseModel):
     vector: ListExplanation | None
     fulltext: ListExplanation | None
@@ -236,6 +256,17 @@ class HitExplanation(BaseModel):
         'and attribute ("Carla\'s favourite colour is purple now" after "...is green"): '
         "this one is placed below it whatever their scores",
     )
+    confidence: float | None = Field(
+        default=None,
+        description="The memory's `confidence` (null: not said): what `min_confidence` compared; "
+        "it does not change the score",
+    )
+    source: str | None = Field(
+        default=None, description="The memory's `source` (null: not said): what `sources` matched"
+    )
+    importance: ImportanceExplanation | None = Field(
+        default=None, description="The importance written and learned, and the feedback"
+    )
 
 
 class Neighbour(BaseModel):
@@ -256,6 +287,8 @@ class RecallHit(BaseModel):
     content: str
     type: str
     importance: float
+    confidence: float | None = Field(default=None, description="As written; null: not said")
+    source: str | None = Field(default=None, description="As written; null: not said")
     tags: list[str]
     metadata: dict[str, Any]
     author: str

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from app.config import VectorStorage
+from app.db.sql import FEEDBACK, LEARNED_IMPORTANCE
 from app.recall.fusion import fusion_params, fusion_parts, signal_columns, signal_params
 from app.recall.planner import Ranker, SearchPlan, TextList, TextPlan, VectorList
 
@@ -24,9 +25,10 @@ def qvec(storage: VectorStorage) -> str:
 # Only embedded memories take part in vector search.
 READY = "m.embedding_status = 'ready' AND m.embedding IS NOT NULL"
 
-HIT_COLUMNS = """
-    m.id, m.created_at, m.version, m.key, m.content, m.type, m.importance, m.tags,
-    m.metadata, r.name AS author, m.token_count, m.visibility, m.group_id, m.pool_id"""
+HIT_COLUMNS = f"""
+    m.id, m.created_at, m.version, m.key, m.content, m.type, m.importance, m.confidence,
+    m.source, m.tags, m.metadata, r.name AS author, m.token_count, m.visibility, m.group_id,
+    m.pool_id, {FEEDBACK} AS feedback, {LEARNED_IMPORTANCE} AS learned_importance"""
 
 NO_VECTOR_HITS = """
     SELECT NULL::bigint AS id, NULL::timestamptz AS created_at, NULL::float8 AS distance,

@@ -105,7 +105,8 @@ _RELATED = _related()
 
 _HIT_COLUMNS = (
     "m.id, m.created_at, m.version, CAST(m.key AS text) AS key, m.content, "
-    "m.type AS memory_type, m.importance, m.tags, m.metadata, m.token_count, "
+    "m.type AS memory_type, m.importance, m.confidence, m.source, m.tags, m.metadata, "
+    "m.token_count, "
     "m.author_robot_id"
 )
 

@@ -28,12 +28,21 @@ from app.working_memory.robots import group_name
 PAGE = 500
 
 
+def _feedback(f: Any) -> dict[str, Any] | None:
+    """What feedback taught the memory (app/memories/learning.py); None: nothing."""
+    if not f:
+        return None
+    return {"scale": f[0], "shift": f[1], "used": int(f[2]), "unused": int(f[3])}
+
+
 def _record(row: Any) -> dict[str, Any]:
     out = {
         "key": row.key,
         "content": row.content,
         "type": row.type,
         "importance": row.importance,
+        "confidence": row.confidence,
+        "source": row.source,
         "tags": list(row.tags),
         "metadata": row.metadata,
         "author": row.author,
@@ -53,6 +62,7 @@ def _record(row: Any) -> dict[str, Any]:
         "group": group_name(row.group_row) if row.group_row else None,
         "access_count": row.access_count,
         "last_accessed_at": _iso(row.last_accessed_at),
+        "feedback": _feedback(row.feedback),
     }
     if row.embedding is not None:
         out["embedding"] = orjson.loads(row.embedding)  # pgvector's text form is a JSON list

@@ -41,6 +41,18 @@ class Header(BaseModel):
     exported_at: datetime
 
 
+class FeedbackRecord(BaseModel):
+    """What feedback on a memory's use taught it (app/memories/learning.py): its steps as one
+    map of the importance, scale·importance + shift, and how many there were."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scale: float = Field(ge=0, le=1)
+    shift: float = Field(ge=0, le=10)
+    used: int = Field(ge=0, le=2**31 - 1)
+    unused: int = Field(ge=0, le=2**31 - 1)
+
+
 class Record(BaseModel):
     """One memory. Shapes only: the deployment's limits are the service's to check."""
 
@@ -50,6 +62,8 @@ class Record(BaseModel):
     content: str
     type: str = "fact"
     importance: float = 1.0
+    confidence: float | None = None
+    source: str | None = None
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     author: str = Field(pattern=NAME_PATTERN)
@@ -85,6 +99,9 @@ class Record(BaseModel):
     access_count: int = Field(default=0, ge=0, le=2**31 - 1)
     last_accessed_at: datetime | None = Field(
         default=None, description="With access_count, what retention's idle and stale judge"
+    )
+    feedback: FeedbackRecord | None = Field(
+        default=None, description="Its learned importance's steps; null: no feedback"
     )
 
 

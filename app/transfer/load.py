@@ -47,6 +47,7 @@ def wanted(path: Path, robot: str) -> list[Wanted]:
             importance=1.0,
             tags=[],
             metadata={"source": SOURCE, "path": str(path), "heading": c.heading, "chunk": c.digest},
+            source=SOURCE,  # also the column (migration 0027 copied it there for older chunks)
         )
         for c in chunks(path, text)
     ]

@@ -118,6 +118,8 @@ def wanted(r: Record, *, keep_vector: bool = False, superseded_later: bool = Fal
         content=r.content,
         type=r.type,
         importance=r.importance,
+        confidence=r.confidence,
+        source=r.source,
         tags=r.tags,
         metadata=r.metadata,
         created_at=r.created_at,
@@ -132,6 +134,9 @@ def wanted(r: Record, *, keep_vector: bool = False, superseded_later: bool = Fal
         archived=r.archived if r.deleted_at is not None else None,
         superseded_later=superseded_later,
         access_count=r.access_count,
+        feedback=None
+        if r.feedback is None
+        else (r.feedback.scale, r.feedback.shift, r.feedback.used, r.feedback.unused),
         last_accessed_at=r.last_accessed_at,
     )
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from app.db.session import DbSession
-from app.db.sql import ACCESS_COUNT, LAST_ACCESSED_AT, sql
+from app.db.sql import ACCESS_COUNT, FEEDBACK, LAST_ACCESSED_AT, sql
 
 # Who may read a memory (app/visibility.py), its pool and group by name.
 AUDIENCE = """m.visibility, m.readers,
@@ -18,11 +18,11 @@ SUPERSEDED_BY = (
     "(SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by) AS superseded_by"
 )
 _PAGE = """
-    SELECT m.id, m.key, m.content, m.type, m.importance, m.tags, m.metadata,
-           r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
+    SELECT m.id, m.key, m.content, m.type, m.importance, m.confidence, m.source, m.tags,
+           m.metadata, r.name AS author, m.created_at, m.updated_at, m.deleted_at, m.version,
            m.embedding_status, m.embedding_model, {vector} AS embedding, m.archived, m.valid_from,
            m.valid_to, {superseded_by}, {audience}, {access_count} AS access_count,
-           {last_accessed_at} AS last_accessed_at
+           {last_accessed_at} AS last_accessed_at, {feedback} AS feedback
     FROM memory m JOIN robot r ON r.id = m.author_robot_id
     WHERE {where}
     ORDER BY m.created_at, m.id
@@ -100,6 +100,7 @@ class TransferRepository:
             superseded_by=SUPERSEDED_BY,
             access_count=ACCESS_COUNT,
             last_accessed_at=LAST_ACCESSED_AT,
+            feedback=FEEDBACK,
             where=" AND ".join(where),
         )
         return list((await self.session.execute(sql(statement), params)).all())
@@ -108,10 +109,10 @@ class TransferRepository:
         """The stored fields of those keys that exist (deleted ones too), by key."""
         rows = await self.session.execute(
             sql(f"""
-            SELECT m.key, m.content, m.type, m.importance, m.tags, m.metadata,
-                   m.created_at, m.deleted_at, m.valid_from, m.valid_to, m.archived,
+            SELECT m.key, m.content, m.type, m.importance, m.confidence, m.source, m.tags,
+                   m.metadata, m.created_at, m.deleted_at, m.valid_from, m.valid_to, m.archived,
                    m.version, {SUPERSEDED_BY}, {AUDIENCE}, {ACCESS_COUNT} AS access_count,
-                   {LAST_ACCESSED_AT} AS last_accessed_at
+                   {LAST_ACCESSED_AT} AS last_accessed_at, {FEEDBACK} AS feedback
             FROM memory_key k
             JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
             WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))"""),
@@ -195,6 +196,35 @@ class TransferRepository:
                OR a.last_accessed_at < excluded.last_accessed_at
                OR (a.last_accessed_at IS NULL AND excluded.last_accessed_at IS NOT NULL)"""),
             {"ns": namespace_id, "keys": list(keys), "counts": list(counts), "lasts": list(lasts)},
+        )
+
+    async def carry_feedback(
+        self, namespace_id: int, keys: Sequence[str], feedback: Sequence[Sequence[float]]
+    ) -> None:
+        """The feedback an import brought along (app/memories/learning.py: scale, shift,
+        used, unused), on memories that have had less of it: the file's steps replace theirs."""
+        await self.session.execute(
+            sql("""
+            INSERT INTO memory_access AS a (memory_id, access_count, learn_scale, learn_shift,
+                                            uses, misses)
+            SELECT k.memory_id, 0, t.scale, t.shift, t.used, t.unused
+            FROM unnest(CAST(:keys AS text[]), CAST(:scales AS float8[]),
+                        CAST(:shifts AS float8[]), CAST(:used AS int[]),
+                        CAST(:unused AS int[])) AS t(key, scale, shift, used, unused)
+            JOIN memory_key k ON k.namespace_id = :ns AND k.key = t.key
+            ORDER BY k.memory_id
+            ON CONFLICT (memory_id) DO UPDATE
+            SET learn_scale = excluded.learn_scale, learn_shift = excluded.learn_shift,
+                uses = excluded.uses, misses = excluded.misses
+            WHERE a.uses + a.misses < excluded.uses + excluded.misses"""),
+            {
+                "ns": namespace_id,
+                "keys": list(keys),
+                "scales": [f[0] for f in feedback],
+                "shifts": [f[1] for f in feedback],
+                "used": [int(f[2]) for f in feedback],
+                "unused": [int(f[3]) for f in feedback],
+            },
         )
 
     async def name_models(self, namespace_id: int, models: dict[str, str]) -> None:

@@ -27,6 +27,8 @@ class Wanted:
     tags: list[str]
     metadata: dict[str, Any]
     created_at: datetime | None = None  # None: now when added, unchanged when updated
+    confidence: float | None = None
+    source: str | None = None
     deleted: bool = False
     embedding: list[float] | None = None  # a vector to reuse, made by `embedding_model`
     embedding_model: str | None = None
@@ -41,6 +43,8 @@ class Wanted:
     # Accesses it had (what retention judges): a memory with fewer is given these.
     access_count: int = 0
     last_accessed_at: datetime | None = None
+    # What feedback taught it (scale, shift, used, unused: app/memories/learning.py)
+    feedback: tuple[float, float, int, int] | None = None
     # Superseded by a memory the import adds later: wanted current and live until that one
     # supersedes it (which ends its validity), not yet as it ends up.
     superseded_later: bool = False
@@ -72,6 +76,7 @@ def same_fields(w: Wanted, row: Any) -> bool:
             w.metadata,
         )
         and (w.created_at is None or w.created_at == row.created_at)
+        and (row.confidence, row.source) == (w.confidence, w.source)
         and (
             row.valid_from,
             row.valid_to,
@@ -102,6 +107,8 @@ def fields(w: Wanted, *, vector: bool) -> dict[str, Any]:
         "content": w.content,
         "type": w.type,
         "importance": w.importance,
+        "confidence": w.confidence,
+        "source": w.source,
         "tags": w.tags,
         "metadata": w.metadata,
         "created_at": w.created_at,
@@ -146,6 +153,7 @@ async def apply(c: Components, caller: Caller, wanted: list[Wanted]) -> Counts:
         await batch.update(w, current.get(w.key))
     await batch.name_models()
     await batch.carry_accesses([w for w in wanted if _accessed(w, current.get(w.key))])
+    await batch.carry_feedback([w for w in wanted if _taught(w, current.get(w.key))])
     return batch.counts
 
 
@@ -214,6 +222,15 @@ class _Batch:
                 repo = TransferRepository(r.session)
                 await repo.name_models(self.caller.namespace_id, self.models)
 
+    async def carry_feedback(self, taught: list[Wanted]) -> None:
+        if taught:
+            async with unit_of_work(self.c, self.caller) as r:
+                await TransferRepository(r.session).carry_feedback(
+                    self.caller.namespace_id,
+                    [w.key for w in taught],
+                    [w.feedback for w in taught if w.feedback is not None],
+                )
+
     async def carry_accesses(self, accessed: list[Wanted]) -> None:
         if accessed:
             async with unit_of_work(self.c, self.caller) as r:
@@ -223,6 +240,14 @@ class _Batch:
                     [w.access_count for w in accessed],
                     [w.last_accessed_at for w in accessed],
                 )
+
+
+def _taught(w: Wanted, row: Any) -> bool:
+    """Whether `w` brings more feedback than the memory has had (as its row was before)."""
+    if w.feedback is None:
+        return False
+    had = row.feedback if row is not None else None
+    return w.feedback[2] + w.feedback[3] > (had[2] + had[3] if had else 0)
 
 
 def _accessed(w: Wanted, row: Any) -> bool:

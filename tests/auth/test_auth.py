@@ -139,6 +139,7 @@ BODIES = {
     "robots-put": {"working_memory_budget": 1000},
     "keys-create": {"name": "a-key", "role": "reader"},
     "memories-importance": {"boost": 1},
+    "memories-feedback": {"used": True},
     "tags-rename": {"from": "secret", "to": "public"},
     "sessions-append": {"messages": [{"role": "user", "content": "a's own message"}]},
     "prompt-assemble": {"input": "which secret?", "session": "s1", "context_window": 4000},
@@ -166,6 +167,7 @@ MUST_BE_404 = {
     "memories-related",
     "memories-version-restore",
     "memories-importance",
+    "memories-feedback",
     "robots-get",
     "robots-delete",
     "context-get",
@@ -276,7 +278,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 59
+    assert len(ops) == 60
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.

@@ -1,4 +1,5 @@
 import asyncio
+import json
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -144,6 +145,63 @@ async def test_access_counts_move_to_memory_access_and_back(database_factory) ->
             text("SELECT id, access_count, last_accessed_at IS NULL FROM memory ORDER BY id")
         )
         assert [tuple(r) for r in rows] == [(1, 0, True), (2, 2, False), (3, 4, False)]
+    await engine.dispose()
+
+
+async def test_0027_copies_valid_metadata_confidence_and_source_and_keeps_the_metadata(
+    database_factory,
+) -> None:
+    """0027 copies `metadata.confidence` (a number in [0, 1]) and `metadata.source` (a string
+    the API accepts) into their columns; anything else stays metadata only, and the
+    metadata itself is left as it was."""
+    url = await database_factory()
+    await asyncio.to_thread(upgrade, url, "0025")
+    at = "2026-11-20 10:00:00+00"
+    metadata = [
+        {"confidence": 0.8, "source": "tool:web"},
+        {"confidence": 1.5, "source": "-bad"},
+        {"confidence": "high", "source": 3},
+        {"source": "htm load", "path": "a.md"},
+        {"confidence": 0},
+        {},
+    ]
+    engine = create_async_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(f"""
+            WITH ns AS (INSERT INTO namespace (name) VALUES ('m') RETURNING id),
+                 r AS (INSERT INTO robot (namespace_id, name) SELECT id, 'r' FROM ns
+                       RETURNING id, namespace_id),
+                 md AS (SELECT i, CAST(x AS jsonb) AS x
+                        FROM unnest(CAST(:md AS text[])) WITH ORDINALITY AS t(x, i)),
+                 k AS (INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
+                       SELECT r.namespace_id, 'k' || i, i, '{at}' FROM r, md)
+            INSERT INTO memory (id, created_at, namespace_id, key, content, author_robot_id,
+                                token_count, metadata)
+            SELECT i, '{at}', r.namespace_id, 'k' || i, 'c' || i, r.id, 1, md.x
+            FROM r, md"""),
+            {"md": [json.dumps(m) for m in metadata]},
+        )
+    await asyncio.to_thread(upgrade, url)
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT id, confidence, source, metadata FROM memory ORDER BY id")
+        )
+        assert [tuple(r) for r in rows] == [
+            (1, 0.8, "tool:web", metadata[0]),
+            (2, None, None, metadata[1]),
+            (3, None, None, metadata[2]),
+            (4, None, "htm load", metadata[3]),
+            (5, 0.0, None, metadata[4]),
+            (6, None, None, metadata[5]),
+        ]
+    await asyncio.to_thread(downgrade, url, "0025")
+    async with engine.connect() as conn:
+        columns = await conn.execute(
+            text("SELECT column_name FROM information_schema.columns "
+                 "WHERE table_name = 'memory' AND column_name IN ('confidence', 'source')")
+        )  # fmt: skip
+        assert list(columns) == []
     await engine.dispose()
 
 

@@ -197,6 +197,37 @@ async def test_bad_input_is_a_tool_error_and_writes_nothing(base) -> None:
         assert (await http.get("/v1/robots")).json() == []
 
 
+async def test_remember_and_recall_carry_confidence_and_source(base) -> None:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ann"}) as s:
+        for key, confidence, source in (("web", 0.4, "tool:web"), ("told", 0.9, "user")):
+            r = await s.call_tool(
+                "remember",
+                {"key": key, "content": f"tea fact {key}", "confidence": confidence,
+                 "source": source},
+            )  # fmt: skip
+            assert not r.is_error, r.content
+        for extra, keys in (
+            ({}, ["told", "web"]),
+            ({"min_confidence": 0.5}, ["told"]),
+            ({"sources": ["tool:web"]}, ["web"]),
+        ):
+            hits = (
+                await s.call_tool("recall", {"query": "tea", "strategy": "fulltext", **extra})
+            ).structured_content["hits"]
+            assert sorted(h["key"] for h in hits) == keys, extra
+        bad = await s.call_tool("remember", {"content": "x", "source": "-web"})
+        assert bad.is_error and bad.structured_content["status"] == 422
+        assert [e["field"] for e in bad.structured_content["errors"]] == ["source"]
+        bad = await s.call_tool("recall", {"query": "tea", "sources": ["-web"]})
+        assert bad.is_error and bad.structured_content["status"] == 422
+    async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+        listed = (await http.get("/v1/robots/x/memories")).json()["items"]
+        assert [(m["key"], m["confidence"], m["source"]) for m in listed] == [
+            ("told", 0.9, "user"), ("web", 0.4, "tool:web")
+        ]  # fmt: skip
+
+
 async def test_with_auth_on_mcp_needs_a_key_and_its_role(live_server_factory, database_url) -> None:
     base = live_server_factory(auth_enabled=True)
     async with httpx2.AsyncClient() as http:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.transfer.conftest import Htm
 
@@ -26,9 +27,10 @@ def vec(seed: int) -> list[float]:
 
 MEMORIES: list[dict[str, Any]] = [
     {"key": "db", "content": "The staging database runs PostgreSQL 18 with pgvector.",
-     "tags": ["infra", "postgres"], "importance": 7, "metadata": {"source": "ops", "n": 1}},
+     "tags": ["infra", "postgres"], "importance": 7, "metadata": {"source": "ops", "n": 1},
+     "confidence": 0.875, "source": "tool:web"},
     {"key": "cache", "content": "Redis keeps the working memory of each robot.",
-     "tags": ["infra"], "importance": 5, "type": "decision"},
+     "tags": ["infra"], "importance": 5, "type": "decision", "confidence": 0.0},
     {"key": "deploy",
      "content": "Deploys to staging happen every Tuesday after the database backup.",
      "tags": ["process"], "metadata": {"owner": {"team": "ops"}}},
@@ -52,6 +54,10 @@ async def seed(client: httpx.AsyncClient, ns: str) -> None:
         r = await client.post(f"/v1/robots/{robot}/memories", json=body)
         assert r.status_code == 201, r.text
     assert (await client.delete("/v1/robots/writer-a/memories/gone")).status_code == 200
+    for key, used in (("db", True), ("db", True), ("cache", False)):
+        r = await client.post(f"/v1/robots/writer-a/memories/{key}/feedback", json={"used": used})
+        assert r.status_code == 202, r.text
+    await client.app.state.components.access.flush()  # type: ignore[attr-defined]
 
 
 async def contents(client: httpx.AsyncClient, ns: str) -> dict[str, dict[str, Any]]:
@@ -63,7 +69,8 @@ async def contents(client: httpx.AsyncClient, ns: str) -> dict[str, dict[str, An
         m["key"]: {
             **{k: m[k] for k in ("content", "type", "importance", "tags", "metadata", "author")},
             **{k: m[k] for k in ("created_at", "embedding_status", "embedding_model")},
-            **{k: m[k] for k in ("valid_from", "valid_to")},
+            **{k: m[k] for k in ("valid_from", "valid_to", "confidence", "source")},
+            **{k: m[k] for k in ("learned_importance", "used_count", "unused_count")},
             "deleted": m["deleted_at"] is not None,
         }
         for m in r.json()["items"]
@@ -118,6 +125,14 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
     assert [m["key"] for m in mems] == [m["key"] for m in MEMORIES]  # oldest first
     assert mems[0]["embedding_model"] == "client" and len(mems[0]["embedding"]) == DIM
     assert [m["key"] for m in mems if m["deleted_at"]] == ["gone"]
+    assert [(m["key"], m["confidence"], m["source"]) for m in mems[:3]] == [
+        ("db", 0.875, "tool:web"), ("cache", 0.0, None), ("deploy", None, None),
+    ]  # fmt: skip
+    assert [m["feedback"] for m in mems[:3]] == [
+        {"scale": pytest.approx(0.64), "shift": pytest.approx(3.6), "used": 2, "unused": 0},
+        {"scale": pytest.approx(0.8), "shift": 0.0, "used": 0, "unused": 1},
+        None,
+    ]
 
     assert summary(htm("import", str(out), "--namespace", b)) == (
         f"imported into namespace {b}: 7 added, 0 updated, 1 forgotten, 0 unchanged, 2 robots set"
@@ -125,6 +140,14 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
     original, restored = await contents(client, a), await contents(client, b)
     assert restored == original
     assert len(restored) == 7 and restored["gone"]["deleted"] is True
+    # db: importance 7, used twice (α 0.2): 0.64·7 + 3.6; cache: 5, not used once: 0.8·5.
+    assert [
+        (restored[k]["learned_importance"], restored[k]["used_count"], restored[k]["unused_count"])
+        for k in ("db", "cache", "deploy")
+    ] == [(pytest.approx(8.08), 2, 0), (pytest.approx(4.0), 0, 1), (None, 0, 0)]
+    assert [(restored[k]["confidence"], restored[k]["source"]) for k in ("db", "cache")] == [
+        (0.875, "tool:web"), (0.0, None),
+    ]  # fmt: skip
     assert (restored["coffee"]["valid_from"], restored["coffee"]["valid_to"]) == (
         "2025-03-05T00:00:00Z",
         "2030-01-01T00:00:00Z",
@@ -201,6 +224,12 @@ async def test_a_bad_line_is_named_and_nothing_is_imported(
     cases = {
         "tags.0: String should match pattern": {**good, "key": "k2", "tags": ["bad tag"]},
         "key: String should match pattern": {**good, "key": "a/b"},
+        "confidence: Input should be less than or equal to 1": {
+            **good,
+            "key": "k2",
+            "confidence": 1.5,
+        },
+        "source: String should match pattern": {**good, "key": "k2", "source": "-web"},
         "not JSON": "{oops",
     }
     for why, bad in cases.items():

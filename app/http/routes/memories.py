@@ -11,6 +11,7 @@ from app.common import (
     Instant,
     Page,
     Phrase,
+    Source,
     Tag,
     Text,
 )
@@ -20,11 +21,13 @@ from app.http.params import MemoryKeyPath, RobotName, TimeframeQuery
 from app.http.routing import ApiRoute
 from app.memories.repository import ListFilters
 from app.memories.schemas import (
+    FeedbackAccepted,
     ImportanceChange,
     MemoryAdded,
     MemoryBatchCreate,
     MemoryBatchResult,
     MemoryCreate,
+    MemoryFeedback,
     MemoryHistory,
     MemoryRead,
     MemoryUpsert,
@@ -105,6 +108,15 @@ async def list_memories(
         Query(description="Any of these tags or their descendants (repeatable)"),
     ] = None,
     min_importance: Annotated[float | None, Query(ge=0, le=10)] = None,
+    min_confidence: Annotated[
+        float | None,
+        Query(
+            ge=0, le=1, description="Only memories at least this confident (none said: left out)"
+        ),
+    ] = None,
+    source: Annotated[
+        list[Source] | None, Query(description="Only memories of any of these sources (repeatable)")
+    ] = None,
     timeframe: TimeframeQuery = None,
     include_deleted: Annotated[bool, Query(description="Include soft-deleted memories")] = False,
     valid_at: Annotated[Phrase | None, Query(description=VALID_AT_DESCRIPTION)] = None,
@@ -132,6 +144,8 @@ async def list_memories(
         type=type,
         tags_any=tag,
         min_importance=min_importance,
+        min_confidence=min_confidence,
+        sources=source,
         include_deleted=include_deleted,
         as_of=as_of,
     )
@@ -226,13 +240,30 @@ async def put_memory(
 
 
 @router.patch(
-    "/{key}", operation_id="memories-importance", summary="Boost or reduce a memory's importance"
+    "/{key}",
+    operation_id="memories-importance",
+    summary="Boost or reduce a memory's importance, set its confidence or source",
 )
 async def patch_importance(
     robot: RobotName, key: MemoryKeyPath, body: ImportanceChange, u: UnitDep
 ) -> MemoryAdded:
-    """Sets `importance`, or adds `boost` to it (within 0–10), as a new version."""
+    """Sets `importance`, or adds `boost` to it (within 0–10), and sets `confidence` or
+    `source` when given, as a new version (a change of nothing writes none)."""
     return await u.memories.adjust_importance(robot, key, body)
+
+
+@router.post(
+    "/{key}/feedback",
+    operation_id="memories-feedback",
+    summary="Say whether a memory was of use",
+    status_code=202,
+)
+async def memory_feedback(
+    robot: RobotName, key: MemoryKeyPath, body: MemoryFeedback, u: UnitDep
+) -> FeedbackAccepted:
+    """Moves the memory's learned importance a step toward 10 (`used: true`) or 0 (`false`),
+    written within about a second (app/memories/learning.py); its `importance` is kept."""
+    return await u.reader.feedback(robot, key, body)
 
 
 @router.delete("/{key}", operation_id="memories-forget", summary="Forget a memory")
