@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from app.http.routes import (
     dashboard,
+    entities,
     groups,
     health,
     keys,
@@ -36,6 +37,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
         pools,
         memories,
         links,
+        entities,
         recall,
         working_memory,
         snapshots,

@@ -121,6 +121,15 @@ async def list_memories(
         str | None,
         Query(pattern=NAME_PATTERN, description="Only this pool's memories (that the robot reads)"),
     ] = None,
+    entity: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description="Only the memories naming this entity or an alias of it (any case; "
+            "not with `as_of`)",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[Text | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Page[MemoryRead]:
@@ -144,6 +153,7 @@ async def list_memories(
         cursor=cursor,
         valid_at=valid_at,
         include=include or [],
+        entity=entity,
     )
 
 
