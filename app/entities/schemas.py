@@ -3,13 +3,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from app.common import StrictModel
+from app.common import NO_NUL, StrictModel
 from app.entities.extract import KINDS, MAX_ENTITY_CHARS, Kind, normalise
 
 MAX_ALIASES = 1000
-EntityName = Annotated[str, Field(min_length=1, max_length=MAX_ENTITY_CHARS)]
+EntityName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ENTITY_CHARS), NO_NUL]
+# An entity as a request names it, before normalisation (a possessive, spaces).
+EntityAsked = Annotated[str, StringConstraints(min_length=1, max_length=200), NO_NUL]
 ENTITY_DESCRIPTION = (
     "An entity: a person, a name or a code the memories name, in any case, a possessive "
     "allowed (`Ana`, `ana`, `Ana's` are one); an alias stands for its entity"

@@ -181,6 +181,7 @@ async def test_bad_input_is_4xx_problem_json_and_writes_nothing(client) -> None:
         {"aliases": {"x": ""}},
         {"aliases": {"x": "y" * 101}},
         {"aliases": {"x": 1}},
+        {"aliases": {"x\u0000": "y"}},
         {"aliases": ["x"]},
         {"other": {}},
     ):
@@ -189,6 +190,9 @@ async def test_bad_input_is_4xx_problem_json_and_writes_nothing(client) -> None:
     assert (await client.get("/v1/entities/aliases")).json() == {"aliases": {"annie": "ana"}}
     for path, params, status in (
         ("/v1/robots/ann/entities/'s", {}, 422),
+        ("/v1/robots/ann/entities/a%00", {}, 422),
+        ("/v1/robots/ann/memories", {"entity": "a\u0000"}, 422),
+        ("/v1/robots/ann/memories", {"entity": ""}, 422),
         ("/v1/robots/ann/entities/" + "x" * 201, {}, 422),
         ("/v1/robots/ann/entities/carla", {"limit": 0}, 422),
         ("/v1/robots/ann/entities/carla", {"cursor": "nope"}, 400),

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Path, Query
 
 from app.common import Page, Text
 from app.entities.extract import Kind
-from app.entities.schemas import ENTITY_DESCRIPTION, EntityAliases, EntityRead
+from app.entities.schemas import ENTITY_DESCRIPTION, EntityAliases, EntityAsked, EntityRead
 from app.http.deps import AdminDep, ReadUnitDep, UnitDep
 from app.http.params import RobotName
 from app.http.routes.memories import BAD_CURSOR
@@ -16,9 +16,7 @@ from app.memories.schemas import MemoryRead
 
 router = APIRouter(tags=["entities"], route_class=ApiRoute)
 
-EntityPath = Annotated[
-    str, Path(min_length=1, max_length=200, description=ENTITY_DESCRIPTION, examples=["Carla"])
-]
+EntityPath = Annotated[EntityAsked, Path(description=ENTITY_DESCRIPTION, examples=["Carla"])]
 Limit = Annotated[int, Query(ge=1, le=200)]
 Cursor = Annotated[Text | None, Query(description="next_cursor of the previous page")]
 

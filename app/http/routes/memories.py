@@ -14,6 +14,7 @@ from app.common import (
     Tag,
     Text,
 )
+from app.entities.schemas import EntityAsked
 from app.errors import PROBLEM_JSON
 from app.http.deps import ReadUnitDep, UnitDep
 from app.http.params import MemoryKeyPath, RobotName, TimeframeQuery
@@ -122,10 +123,8 @@ async def list_memories(
         Query(pattern=NAME_PATTERN, description="Only this pool's memories (that the robot reads)"),
     ] = None,
     entity: Annotated[
-        str | None,
+        EntityAsked | None,
         Query(
-            min_length=1,
-            max_length=200,
             description="Only the memories naming this entity or an alias of it (any case; "
             "not with `as_of`)",
         ),
