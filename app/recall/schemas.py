@@ -3,7 +3,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from app.common import (
     INSTANT_RANGE,
@@ -20,11 +27,14 @@ from app.common import (
     given,
     integral,
 )
+from app.entities.extract import MAX_ENTITY_CHARS, normalise
+from app.entities.schemas import EntityAsked
 from app.timeframes.validity import INCLUDE_DESCRIPTION, VALID_AT_DESCRIPTION, Include
 from app.visibility import Name
 
 Strategy = Literal["vector", "fulltext", "hybrid"]
 EmbeddingState = Literal["ready", "unavailable", "not_needed"]
+MAX_FILTER_ENTITIES = 20
 
 
 class RecallFilters(StrictModel):
@@ -35,6 +45,20 @@ class RecallFilters(StrictModel):
     metadata: JsonObject | None = Field(
         default=None, description="JSON containment: the memory's metadata includes this object"
     )
+    entities: list[EntityAsked] | None = Field(
+        default=None,
+        max_length=MAX_FILTER_ENTITIES,
+        description="Memories naming any of these entities (a person, a name, a code; any "
+        "case; an alias stands for its entity): `GET …/entities`",
+    )
+
+    @field_validator("entities")
+    @classmethod
+    def _entity_keys(cls, names: list[str] | None) -> list[str] | None:
+        for name in names or ():
+            if not 1 <= len(normalise(name)) <= MAX_ENTITY_CHARS:
+                raise ValueError(f"{name!r} is no entity once normalised")
+        return names
 
 
 class FusionOptions(StrictModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from app.conversation import named_in, session_of, speaker_of, speaker_tag, with
 from app.db.session import DbSession
 from app.db.vectors import check_storable
 from app.embeddings.timed import TimedEmbedder
+from app.entities.extract import normalise
+from app.entities.repository import EntityRepository
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
 from app.pools.service import PoolService
@@ -132,6 +135,7 @@ class RecallService:
         # app/db/replicas.py, or the primary's); its log rows and working memory in `session`.
         self.search = Search(reads, settings.hnsw_ef_search, caches)
         self.conversations = ConversationRepository(reads)
+        self.entities = EntityRepository(reads)
         self.links = LinkRepository(reads)
         self.events = EventRepository(session, clock)
 
@@ -246,10 +250,15 @@ class RecallService:
         signals = signals_for(req, self.settings, tags)
         vector = None if req.strategy == "fulltext" else await self._query_vector(req, vector_text)
         rerank = self.reranker is not None and req.rerank is not False
+        filters = self._filters(req, robot, reader=reader, timeframe=tr)
+        if req.filters.entities:
+            keys = [normalise(e) for e in req.filters.entities]
+            names = await self.entities.names(self.caller.namespace_id, keys)
+            filters = dataclasses.replace(filters, entity_names=tuple(names))
         query = SearchQuery(
             namespace_id=self.caller.namespace_id,
             limit=max(req.limit, self.settings.rerank_candidates) if rerank else req.limit,
-            filters=self._filters(req, robot, reader=reader, timeframe=tr),
+            filters=filters,
             text=text,
             vector=vector,
             fusion=fusion,
