@@ -203,3 +203,27 @@ async def test_bad_input_is_4xx_problem_json_and_writes_nothing(client) -> None:
     ):
         r = await client.get(path, params=params)
         assert (r.status_code, r.headers["content-type"]) == (status, PROBLEM), (path, r.text)
+
+
+async def test_a_sessions_promoted_turns_and_an_import_store_entities(
+    client, ns, htm, tmp_path
+) -> None:
+    messages = [
+        {"role": "user", "content": "Carla booked the flight to Oslo", "remember": True},
+        {"role": "user", "content": "nothing to keep"},
+    ]
+    r = await client.post("/v1/robots/ann/sessions/s1/messages", json={"messages": messages})
+    assert r.status_code == 201, r.text
+    r = await client.delete("/v1/robots/ann/sessions/s1/messages")
+    assert r.status_code == 200, r.text
+    [promoted] = r.json()["promoted"]
+    assert await about(client, "Oslo") == [promoted]
+    await add(client, "ann", "c1", "Carla moved to Lisbon.", 1)
+    out = tmp_path / "export.jsonl"
+    assert htm("export", "--namespace", ns, "--out", str(out)).returncode == 0
+    other = f"{ns}-b"
+    done = htm("import", str(out), "--namespace", other)
+    assert done.returncode == 0, done.stderr
+    client.headers["X-Namespace"] = other
+    assert await about(client, "Carla") == [promoted, "c1"]
+    assert await stored(client, other, "c1") == (["carla", "lisbon"], ["name", "name"])
