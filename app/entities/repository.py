@@ -46,6 +46,16 @@ _LISTING = """
     LIMIT :limit"""
 
 
+# Each memory's entities, aliases applied, in the order of :ids, then of the memory's own.
+_NAMED_BY = sql("""
+    SELECT t.id, coalesce(a.entity, e.key) AS entity
+    FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY AS t(id, ord)
+    JOIN memory m ON m.id = t.id AND m.namespace_id = :ns
+    CROSS JOIN LATERAL unnest(m.entities) WITH ORDINALITY AS e(key, pos)
+    LEFT JOIN entity_alias a ON a.namespace_id = :ns AND a.alias = e.key
+    ORDER BY t.ord, e.pos""")
+
+
 class EntityRepository:
     def __init__(self, session: DbSession) -> None:
         self.session = session
@@ -54,6 +64,23 @@ class EntityRepository:
         """The names standing for these keys: each key's entity and its aliases, sorted."""
         rows = await self.session.execute(_NAMES, {"ns": namespace_id, "keys": list(keys)})
         return [r.name for r in rows]
+
+    async def named_by(self, namespace_id: int, ids: Sequence[int]) -> list[tuple[int, str]]:
+        """(memory id, entity) of these memories, aliases applied, in the order of `ids`."""
+        rows = await self.session.execute(_NAMED_BY, {"ns": namespace_id, "ids": list(ids)})
+        return [(r.id, r.entity) for r in rows]
+
+    async def canonical(self, namespace_id: int, keys: Sequence[str]) -> list[str]:
+        """Each key as the map resolves it (an alias → its entity), in order."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT coalesce(a.entity, k.key) AS entity
+            FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS k(key, ord)
+            LEFT JOIN entity_alias a ON a.namespace_id = :ns AND a.alias = k.key
+            ORDER BY k.ord"""),
+            {"ns": namespace_id, "keys": list(keys)},
+        )
+        return [r.entity for r in rows]
 
     async def aliases(self, namespace_id: int) -> dict[str, str]:
         rows = await self.session.execute(

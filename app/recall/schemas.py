@@ -209,11 +209,12 @@ class RecallRequest(StrictModel):
     )
     valid_at: Phrase | None = Field(default=None, description=VALID_AT_DESCRIPTION)
     include: list[Include] = Field(default_factory=list, description=INCLUDE_DESCRIPTION)
-    expand: Literal["related"] | None = Field(
+    expand: Literal["related", "entities"] | None = Field(
         default=None,
         description="related: the top hits' related memories (one link away: shared tags, "
         "supersede, derived-from, explicit links) after the hits, in at most half of `limit`, "
-        "each marked `via`",
+        "each marked `via`; entities: in the same places, the memories naming an entity the "
+        "question or the top hits name (a second hop), each marked `via`",
     )
 
 
@@ -265,8 +266,14 @@ class Neighbour(BaseModel):
 
 
 class RelatedVia(BaseModel):
-    key: str = Field(description="The hit this memory is related to")
-    type: str = Field(description="The link's type: related_to, supports, ...")
+    key: str | None = Field(
+        description="The hit this memory is related to (expand entities: null when the "
+        "question named the entity)"
+    )
+    type: str = Field(description="The link's type: related_to, supports, ...; or entity")
+    entity: str | None = Field(
+        default=None, description="With `expand: entities`: the entity it names"
+    )
 
 
 class RecallHit(BaseModel):
@@ -296,7 +303,8 @@ class RecallHit(BaseModel):
     )
     explain: HitExplanation | None = Field(default=None, description="With `explain: true`")
     via: RelatedVia | None = Field(
-        default=None, description="With `expand: related`: a related hit, and what it is related to"
+        default=None,
+        description="With `expand`: a related hit, and what it is related to",
     )
 
 

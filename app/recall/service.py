@@ -15,14 +15,14 @@ from app.conversation import named_in, session_of, speaker_of, speaker_tag, with
 from app.db.session import DbSession
 from app.db.vectors import check_storable
 from app.embeddings.timed import TimedEmbedder
-from app.entities.extract import normalise
+from app.entities.extract import extract, normalise
 from app.entities.repository import EntityRepository
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
 from app.pools.service import PoolService
 from app.recall.caches import SearchCaches
 from app.recall.conversation_repository import Around, ConversationRepository
-from app.recall.expand import Via, related_hits
+from app.recall.expand import Via, entity_hits, related_hits
 from app.recall.explain import explain
 from app.recall.fusion import (
     Fusion,
@@ -311,11 +311,22 @@ class RecallService:
         )
         if asked.floor > 0:
             page = [(h, r) for h, r in page if h.relevance is None or h.relevance >= asked.floor]
-        if req.expand != "related":
+        if req.expand is None:
             return Page(page, [], reranked=ranked is not None)
         reader = asked.query.filters.reader
         assert reader is not None  # a robot's recall: only what it reads
-        kept, related = await related_hits(self.links, reader, [h for h, _ in page], req.limit)
+        if req.expand == "entities":
+            named = [e.key for e in extract(asked.query.text, {})]
+            named += [normalise(s) for s in asked.speakers]
+
+            async def hop(query: SearchQuery) -> list[SearchHit]:
+                return await self._search(req.strategy, query)
+
+            kept, related = await entity_hits(
+                self.entities, hop, asked.query, named, [h for h, _ in page], req.limit
+            )
+        else:
+            kept, related = await related_hits(self.links, reader, [h for h, _ in page], req.limit)
         return Page(page[: len(kept)], related, reranked=ranked is not None)
 
     async def _acknowledge(
@@ -349,7 +360,7 @@ class RecallService:
         answered = [self._hit(h, r, explained=req.explain, signals=signals) for h, r in page.ranked]
         for h, via in page.related:
             answered.append(self._hit(h, None, explained=False, signals=signals))
-            answered[-1].via = RelatedVia(key=via.key, type=via.type)
+            answered[-1].via = RelatedVia(key=via.key, type=via.type, entity=via.entity)
         if req.neighbours and query.filters.reader is not None:
             await self._neighbours(
                 page.hits, answered, n=req.neighbours, reader=query.filters.reader

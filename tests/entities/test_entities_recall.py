@@ -80,3 +80,43 @@ async def test_bad_entities_are_422_problem_json(client) -> None:
             json={"query": "x", "strategy": "fulltext", "filters": {"entities": entities}},
         )
         assert (r.status_code, r.headers["content-type"]) == (422, PROBLEM), (entities, r.text)
+
+
+async def test_expand_entities_adds_a_second_hop_after_the_hits(client) -> None:
+    memories = [  # key, content, cosine to the query, visibility
+        ("q1", "Carla met her friend Ana in Lisbon", 0.95, "namespace"),
+        ("n1", "the museum opens at nine", 0.9, "namespace"),
+        ("n2", "the museum closes at six", 0.85, "namespace"),
+        ("n3", "the museum is free on sundays", 0.8, "namespace"),
+        ("c2", "Carla likes green tea", 0.3, "namespace"),
+        ("a1", "Ana works at the Gulbenkian museum", 0.1, "private"),
+    ]
+    for key, content, cos, visibility in memories:
+        r = await client.post(
+            "/v1/robots/ann/memories",
+            json={"key": key, "content": content, "embedding": at_cosine(cos),
+                  "visibility": visibility},
+        )  # fmt: skip
+        assert r.status_code == 201, r.text
+    body = {"query": "Where does the friend Carla met in Lisbon work?", "strategy": "vector",
+            "embedding": QUERY, "limit": 4, "load_into_working_memory": False}  # fmt: skip
+
+    async def hits(robot: str, **extra: Any) -> list[tuple[str, Any]]:
+        r = await client.post(f"/v1/robots/{robot}/recall", json={**body, **extra})
+        assert r.status_code == 200, r.text
+        return [(h["key"], h["via"]) for h in r.json()["hits"]]
+
+    assert await hits("ann") == [("q1", None), ("n1", None), ("n2", None), ("n3", None)]
+    assert await hits("ann", expand="entities") == [
+        ("q1", None),
+        ("n1", None),
+        ("c2", {"key": None, "type": "entity", "entity": "carla"}),
+        ("a1", {"key": "q1", "type": "entity", "entity": "ana"}),
+    ]
+    # bob may not read a1: only c2 is added, and one hit gives way.
+    assert await hits("bob", expand="entities") == [
+        ("q1", None),
+        ("n1", None),
+        ("n2", None),
+        ("c2", {"key": None, "type": "entity", "entity": "carla"}),
+    ]

@@ -374,7 +374,7 @@ async def test_recall_expand_related_places_the_related_after_the_hits(client, n
     assert [(h["key"], h["via"], h["score"]) for h in hits] == [
         ("fish", None, fish),
         ("zebra", None, zebra),
-        ("tank", {"key": "fish", "type": "supports"}, fish),
+        ("tank", {"key": "fish", "type": "supports", "entity": None}, fish),
         ("okapi", {"key": "zebra", "type": "related_to"}, zebra),
         ("horse", {"key": "zebra", "type": "related_to"}, zebra / 2),
     ]
@@ -383,7 +383,7 @@ async def test_recall_expand_related_places_the_related_after_the_hits(client, n
     r = await client.post("/v1/robots/a/recall", json={**body, "limit": 2, "expand": "related"})
     assert [(h["key"], h["via"]) for h in r.json()["hits"]] == [
         ("fish", None),
-        ("tank", {"key": "fish", "type": "supports"}),
+        ("tank", {"key": "fish", "type": "supports", "entity": None}),
     ]
     r = await client.post("/v1/robots/a/recall", json={**body, "limit": 1, "expand": "related"})
     assert [(h["key"], h["via"]) for h in r.json()["hits"]] == [("fish", None)]
