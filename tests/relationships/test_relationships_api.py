@@ -375,8 +375,8 @@ async def test_recall_expand_related_places_the_related_after_the_hits(client, n
         ("fish", None, fish),
         ("zebra", None, zebra),
         ("tank", {"key": "fish", "type": "supports", "entity": None}, fish),
-        ("okapi", {"key": "zebra", "type": "related_to"}, zebra),
-        ("horse", {"key": "zebra", "type": "related_to"}, zebra / 2),
+        ("okapi", {"key": "zebra", "type": "related_to", "entity": None}, zebra),
+        ("horse", {"key": "zebra", "type": "related_to", "entity": None}, zebra / 2),
     ]
     # Half the page at most, from the hits that stay: with limit 2, the second hit gives way
     # to the first one's related memory.
