@@ -1,8 +1,8 @@
 """`expand: "related"`: the top hits of a recall expanded by one edge of the memory graph
 (app/relationships), the memories reached placed after the hits; `expand: "entities"`: by
-the entities the question and the top hits name (app/entities), for a question that needs a
-second hop ("where does the friend Carla met in Lisbon work?": a hit names Ana, the second
-hop finds Ana's turns).
+the entities the top hits name but the question does not (app/entities), for a question
+that needs a second hop ("where does the friend Carla met in Lisbon work?": a hit names
+Ana, the second hop finds Ana's turns).
 
 The rule: the answer keeps at most `limit` hits. The related memories take at most half of
 it (⌊limit / 2⌋ places), so the search's own hits keep at least the other half; they come
@@ -81,28 +81,28 @@ async def entity_hits(
     entities: EntityRepository,
     search: Callable[[SearchQuery], Awaitable[list[SearchHit]]],
     query: SearchQuery,
-    asked: Sequence[str],
     hits: list[SearchHit],
     limit: int,
+    *,
+    skip: Sequence[str] = (),
 ) -> tuple[list[SearchHit], list[tuple[SearchHit, Via]]]:
     """(the search's hits kept, the entity hits after them). The rule is `related_hits`'s
     (at most ⌊limit / 2⌋ places, the search's last hits giving way), with the entities of
-    the question (`asked`, keys) and of the first ⌈limit / 2⌉ hits (at most `EXPAND_FROM`)
-    in place of edges: the same search again, among the memories naming any of them (their
-    aliases too) and not already hits, in its own order. Each is marked with the first of
-    those entities it names (the question's first, then the hits' in order) and the hit that
-    named it."""
+    the first ⌈limit / 2⌉ hits (at most `EXPAND_FROM`) in place of edges, but those of
+    `skip` (keys: what the question names, the speakers): the same search again, among the
+    memories naming any of them (their aliases too) and not already hits, in its own order.
+    Each is marked with the first of those entities it names and the hit that named it."""
     room = limit // 2
     top = hits[: min(EXPAND_FROM, limit - room)]
-    if room == 0:
+    if room == 0 or not top:
         return hits, []
     ns = query.namespace_id
-    source: dict[str, str | None] = {}
-    for entity in await entities.canonical(ns, asked):
-        source.setdefault(entity, None)
+    skipped = set(await entities.canonical(ns, skip))
+    source: dict[str, str] = {}
     key_of = {h.id: h.key for h in top}
     for memory_id, entity in await entities.named_by(ns, list(key_of)):
-        source.setdefault(entity, key_of[memory_id])
+        if entity not in skipped:
+            source.setdefault(entity, key_of[memory_id])
     if not source:
         return hits, []
     names = await entities.names(ns, list(source))
@@ -116,5 +116,5 @@ async def entity_hits(
     added = []
     for h in extra:
         first = next((e for e in source if e in named[h.id]), None)
-        added.append((h, Via(source.get(first) if first else None, "entity", first)))
+        added.append((h, Via(source[first] if first else None, "entity", first)))
     return hits[: limit - len(added)], added

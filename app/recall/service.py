@@ -316,14 +316,16 @@ class RecallService:
         reader = asked.query.filters.reader
         assert reader is not None  # a robot's recall: only what it reads
         if req.expand == "entities":
+            # Not a second hop: what the question names, and the speakers (a conversation's
+            # speaker names nearly every turn of it). Measured on the conv set: docs/api.md.
             named = [e.key for e in extract(asked.query.text, {})]
-            named += [normalise(s) for s in asked.speakers]
+            named += [normalise(s) for s in await self._namespace_speakers()]
 
             async def hop(query: SearchQuery) -> list[SearchHit]:
                 return await self._search(req.strategy, query)
 
             kept, related = await entity_hits(
-                self.entities, hop, asked.query, named, [h for h, _ in page], req.limit
+                self.entities, hop, asked.query, [h for h, _ in page], req.limit, skip=named
             )
         else:
             kept, related = await related_hits(self.links, reader, [h for h, _ in page], req.limit)

@@ -83,19 +83,20 @@ async def test_bad_entities_are_422_problem_json(client) -> None:
 
 
 async def test_expand_entities_adds_a_second_hop_after_the_hits(client) -> None:
-    memories = [  # key, content, cosine to the query, visibility
-        ("q1", "Carla met her friend Ana in Lisbon", 0.95, "namespace"),
-        ("n1", "the museum opens at nine", 0.9, "namespace"),
-        ("n2", "the museum closes at six", 0.85, "namespace"),
-        ("n3", "the museum is free on sundays", 0.8, "namespace"),
-        ("c2", "Carla likes green tea", 0.3, "namespace"),
-        ("a1", "Ana works at the Gulbenkian museum", 0.1, "private"),
+    memories = [  # key, content, cosine to the query, visibility, speaker
+        ("q1", "Carla met her friend Ana in Lisbon", 0.95, "namespace", "Dee"),
+        ("n1", "the museum opens at nine", 0.9, "namespace", None),
+        ("n2", "the museum closes at six", 0.85, "namespace", None),
+        ("n3", "the museum is free on sundays", 0.8, "namespace", None),
+        ("c2", "Carla likes green tea in Lisbon", 0.3, "namespace", None),
+        ("d1", "I play chess on Fridays", 0.25, "namespace", "Dee"),
+        ("a1", "Ana works at the Gulbenkian museum", 0.1, "private", None),
     ]
-    for key, content, cos, visibility in memories:
+    for key, content, cos, visibility, speaker in memories:
         r = await client.post(
             "/v1/robots/ann/memories",
             json={"key": key, "content": content, "embedding": at_cosine(cos),
-                  "visibility": visibility},
+                  "visibility": visibility, "metadata": {"speaker": speaker} if speaker else {}},
         )  # fmt: skip
         assert r.status_code == 201, r.text
     body = {"query": "Where does the friend Carla met in Lisbon work?", "strategy": "vector",
@@ -107,16 +108,30 @@ async def test_expand_entities_adds_a_second_hop_after_the_hits(client) -> None:
         return [(h["key"], h["via"]) for h in r.json()["hits"]]
 
     assert await hits("ann") == [("q1", None), ("n1", None), ("n2", None), ("n3", None)]
+    # q1 names Carla and Lisbon (the question does too) and its speaker Dee (a speaker names
+    # every turn of theirs): only Ana is a second hop.
     assert await hits("ann", expand="entities") == [
         ("q1", None),
         ("n1", None),
-        ("c2", {"key": None, "type": "entity", "entity": "carla"}),
+        ("n2", None),
         ("a1", {"key": "q1", "type": "entity", "entity": "ana"}),
     ]
-    # bob may not read a1: only c2 is added, and one hit gives way.
+    # bob may not read a1: nothing is added.
     assert await hits("bob", expand="entities") == [
         ("q1", None),
         ("n1", None),
         ("n2", None),
-        ("c2", {"key": None, "type": "entity", "entity": "carla"}),
+        ("n3", None),
+    ]
+    # An alias: Annie's turns are Ana's.
+    await client.post(
+        "/v1/robots/ann/memories",
+        json={"key": "x1", "content": "Annie paints", "embedding": at_cosine(0.5)},
+    )
+    await client.put("/v1/entities/aliases", json={"aliases": {"Annie": "Ana"}})
+    assert await hits("ann", expand="entities") == [
+        ("q1", None),
+        ("n1", None),
+        ("x1", {"key": "q1", "type": "entity", "entity": "ana"}),
+        ("a1", {"key": "q1", "type": "entity", "entity": "ana"}),
     ]
