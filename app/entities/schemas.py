@@ -5,11 +5,16 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from app.common import NO_NUL, StrictModel
+from app.common import NO_NUL, NO_NUL_PATTERN, StrictModel
 from app.entities.extract import KINDS, MAX_ENTITY_CHARS, Kind, normalise
 
 MAX_ALIASES = 1000
 EntityName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ENTITY_CHARS), NO_NUL]
+# A map's key: the same rule, the NUL rule as a pattern (pydantic writes a key's pattern as
+# patternProperties; `propertyNames` below states it for the keys themselves).
+AliasName = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_ENTITY_CHARS, pattern=NO_NUL_PATTERN)
+]
 # An entity as a request names it, before normalisation (a possessive, spaces).
 EntityAsked = Annotated[str, StringConstraints(min_length=1, max_length=200), NO_NUL]
 ENTITY_DESCRIPTION = (
@@ -38,8 +43,15 @@ class EntityAliases(StrictModel):
         json_schema_extra={"examples": [{"aliases": {"Annie": "Ana", "Bobby": "Bob"}}]},
     )
 
-    aliases: dict[EntityName, EntityName] = Field(
+    aliases: dict[AliasName, EntityName] = Field(
         max_length=MAX_ALIASES,
+        json_schema_extra={
+            "propertyNames": {
+                "minLength": 1,
+                "maxLength": MAX_ENTITY_CHARS,
+                "pattern": NO_NUL_PATTERN,
+            }
+        },
         description="alias → entity, normalised as entities are; an entity is no alias "
         f"itself (no chains); at most {MAX_ALIASES}",
     )
