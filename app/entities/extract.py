@@ -30,10 +30,12 @@ first, then in order of first appearance; keys longer than `MAX_ENTITY_CHARS` ar
 
 from __future__ import annotations
 
+import heapq
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from app.conversation import speaker_of
@@ -101,6 +103,7 @@ _APOSTROPHES = "'’"
 _CODE = re.compile(
     r"(?<![\w-])([^\W\d_]{2,}[^\W_]*(?:-[^\W_]+)*?-\d[^\W_]*(?:-[^\W_]+)*)(?![\w-])",
 )
+_HYPHEN_DIGIT = re.compile(r"-\d")  # in every code: most texts need no code search
 # A word: letters (and digits after the first), inner hyphens and apostrophes; a trailing
 # apostrophe after an s (the plural possessive "James'").
 _WORD = re.compile(rf"[^\W\d_][^\W_]*(?:[-{_APOSTROPHES}][^\W_]+)*(?:(?<=[sS])[{_APOSTROPHES}])?")
@@ -117,8 +120,12 @@ def extract(content: str, metadata: Mapping[str, Any]) -> list[Entity]:
     """The memory's entities by the module's rule: the speaker, then codes and names in
     order of first appearance, each key once (its first kind)."""
     found: dict[str, Kind] = {}
+    seen: set[str] = set()  # the names as written already taken (or refused)
 
     def take(name: str, kind: Kind) -> None:
+        if name in seen:
+            return
+        seen.add(name)
         key = normalise(name)
         if key and len(key) <= MAX_ENTITY_CHARS and key not in found:
             found[key] = kind
@@ -126,22 +133,29 @@ def extract(content: str, metadata: Mapping[str, Any]) -> list[Entity]:
     speaker = speaker_of(dict(metadata))
     if speaker is not None:
         take(speaker, "person")
-    spans: list[tuple[int, str, Kind]] = []
-    masked = list(content)
-    for m in _CODE.finditer(content):
+    codes: list[tuple[int, str, Kind]] = []
+    parts, last = [], 0  # the text with each code blanked out, so no name is read in it
+    for m in _CODE.finditer(content) if "-" in content and _HYPHEN_DIGIT.search(content) else ():
         if any(c.isupper() for c in m.group(1)):
-            spans.append((m.start(), m.group(1), "code"))
-            masked[m.start() : m.end()] = " " * (m.end() - m.start())
-    spans.extend((start, name, "name") for start, name in _names("".join(masked)))
-    for _, name, kind in sorted(spans, key=lambda s: s[0]):
-        take(name, kind)
-    return [Entity(k, v) for k, v in found.items()][:MAX_ENTITIES]
+            codes.append((m.start(), m.group(1), "code"))
+            parts += [content[last : m.start()], " " * (m.end() - m.start())]
+            last = m.end()
+    masked = "".join([*parts, content[last:]]) if parts else content
+    names = ((start, name, "name") for start, name in _names(masked))
+    # In order of appearance, lazily: a long text stops being read at MAX_ENTITIES.
+    for _, name, kind in heapq.merge(codes, names, key=lambda s: s[0]):
+        if len(found) >= MAX_ENTITIES:
+            break
+        take(name, kind)  # type: ignore[arg-type]
+    return [Entity(k, v) for k, v in found.items()]
 
 
+@lru_cache(maxsize=65536)
 def _capitalised(word: str) -> bool:
     return word[0].isupper() and any(c.islower() for c in word)
 
 
+@lru_cache(maxsize=65536)
 def _stop(word: str, also: frozenset[str] = frozenset()) -> bool:
     """A stop word (or one of `also`), in any case, possessive or contracted ("I'm" → i,
     "Don't" → don)."""
@@ -152,8 +166,8 @@ def _stop(word: str, also: frozenset[str] = frozenset()) -> bool:
     return base != folded and base in STOP_WORDS
 
 
-def _names(text: str) -> list[tuple[int, str]]:
-    """(start, name) of each run of capitalised words, trimmed of stop words."""
+def _names(text: str) -> Iterator[tuple[int, str]]:
+    """(start, name) of each run of capitalised words, trimmed of stop words, in order."""
     out: list[tuple[int, str]] = []
     run: list[tuple[int, str]] = []  # (start, word) of the run's capitalised words and joins
 
@@ -170,8 +184,10 @@ def _names(text: str) -> list[tuple[int, str]]:
     previous_end = -1
     for m in _WORD.finditer(text):
         word, start = m.group(0), m.start()
-        gap = text[previous_end:start] if previous_end >= 0 else ""
-        joined = run and gap == " "
+        if not run and not word[0].isupper():  # the common case: no run, a lowercase word
+            previous_end = m.end()
+            continue
+        joined = run and start - previous_end == 1 and text[previous_end] == " "
         if _capitalised(word) and not (_stop(word) and run and not _stop(run[-1][1])):
             if not joined:
                 close()
@@ -181,5 +197,8 @@ def _names(text: str) -> list[tuple[int, str]]:
         else:
             close()
         previous_end = m.end()
+        if out:
+            yield from out
+            out.clear()
     close()
-    return out
+    yield from out
