@@ -480,6 +480,17 @@ ALTER TABLE public.api_key ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 );
 
 --
+-- Name: entity_alias; Type: TABLE; Schema: public
+--
+
+CREATE TABLE public.entity_alias (
+    namespace_id bigint NOT NULL,
+    alias text NOT NULL,
+    entity text NOT NULL,
+    CONSTRAINT entity_alias_check CHECK ((alias <> entity))
+);
+
+--
 -- Name: maintenance_run; Type: TABLE; Schema: public
 --
 
@@ -576,6 +587,8 @@ CREATE TABLE public.memory (
     readers text[] DEFAULT '{}'::text[] NOT NULL,
     group_id bigint,
     pool_id bigint,
+    entities text[] DEFAULT '{}'::text[] NOT NULL,
+    entity_kinds text[] DEFAULT '{}'::text[] NOT NULL,
     confidence double precision,
     source text,
     CONSTRAINT memory_confidence_check CHECK (((confidence >= (0)::double precision) AND (confidence <= (1)::double precision))),
@@ -1032,6 +1045,13 @@ ALTER TABLE ONLY public.api_key
     ADD CONSTRAINT api_key_pkey PRIMARY KEY (id);
 
 --
+-- Name: entity_alias entity_alias_pkey; Type: CONSTRAINT; Schema: public
+--
+
+ALTER TABLE ONLY public.entity_alias
+    ADD CONSTRAINT entity_alias_pkey PRIMARY KEY (namespace_id, alias);
+
+--
 -- Name: maintenance_run maintenance_run_pkey; Type: CONSTRAINT; Schema: public
 --
 
@@ -1258,6 +1278,12 @@ CREATE INDEX memory_content_md5 ON public.memory USING btree (namespace_id, type
 CREATE INDEX memory_embedding_hnsw ON public.memory USING hnsw (embedding public.halfvec_cosine_ops) WITH (m='16', ef_construction='64');
 
 --
+-- Name: memory_entities; Type: INDEX; Schema: public
+--
+
+CREATE INDEX memory_entities ON public.memory USING gin (entities);
+
+--
 -- Name: memory_event_evict; Type: INDEX; Schema: public
 --
 
@@ -1467,6 +1493,13 @@ CREATE TRIGGER robot_activity_inserted AFTER INSERT ON public.memory_event REFER
 
 ALTER TABLE ONLY public.api_key
     ADD CONSTRAINT api_key_namespace_id_fkey FOREIGN KEY (namespace_id) REFERENCES public.namespace(id) ON DELETE CASCADE;
+
+--
+-- Name: entity_alias entity_alias_namespace_id_fkey; Type: FK CONSTRAINT; Schema: public
+--
+
+ALTER TABLE ONLY public.entity_alias
+    ADD CONSTRAINT entity_alias_namespace_id_fkey FOREIGN KEY (namespace_id) REFERENCES public.namespace(id) ON DELETE CASCADE;
 
 --
 -- Name: maintenance_run maintenance_run_namespace_id_fkey; Type: FK CONSTRAINT; Schema: public

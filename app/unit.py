@@ -27,6 +27,8 @@ from app.auth.service import ApiKeyService
 from app.components import Components
 from app.db.replicas import ReadFrom
 from app.db.session import DbSession
+from app.entities.repository import EntityRepository
+from app.entities.service import EntityService
 from app.facts.service import FactService
 from app.groups.service import GroupService
 from app.maintenance.service import MaintenanceService
@@ -272,6 +274,15 @@ class UnitOfWork:
     @cached_property
     def links(self) -> LinkService:
         return LinkService(repo=LinkRepository(self.session), namespace_id=self.caller.namespace_id)
+
+    @cached_property
+    def entities(self) -> EntityService:
+        return EntityService(
+            repo=EntityRepository(self.session),
+            reads=EntityRepository(self.reads),
+            namespace_id=self.caller.namespace_id,
+            clock=self.components.clock,
+        )
 
     @cached_property
     def tags(self) -> TagService:

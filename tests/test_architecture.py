@@ -37,7 +37,7 @@ LAYERS: list[set[str]] = [
     {"sessions", "summaries", "enrichment", "facts", "metrics", "retention", "profiles"},
     {"memories"},
     {"recall", "groups", "stats", "tags", "snapshots"},
-    {"pools", "relationships"},
+    {"pools", "relationships", "entities"},
     {"robots", "auth"},
     {"working_memory", "namespaces", "events", "timeframes", "health", "claims"},  # ...down to
     {"names", "conversation", "visibility"},

@@ -122,12 +122,22 @@ BEYOND_THE_SCHEMA = [
     (r"body\.target", r"^the memory's own key$"),
     (r"body\.supersedes", r"own batch|superseded twice in this request"),
     (r"body", r"one policy per rule and type"),
+    (r"body\.(recall\.)?signals", r"^weights add up to more than 1$"),  # a sum of fields
     # Parameters that exclude each other (OpenAPI has no rule between parameters).
     (r"(query|body)\.valid_at", r"^conflicts with include=superseded$"),
     (r"confirm", r"^a hard delete is permanent"),  # 400: hard=true needs confirm
     # Read as words, or as a range's order and a date that exists.
     (r"(query|body)\.(recall\.)?(timeframe|valid_at)", r""),
     (r"body\.schedule", r"is outside \d+-\d+$|never fires"),
+    # A name normalised (app/entities/extract.py): case, possessive, spaces; what is left.
+    (r"(path|query)\.entity", r"^not an entity: "),
+    (r"body\.(recall\.)?filters\.entities", r"is no entity once normalised$"),
+    (r"query\.as_of", r"^`entity` reads the current versions"),
+    (
+        r"body",
+        r"nothing left once normalised$|an alias of itself$|is given two entities|"
+        r"is both an alias and an entity",
+    ),
     # Depending on the stored state or the clock.
     (r"cursor", r"^cursor is not one this service issued$"),  # 400
     (r"body\.visibility", r"^the robot is in no group$"),

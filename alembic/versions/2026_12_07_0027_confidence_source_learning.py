@@ -20,7 +20,7 @@ many there were, `uses` and `misses`. Written by the access-count flush, off the
 path, like the counts beside them.
 
 Revision ID: 0027
-Revises: 0025
+Revises: 0026
 Create Date: 2026-12-07
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0027"
-down_revision: str | None = "0025"
+down_revision: str | None = "0026"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

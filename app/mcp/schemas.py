@@ -21,6 +21,7 @@ from app.common import (
     Tag,
     Text,
 )
+from app.entities.schemas import EntityAsked
 from app.relationships.schemas import LinkType
 from app.snapshots.schemas import SnapshotName
 
@@ -70,6 +71,18 @@ class GroupRecallIn(BaseModel):
     group: Annotated[str, Field(pattern=NAME_PATTERN)]
     query: Text = Field(min_length=1)
     limit: int = Field(default=10, ge=1, le=100)
+
+
+class EntitiesIn(In):
+    kind: Literal["person", "name", "code"] | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+    cursor: Text | None = None
+
+
+class EntityIn(In):
+    entity: EntityAsked
+    limit: int = Field(default=20, ge=1, le=200)
+    cursor: Text | None = None
 
 
 class ContextIn(In):
@@ -203,6 +216,16 @@ class Hit(Out):
 
 class Hits(Out):
     hits: list[Hit]
+
+
+class Entities(Out):
+    entities: list[dict[str, Any]]
+    next_cursor: str | None = None
+
+
+class About(Out):
+    memories: list[dict[str, Any]]
+    next_cursor: str | None = None
 
 
 class Context(Out):

@@ -16,14 +16,19 @@ from app.auth.schemas import Role
 from app.errors import Conflict
 from app.facts.schemas import FactsExtract
 from app.groups.schemas import GroupRead, GroupUpdate
+from app.mcp.entities import about_tool, entities_tool
 from app.mcp.links import link_tool, related_tool
 from app.mcp.pools import grant_pool, list_pools, put_pool
 from app.mcp.schemas import (
+    About,
     AppendIn,
     Body,
     Chain,
     Context,
     ContextIn,
+    Entities,
+    EntitiesIn,
+    EntityIn,
     Fact,
     Facts,
     FactsIn,
@@ -347,6 +352,11 @@ _TOOLS = [
          KeyIn, Versions, "reader", _versions, read_only=True, idempotent=True),
     Tool("memory_history", "History", "What a memory superseded and what superseded it.",
          KeyIn, Chain, "reader", _history, read_only=True, idempotent=True),
+    Tool("entities", "Entities", "People, names and codes the memories name, most first.",
+         EntitiesIn, Entities, "reader", entities_tool, read_only=True,
+         idempotent=True),
+    Tool("entity_memories", "About", "Everything about an entity, newest first.",
+         EntityIn, About, "reader", about_tool, read_only=True, idempotent=True),
     Tool("memory_related", "Related", "Memories linked to one, up to depth links away.",
          RelatedIn, RelatedOut, "reader", related_tool, read_only=True, idempotent=True),
     Tool("memory_link", "Link", "Link a memory to another.", LinkIn, Linked, "writer", link_tool,

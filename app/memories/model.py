@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from app.entities.extract import Entity, extract
 from app.visibility import NAMESPACE, Audience, Reader
 
 if TYPE_CHECKING:
@@ -34,6 +35,10 @@ class MemoryDraft:
     confidence: float | None = None  # None: not said
     source: str | None = None
 
+    def entities(self) -> list[Entity]:
+        """What it names (app/entities/extract.py), as the add stores them."""
+        return extract(self.content, self.metadata)
+
 
 @dataclass
 class NewMemory:
@@ -55,6 +60,10 @@ class NewMemory:
     audience: Audience = NAMESPACE
     confidence: float | None = None
     source: str | None = None
+
+    def entities(self) -> list[Entity]:
+        """What it names (app/entities/extract.py), as a PUT stores them."""
+        return extract(self.content, self.metadata)
 
     @classmethod
     def from_draft(
@@ -107,6 +116,8 @@ class ListFilters:
     as_of: datetime | None = None  # transaction time: the versions current then
     reader: Reader | None = None  # only what this robot may read (None: the operator)
     pool: str | None = None  # only this pool's memories
+    # only those naming one of these entity keys (an entity and its aliases: app/entities)
+    entity_names: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

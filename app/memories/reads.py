@@ -11,7 +11,9 @@ from app.auth.caller import Caller
 from app.clock import Clock
 from app.common import Page, decode_cursor, encode_cursor
 from app.db.session import DbSession
-from app.errors import NotFound
+from app.entities.repository import EntityRepository
+from app.entities.service import entity_key
+from app.errors import NotFound, Unprocessable
 from app.events.repository import EventRepository
 from app.memories.access import AccessTracker
 from app.memories.duplicate_repository import DuplicateRepository
@@ -132,10 +134,20 @@ class MemoryReader:
         cursor: str | None,
         valid_at: str | None = None,
         include: Sequence[str] = (),
+        entity: str | None = None,
     ) -> Page[MemoryRead]:
         """One page, newest first; `cursor` is the previous page's next_cursor. Current
-        memories (valid now) unless `valid_at` or `include=superseded`."""
+        memories (valid now) unless `valid_at` or `include=superseded`. `entity`: only the
+        memories naming it or one of its aliases (app/entities)."""
         now = self.clock()
+        if entity is not None:
+            if filters.as_of is not None:
+                message = "`entity` reads the current versions: give it without `as_of`"
+                raise Unprocessable(message, errors=[{"field": "as_of", "message": message}])
+            names = await EntityRepository(self.reads).names(
+                self.caller.namespace_id, [entity_key(entity)]
+            )
+            filters = dataclasses.replace(filters, entity_names=tuple(names))
         tr = resolve_timeframe(timeframe, now)
         if tr is not None:
             filters = dataclasses.replace(filters, start=tr.start, end=tr.end)

@@ -37,11 +37,12 @@ _ADD_TEMPLATE = """
                     CAST(:valid_tos AS timestamptz[]), CAST(:visibilities AS text[]),
                     CAST(:readers AS text[]), CAST(:group_ids AS bigint[]),
                     CAST(:pool_ids AS bigint[]), CAST(:confidences AS float8[]),
-                    CAST(:sources AS text[]))
+                    CAST(:sources AS text[]), CAST(:entities AS text[]),
+                    CAST(:entity_kinds AS text[]))
              WITH ORDINALITY AS t(g, ns, robot, at, k, c, content, type, importance, tags,
                                   metadata, tokens, embedding, model, search_text, valid_from,
                                   valid_to, visibility, readers, group_id, pool_id,
-                                  confidence, source, ord)
+                                  confidence, source, entities, entity_kinds, ord)
     ), claimed AS (
         INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
         SELECT ns, k, id, created FROM input ORDER BY ord
@@ -65,7 +66,7 @@ _ADD_TEMPLATE = """
                             importance, tags, metadata, author_robot_id, token_count,
                             embedding, embedding_model, embedding_status, enrichment_status,
                             search_text, valid_from, valid_to, visibility, readers, group_id,
-                            pool_id, confidence, source)
+                            pool_id, confidence, source, entities, entity_kinds)
         SELECT i.id, i.created, now(), i.ns, i.k, i.content, i.type,
                i.importance, ARRAY(SELECT jsonb_array_elements_text(CAST(i.tags AS jsonb))),
                CAST(i.metadata AS jsonb), i.robot, i.tokens, CAST(i.embedding AS {storage}),
@@ -74,7 +75,9 @@ _ADD_TEMPLATE = """
                     THEN 'pending' END,
                i.search_text, i.valid_from, i.valid_to, i.visibility,
                ARRAY(SELECT jsonb_array_elements_text(CAST(i.readers AS jsonb))), i.group_id,
-               i.pool_id, i.confidence, i.source
+               i.pool_id, i.confidence, i.source,
+               ARRAY(SELECT jsonb_array_elements_text(CAST(i.entities AS jsonb))),
+               ARRAY(SELECT jsonb_array_elements_text(CAST(i.entity_kinds AS jsonb)))
         FROM input i WHERE i.g IN (SELECT g FROM complete)
         ORDER BY i.ord
     )
@@ -127,14 +130,15 @@ _MOVE = """
                         embedding_status, version, changed_by_robot_id,
                         changed_at, search_text, valid_from, valid_to,
                         superseded_by, visibility, readers, group_id, pool_id,
-                        confidence, source)
+                        confidence, source, entities, entity_kinds)
     SELECT id, :new_c, now(), namespace_id, key, :content, :type, :importance,
            :tags, CAST(:metadata AS jsonb), author_robot_id, :tokens,
            {new_vector}, :version, :by, now(), CAST(:search_text AS text),
            CAST(:valid_from AS timestamptz), CAST(:valid_to AS timestamptz),
            CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
                 THEN superseded_by END,
-           {audience}, CAST(:confidence AS float8), CAST(:source AS text)
+           {audience}, CAST(:confidence AS float8), CAST(:source AS text),
+           CAST(:entities AS text[]), CAST(:entity_kinds AS text[])
     FROM old
     RETURNING {replaced}"""
 _UPDATE = """
@@ -148,6 +152,7 @@ _UPDATE = """
         superseded_by = CASE WHEN CAST(:valid_to AS timestamptz) IS NOT NULL
                              THEN superseded_by END,
         (visibility, readers, group_id, pool_id) = ({audience}),
+        entities = CAST(:entities AS text[]), entity_kinds = CAST(:entity_kinds AS text[]),
         updated_at = now(), version = :version,
         changed_by_robot_id = :by, changed_at = now(),
         (embedding, embedding_model, embedding_status) = ({new_vector}),
@@ -161,7 +166,10 @@ _UPDATE = """
 def _replace_params(
     row: Any, m: NewMemory, *, version: int, vector: VectorChange, by: int
 ) -> dict[str, Any]:
+    entities = m.entities()
     return {
+        "entities": [e.key for e in entities],
+        "entity_kinds": [e.kind for e in entities],
         "id": row.id,
         "c": row.created_at,
         "new_c": m.created_at,
@@ -199,6 +207,7 @@ class MemoryRepository:
         already taken stores nothing. In the order of `groups`. `storage`: the embedding
         column's type (app/db/vectors.py); `enrich`: queue them for app/enrichment."""
         rows = [(gi, g, d) for gi, g in enumerate(groups) for d in g.drafts]
+        entities = [d.entities() for _, _, d in rows]
         found = (
             await self.session.execute(
                 _ADD[storage],
@@ -229,6 +238,8 @@ class MemoryRepository:
                     "pool_ids": [d.audience.pool_id for _, _, d in rows],
                     "confidences": [d.confidence for _, _, d in rows],
                     "sources": [d.source for _, _, d in rows],
+                    "entities": [json.dumps([e.key for e in es]) for es in entities],
+                    "entity_kinds": [json.dumps([e.kind for e in es]) for es in entities],
                     "enrich": enrich,
                 },
             )
@@ -400,6 +411,9 @@ def _list_where(namespace_id: int, f: ListFilters) -> tuple[list[str], dict[str,
         readable, bound = f.reader.where()
         where.append(readable)
         params.update(bound)
+    if f.entity_names is not None:
+        where.append("m.entities && CAST(:entity_names AS text[])")  # memory_entities (GIN)
+        params["entity_names"] = list(f.entity_names)
     if f.pool is not None:
         where.append("m.pool_id = (SELECT id FROM pool WHERE namespace_id = :ns AND name = :p)")
         params["p"] = f.pool

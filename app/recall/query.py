@@ -40,6 +40,9 @@ class SearchFilters:
     valid: Validity | None = None
     # Who reads (app/visibility.py): only what this robot may; None: the operator, every one.
     reader: Reader | None = None
+    # Naming any of these entity keys (memory.entities, migration 0026: an entity and its
+    # aliases, app/entities); None: any.
+    entity_names: tuple[str, ...] | None = None
 
     @property
     def unfiltered(self) -> bool:
@@ -78,6 +81,8 @@ def where(namespace_id: int, filters: SearchFilters) -> Where:
         add("tag_paths(m.tags) && CAST(:f_tags_any AS text[])", "f_tags_any", [*filters.tags_any])
     if filters.tags_all:
         add("tag_paths(m.tags) @> CAST(:f_tags_all AS text[])", "f_tags_all", [*filters.tags_all])
+    if filters.entity_names is not None:  # its GIN index memory_entities
+        add("m.entities && CAST(:f_entities AS text[])", "f_entities", [*filters.entity_names])
     if filters.min_importance is not None:
         add("m.importance >= :f_min_importance", "f_min_importance", float(filters.min_importance))
     if filters.min_confidence is not None:

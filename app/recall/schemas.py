@@ -3,7 +3,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from app.common import (
     INSTANT_RANGE,
@@ -21,11 +28,14 @@ from app.common import (
     given,
     integral,
 )
+from app.entities.extract import MAX_ENTITY_CHARS, normalise
+from app.entities.schemas import EntityAsked
 from app.timeframes.validity import INCLUDE_DESCRIPTION, VALID_AT_DESCRIPTION, Include
 from app.visibility import Name
 
 Strategy = Literal["vector", "fulltext", "hybrid"]
 EmbeddingState = Literal["ready", "unavailable", "not_needed"]
+MAX_FILTER_ENTITIES = 20
 
 
 class RecallFilters(StrictModel):
@@ -45,6 +55,20 @@ class RecallFilters(StrictModel):
     metadata: JsonObject | None = Field(
         default=None, description="JSON containment: the memory's metadata includes this object"
     )
+    entities: list[EntityAsked] | None = Field(
+        default=None,
+        max_length=MAX_FILTER_ENTITIES,
+        description="Memories naming any of these entities (a person, a name, a code; any "
+        "case; an alias stands for its entity): `GET …/entities`",
+    )
+
+    @field_validator("entities")
+    @classmethod
+    def _entity_keys(cls, names: list[str] | None) -> list[str] | None:
+        for name in names or ():
+            if not 1 <= len(normalise(name)) <= MAX_ENTITY_CHARS:
+                raise ValueError(f"{name!r} is no entity once normalised")
+        return names
 
 
 class FusionOptions(StrictModel):
@@ -195,11 +219,12 @@ class RecallRequest(StrictModel):
     )
     valid_at: Phrase | None = Field(default=None, description=VALID_AT_DESCRIPTION)
     include: list[Include] = Field(default_factory=list, description=INCLUDE_DESCRIPTION)
-    expand: Literal["related"] | None = Field(
+    expand: Literal["related", "entities"] | None = Field(
         default=None,
         description="related: the top hits' related memories (one link away: shared tags, "
         "supersede, derived-from, explicit links) after the hits, in at most half of `limit`, "
-        "each marked `via`",
+        "each marked `via`; entities: in the same places, the memories naming an entity the "
+        "question or the top hits name (a second hop), each marked `via`",
     )
 
 
@@ -278,8 +303,14 @@ class Neighbour(BaseModel):
 
 
 class RelatedVia(BaseModel):
-    key: str = Field(description="The hit this memory is related to")
-    type: str = Field(description="The link's type: related_to, supports, ...")
+    key: str | None = Field(
+        description="The hit this memory is related to (expand entities: null when the "
+        "question named the entity)"
+    )
+    type: str = Field(description="The link's type: related_to, supports, ...; or entity")
+    entity: str | None = Field(
+        default=None, description="With `expand: entities`: the entity it names"
+    )
 
 
 class RecallHit(BaseModel):
@@ -314,7 +345,8 @@ class RecallHit(BaseModel):
     )
     explain: HitExplanation | None = Field(default=None, description="With `explain: true`")
     via: RelatedVia | None = Field(
-        default=None, description="With `expand: related`: a related hit, and what it is related to"
+        default=None,
+        description="With `expand`: a related hit, and what it is related to",
     )
 
 

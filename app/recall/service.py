@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,13 +15,15 @@ from app.conversation import named_in, session_of, speaker_of, speaker_tag, with
 from app.db.session import DbSession
 from app.db.vectors import check_storable
 from app.embeddings.timed import TimedEmbedder
+from app.entities.extract import extract, normalise
+from app.entities.repository import EntityRepository
 from app.errors import PayloadTooLarge, ServiceUnavailable, Unprocessable
 from app.events.repository import EventRepository
 from app.pools.service import PoolService
 from app.recall.caches import SearchCaches
 from app.recall.changed import newer_first
 from app.recall.conversation_repository import Around, ConversationRepository
-from app.recall.expand import Via, related_hits
+from app.recall.expand import Via, entity_hits, related_hits
 from app.recall.explain import explain
 from app.recall.fusion import (
     Fusion,
@@ -134,6 +137,7 @@ class RecallService:
         # app/db/replicas.py, or the primary's); its log rows and working memory in `session`.
         self.search = Search(reads, settings.hnsw_ef_search, caches)
         self.conversations = ConversationRepository(reads)
+        self.entities = EntityRepository(reads)
         self.links = LinkRepository(reads)
         self.events = EventRepository(session, clock)
 
@@ -248,10 +252,15 @@ class RecallService:
         signals = signals_for(req, self.settings, tags)
         vector = None if req.strategy == "fulltext" else await self._query_vector(req, vector_text)
         rerank = self.reranker is not None and req.rerank is not False
+        filters = self._filters(req, robot, reader=reader, timeframe=tr)
+        if req.filters.entities:
+            keys = [normalise(e) for e in req.filters.entities]
+            names = await self.entities.names(self.caller.namespace_id, keys)
+            filters = dataclasses.replace(filters, entity_names=tuple(names))
         query = SearchQuery(
             namespace_id=self.caller.namespace_id,
             limit=max(req.limit, self.settings.rerank_candidates) if rerank else req.limit,
-            filters=self._filters(req, robot, reader=reader, timeframe=tr),
+            filters=filters,
             text=text,
             vector=vector,
             fusion=fusion,
@@ -308,11 +317,24 @@ class RecallService:
         page, newer = newer_first(page, lambda p: p[0])
         if asked.floor > 0:
             page = [(h, r) for h, r in page if h.relevance is None or h.relevance >= asked.floor]
-        if req.expand != "related":
+        if req.expand is None:
             return Page(page, [], reranked=ranked is not None, newer=newer)
         reader = asked.query.filters.reader
         assert reader is not None  # a robot's recall: only what it reads
-        kept, related = await related_hits(self.links, reader, [h for h, _ in page], req.limit)
+        if req.expand == "entities":
+            # Not a second hop: what the question names, and the speakers (a conversation's
+            # speaker names nearly every turn of it). Measured on the conv set: docs/api.md.
+            named = [e.key for e in extract(asked.query.text, {})]
+            named += [normalise(s) for s in await self._namespace_speakers()]
+
+            async def hop(query: SearchQuery) -> list[SearchHit]:
+                return await self._search(req.strategy, query)
+
+            kept, related = await entity_hits(
+                self.entities, hop, asked.query, [h for h, _ in page], req.limit, skip=named
+            )
+        else:
+            kept, related = await related_hits(self.links, reader, [h for h, _ in page], req.limit)
         return Page(page[: len(kept)], related, reranked=ranked is not None, newer=newer)
 
     async def _acknowledge(
@@ -349,7 +371,7 @@ class RecallService:
         ]
         for h, via in page.related:
             answered.append(self._hit(h, None, explained=False, signals=signals))
-            answered[-1].via = RelatedVia(key=via.key, type=via.type)
+            answered[-1].via = RelatedVia(key=via.key, type=via.type, entity=via.entity)
         if req.neighbours and query.filters.reader is not None:
             await self._neighbours(
                 page.hits, answered, n=req.neighbours, reader=query.filters.reader

@@ -152,6 +152,7 @@ BODIES = {
     "profiles-patch": {"slots": {"secret": "a's own"}},
     "snapshots-create": {"name": "a's own"},
     "memories-link": {"target": "bk-other"},
+    "entities-aliases-put": {"aliases": {"secretive": "secret"}},
 }
 
 
@@ -242,6 +243,10 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
     r = await auth_client.post("/v1/robots/bob/snapshots", headers=hb, json={"name": "b"})
     assert r.status_code == 201
     b_snapshot = r.json()["id"]
+    aliases = {"aliases": {"bobby": "bob"}}
+    assert (
+        await auth_client.put("/v1/entities/aliases", headers=hb, json=aliases)
+    ).status_code == 200
 
     async def b_state() -> tuple:
         mem = (await auth_client.get("/v1/robots/bob/memories/bk", headers=hb)).json()
@@ -257,7 +262,9 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         snap = (await auth_client.get(f"/v1/robots/bob/snapshots/{b_snapshot}", headers=hb)).json()
         profile = (await auth_client.get("/v1/robots/bob/profiles/b", headers=hb)).json()
         pools = (await auth_client.get("/v1/pools/ops", headers=hb)).json()
+        aliases = (await auth_client.get("/v1/entities/aliases", headers=hb)).json()
         return (
+            aliases,
             pools,
             snaps,
             snap,
@@ -278,7 +285,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 60
+    assert len(ops) == 64
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.
@@ -289,7 +296,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
         url = url.replace("{session}", "s1").replace("{group}", "team")
         url = url.replace("{pool}", "ops")
         url = url.replace("{snapshot_id}", str(b_snapshot)).replace("{subject}", "b")
-        url = url.replace("{target}", "bk")
+        url = url.replace("{target}", "bk").replace("{entity}", "bob")
         r = await auth_client.request(method, url, headers=ha, json=BODIES.get(op_id))
         body = r.text
         assert "secret of namespace b" not in body, (op_id, body)

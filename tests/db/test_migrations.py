@@ -33,6 +33,7 @@ TABLES = {
     "speaker",  # the speakers a namespace's memories name (0016)
     "memory_alias",  # keys merged by htm dedupe resolve to the survivor (migration 0011)
     "memory_access",  # access counts, out of memory's wide rows (migration 0025)
+    "entity_alias",  # a namespace's entity aliases (migration 0026)
     "alembic_version",
 }
 MEMORY_INDEXES = {
@@ -51,6 +52,7 @@ MEMORY_INDEXES = {
     "memory_metadata",  # GIN (jsonb_path_ops): metadata containment filters
     "memory_content_md5",  # exact duplicates of live memories (0011)
     "memory_pending_enrichment",  # the LLM enrichment worker's queue (0013)
+    "memory_entities",  # GIN on entities: entity filters (0026)
 }
 
 
@@ -202,6 +204,43 @@ async def test_0027_copies_valid_metadata_confidence_and_source_and_keeps_the_me
                  "WHERE table_name = 'memory' AND column_name IN ('confidence', 'source')")
         )  # fmt: skip
         assert list(columns) == []
+    await engine.dispose()
+
+
+async def test_0026_gives_existing_memories_their_entities(database_factory) -> None:
+    """0026 runs the extractor over the memories already stored, in batches; its downgrade
+    drops the columns, the index and the aliases."""
+    url = await database_factory()
+    await asyncio.to_thread(upgrade, url, "0025")
+    at = "2026-11-20 10:00:00+00"
+    contents = ["Carla met Ana in Lisbon", "nothing here", "INC-7 for Bob's team"]
+    engine = create_async_engine(url)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(f"""
+            WITH ns AS (INSERT INTO namespace (name) VALUES ('m') RETURNING id),
+                 r AS (INSERT INTO robot (namespace_id, name) SELECT id, 'r' FROM ns
+                       RETURNING id, namespace_id),
+                 k AS (INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
+                       SELECT r.namespace_id, 'k' || i, i, '{at}' FROM r, generate_series(1, 3) i)
+            INSERT INTO memory (id, created_at, namespace_id, key, content, author_robot_id,
+                                token_count, metadata)
+            SELECT i, '{at}', r.namespace_id, 'k' || i, (CAST(:contents AS text[]))[i], r.id, 1,
+                   CASE WHEN i = 2 THEN '{{"speaker": "Dee"}}'::jsonb ELSE '{{}}'::jsonb END
+            FROM r, generate_series(1, 3) i"""),
+            {"contents": contents},
+        )
+    await asyncio.to_thread(upgrade, url)
+    async with engine.connect() as conn:
+        rows = await conn.execute(text("SELECT id, entities, entity_kinds FROM memory ORDER BY id"))
+        assert [tuple(r) for r in rows] == [
+            (1, ["carla", "ana", "lisbon"], ["name", "name", "name"]),
+            (2, ["dee"], ["person"]),
+            (3, ["inc-7", "bob"], ["code", "name"]),
+        ]
+    await asyncio.to_thread(downgrade, url, "0025")
+    tables, indexes, _, _ = await _schema(url)
+    assert "entity_alias" not in tables and "memory_entities" not in indexes
     await engine.dispose()
 
 

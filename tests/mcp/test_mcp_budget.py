@@ -14,7 +14,7 @@ from mcp.client.session import ClientSession
 
 from tests.mcp.test_mcp_tools import mcp_session
 
-DEFINITIONS_MAX = 3800  # 27 tools: 3,758 tokens (the first 17: 2,202)
+DEFINITIONS_MAX = 4000  # 29 tools: 3,937 tokens (the first 27: 3,695; the first 17: 2,202)
 RECALL_MAX = 1.3
 MEMORIES = [  # a sentence each, as an agent's facts are (16-25 tokens)
     (
@@ -80,7 +80,7 @@ async def test_the_tool_definitions_fit_the_budget(base) -> None:
         listed = (await s.list_tools()).tools
     wire = [t.model_dump_json(by_alias=True, exclude_none=True) for t in listed]
     tokens = sum(len(enc.encode(w)) for w in wire)
-    assert len(listed) == 27  # extract_facts: only with an LLM
+    assert len(listed) == 29  # extract_facts: only with an LLM
     assert tokens <= DEFINITIONS_MAX, tokens
 
 

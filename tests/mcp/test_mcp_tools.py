@@ -17,14 +17,15 @@ from app.mcp.tools import score
 
 TOOLS = [
     "remember", "recall", "context", "forget", "stats", "list_tags", "memory_versions",
-    "memory_history", "memory_related", "memory_link", "session_append", "session_window",
+    "memory_history", "entities", "entity_memories", "memory_related", "memory_link",
+    "session_append", "session_window",
     "prompt", "profile_get", "profile_set", "snapshot_create", "snapshot_list",
     "snapshot_restore", "group_create", "group_join", "group_leave", "group_status",
     "group_failover", "group_recall", "pools", "pool_put", "pool_grant",
 ]  # fmt: skip
 READERS = {
     "context", "stats", "list_tags", "memory_versions", "memory_history", "memory_related",
-    "group_status", "profile_get", "snapshot_list", "pools",
+    "group_status", "profile_get", "snapshot_list", "pools", "entities", "entity_memories",
 }  # fmt: skip
 
 

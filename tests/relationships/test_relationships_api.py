@@ -374,16 +374,16 @@ async def test_recall_expand_related_places_the_related_after_the_hits(client, n
     assert [(h["key"], h["via"], h["score"]) for h in hits] == [
         ("fish", None, fish),
         ("zebra", None, zebra),
-        ("tank", {"key": "fish", "type": "supports"}, fish),
-        ("okapi", {"key": "zebra", "type": "related_to"}, zebra),
-        ("horse", {"key": "zebra", "type": "related_to"}, zebra / 2),
+        ("tank", {"key": "fish", "type": "supports", "entity": None}, fish),
+        ("okapi", {"key": "zebra", "type": "related_to", "entity": None}, zebra),
+        ("horse", {"key": "zebra", "type": "related_to", "entity": None}, zebra / 2),
     ]
     # Half the page at most, from the hits that stay: with limit 2, the second hit gives way
     # to the first one's related memory.
     r = await client.post("/v1/robots/a/recall", json={**body, "limit": 2, "expand": "related"})
     assert [(h["key"], h["via"]) for h in r.json()["hits"]] == [
         ("fish", None),
-        ("tank", {"key": "fish", "type": "supports"}),
+        ("tank", {"key": "fish", "type": "supports", "entity": None}),
     ]
     r = await client.post("/v1/robots/a/recall", json={**body, "limit": 1, "expand": "related"})
     assert [(h["key"], h["via"]) for h in r.json()["hits"]] == [("fish", None)]

@@ -164,7 +164,7 @@ def _variants(op: str, path: str, robot: str, before: str, snapshot: int) -> lis
     url = path.replace("{robot}", robot).replace("{group}", "team").replace("{pool}", POOL)
     url = url.replace("{session}", "s1").replace("{subject}", "zed").replace("{key_id}", "1")
     url = url.replace("{snapshot_id}", str(snapshot)).replace("{version}", "1")
-    url = url.replace("{target}", "fact-open")
+    url = url.replace("{target}", "fact-open").replace("{entity}", "ann")
     hidden = [k for k in KEYS if k not in READABLE[robot]]
     now = datetime.now(UTC)
     recall = {"query": "zebra", "strategy": "fulltext", "limit": 50}
@@ -205,6 +205,7 @@ def _variants(op: str, path: str, robot: str, before: str, snapshot: int) -> lis
         "retention-put": [{"policies": [{"rule": "idle", "days": 1}]}],
         "retention-run": [{"dry_run": True}],
         "maintenance-put": [{"schedule": None, "steps": ["supersede"]}],
+        "entities-aliases-put": [{"aliases": {"annie": "ann"}}],
     }
     queries: dict[str, list[str]] = {
         "memories-get": ["", "?include_deleted=true", f"?as_of={quote(now.isoformat())}"],
@@ -217,6 +218,8 @@ def _variants(op: str, path: str, robot: str, before: str, snapshot: int) -> lis
         ],
         "memories-related": ["?depth=3"],
         "tags-tree": ["", f"?robot={robot}"],
+        "entities-list": ["?limit=200", "?kind=person"],
+        "entities-memories": ["?limit=200"],
     }
     if op == "profiles-patch":
         url = url.replace("/zed", f"/own-{robot}")  # the world's subject stays as it is
@@ -274,6 +277,11 @@ async def _rest(walk: Walk, http: httpx.AsyncClient, robot: str, key: str, befor
             if op_id == "pools-get":
                 expected = 200 if POOLS[robot] else 404
                 walk.count(robot, call, "status", r.status_code, expected)
+            if op_id == "entities-list":
+                # ann's turns name her (the speaker): count only those the robot reads.
+                turns = {"turn-one", "turn-secret", "turn-three"} & READABLE[robot]
+                counts = {e["entity"]: e["memories"] for e in r.json()["items"]}
+                walk.count(robot, call, "entity ann", counts.get("ann"), len(turns))
             if op_id == "snapshots-get" and r.status_code == 200:
                 _snapshot(walk, robot, call, r.json())
 
@@ -299,6 +307,8 @@ async def _mcp(walk: Walk, base: str, robot: str, key: str) -> None:
         *(("forget", {"key": k}) for k in hidden),
         ("stats", {}),
         ("list_tags", {}),
+        ("entities", {"limit": 200}),
+        ("entity_memories", {"entity": "ann", "limit": 200}),
         *((name, {"key": k}) for name in sorted(MCP_KEYED) for k in KEYS),
         *(("memory_link", {"key": f"mcp-{robot}", "target": k}) for k in hidden),
         ("session_append", {"session": "s2", "messages": [{"role": "user", "content": "z"}]}),

@@ -255,7 +255,7 @@ async def test_a_private_or_pool_memory_is_never_a_duplicate_nor_deduplicated(wo
     assert r.status_code == 201 and r.json()["created"] is True, r.text
 
 
-SECRET = "ann keeps this zebra to herself"
+SECRET = "Ann keeps this zebra to herself"  # names Ann: an entity
 
 
 async def test_no_route_shows_another_robots_private_memory(client) -> None:
@@ -277,6 +277,7 @@ async def test_no_route_shows_another_robots_private_memory(client) -> None:
         url = path.replace("{robot}", "bob").replace("{key}", "ann-private")
         url = url.replace("{version}", "1").replace("{session}", "s1")
         url = url.replace("{group}", "team").replace("{pool}", "ops").replace("{key_id}", "1")
+        url = url.replace("{entity}", "Ann")
         body = BODIES.get(op_id)
         if op_id == "recall-search":
             body = {"query": "zebra", "strategy": "fulltext"}
@@ -307,6 +308,8 @@ async def test_no_mcp_tool_shows_another_robots_private_memory(live_server_facto
         "forget": {"key": "ann-private"},
         "stats": {},
         "list_tags": {},
+        "entities": {},
+        "entity_memories": {"entity": "Ann"},
         "memory_versions": {"key": "ann-private"},
         "memory_history": {"key": "ann-private"},
         "session_append": {"session": "s", "messages": [{"role": "user", "content": "zebra?"}]},

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from app.http.routes import (
     dashboard,
+    entities,
     facts,
     groups,
     health,
@@ -38,6 +39,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
         memories,
         links,
         facts,
+        entities,
         recall,
         working_memory,
         snapshots,

@@ -15,6 +15,7 @@ from app.common import (
     Tag,
     Text,
 )
+from app.entities.schemas import EntityAsked
 from app.errors import PROBLEM_JSON
 from app.http.deps import ReadUnitDep, UnitDep
 from app.http.params import MemoryKeyPath, RobotName, TimeframeQuery
@@ -133,6 +134,13 @@ async def list_memories(
         str | None,
         Query(pattern=NAME_PATTERN, description="Only this pool's memories (that the robot reads)"),
     ] = None,
+    entity: Annotated[
+        EntityAsked | None,
+        Query(
+            description="Only the memories naming this entity or an alias of it (any case; "
+            "not with `as_of`)",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[Text | None, Query(description="next_cursor of the previous page")] = None,
 ) -> Page[MemoryRead]:
@@ -158,6 +166,7 @@ async def list_memories(
         cursor=cursor,
         valid_at=valid_at,
         include=include or [],
+        entity=entity,
     )
 
 
