@@ -363,6 +363,54 @@ class WriteProtocol(RobotSync):
         elif found == memory_id:
             await self.members.touch(robot.id, memory_id, at)
 
+    # --- state keys (app/state/) --------------------------------------------------------
+
+    async def write_state(
+        self, holder: Robot, op: str, key: str, version: int, payload: str, keep_ms: int
+    ) -> None:
+        """After a state change committed: its Redis copy and its `state` event. Never
+        fails: when Redis cannot take it, the holder is marked stale (or queued for repair),
+        so no reader trusts its copy, which may be older, until a rebuild wipes it
+        (scripts/load.lua)."""
+        if not self.breaker.open:
+            try:
+                await self.store.write_state(
+                    self.namespace, holder.name, op, key, version, payload, keep_ms
+                )
+                return
+            except UNAVAILABLE as exc:
+                self.breaker.trip()
+                log.warning("redis unavailable writing state of %s/%s: %s", self.namespace,
+                            holder.name, exc)  # fmt: skip
+        await self._mark_stale_alone(holder)
+
+    async def read_state(self, holder: Robot, key: str) -> tuple[int, str] | None:
+        """The Redis copy of a state key, or None: none held, Redis unreachable, or the
+        holder stale (its copy may be older than PostgreSQL's row)."""
+        if holder.stale or self.breaker.open:
+            return None
+        try:
+            return await self.store.read_state(self.namespace, holder.name, key)
+        except UNAVAILABLE as exc:
+            self.breaker.trip()
+            log.warning("redis unavailable reading state of %s/%s: %s", self.namespace,
+                        holder.name, exc)  # fmt: skip
+            return None
+
+    async def fill_state(
+        self, holder: Robot, key: str, version: int, payload: str, keep_ms: int
+    ) -> None:
+        """Copy a state key read from PostgreSQL to Redis (a newer copy there stays). Best
+        effort: a copy not written is read from PostgreSQL again."""
+        if holder.stale or self.breaker.open:
+            return
+        try:
+            await self.store.write_state(
+                self.namespace, holder.name, "fill", key, version, payload, keep_ms
+            )
+        except UNAVAILABLE:
+            self.breaker.trip()
+
 
 def _access_ms(p: Placement, now_ms: int) -> int:
     return now_ms if p.at is None else to_us(p.at) // 1000
