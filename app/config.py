@@ -152,8 +152,9 @@ class Settings(BaseSettings):
         "places them all (a PUT over it is 409)",
     )
     mcp_state_tools: bool = Field(
-        default=True,
-        description="List the MCP tools state_get and state_set",
+        default=False,
+        description="Offer the MCP tools state_get and state_set (about 300 tokens of tool "
+        "definitions: opt-in, to keep the default tool list within its budget)",
     )
     session_promote_accesses: int = Field(
         default=3,
