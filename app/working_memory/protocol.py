@@ -33,7 +33,7 @@ from app.working_memory.model import (
 )
 from app.working_memory.readable_repository import ReadableRepository
 from app.working_memory.repository import LockedRobot, Placed
-from app.working_memory.robots import Robot, RobotCache
+from app.working_memory.robots import GROUP_PREFIX, Robot, RobotCache
 from app.working_memory.schemas import WorkingMemoryOutcome
 from app.working_memory.store import (
     Change,
@@ -383,6 +383,10 @@ class WriteProtocol(RobotSync):
                 log.warning("redis unavailable writing state of %s/%s: %s", self.namespace,
                             holder.name, exc)  # fmt: skip
         await self._mark_stale_alone(holder)
+        if holder.name.startswith(GROUP_PREFIX):
+            # Each member's cached robot carries its group's flag: drop them all here (a
+            # rare step, Redis having failed), so no member of this process reads the copy.
+            self.robots.clear()
 
     async def read_state(self, holder: Robot, key: str) -> tuple[int, str] | None:
         """The Redis copy of a state key, or None: none held, Redis unreachable, or the

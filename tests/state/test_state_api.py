@@ -280,31 +280,40 @@ async def test_a_write_redis_missed_is_never_served_from_its_old_copy(
     own_db_factory, tmp_path
 ) -> None:
     # Redis with its data intact after an outage (a blip, not a restart): it still holds the
-    # version before the one written meanwhile.
+    # version before the one written meanwhile, of a robot's key and of its group's.
     server = EmbeddedRedis(tmp_path / "redis", persistent=True).start()
     try:
         async with app_on(own_db_factory, server) as client:
+            assert (await client.put("/v1/groups/g", json={"members": ["r", "m"]})).is_success
             old = (await put(client, "r/state/k", {"value": "old"})).json()
+            old_board = (await put(client, "r/state/b?scope=group", {"value": "old"})).json()
             assert (await client.get("/v1/robots/r/state/k")).json() == old
+            # m is cached with its group as it is now: not stale.
+            assert (await client.get("/v1/robots/m/state/b?scope=group")).status_code == 200
 
             server.stop()
-            new = await put(
-                client, "r/state/k", {"value": "new"}, **{"If-Match": str(old["version"])}
-            )
-            assert new.status_code == 200  # acknowledged: PostgreSQL has it
-            assert (await client.get("/v1/robots/r/state/k")).json() == new.json()
-            server.start()  # same port, same append-only file: the old copy is back
+            match = {"If-Match": str(old["version"])}
+            new = (await put(client, "r/state/k", {"value": "new"}, **match)).json()
+            assert new["value"] == "new"  # acknowledged: PostgreSQL has it
+            match = {"If-Match": str(old_board["version"])}
+            board = (await put(client, "r/state/b?scope=group", {"value": "new"}, **match)).json()
+            assert (await client.get("/v1/robots/r/state/k")).json() == new
+            server.start()  # same port, same append-only file: the old copies are back
+            ns = client.headers["X-Namespace"]
             assert await redis_copy(client, "r", "k") is not None
+            assert await redis_copy(client, "group:g", "b") is not None
 
-            assert (await client.get("/v1/robots/r/state/k")).json() == new.json()
-            # The repair rebuilds the robot, which drops its old copy; reads then refill it.
+            assert (await client.get("/v1/robots/r/state/k")).json() == new
+            by_m = (await client.get("/v1/robots/m/state/b?scope=group")).json()
+            assert (by_m["value"], by_m["version"]) == ("new", board["version"])
+            # The repair rebuilds both holders, which drops their old copies; reads refill.
             repair = client.app.state.components.repair_worker  # type: ignore[attr-defined]
-            assert await repair.run_once() == 1
+            assert await repair.run_once() == 2
             assert await redis_copy(client, "r", "k") is None
-            assert (await client.get("/v1/robots/r/state/k")).json() == new.json()
-            assert (await redis_copy(client, "r", "k") or "").startswith(
-                f"{new.json()['version']}:"
-            )
+            assert await redis_copy(client, "group:g", "b") is None
+            assert (await client.get("/v1/robots/r/state/k")).json() == new
+            copy = await redis_copy(client, "r", "k")
+            assert (copy or "").startswith(f"{new['version']}:"), (ns, copy)
     finally:
         server.stop()
 
