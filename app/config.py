@@ -138,6 +138,7 @@ class Settings(BaseSettings):
     state_max_ttl_s: int = Field(
         default=31_536_000,
         ge=1,
+        le=31_536_000,
         description="The longest ttl_s a state key may be given",
     )
     state_max_keys: int = Field(

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.common import StrictModel
+from app.common import StrictModel, integral
 
 # Whose state: the robot's own, or its group's (a blackboard every member reads and writes).
 StateScope = Literal["robot", "group"]
@@ -22,12 +22,12 @@ class StatePut(StrictModel):
     value: Any = Field(
         description="Any JSON value but null (a delete is DELETE), at most HTM_STATE_MAX_BYTES "
         "as compact JSON",
+        json_schema_extra={"not": {"type": "null"}},
     )
-    ttl_s: int | None = Field(
+    ttl_s: Annotated[int, Field(ge=1, le=31_536_000), BeforeValidator(integral)] | None = Field(
         default=None,
-        ge=1,
-        description="Gone this many seconds after the write (HTM_STATE_MAX_TTL_S at most); "
-        "absent: kept until deleted",
+        description="Gone this many seconds after the write (at most HTM_STATE_MAX_TTL_S, "
+        "itself at most a year); absent: kept until deleted",
     )
     pinned: bool = Field(
         default=False,

@@ -100,10 +100,7 @@ class StateService:
         if scope == "robot":
             return robot
         if robot.group is None:
-            raise Conflict(
-                f"robot {robot.name!r} is in no group: it has no group state",
-                field="scope",
-            )
+            raise NotFound(f"robot {robot.name!r} is in no group: there is no group state")
         return robot.group
 
     # --- writes -----------------------------------------------------------------------------

@@ -22,14 +22,24 @@ IfMatch = Annotated[
     str | None,
     Header(
         alias="If-Match",
+        pattern=r'^\s*(\*|(W/)?"?[0-9]{1,19}"?)?\s*$',
         description='Write only if the key is at this version (its ETag, "12", or 12); '
         "* : only if it exists. Else 412",
     ),
 ]
 IfNoneMatch = Annotated[
     str | None,
-    Header(alias="If-None-Match", description="* : create only (412 if the key exists)"),
+    Header(
+        alias="If-None-Match",
+        pattern=r"^\s*\*?\s*$",
+        description="* : create only (412 if the key exists)",
+    ),
 ]
+
+
+def _given(header: str | None) -> str | None:
+    """An empty header is an absent one."""
+    return header if header and header.strip() else None
 
 
 @router.put("/{key}", operation_id="state-put", summary="Write a state key")
@@ -45,8 +55,9 @@ async def put_state(
 ) -> StateRead:
     """A new version of the key (durable, then copied to Redis); ETag: its version."""
     read = await u.state.put(
-        robot, key, body, scope=scope, if_match=if_match, if_none_match=if_none_match
-    )
+        robot, key, body, scope=scope, if_match=_given(if_match),
+        if_none_match=_given(if_none_match),
+    )  # fmt: skip
     response.headers["ETag"] = etag(read.version)
     return read
 
@@ -71,7 +82,7 @@ async def delete_state(
     robot: RobotName, key: StateKey, u: UnitDep, scope: Scope = "robot", if_match: IfMatch = None
 ) -> Response:
     """Deletes the key (404 if absent or expired)."""
-    await u.state.delete(robot, key, scope=scope, if_match=if_match)
+    await u.state.delete(robot, key, scope=scope, if_match=_given(if_match))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
