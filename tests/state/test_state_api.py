@@ -276,6 +276,7 @@ async def test_redis_losing_its_data_loses_no_acknowledged_state(
             assert (await client.get(f"/v1/robots/r/state/{key}")).json() == read
 
 
+@pytest.mark.single_redis("stops and restarts its own server")
 async def test_a_write_redis_missed_is_never_served_from_its_old_copy(
     own_db_factory, tmp_path
 ) -> None:
