@@ -382,3 +382,18 @@ async def test_pinning_over_the_cap_is_refused(app_factory, ns: str) -> None:
         # Unpinned it is kept; re-pinning a key replaces its own tokens, not adds to them.
         assert (await put(client, "p/state/b", {"value": "four five six seven"})).is_success
         assert (await put(client, "p/state/a", {"value": "one two", "pinned": True})).is_success
+
+
+async def test_a_holder_keeps_at_most_its_key_limit(app_factory, ns: str) -> None:
+    async with app_factory(state_max_keys=2) as client:
+        client.headers["X-Namespace"] = ns
+        clock = frozen(client)
+        assert (await put(client, "p/state/a", {"value": 1, "ttl_s": 10})).is_success
+        assert (await put(client, "p/state/b", {"value": 2})).is_success
+        third = await put(client, "p/state/c", {"value": 3})
+        assert (third.status_code, third.headers["content-type"]) == (409, PROBLEM)
+        assert (await put(client, "p/state/b", {"value": 4})).is_success  # a held key
+        clock.t = T0 + timedelta(seconds=10)  # `a` expired: its place is free
+        assert (await put(client, "p/state/c", {"value": 3})).is_success
+        listed = (await client.get("/v1/robots/p/state")).json()
+        assert [i["key"] for i in listed["items"]] == ["b", "c"]
