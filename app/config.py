@@ -129,6 +129,34 @@ class Settings(BaseSettings):
         description="A session ends this long after its last access (per robot: PUT "
         "/v1/robots/{robot} session_ttl_s)",
     )
+    state_max_bytes: int = Field(
+        default=16 * 1024,
+        ge=1,
+        description="A state key's value, as compact JSON (PUT /v1/robots/{robot}/state/{key}: "
+        "413 over it)",
+    )
+    state_max_ttl_s: int = Field(
+        default=31_536_000,
+        ge=1,
+        le=31_536_000,
+        description="The longest ttl_s a state key may be given",
+    )
+    state_max_keys: int = Field(
+        default=1000,
+        ge=1,
+        description="State keys one robot (or group) may hold (409 over it)",
+    )
+    state_pinned_max_tokens: int = Field(
+        default=500,
+        ge=0,
+        description="Tokens of the pinned notes one robot (or group) may hold: every prompt "
+        "places them all (a PUT over it is 409)",
+    )
+    mcp_state_tools: bool = Field(
+        default=False,
+        description="Offer the MCP tools state_get and state_set (about 300 tokens of tool "
+        "definitions: opt-in, to keep the default tool list within its budget)",
+    )
     session_promote_accesses: int = Field(
         default=3,
         ge=1,

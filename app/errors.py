@@ -57,6 +57,13 @@ class RemovedMeanwhile(Conflict):
         super().__init__(detail, retry=True, **extra)
 
 
+class PreconditionFailed(DomainError):
+    """A conditional write's precondition (If-Match, If-None-Match) does not hold: nothing
+    was written; the body names the current version, if any."""
+
+    status, type, title = 412, "precondition-failed", "Precondition failed"
+
+
 class PayloadTooLarge(DomainError):
     status, type, title = 413, "payload-too-large", "Payload too large"
 

@@ -49,6 +49,7 @@ from app.robots.service import RobotService
 from app.sessions.consolidation import Consolidator
 from app.sessions.service import SessionService
 from app.snapshots.service import SnapshotService
+from app.state.service import StateService
 from app.stats.service import StatsService
 from app.tags.repository import TagRepository
 from app.tags.service import TagService
@@ -213,6 +214,19 @@ class UnitOfWork:
         )
 
     @cached_property
+    def state(self) -> StateService:
+        c = self.components
+        return StateService(
+            session=self.session,
+            caller=self.caller,
+            robots=self.robots,
+            two_tier=self.two_tier,
+            tokenizer=c.tokenizer,
+            settings=c.settings,
+            clock=c.clock,
+        )
+
+    @cached_property
     def prompt(self) -> PromptService:
         c = self.components
         return PromptService(
@@ -221,6 +235,7 @@ class UnitOfWork:
             recall=self.recall,
             sessions=self.sessions,
             profiles=self.profiles,
+            state=self.state,
             tokenizer=c.tokenizer,
             settings=c.settings,
         )

@@ -47,6 +47,7 @@ CLUSTER_DEPENDENT = (
     "tests/working_memory/",
     "tests/groups/",
     "tests/sessions/",
+    "tests/state/",
 )
 
 

@@ -37,7 +37,7 @@ LAYERS: list[set[str]] = [
     {"sessions", "summaries", "enrichment", "facts", "metrics", "retention", "profiles"},
     {"memories"},
     {"recall", "groups", "stats", "tags", "snapshots"},
-    {"pools", "relationships", "entities"},
+    {"pools", "relationships", "entities", "state"},
     {"robots", "auth"},
     {"working_memory", "namespaces", "events", "timeframes", "health", "claims"},  # ...down to
     {"names", "conversation", "visibility"},
@@ -53,7 +53,7 @@ SERVICES = (
     "WorkingMemoryService", "Consolidator", "SessionService", "PromptService", "StatsService",
     "TagService", "GroupService", "ApiKeyService", "RobotService", "RetentionService",
     "PoolService", "MaintenanceService", "SnapshotService", "ProfileService", "LinkService",
-    "FactService",
+    "FactService", "StateService",
 )  # fmt: skip
 
 

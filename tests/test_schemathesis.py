@@ -109,6 +109,8 @@ BEYOND_THE_SCHEMA = [
     (r"body\.rerank", r"^no reranker configured$"),  # HTM_RERANK_URL unset
     # Both fusion weights 0, one of them perhaps absent: the deployment's default fills it.
     (r"body\.fusion\.vector_weight", r"^both weights are 0$"),
+    (r"value", r"bytes as JSON; the limit is \d+$"),  # 413, HTM_STATE_MAX_BYTES
+    (r"body\.ttl_s", r"^over HTM_STATE_MAX_TTL_S$"),
     # Metadata: NUL or an integer past 64 bits anywhere inside, nesting past 64 (JSON Schema
     # has no depth, and cannot tell 1e20 from 100000000000000000000).
     (
@@ -141,6 +143,8 @@ BEYOND_THE_SCHEMA = [
     # Depending on the stored state or the clock.
     (r"cursor", r"^cursor is not one this service issued$"),  # 400
     (r"body\.visibility", r"^the robot is in no group$"),
+    (r"", r"is in no group: there is no group state$"),  # a state key's scope=group
+    (r"", r"^state key '[^']*' (does not exist|is at version \d+)$"),  # 412: If-Match
     (r"body\.expires_at", r"already past"),
 ]
 

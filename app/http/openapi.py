@@ -68,6 +68,8 @@ ERRORS = {
     "409": "A conflict: the key is already taken in this namespace, a robot is already in "
     "another group or still holds memories, or what the change refers to was removed "
     "meanwhile (`retry: true`)",
+    "412": "A conditional write's precondition failed (`If-Match`: the version is not the "
+    "current one; `If-None-Match: *`: the key exists); nothing was written",
     "413": "Body, content, batch or query over its limit",
     "415": "A body sent without `Content-Type: application/json`",
     "422": "Well-formed but invalid input: `errors[]`, each with its `field` (`body.`, "
@@ -141,6 +143,8 @@ def build_spec(app: FastAPI) -> dict[str, Any]:
             responses.pop("422", None)
             if "requestBody" in op:
                 codes = sorted({*codes, "415"})
+            if path.endswith("/state/{key}") and method in ("put", "delete"):
+                codes = sorted({*codes, "412"})  # conditional writes (app/state/)
             for code in codes:
                 responses[code] = _problem_response(ERRORS[code])
             if path.startswith("/v1/") and method != "get" and not _reads_replicas(op):

@@ -32,6 +32,7 @@ _STATUS_TYPES = {
     404: ("not-found", "Not found"),
     405: ("method-not-allowed", "Method not allowed"),
     409: ("conflict", "Conflict"),
+    412: ("precondition-failed", "Precondition failed"),
     413: ("payload-too-large", "Payload too large"),
     415: ("unsupported-media-type", "Unsupported media type"),
     422: ("validation-error", "Validation failed"),

@@ -94,6 +94,17 @@ class KeyIn(In):
     key: Key
 
 
+class StateIn(KeyIn):
+    scope: Literal["robot", "group"] = Field(default="robot", description="group: its group's")
+
+
+class StateSetIn(StateIn):
+    value: Any = Field(description="JSON; null deletes")
+    ttl_s: int | None = Field(default=None, ge=1)
+    pinned: bool = Field(default=False, description="in every prompt")
+    version: int | None = Field(default=None, description="only if still at this version")
+
+
 class FactsIn(In):
     keys: list[Key] | None = Field(default=None, description="turns by key, in order")
     session: str | None = Field(default=None, description="or a conversation's turns")
@@ -327,6 +338,13 @@ class Restored(Out):
     skipped: list[str]
     evicted: list[str]
     tokens: int
+
+
+class State(Out):
+    key: str
+    value: Any = None
+    version: int | None = None
+    deleted: bool = False
 
 
 class Body(Out):

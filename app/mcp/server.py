@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from app import VERSION
 from app.auth.caller import Caller, acts_as, may_change_groups, require_role
 from app.components import Components
+from app.config import Settings
 from app.errors import PROBLEM_BASE, DomainError, NotFound, Unprocessable
 from app.mcp.resources import RESOURCES, TEMPLATES, read
 from app.mcp.tools import TOOLS, Tool
@@ -87,9 +88,15 @@ def _hints(t: Tool) -> types.ToolAnnotations:
     )
 
 
-def tool_list(*, llm: bool = True) -> list[types.Tool]:
+def offered(tool: Tool, settings: Settings) -> bool:
+    """Whether the deployment offers the tool: an opt-in tool's setting is on."""
+    return tool.setting is None or bool(getattr(settings, tool.setting))
+
+
+def tool_list(*, llm: bool = True, settings: Settings | None = None) -> list[types.Tool]:
     """The tools, those that need an LLM only when one is configured (`llm`): a tool that
-    could only answer 409 would cost the model its definition for nothing."""
+    could only answer 409 would cost the model its definition for nothing; an opt-in one
+    only when its setting is on (`settings`; None: every tool)."""
     return [
         types.Tool(
             name=t.name,
@@ -100,7 +107,7 @@ def tool_list(*, llm: bool = True) -> list[types.Tool]:
             annotations=_hints(t),
         )
         for t in TOOLS.values()
-        if llm or not t.needs_llm
+        if (llm or not t.needs_llm) and (settings is None or offered(t, settings))
     ]
 
 
@@ -214,12 +221,15 @@ class _Handlers:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tool_list(llm=self.components().llm is not None))
+        c = self.components()
+        return types.ListToolsResult(tools=tool_list(llm=c.llm is not None, settings=c.settings))
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         tool = TOOLS.get(params.name)
+        if tool is not None and not offered(tool, self.components().settings):
+            tool = None
         if tool is None:  # a protocol error, as MCP says of an unknown tool
             missing = NotFound(f"no tool {params.name!r}; tools: {', '.join(TOOLS)}")
             raise protocol_error(missing, tool=params.name)

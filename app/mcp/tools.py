@@ -67,6 +67,9 @@ from app.mcp.schemas import (
     SnapshotIdIn,
     SnapshotIn,
     Snapshots,
+    State,
+    StateIn,
+    StateSetIn,
     StatsIn,
     TagsIn,
     Versions,
@@ -80,6 +83,8 @@ from app.prompt.schemas import PromptRequest
 from app.recall.schemas import RecallFilters, RecallRequest
 from app.sessions.schemas import MessagesAppend
 from app.snapshots.schemas import SnapshotCreate
+from app.state.schemas import StatePut
+from app.state.service import compact
 from app.unit import UnitOfWork
 from app.working_memory.robots import group_row_name
 
@@ -101,6 +106,7 @@ class Tool:
     idempotent: bool = False
     needs_robot: bool = True  # the group tools name their robots themselves
     needs_llm: bool = False  # listed only when an LLM is configured
+    setting: str | None = None  # listed and called only when this setting is on
 
 
 def _json(x: Any) -> str:
@@ -296,6 +302,24 @@ async def _snapshot_restore(u: UnitOfWork, i: SnapshotIdIn, robot: str) -> Answe
     return out, text
 
 
+async def _state_get(u: UnitOfWork, i: StateIn, robot: str) -> Answer:
+    s = await u.state.get(robot, i.key, scope=i.scope)
+    return State(key=s.key, value=s.value, version=s.version), (
+        f"{s.key} v{s.version}: {compact(s.value)}"
+    )
+
+
+async def _state_set(u: UnitOfWork, i: StateSetIn, robot: str) -> Answer:
+    """As PUT (or DELETE, for null) …/state/{key}; `version` is its If-Match."""
+    match = None if i.version is None else str(i.version)
+    if i.value is None:
+        await u.state.delete(robot, i.key, scope=i.scope, if_match=match)
+        return State(key=i.key, deleted=True), f"deleted {i.key}"
+    body = StatePut.model_validate({"value": i.value, "ttl_s": i.ttl_s, "pinned": i.pinned})
+    s = await u.state.put(robot, i.key, body, scope=i.scope, if_match=match)
+    return State(key=s.key, value=s.value, version=s.version), f"{s.key} v{s.version}"
+
+
 def _group(g: GroupRead) -> Answer:
     out = Group(group=g.name, members=g.members, budget=g.working_memory_budget)
     return out, f"group {g.name}: {', '.join(g.members) or 'no members'} ({out.budget} tokens)"
@@ -400,6 +424,11 @@ _TOOLS = [
          "reader", list_pools, read_only=True, idempotent=True, needs_robot=False),
     Tool("pool_put", "Create pool", "Create or replace a pool (admin).", PoolPutIn, Pool,
          "admin", put_pool, idempotent=True, needs_robot=False),
+    Tool("state_get", "Get state", "A state key's JSON value and version.", StateIn, State,
+         "reader", _state_get, read_only=True, idempotent=True, setting="mcp_state_tools"),
+    Tool("state_set", "Set state", "Set a state key (null deletes; version: only if still "
+         "at it).", StateSetIn, State, "writer", _state_set, destructive=True,
+         setting="mcp_state_tools"),
     Tool("pool_grant", "Grant pool", "Set a robot's grant on a pool (admin); none revokes, "
          "at once.", PoolGrantIn, Pool, "admin", grant_pool, destructive=True,
          idempotent=True, needs_robot=False),

@@ -11,6 +11,10 @@ its section's quota:
 
 1. the input (the last user message) and the caller's system text: always; if they alone do
    not fit, the request is refused (422);
+   the pinned notes (state keys marked `pinned`, app/state/: the robot's, then its group's,
+   each one line `key: value`): always, never dropped, counted exactly with the system text
+   they join; if they do not fit with the input, the request is refused (422):
+   HTM_STATE_PINNED_MAX_TOKENS bounds them;
 2. the profile asked for (`profile`): its slots in name order, each one line `slot: value`
    (its own count); one that does not fit is dropped and the next may still be taken;
 3. the session's messages, newest first; the first that does not fit ends the section (a
@@ -20,14 +24,15 @@ its section's quota:
 5. recall hits, in rank order, the same way; a hit whose key is in working memory (taken or
    not) is dropped as a duplicate: its content is offered once, by working memory.
 
-The profile, working memory and recall hits go into the one system message, after the
-caller's system text, in that order, each section under a header (the profile's names its
+The pinned notes, the profile, working memory and recall hits go into the one system message,
+after the caller's system text, in that order, each section under a header (the profile's names its
 subject: `Profile of <subject>:`), all parts joined by a blank line. An item's cost while
 allocating is its token count plus one for the separator (plus its header, and the system
 message's framing, for the first one taken); BPE may merge across a separator, so the
 assembled messages are counted again exactly and, while over the budget, the last item taken
 (recall's, then working memory's, then the oldest session message, then the profile's last
-slot) is dropped: a profile goes last, slot by slot, and only once nothing else is left.
+slot) is dropped: a profile goes last, slot by slot, and only once nothing else is left; a
+pinned note never goes.
 
 Nothing counted before is encoded again: an item's `tokens` is its content's count (stored at
 write time), roles, headers, the input and the system text are counted once per call, and the
@@ -47,8 +52,9 @@ SEPARATOR = "\n\n"
 WORKING_MEMORY_HEADER = "Working memory:"
 RECALL_HEADER = "Relevant memories:"
 PROFILE_HEADER = "Profile of {subject}:"
+PINNED_HEADER = "Pinned notes:"
 
-Source = Literal["input", "profile", "session", "working_memory", "recall"]
+Source = Literal["input", "pinned", "profile", "session", "working_memory", "recall"]
 Reason = Literal["budget", "duplicate", "section_quota"]
 Count = Callable[[str], int]
 # count(SEPARATOR.join(parts)) given each part's count.
@@ -116,6 +122,7 @@ def _messages(
 def _sections(items: list[Item], profile_header: str) -> list[tuple[str, list[Item]]]:
     """The system message's sections after the system text: header and items taken."""
     headers = (
+        ("pinned", PINNED_HEADER),
         ("profile", profile_header),
         ("working_memory", WORKING_MEMORY_HEADER),
         ("recall", RECALL_HEADER),
@@ -145,6 +152,7 @@ class Fitting:
     manifest: list[Item]
     profile: list[Item] = field(default_factory=list)
     profile_header: str = ""
+    pinned: list[Item] = field(default_factory=list)
 
 
 def allocate(
@@ -160,20 +168,29 @@ def allocate(
     count_joined: CountJoined | None = None,
     profile: Sequence[Item] = (),
     profile_header: str = "",
+    pinned: Sequence[Item] = (),
 ) -> Fitting:
     """profile: its slots in name order; session: newest first; working_memory and recall:
-    in their own order; `profile_header`: the profile's, with its subject. `count` is
+    in their own order; `profile_header`: the profile's, with its subject; `pinned`: the
+    notes always placed (InputTooLarge when they do not fit with the input). `count` is
     called with the input, the system text, roles and headers (it may remember them);
     `count_joined` (default: encoding the joined text) counts the system message. Decides
     by token counts alone: no content is read."""
     input_tokens = count(input_text)
+    joined = count_joined or _default_joined(count)
     used = REPLY_PRIMER + TOKENS_PER_MESSAGE + count("user") + input_tokens
     empty_system = TOKENS_PER_MESSAGE + count("system")
-    if system:
-        used += empty_system + count(system)
+    parts, counts = ([system], [count(system)]) if system else ([], [])
+    if pinned:  # always taken: counted exactly, with the system text they join
+        parts += [PINNED_HEADER, *(i.content for i in pinned)]
+        counts += [count(PINNED_HEADER), *(i.tokens for i in pinned)]
+        for item in pinned:
+            item.included = True
+    if parts:
+        used += empty_system + joined(parts, counts)
     if used > budget:
         raise InputTooLarge(used, budget)
-    taking = _Taking(count, budget, quotas, used=used, has_system=bool(system))
+    taking = _Taking(count, budget, quotas, used=used, has_system=bool(parts))
     taking.section("profile", profile_header, profile)
     taking.session(session)
     taking.section("working_memory", WORKING_MEMORY_HEADER, working_memory)
@@ -182,7 +199,7 @@ def allocate(
     user = Item("input", input_text, input_tokens, included=True)
     return Fitting(
         count=count,
-        joined=count_joined or _default_joined(count),
+        joined=joined,
         budget=budget,
         input_text=input_text,
         input_tokens=input_tokens,
@@ -190,9 +207,10 @@ def allocate(
         session=session,
         working_memory=working_memory,
         recall=recall,
-        manifest=[user, *profile, *session, *working_memory, *recall],
+        manifest=[user, *pinned, *profile, *session, *working_memory, *recall],
         profile=list(profile),
         profile_header=profile_header,
+        pinned=list(pinned),
     )
 
 
@@ -289,7 +307,9 @@ def finish(f: Fitting) -> Assembly:
     ]  # fmt: skip
     tokens = exact()
     while tokens > f.budget:
-        last = next(i for i in order if i.included)
+        last = next((i for i in order if i.included), None)
+        if last is None:  # the input and the pinned notes alone, merged otherwise than estimated
+            raise InputTooLarge(tokens, f.budget)
         last.included, last.reason = False, "budget"
         tokens = exact()
     messages = _messages(system, f.input_text, f.manifest, f.profile_header)

@@ -92,9 +92,12 @@ class ChatMessage(BaseModel):
 # A TypedDict, not a model: a manifest lists every candidate (a thousand working-memory
 # items), and validating dicts is about 4x cheaper than making a model of each.
 class ManifestEntry(TypedDict):
-    source: Literal["input", "profile", "session", "working_memory", "recall"]
+    source: Literal["input", "pinned", "profile", "session", "working_memory", "recall"]
     key: Annotated[
-        str | None, Field(description="The memory's key (profile, working_memory, recall)")
+        str | None,
+        Field(
+            description="The memory's key (profile, working_memory, recall), the state key (pinned)"
+        ),
     ]
     seq: Annotated[int | None, Field(description="The message's seq (session)")]
     tokens: Annotated[int, Field(description="The content's token count")]
@@ -107,15 +110,15 @@ class ManifestEntry(TypedDict):
 
 class PromptResult(BaseModel):
     messages: list[ChatMessage] = Field(
-        description="system (your text + profile + working memory + recalled), the session, "
-        "the input"
+        description="system (your text + pinned notes + profile + working memory + recalled), "
+        "the session, the input"
     )
     tokens: int = Field(
         description="3 + Σ (3 + tokens(role) + tokens(content)): OpenAI's chat counting rule"
     )
     budget: int = Field(description="context_window minus the reserves; tokens never exceed it")
     manifest: list[ManifestEntry] = Field(
-        description="Every candidate in allocation order: the input, the profile's slots, the "
-        "session newest first, working memory, recall"
+        description="Every candidate in allocation order: the input, the pinned notes (always "
+        "included), the profile's slots, the session newest first, working memory, recall"
     )
     degraded: bool = Field(description="Working memory or the session read from PostgreSQL")

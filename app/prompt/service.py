@@ -19,6 +19,7 @@ from app.recall.schemas import RecallHit, RecallRequest
 from app.recall.service import RecallService
 from app.robots.service import RobotService
 from app.sessions.service import SessionService, Turn
+from app.state.service import StateService
 from app.tokens import Tokenizer
 from app.working_memory.context import order
 from app.working_memory.items import Outline, WMItem
@@ -59,9 +60,11 @@ class PromptService:
         recall: RecallService,
         sessions: SessionService,
         profiles: ProfileService,
+        state: StateService,
         tokenizer: Tokenizer,
         settings: Settings,
     ) -> None:
+        self.state = state
         self.robots = robots
         self.working_memory = working_memory
         self.recall_service = recall
@@ -124,13 +127,23 @@ class PromptService:
         got = await self._candidates(
             robot_name, robot, req, recall=recall, count=count, room=limit - base
         )
-        fitting, wm_degraded = await self._fit(robot, req, got, count=count, limit=limit)
+        try:
+            fitting, wm_degraded = await self._fit(robot, req, got, count=count, limit=limit)
+            done = budget.finish(fitting)
+        except budget.InputTooLarge as exc:
+            raise Unprocessable(
+                f"the input with the pinned notes needs {exc.needed} tokens; the budget is "
+                f"{exc.budget}",
+                errors=[{"field": "context_window", "message": "pinned notes do not fit"}],
+                needed=exc.needed,
+                budget=exc.budget,
+            ) from None
         if got.session_id is not None:
             self.sessions.count_accesses(
                 got.session_id,
                 [i.seq for i in fitting.session if i.included and i.seq is not None],
             )
-        return _result(budget.finish(fitting), limit, degraded=wm_degraded or got.session_degraded)
+        return _result(done, limit, degraded=wm_degraded or got.session_degraded)
 
     def _input_tokens(self, count: budget.Count, req: PromptRequest, limit: int) -> int:
         """The input's and the system text's tokens; refused before anything is read or
@@ -158,7 +171,7 @@ class PromptService:
         room: int,
     ) -> _Candidates:
         """The recall's hits, the session's latest messages (within `room` tokens), the
-        profile's lines and working memory's outline."""
+        profile's lines, the pinned notes and working memory's outline."""
         # Working memory's outline comes from Redis while PostgreSQL answers the recall and
         # the session (one database session: its statements go one after another).
         outlining = asyncio.ensure_future(self.working_memory.outline_from_redis(robot))
@@ -175,6 +188,8 @@ class PromptService:
                 for r in await self.profiles.slots(robot_name, req.profile.subject):
                     text = line(r.slot, value_of(r))
                     got.profile.append(budget.Item("profile", text, count(text), key=r.key))
+            for key, text, tokens in await self.state.pinned_notes(robot):
+                got.pinned.append(budget.Item("pinned", text, tokens, key=key))
             got.outlined = await outlining
         finally:
             if not outlining.done():
@@ -192,8 +207,8 @@ class PromptService:
         now_ms = to_us(self.working_memory.protocol.clock()) // 1000
 
         def fit(items: list[Outline] | list[WMItem]) -> budget.Fitting:
-            """Each call on fresh items (allocate marks them); the profile's, taken first, are
-            marked the same way each time."""
+            """Each call on fresh items (allocate marks them); the pinned notes' and the
+            profile's, taken first, are marked the same way each time."""
             return budget.allocate(
                 count,
                 limit,
@@ -211,6 +226,7 @@ class PromptService:
                 count_joined=self.tokenizer.count_joined,
                 profile=got.profile,
                 profile_header=header,
+                pinned=got.pinned,
             )
 
         # Fitted by the outline's counts, then the contents of the items taken are read; an
@@ -236,6 +252,7 @@ class _Candidates:
     messages: list[Turn] = field(default_factory=list)
     session_degraded: bool = False
     profile: list[budget.Item] = field(default_factory=list)
+    pinned: list[budget.Item] = field(default_factory=list)
     outlined: list[Outline] | list[WMItem] | None = None
 
 

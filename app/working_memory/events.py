@@ -5,7 +5,9 @@ over at once.
 Every script that changes a working set appends its changes to the set's Redis stream in the
 same atomic step (scripts/common.lua, emit_*): `added` (with the item), `evicted`, `removed`,
 `cleared` (`reason`: cleared, or rebuilt when Redis lost the set and it was rebuilt from
-PostgreSQL). Each event's SSE id is its stream entry id, increasing; `data` carries the
+PostgreSQL); and `state` (`key`, `version`, `op`: put or delete) for a change of the
+holder's state keys (app/state/; written by scripts/state.lua, not while Redis is down).
+Each event's SSE id is its stream entry id, increasing; `data` carries the
 change's `seq`. A group member's stream is its group's.
 
 A client connecting without `Last-Event-ID` first gets a `snapshot` event (every item, read
@@ -40,7 +42,7 @@ log = logging.getLogger(__name__)
 
 EVENT_ID = re.compile(r"\d{1,20}-\d{1,20}")
 KEEPALIVE_S = 15.0
-_INTS = ("seq", "memory_id", "tokens")
+_INTS = ("seq", "memory_id", "tokens", "version")
 
 
 def sse(event_id: str, kind: str, data: dict[str, Any]) -> bytes:

@@ -33,7 +33,7 @@ from app.working_memory.model import (
 )
 from app.working_memory.readable_repository import ReadableRepository
 from app.working_memory.repository import LockedRobot, Placed
-from app.working_memory.robots import Robot, RobotCache
+from app.working_memory.robots import GROUP_PREFIX, Robot, RobotCache
 from app.working_memory.schemas import WorkingMemoryOutcome
 from app.working_memory.store import (
     Change,
@@ -362,6 +362,58 @@ class WriteProtocol(RobotSync):
             await self.members.touch(robot.id, memory_id, at)
         elif found == memory_id:
             await self.members.touch(robot.id, memory_id, at)
+
+    # --- state keys (app/state/) --------------------------------------------------------
+
+    async def write_state(
+        self, holder: Robot, op: str, key: str, version: int, payload: str, keep_ms: int
+    ) -> None:
+        """After a state change committed: its Redis copy and its `state` event. Never
+        fails: when Redis cannot take it, the holder is marked stale (or queued for repair),
+        so no reader trusts its copy, which may be older, until a rebuild wipes it
+        (scripts/load.lua)."""
+        if not self.breaker.open:
+            try:
+                await self.store.write_state(
+                    self.namespace, holder.name, op, key, version, payload, keep_ms
+                )
+                return
+            except UNAVAILABLE as exc:
+                self.breaker.trip()
+                log.warning("redis unavailable writing state of %s/%s: %s", self.namespace,
+                            holder.name, exc)  # fmt: skip
+        await self._mark_stale_alone(holder)
+        if holder.name.startswith(GROUP_PREFIX):
+            # Each member's cached robot carries its group's flag: drop them all here (a
+            # rare step, Redis having failed), so no member of this process reads the copy.
+            self.robots.clear()
+
+    async def read_state(self, holder: Robot, key: str) -> tuple[int, str] | None:
+        """The Redis copy of a state key, or None: none held, Redis unreachable, or the
+        holder stale (its copy may be older than PostgreSQL's row)."""
+        if holder.stale or self.breaker.open:
+            return None
+        try:
+            return await self.store.read_state(self.namespace, holder.name, key)
+        except UNAVAILABLE as exc:
+            self.breaker.trip()
+            log.warning("redis unavailable reading state of %s/%s: %s", self.namespace,
+                        holder.name, exc)  # fmt: skip
+            return None
+
+    async def fill_state(
+        self, holder: Robot, key: str, version: int, payload: str, keep_ms: int
+    ) -> None:
+        """Copy a state key read from PostgreSQL to Redis (a newer copy there stays). Best
+        effort: a copy not written is read from PostgreSQL again."""
+        if holder.stale or self.breaker.open:
+            return
+        try:
+            await self.store.write_state(
+                self.namespace, holder.name, "fill", key, version, payload, keep_ms
+            )
+        except UNAVAILABLE:
+            self.breaker.trip()
 
 
 def _access_ms(p: Placement, now_ms: int) -> int:

@@ -15,6 +15,9 @@ one hash per item field, each memory_key -> value, and two sorted sets that orde
 - ``pending`` ZSET the recall loads answered but not applied yet (app/working_memory/loads.py):
   the read scripts (snapshot, outline, context) reply PENDING while one is, and ``_run``
   waits and asks again, so a read after a recall's response sees its hits in any process
+- ``state`` HASH the holder's state keys (app/state/), a copy of PostgreSQL's: written by
+  ``write_state`` (scripts/state.lua: only a newer version replaces one), read by
+  ``read_state``, wiped by ``load`` (a rebuild)
 
 So a script reads the fields it needs by key (context reads tokens and importance for the
 items it orders, and content only for those it takes), never by parsing a stored document.
@@ -90,6 +93,7 @@ SCRIPT_PARTS: dict[str, tuple[str, ...]] = {
             "contents",
             "usage",
             "pending",
+            "state",
         )
     },
     **{f"context_{s}": ("common", "context_common", f"context_{s}") for s in STRATEGIES},
@@ -178,6 +182,7 @@ class RobotKeys(NamedTuple):
     meta: str
     events: str
     pending: str
+    state: str
 
 
 def robot_keys(ns: str, robot: str) -> RobotKeys:
@@ -307,6 +312,27 @@ class WorkingMemoryStore:
     async def drop(self, ns: str, robot: str) -> None:
         """Delete every key of a robot whose row is gone (one command: one hash slot)."""
         await self._redis.unlink(*robot_keys(ns, robot))
+
+    async def write_state(
+        self, ns: str, robot: str, op: str, key: str, version: int, payload: str, keep_ms: int
+    ) -> bool:
+        """Write the copy of one state key (op: put, delete with payload '', or fill), kept
+        `keep_ms` after the holder's last state write; False when Redis holds a version at
+        least as new (nothing written)."""
+        if op not in ("put", "delete", "fill") or not isinstance(key, str) or not key:
+            raise ValueError(f"bad state write {op!r} of {key!r}")
+        args = [op, key, str(check_int("version", version)), payload, str(keep_ms)]
+        (written,) = await self._run("state", ns, robot, args)
+        return int(written) == 1
+
+    async def read_state(self, ns: str, robot: str, key: str) -> tuple[int, str] | None:
+        """The copy of one state key: (version, payload; '' for a deleted key), or None
+        when Redis holds none."""
+        raw = await self._redis.hget(robot_keys(ns, robot).state, key)
+        if raw is None:
+            return None
+        version, _, payload = str(raw).partition(":")
+        return int(version), payload
 
     async def load(self, ns: str, robot: str, items: list[WMItem], budget: int) -> PlaceResult:
         """Atomic rebuild: wipe, start a new generation, then place items as place() would.

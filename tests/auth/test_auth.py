@@ -132,6 +132,7 @@ async def test_x_namespace_is_ignored_when_auth_is_on(auth_client) -> None:
 
 BODIES = {
     "facts-extract": {"keys": ["bk"]},
+    "state-put": {"value": "a's own state"},
     "memories-add": {"content": "a's own memory", "key": "bk"},
     "memories-add-batch": {"memories": [{"content": "batch", "key": "bk-batch"}]},
     "memories-put": {"content": "a's own upsert"},
@@ -158,6 +159,9 @@ BODIES = {
 
 MUST_BE_404 = {
     "facts-extract",
+    "state-get",
+    "state-list",
+    "state-delete",
     "memories-get",
     "memories-forget",
     "memories-restore",
@@ -285,7 +289,7 @@ async def test_a_key_of_namespace_a_never_sees_or_changes_namespace_b(auth_clien
 
     before = await b_state()
     ops = spec_operations()
-    assert len(ops) == 64
+    assert len(ops) == 68
     ha = bearer(key_a)
     # First everything that names B's robot, memory or key (A has none of them: 404), then
     # everything that creates: "bob" and "bk" made in A must succeed, never answer 409.

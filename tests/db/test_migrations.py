@@ -34,6 +34,7 @@ TABLES = {
     "memory_alias",  # keys merged by htm dedupe resolve to the survivor (migration 0011)
     "memory_access",  # access counts, out of memory's wide rows (migration 0025)
     "entity_alias",  # a namespace's entity aliases (migration 0026)
+    "robot_state",  # a robot's (or group's) state keys (migration 0030)
     "alembic_version",
 }
 MEMORY_INDEXES = {

@@ -80,7 +80,7 @@ async def test_the_tool_definitions_fit_the_budget(base) -> None:
         listed = (await s.list_tools()).tools
     wire = [t.model_dump_json(by_alias=True, exclude_none=True) for t in listed]
     tokens = sum(len(enc.encode(w)) for w in wire)
-    assert len(listed) == 29  # extract_facts: only with an LLM
+    assert len(listed) == 29  # extract_facts: only with an LLM; state_*: opt-in
     assert tokens <= DEFINITIONS_MAX, tokens
 
 

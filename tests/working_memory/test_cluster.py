@@ -55,8 +55,8 @@ async def test_scripts_run_unchanged_on_redis_cluster(redis_cluster):
         # The keys really live on the node that owns the robot's slot.
         host, port = node_name.rsplit(":", 1)
         node = aioredis.Redis(host=host, port=int(port), decode_responses=True)
-        # every key but `pending` (no recall load is pending)
-        assert await node.exists(*robot_keys(NS, robot)) == len(RobotKeys._fields) - 1
+        # every key but `pending` (no recall load is pending) and `state` (none written)
+        assert await node.exists(*robot_keys(NS, robot)) == len(RobotKeys._fields) - 2
         await node.aclose()
 
         # A rebuild restores the snapshot exactly, also after the script caches are flushed.

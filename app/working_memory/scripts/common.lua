@@ -22,7 +22,7 @@
 local K_CONTENT, K_TOKENS, K_IMPORTANCE, K_ADDED_AT, K_MEMORY_ID, K_FROM_RECALL =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local K_EVICT, K_ACCESS, K_META, K_EVENTS = KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local K_PENDING = KEYS[11]
+local K_PENDING, K_STATE = KEYS[11], KEYS[12]
 -- The keys holding the working set (not the change stream): what a rebuild wipes.
 local STATE_KEYS = { KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
   KEYS[9] }

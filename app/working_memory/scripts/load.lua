@@ -12,6 +12,9 @@ if old_seq then
 end
 seq = int_text(seq)
 redis.call('DEL', unpack(STATE_KEYS)) -- the change stream stays: it says what happened
+-- The state copy goes too: a rebuild is how a holder marked stale (a state write Redis missed,
+-- app/state/service.py) becomes trusted again; every state key is read again from PostgreSQL.
+redis.call('DEL', K_STATE)
 redis.call('HSET', K_META, 'tokens', '0', 'seq', seq, 'gen', seq)
 local total, admitted, rejected, evicted, evicted_ids, other_ids, times = place_items(0)
 -- A rebuild replaces the whole set: a client mirroring it starts again from these entries.
