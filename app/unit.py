@@ -238,6 +238,7 @@ class UnitOfWork:
             state=self.state,
             tokenizer=c.tokenizer,
             settings=c.settings,
+            llm=c.llm,
         )
 
     @cached_property

@@ -22,6 +22,7 @@ from app.common import (
     Text,
 )
 from app.entities.schemas import EntityAsked
+from app.prompt.schemas import Overflow
 from app.relationships.schemas import LinkType
 from app.snapshots.schemas import SnapshotName
 
@@ -150,6 +151,7 @@ class PromptIn(In):
     context_window: int = Field(ge=1, le=10_000_000)
     session: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
     system: Text | None = None
+    overflow: Overflow = "drop"
 
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]

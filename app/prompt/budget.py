@@ -53,8 +53,9 @@ WORKING_MEMORY_HEADER = "Working memory:"
 RECALL_HEADER = "Relevant memories:"
 PROFILE_HEADER = "Profile of {subject}:"
 PINNED_HEADER = "Pinned notes:"
+SUMMARY_HEADER = "Summary of what did not fit:"
 
-Source = Literal["input", "pinned", "profile", "session", "working_memory", "recall"]
+Source = Literal["input", "pinned", "profile", "session", "working_memory", "recall", "summary"]
 Reason = Literal["budget", "duplicate", "section_quota"]
 Count = Callable[[str], int]
 # count(SEPARATOR.join(parts)) given each part's count.
@@ -73,6 +74,7 @@ class Item:
     role: str = "user"
     included: bool = False
     reason: Reason | None = None
+    covers: tuple[Item, ...] = ()  # a summary's: the candidates it summarises
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ def _sections(items: list[Item], profile_header: str) -> list[tuple[str, list[It
         ("profile", profile_header),
         ("working_memory", WORKING_MEMORY_HEADER),
         ("recall", RECALL_HEADER),
+        ("summary", SUMMARY_HEADER),
     )
     sections = [(h, [i for i in items if i.included and i.source == src]) for src, h in headers]
     return [(h, s) for h, s in sections if s]
@@ -279,38 +282,91 @@ class _Taking:
             self.spent["session"] += item.tokens
 
 
+def _exact(f: Fitting) -> int:
+    """The counting rule over the messages _messages() would build, from the counts."""
+    count = f.count
+    tokens = REPLY_PRIMER + TOKENS_PER_MESSAGE + count("user") + f.input_tokens
+    for i in f.session:
+        if i.included:
+            tokens += TOKENS_PER_MESSAGE + count(i.role) + i.tokens
+    parts, counts = ([f.system], [count(f.system)]) if f.system else ([], [])
+    for header, section in _sections(f.manifest, f.profile_header):
+        parts += [header, *(i.content for i in section)]
+        counts += [count(header), *(i.tokens for i in section)]
+    if parts:
+        tokens += TOKENS_PER_MESSAGE + count("system") + f.joined(parts, counts)
+    return tokens
+
+
 def finish(f: Fitting) -> Assembly:
     """The exact count of the messages allocate()'s choice builds, dropping the last item
     taken while over the budget (BPE may merge across a separator), and the messages."""
-    count, system = f.count, f.system
-    system_tokens = count(system) if system else 0
-    empty_system = TOKENS_PER_MESSAGE + count("system")
-
-    def exact() -> int:
-        """The counting rule over the messages _messages() would build, from the counts."""
-        tokens = REPLY_PRIMER + TOKENS_PER_MESSAGE + count("user") + f.input_tokens
-        for i in f.session:
-            if i.included:
-                tokens += TOKENS_PER_MESSAGE + count(i.role) + i.tokens
-        parts, counts = ([system], [system_tokens]) if system else ([], [])
-        for header, section in _sections(f.manifest, f.profile_header):
-            parts += [header, *(i.content for i in section)]
-            counts += [count(header), *(i.tokens for i in section)]
-        if parts:
-            tokens += empty_system + f.joined(parts, counts)
-        return tokens
-
     # Taken last first: recall's, working memory's, the oldest session message, the profile's.
     order = [
         *reversed(f.recall), *reversed(f.working_memory), *reversed(f.session),
         *reversed(f.profile),
     ]  # fmt: skip
-    tokens = exact()
+    tokens = _exact(f)
     while tokens > f.budget:
         last = next((i for i in order if i.included), None)
         if last is None:  # the input and the pinned notes alone, merged otherwise than estimated
             raise InputTooLarge(tokens, f.budget)
         last.included, last.reason = False, "budget"
-        tokens = exact()
-    messages = _messages(system, f.input_text, f.manifest, f.profile_header)
+        tokens = _exact(f)
+    messages = _messages(f.system, f.input_text, f.manifest, f.profile_header)
     return Assembly(messages, tokens, f.manifest)
+
+
+# --- overflow "summarize": what did not fit, summarised in the room left ---------------------
+
+# What a summary is made of, given at most `target` tokens for its text: the text, its count
+# and the candidates it covers; None when nothing fits.
+Write = Callable[[int], tuple[str, int, Sequence[Item]] | None]
+
+
+def left_out(manifest: Sequence[Item]) -> list[Item]:
+    """What a summary may cover: the session's, working memory's and recall's candidates left
+    out for the budget or a section's quota, in manifest order (a duplicate is offered by
+    working memory, a profile slot is not summarised)."""
+    return [
+        i
+        for i in manifest
+        if i.source in ("session", "working_memory", "recall")
+        and i.reason in ("budget", "section_quota")
+    ]
+
+
+def summary_room(f: Fitting, done: Assembly) -> int:
+    """The tokens a summary's text may have after finish(): what is left of the budget less
+    its section's cost (a blank line and the header, and the system message's framing when
+    there is no system message yet); the exact count may still differ (place_summary)."""
+    count = f.count
+    has_system = done.messages[0]["role"] == "system"
+    framing = 1 if has_system else TOKENS_PER_MESSAGE + count("system")
+    return f.budget - done.tokens - framing - count(SUMMARY_HEADER) - 1
+
+
+def place_summary(f: Fitting, done: Assembly, write: Write, room: int) -> Assembly:
+    """The summary placed last in the system message, under its header, if it fits: its
+    manifest entry (source "summary") is appended, included with what it covers, or left out
+    for the budget when not even `write(room)` fits. A text written for `target` tokens that
+    makes the exact count exceed the budget (BPE merging across the blank line) is written
+    again for `target` less the excess; nothing taken before is ever dropped for it."""
+    summary = Item("summary", "", 0, reason="budget")
+    f.manifest.append(summary)
+    target = room
+    while target > 0:
+        written = write(target)
+        if written is None:
+            break
+        summary.content, summary.tokens, covers = written
+        summary.included, summary.reason = True, None
+        tokens = _exact(f)
+        if tokens <= f.budget:
+            summary.covers = tuple(covers)
+            messages = _messages(f.system, f.input_text, f.manifest, f.profile_header)
+            return Assembly(messages, tokens, f.manifest)
+        summary.included, summary.reason = False, "budget"
+        target -= tokens - f.budget
+    summary.content, summary.tokens = "", 0
+    return Assembly(done.messages, done.tokens, f.manifest)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
@@ -20,6 +20,7 @@ _EXAMPLE: dict[str, Any] = {
     "quotas": {"recall": 1000},
 }
 
+Overflow = Literal["drop", "summarize"]
 Tokens = Annotated[int, Field(ge=0, le=10_000_000), BeforeValidator(integral)]
 Quota = Annotated[int, Field(ge=0, le=10_000_000), BeforeValidator(integral)] | None
 
@@ -82,6 +83,12 @@ class PromptRequest(StrictModel):
         default="balanced", description="Working memory's order (as context's strategy)"
     )
     quotas: Quotas = Field(default_factory=Quotas, description="Per-section token caps")
+    overflow: Overflow = Field(
+        default="drop",
+        description="What did not fit (session, working memory, recall): `drop` it, or "
+        "`summarize` it into the room left, last in the system message (the LLM's summary "
+        "where one is configured, else extractive)",
+    )
 
 
 class ChatMessage(BaseModel):
@@ -89,10 +96,16 @@ class ChatMessage(BaseModel):
     content: str
 
 
+class Covered(TypedDict):
+    source: Literal["session", "working_memory", "recall"]
+    key: str | None
+    seq: int | None
+
+
 # A TypedDict, not a model: a manifest lists every candidate (a thousand working-memory
 # items), and validating dicts is about 4x cheaper than making a model of each.
 class ManifestEntry(TypedDict):
-    source: Literal["input", "pinned", "profile", "session", "working_memory", "recall"]
+    source: Literal["input", "pinned", "profile", "session", "working_memory", "recall", "summary"]
     key: Annotated[
         str | None,
         Field(
@@ -106,12 +119,30 @@ class ManifestEntry(TypedDict):
         Literal["budget", "duplicate", "section_quota"] | None,
         Field(description="Why it was left out (null when included)"),
     ]
+    covers: NotRequired[
+        Annotated[
+            list[Covered],
+            Field(description="The summary's only: the left-out candidates it summarises"),
+        ]
+    ]
+    summarizer: NotRequired[
+        Annotated[
+            Literal["llm", "extractive"] | None,
+            Field(description="The summary's only: who wrote it (null when it did not fit)"),
+        ]
+    ]
+    fallback: NotRequired[
+        Annotated[
+            str | None,
+            Field(description="The summary's only: why not the configured LLM's, if not"),
+        ]
+    ]
 
 
 class PromptResult(BaseModel):
     messages: list[ChatMessage] = Field(
-        description="system (your text + pinned notes + profile + working memory + recalled), "
-        "the session, the input"
+        description="system (your text + pinned notes + profile + working memory + recalled "
+        "+ a summary of what did not fit), the session, the input"
     )
     tokens: int = Field(
         description="3 + Σ (3 + tokens(role) + tokens(content)): OpenAI's chat counting rule"
@@ -119,6 +150,7 @@ class PromptResult(BaseModel):
     budget: int = Field(description="context_window minus the reserves; tokens never exceed it")
     manifest: list[ManifestEntry] = Field(
         description="Every candidate in allocation order: the input, the pinned notes (always "
-        "included), the profile's slots, the session newest first, working memory, recall"
+        "included), the profile's slots, the session newest first, working memory, recall, "
+        "then (overflow summarize, when something was left out) the summary"
     )
     degraded: bool = Field(description="Working memory or the session read from PostgreSQL")

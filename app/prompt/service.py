@@ -9,9 +9,11 @@ import contextlib
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.config import Settings
 from app.errors import Unprocessable
+from app.llm.base import ChatModel, LlmError
 from app.profiles.service import ProfileService, line, value_of
 from app.prompt import budget
 from app.prompt.schemas import PromptRequest, PromptResult
@@ -20,6 +22,7 @@ from app.recall.service import RecallService
 from app.robots.service import RobotService
 from app.sessions.service import SessionService, Turn
 from app.state.service import StateService
+from app.summaries.extract import Evicted, digest, fitted
 from app.tokens import Tokenizer
 from app.working_memory.context import order
 from app.working_memory.items import Outline, WMItem
@@ -63,7 +66,9 @@ class PromptService:
         state: StateService,
         tokenizer: Tokenizer,
         settings: Settings,
+        llm: ChatModel | None = None,
     ) -> None:
+        self.llm = llm  # when set, an overflow's summary is the LLM's; else extractive
         self.state = state
         self.robots = robots
         self.working_memory = working_memory
@@ -130,6 +135,9 @@ class PromptService:
         try:
             fitting, wm_degraded = await self._fit(robot, req, got, count=count, limit=limit)
             done = budget.finish(fitting)
+            summarized = None
+            if req.overflow == "summarize":
+                done, summarized = await self._summarize(robot, fitting, done)
         except budget.InputTooLarge as exc:
             raise Unprocessable(
                 f"the input with the pinned notes needs {exc.needed} tokens; the budget is "
@@ -143,7 +151,9 @@ class PromptService:
                 got.session_id,
                 [i.seq for i in fitting.session if i.included and i.seq is not None],
             )
-        return _result(done, limit, degraded=wm_degraded or got.session_degraded)
+        return _result(
+            done, limit, degraded=wm_degraded or got.session_degraded, summarized=summarized
+        )
 
     def _input_tokens(self, count: budget.Count, req: PromptRequest, limit: int) -> int:
         """The input's and the system text's tokens; refused before anything is read or
@@ -242,6 +252,99 @@ class PromptService:
         items, _, wm_degraded = await self.working_memory.snapshot(robot)
         return fit(items), wm_degraded
 
+    async def _summarize(
+        self, robot: Robot, fitting: budget.Fitting, done: budget.Assembly
+    ) -> tuple[budget.Assembly, _Summarized | None]:
+        """What did not fit, summarised in the room left (budget.place_summary): the LLM's
+        summary when one is configured, else (or when it fails) the extractive digest."""
+        room = budget.summary_room(fitting, done)
+        left = budget.left_out(fitting.manifest)
+        if not left:  # everything fitted: nothing to summarise, no summary entry
+            return done, None
+        # A summary of `room` tokens holds at most about `room` sentences: no more candidates
+        # are read (none when there is no room: the summary's entry says it was left out).
+        left = await self._contents(robot, left[: max(room, 0)])
+        texts = [f"{i.role}: {i.content}" if i.source == "session" else i.content for i in left]
+        how = _Summarized()
+        reply, shown = None, left
+        if self.llm is not None and room > 0 and left:
+            shown = _within(left, LLM_INPUT_TOKENS)
+            try:
+                reply = await self.llm.complete(_llm_messages(texts[: len(shown)], room))
+            except LlmError as exc:
+                how.fallback = f"the LLM failed: {exc}"
+        count = self.tokenizer.count  # the trials are many and seen once: not cached
+
+        def write(target: int) -> tuple[str, int, list[budget.Item]] | None:
+            if reply is not None:
+                items = [Evicted(str(n), t, 0.0) for n, t in enumerate(texts[: len(shown)])]
+                cut = fitted(items, reply, target, count=count, header="")
+                if cut is not None:
+                    how.summarizer, how.fallback = "llm", None
+                    return cut.content, count(cut.content), shown
+                how.fallback = f"the LLM's summary has no sentence within {target} tokens"
+            got = digest(texts, target, count)
+            if got is None:
+                return None
+            text, covered = got
+            how.summarizer = "extractive"
+            return text, count(text), [left[n] for n in covered]
+
+        placed = budget.place_summary(fitting, done, write, room)
+        if not placed.manifest[-1].included:
+            how.summarizer = None
+        return placed, how
+
+    async def _contents(self, robot: Robot, items: list[budget.Item]) -> list[budget.Item]:
+        """The left-out working-memory items' contents (an outline has none), from Redis; one
+        that no longer holds what its outline said is not summarised."""
+        unread = [i for i in items if i.source == "working_memory" and not i.content]
+        found = await self.working_memory.contents(robot, [i.key or "" for i in unread])
+        gone = set()
+        for item, got in zip(unread, found, strict=True):
+            if got is None or got[1] != item.tokens:
+                gone.add(id(item))
+            else:
+                item.content = got[0]
+        return [i for i in items if id(i) not in gone]
+
+
+# The most candidate tokens an LLM is shown for a summary: the first left-out candidates up
+# to this many (at least one).
+LLM_INPUT_TOKENS = 8000
+_ASK = (
+    "The items below did not fit an AI agent's prompt (its conversation, working memory and "
+    "recalled memories). Write one summary of them that keeps what the agent will most "
+    "likely need, in at most {target} tokens. Answer with the summary only."
+)
+
+
+def _within(items: list[budget.Item], tokens: int) -> list[budget.Item]:
+    taken: list[budget.Item] = []
+    total = 0
+    for i in items:
+        total += i.tokens
+        if taken and total > tokens:
+            break
+        taken.append(i)
+    return taken
+
+
+def _llm_messages(texts: list[str], target: int) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": _ASK.format(target=target)},
+        {"role": "user", "content": "\n".join(f"- {t}" for t in texts)},
+    ]
+
+
+@dataclass
+class _Summarized:
+    """How an overflow's summary was written: "llm" or "extractive" (None when none fits), and
+    why not by the LLM when one is configured and its summary was not used."""
+
+    summarizer: str | None = None
+    fallback: str | None = None
+
 
 @dataclass
 class _Candidates:
@@ -256,25 +359,34 @@ class _Candidates:
     outlined: list[Outline] | list[WMItem] | None = None
 
 
-def _result(done: budget.Assembly, limit: int, *, degraded: bool) -> PromptResult:
+def _result(
+    done: budget.Assembly, limit: int, *, degraded: bool, summarized: _Summarized | None = None
+) -> PromptResult:
     # Validated in one call (pydantic-core) rather than a model per candidate: the
     # manifest lists every working-memory item.
+    manifest: list[dict[str, Any]] = [
+        {
+            "source": i.source,
+            "key": i.key,
+            "seq": i.seq,
+            "tokens": i.tokens,
+            "included": i.included,
+            "reason": i.reason,
+        }
+        for i in done.manifest
+    ]
+    if summarized is not None:  # the summary's entry, last
+        manifest[-1]["covers"] = [
+            {"source": c.source, "key": c.key, "seq": c.seq} for c in done.manifest[-1].covers
+        ]
+        manifest[-1]["summarizer"] = summarized.summarizer
+        manifest[-1]["fallback"] = summarized.fallback
     return PromptResult.model_validate(
         {
             "messages": done.messages,
             "tokens": done.tokens,
             "budget": limit,
-            "manifest": [
-                {
-                    "source": i.source,
-                    "key": i.key,
-                    "seq": i.seq,
-                    "tokens": i.tokens,
-                    "included": i.included,
-                    "reason": i.reason,
-                }
-                for i in done.manifest
-            ],
+            "manifest": manifest,
             "degraded": degraded,
         }
     )

@@ -98,11 +98,7 @@ def summarize(
         for i, m in enumerate(evicted)
         for j, s in enumerate(sentences(m.content))
     ]
-    chosen: list[tuple[int, int, str]] = []
-    for _, i, j, s in sorted(candidates):
-        trial = sorted([*chosen, (i, j, s)])
-        if count(header + " ".join(t[2] for t in trial)) <= target_tokens:
-            chosen = trial
+    chosen = _greedy([(i, j, s) for _, i, j, s in sorted(candidates)], target_tokens, count, header)
     if not chosen:
         return None
     return Summary(
@@ -110,3 +106,36 @@ def summarize(
         sources=[m.key for m in evicted],
         importance=max(m.importance for m in evicted),
     )
+
+
+def digest(
+    texts: Sequence[str], target_tokens: int, count: Callable[[str], int]
+) -> tuple[str, list[int]] | None:
+    """A digest of `texts` (a prompt's overflow, app/prompt) within `target_tokens`: the first
+    sentence of every text first, in the texts' order, then the second ones, and so on, each
+    taken while the digest's count stays within the target; written in the texts' order, each
+    text's sentences in their own order. Returns the digest and the indexes of the texts it
+    draws on (ascending), or None when not even one sentence fits."""
+    candidates = sorted(
+        (j, i, s) for i, text in enumerate(texts) for j, s in enumerate(sentences(text))
+    )
+    chosen = _greedy([(i, j, s) for j, i, s in candidates], target_tokens, count, "")
+    if not chosen:
+        return None
+    return " ".join(s for _, _, s in chosen), sorted({i for i, _, _ in chosen})
+
+
+def _greedy(
+    candidates: Sequence[tuple[int, int, str]],
+    target_tokens: int,
+    count: Callable[[str], int],
+    header: str,
+) -> list[tuple[int, int, str]]:
+    """(text, sentence, sentence text) taken in the order given while the header and the
+    chosen sentences, written in (text, sentence) order, count within the target."""
+    chosen: list[tuple[int, int, str]] = []
+    for c in candidates:
+        trial = sorted([*chosen, c])
+        if count(header + " ".join(t[2] for t in trial)) <= target_tokens:
+            chosen = trial
+    return chosen
