@@ -322,6 +322,7 @@ def finish(f: Fitting) -> Assembly:
 # What a summary is made of, given at most `target` tokens for its text: the text, its count
 # and the candidates it covers; None when nothing fits.
 Write = Callable[[int], tuple[str, int, Sequence[Item]] | None]
+PLACE_TRIES = 6
 
 
 def left_out(manifest: Sequence[Item]) -> list[Item]:
@@ -336,37 +337,51 @@ def left_out(manifest: Sequence[Item]) -> list[Item]:
     ]
 
 
-def summary_room(f: Fitting, done: Assembly) -> int:
-    """The tokens a summary's text may have after finish(): what is left of the budget less
-    its section's cost (a blank line and the header, and the system message's framing when
-    there is no system message yet); the exact count may still differ (place_summary)."""
-    count = f.count
-    has_system = done.messages[0]["role"] == "system"
-    framing = 1 if has_system else TOKENS_PER_MESSAGE + count("system")
-    return f.budget - done.tokens - framing - count(SUMMARY_HEADER) - 1
+def summary_room(f: Fitting) -> int:
+    """The tokens a summary's text may have after finish(): what is left of the budget once
+    its section (a blank line, the header, a blank line, and the system message's framing
+    when there is none yet) is counted exactly with an empty text. An estimate still: the
+    text may merge with the blank line before it (place_summary counts again)."""
+    probe = Item("summary", "", 0, included=True)
+    f.manifest.append(probe)
+    try:
+        return f.budget - _exact(f)
+    finally:
+        f.manifest.pop()
 
 
 def place_summary(f: Fitting, done: Assembly, write: Write, room: int) -> Assembly:
     """The summary placed last in the system message, under its header, if it fits: its
     manifest entry (source "summary") is appended, included with what it covers, or left out
-    for the budget when not even `write(room)` fits. A text written for `target` tokens that
-    makes the exact count exceed the budget (BPE merging across the blank line) is written
-    again for `target` less the excess; nothing taken before is ever dropped for it."""
+    for the budget when nothing written fits. `write(room)` first; a text that makes the exact
+    count exceed the budget (BPE merging across the blank lines otherwise than estimated) is
+    written again for its target less the excess, and one that leaves tokens over is written
+    again for its target plus them, keeping the longest that fits (at most PLACE_TRIES
+    writes). Nothing taken before is ever dropped for the summary."""
     summary = Item("summary", "", 0, reason="budget")
     f.manifest.append(summary)
-    target = room
-    while target > 0:
+    best: tuple[str, int, tuple[Item, ...], int] | None = None
+    target, tries = room, 0
+    while target > 0 and tries < PLACE_TRIES:
+        tries += 1
         written = write(target)
-        if written is None:
+        if written is None or (best is not None and written[0] == best[0]):
             break
-        summary.content, summary.tokens, covers = written
-        summary.included, summary.reason = True, None
+        summary.content, summary.tokens, summary.included = written[0], written[1], True
         tokens = _exact(f)
         if tokens <= f.budget:
-            summary.covers = tuple(covers)
-            messages = _messages(f.system, f.input_text, f.manifest, f.profile_header)
-            return Assembly(messages, tokens, f.manifest)
-        summary.included, summary.reason = False, "budget"
-        target -= tokens - f.budget
-    summary.content, summary.tokens = "", 0
-    return Assembly(done.messages, done.tokens, f.manifest)
+            best = (written[0], written[1], tuple(written[2]), tokens)
+            if tokens == f.budget:
+                break
+            target += f.budget - tokens
+        elif best is not None:  # longer does not fit: the best stays
+            break
+        else:
+            target -= tokens - f.budget
+    if best is None:
+        summary.content, summary.tokens, summary.included = "", 0, False
+        return Assembly(done.messages, done.tokens, f.manifest)
+    summary.content, summary.tokens, summary.covers, tokens = best
+    summary.included, summary.reason = True, None
+    messages = _messages(f.system, f.input_text, f.manifest, f.profile_header)
+    return Assembly(messages, tokens, f.manifest)

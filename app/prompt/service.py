@@ -257,7 +257,7 @@ class PromptService:
     ) -> tuple[budget.Assembly, _Summarized | None]:
         """What did not fit, summarised in the room left (budget.place_summary): the LLM's
         summary when one is configured, else (or when it fails) the extractive digest."""
-        room = budget.summary_room(fitting, done)
+        room = budget.summary_room(fitting)
         left = budget.left_out(fitting.manifest)
         if not left:  # everything fitted: nothing to summarise, no summary entry
             return done, None
@@ -265,35 +265,38 @@ class PromptService:
         # are read (none when there is no room: the summary's entry says it was left out).
         left = await self._contents(robot, left[: max(room, 0)])
         texts = [f"{i.role}: {i.content}" if i.source == "session" else i.content for i in left]
-        how = _Summarized()
-        reply, shown = None, left
+        reply, shown, failed = None, left, None
         if self.llm is not None and room > 0 and left:
             shown = _within(left, LLM_INPUT_TOKENS)
             try:
                 reply = await self.llm.complete(_llm_messages(texts[: len(shown)], room))
             except LlmError as exc:
-                how.fallback = f"the LLM failed: {exc}"
+                failed = f"the LLM failed: {exc}"
         count = self.tokenizer.count  # the trials are many and seen once: not cached
+        # Who wrote each text written (place_summary may write several and keep one).
+        how: dict[str, _Summarized] = {}
 
         def write(target: int) -> tuple[str, int, list[budget.Item]] | None:
+            fallback = failed
             if reply is not None:
                 items = [Evicted(str(n), t, 0.0) for n, t in enumerate(texts[: len(shown)])]
                 cut = fitted(items, reply, target, count=count, header="")
                 if cut is not None:
-                    how.summarizer, how.fallback = "llm", None
+                    how.setdefault(cut.content, _Summarized("llm"))
                     return cut.content, count(cut.content), shown
-                how.fallback = f"the LLM's summary has no sentence within {target} tokens"
+                fallback = f"the LLM's summary has no sentence within {target} tokens"
             got = digest(texts, target, count)
             if got is None:
                 return None
             text, covered = got
-            how.summarizer = "extractive"
+            how.setdefault(text, _Summarized("extractive", fallback))
             return text, count(text), [left[n] for n in covered]
 
         placed = budget.place_summary(fitting, done, write, room)
-        if not placed.manifest[-1].included:
-            how.summarizer = None
-        return placed, how
+        summary = placed.manifest[-1]
+        if not summary.included:
+            return placed, _Summarized(None, failed)
+        return placed, how[summary.content]
 
     async def _contents(self, robot: Robot, items: list[budget.Item]) -> list[budget.Item]:
         """The left-out working-memory items' contents (an outline has none), from Redis; one

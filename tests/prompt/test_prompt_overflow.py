@@ -1,0 +1,211 @@
+"""POST /v1/robots/{robot}/prompt with `overflow` (issue 48, item 3): what did not fit (the
+session, working memory, recall) summarised last in the system message, in the room left,
+counted exactly (tiktoken here, OpenAI's chat rule) — real PostgreSQL and Redis, and a real
+local HTTP server speaking the OpenAI chat API for the LLM's summary."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.prompt.test_prompt_api import (
+    A1,
+    A2,
+    CONTENT,
+    INPUT,
+    PROBLEM,
+    SYSTEM,
+    TURNS,
+    body,
+    count_chat,
+    manifest,
+    toks,
+    world,
+)
+
+__all__ = ["world"]  # the fixture, shared with test_prompt_api
+
+HEADER = "Summary of what did not fit:"
+QUOTAS = {"session": toks(TURNS[2][1]) + toks(TURNS[1][1]), "working_memory": toks(A1), "recall": 0}
+QUOTA = (False, "section_quota")
+
+
+def summary_entry(
+    tokens: int,
+    covers: list[tuple[str, str | None, int | None]],
+    *,
+    summarizer: str | None = "extractive",
+    fallback: str | None = None,
+) -> dict[str, Any]:
+    included = summarizer is not None
+    return {
+        "source": "summary", "key": None, "seq": None, "tokens": tokens, "included": included,
+        "reason": None if included else "budget",
+        "covers": [{"source": s, "key": k, "seq": q} for s, k, q in covers],
+        "summarizer": summarizer, "fallback": fallback,
+    }  # fmt: skip
+
+
+def quota_manifest(order: list[str]) -> list[dict[str, Any]]:
+    """The manifest of body(quotas=QUOTAS): session 1, a2 and the hits b1, b2 left out."""
+    return manifest(order, session_1=QUOTA, working_a2=QUOTA, recall_b1=QUOTA, recall_b2=QUOTA)
+
+
+def covered(order: list[str]) -> list[tuple[str, str | None, int | None]]:
+    hits = [k for k in order if k in ("b1", "b2")]
+    return [
+        ("session", None, 1),
+        ("working_memory", "a2", None),
+        *(("recall", k, None) for k in hits),
+    ]
+
+
+def system_with(summary: str) -> str:
+    return "\n\n".join([SYSTEM, "Working memory:", A1, HEADER, summary])
+
+
+def quota_messages(system: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": system},
+        {"role": "assistant", "content": TURNS[1][1]},
+        {"role": "user", "content": TURNS[2][1]},
+        {"role": "user", "content": INPUT},
+    ]
+
+
+async def prompt(client: httpx.AsyncClient, **extra: Any) -> dict[str, Any]:
+    r = await client.post("/v1/robots/alice/prompt", json=body(**extra))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def test_what_the_quotas_left_out_is_summarised_extractively_and_counted_exactly(
+    client: httpx.AsyncClient, world: list[str]
+) -> None:
+    result = await prompt(client, quotas=QUOTAS, overflow="summarize")
+    hits = [CONTENT[k] for k in world if k in ("b1", "b2")]
+    # Every left-out candidate's sentences, in manifest order: the session's with its role.
+    digest = " ".join([f"user: {TURNS[0][1]}", A2, *hits])
+    assert result["messages"] == quota_messages(system_with(digest))
+    assert result["tokens"] == count_chat(result["messages"])
+    assert result["manifest"] == [
+        *quota_manifest(world),
+        summary_entry(toks(digest), covered(world)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("budget", "digest", "covers"),
+    [
+        # The summary's section costs 7 here (its header; both blank lines merge), the prompt
+        # without it 52: below 66 no sentence fits, and the entry says so.
+        (65, None, []),
+        (66, A2, [("working_memory", "a2", None)]),
+        (68, f"user: {TURNS[0][1]}", [("session", None, 1)]),
+        # The first sentences in manifest order while they fit: A2 (+7) does not after the
+        # session's (9) in 15, B2 (+6) does.
+        (74, f"user: {TURNS[0][1]} {CONTENT['b2']}",
+         [("session", None, 1), ("recall", "b2", None)]),
+        (85, f"user: {TURNS[0][1]} {A2} {CONTENT['b1']}",
+         [("session", None, 1), ("working_memory", "a2", None), ("recall", "b1", None)]),
+        (91, f"user: {TURNS[0][1]} {A2} {CONTENT['b1']} {CONTENT['b2']}",
+         [("session", None, 1), ("working_memory", "a2", None), ("recall", "b1", None),
+          ("recall", "b2", None)]),
+    ],
+)  # fmt: skip
+async def test_on_a_tight_budget_the_summary_takes_the_sentences_that_fit(
+    client: httpx.AsyncClient,
+    world: list[str],
+    budget: int,
+    digest: str | None,
+    covers: list[tuple[str, str | None, int | None]],
+) -> None:
+    assert world == ["b1", "b2", "a2", "a1"]  # the fulltext ranking the table assumes
+    window = budget + 800
+    dropped = await prompt(client, quotas=QUOTAS, context_window=window)
+    result = await prompt(client, quotas=QUOTAS, overflow="summarize", context_window=window)
+    assert dropped["tokens"] == 52
+    if digest is None:
+        assert (result["messages"], result["tokens"]) == (dropped["messages"], 52)
+        assert result["manifest"] == [*dropped["manifest"], summary_entry(0, [], summarizer=None)]
+        return
+    assert result["messages"] == quota_messages(system_with(digest))
+    assert result["tokens"] == count_chat(result["messages"]) == budget
+    assert result["manifest"] == [*dropped["manifest"], summary_entry(toks(digest), covers)]
+
+
+async def test_the_count_is_exact_and_within_the_budget_at_every_budget_and_takes_nothing_away(
+    client: httpx.AsyncClient, world: list[str]
+) -> None:
+    # Without quotas: what is left out, it is for the budget. Summarising never changes what
+    # is taken: the messages and manifest are drop's plus the summary.
+    seen = []
+    for budget, quotas in itertools.product(range(40, 130, 3), [{}, {"quotas": QUOTAS}]):
+        window = budget + 800
+        dropped = await prompt(client, context_window=window, **quotas)
+        result = await prompt(client, overflow="summarize", context_window=window, **quotas)
+        assert result["tokens"] == count_chat(result["messages"]) <= budget
+        *taken, summary = result["manifest"]
+        left = [
+            {"source": e["source"], "key": e["key"], "seq": e["seq"]}
+            for e in taken
+            if e["reason"] in ("budget", "section_quota")
+        ]
+        if not left:
+            assert result == dropped
+            seen.append("all fit")
+            continue
+        assert taken == dropped["manifest"]
+        assert summary["source"] == "summary"
+        assert all(c in left for c in summary["covers"])
+        if not summary["included"]:
+            assert (summary["covers"], result["messages"]) == ([], dropped["messages"])
+            seen.append("no room")
+            continue
+        seen.append(len(summary["covers"]))
+        system = result["messages"][0]["content"]
+        before, text = system.split(f"\n\n{HEADER}\n\n") if "\n\n" + HEADER in system else (
+            None, system.removeprefix(f"{HEADER}\n\n"))  # fmt: skip
+        assert toks(text) == summary["tokens"]
+        if before is not None:
+            assert dropped["messages"][0]["content"] == before
+        assert result["messages"][-len(dropped["messages"]) + 1 :] == dropped["messages"][1:]
+    # Every outcome occurred: no room for a sentence, a summary of 1 to 4 candidates, all fit.
+    assert sorted(collections.Counter(map(str, seen)).items()) == [
+        ("1", 4),
+        ("2", 2),
+        ("3", 3),
+        ("4", 13),
+        ("all fit", 10),
+        ("no room", 28),
+    ]
+
+
+async def test_drop_is_the_default_and_unchanged(
+    client: httpx.AsyncClient, world: list[str]
+) -> None:
+    default = await prompt(client, quotas=QUOTAS)
+    assert await prompt(client, quotas=QUOTAS, overflow="drop") == default
+    assert default["manifest"] == quota_manifest(world)
+    assert default["messages"] == quota_messages("\n\n".join([SYSTEM, "Working memory:", A1]))
+
+
+async def test_with_nothing_left_out_there_is_no_summary(
+    client: httpx.AsyncClient, world: list[str]
+) -> None:
+    assert await prompt(client, overflow="summarize") == await prompt(client)
+
+
+@pytest.mark.parametrize("overflow", ["squash", None, 1, "Summarize"])
+async def test_a_bad_overflow_is_422_and_writes_nothing(
+    client: httpx.AsyncClient, overflow: Any
+) -> None:
+    payload = {"input": "hi", "context_window": 100, "overflow": overflow}
+    r = await client.post("/v1/robots/dave/prompt", json=payload)
+    assert (r.status_code, r.headers["content-type"]) == (422, PROBLEM), r.text
+    assert [e["field"] for e in r.json()["errors"]] == ["body.overflow"]
+    assert (await client.get("/v1/robots")).json() == []
