@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import collections
 import itertools
+import uuid
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.mcp.test_mcp_tools import mcp_session
 from tests.prompt.test_prompt_api import (
     A1,
     A2,
@@ -209,3 +211,141 @@ async def test_a_bad_overflow_is_422_and_writes_nothing(
     assert (r.status_code, r.headers["content-type"]) == (422, PROBLEM), r.text
     assert [e["field"] for e in r.json()["errors"]] == ["body.overflow"]
     assert (await client.get("/v1/robots")).json() == []
+
+
+# --- the LLM's summary (HTM_LLM_PROVIDER=openai against a real local server) ---------------
+
+ASK = (
+    "The items below did not fit an AI agent's prompt (its conversation, working memory and "
+    "recalled memories). Write one summary of them that keeps what the agent will most "
+    "likely need, in at most {target} tokens. Answer with the summary only."
+)
+REPLY = "Alice flies to Lisbon on Friday. The Lisbon office opens at nine. Trams are yellow."
+
+
+def chat(content: str) -> tuple[int, dict[str, Any]]:
+    return 200, {"choices": [{"message": {"role": "assistant", "content": content}}]}
+
+
+@pytest.fixture
+async def llm_client(app_factory, ns, stub):  # type: ignore[no-untyped-def]
+    async with app_factory(llm_provider="openai", llm_url=stub.url, llm_timeout_s=1.0) as c:
+        c.headers["X-Namespace"] = ns
+        yield c
+
+
+def room(budget: int) -> int:
+    """What the summary's text may have: the budget less the prompt with an empty summary."""
+    return budget - count_chat(quota_messages(system_with("")))
+
+
+async def test_with_an_llm_its_summary_is_placed_and_it_was_shown_what_did_not_fit(
+    llm_client: httpx.AsyncClient, world: list[str], stub: Any
+) -> None:
+    stub.reply = lambda _req: chat(REPLY)
+    result = await prompt(llm_client, quotas=QUOTAS, overflow="summarize")
+    assert result["messages"] == quota_messages(system_with(REPLY))
+    assert result["tokens"] == count_chat(result["messages"])
+    assert result["manifest"] == [
+        *quota_manifest(world),
+        summary_entry(toks(REPLY), covered(world), summarizer="llm"),
+    ]
+    hits = [CONTENT[k] for k in world if k in ("b1", "b2")]
+    (sent,) = stub.requests
+    assert (sent.path, sent.body["messages"]) == (
+        "/v1/chat/completions",
+        [
+            {"role": "system", "content": ASK.format(target=room(3200))},
+            {"role": "user", "content": "\n".join(
+                f"- {t}" for t in [f"user: {TURNS[0][1]}", A2, *hits])},
+        ],
+    )  # fmt: skip
+
+
+async def test_the_llms_summary_is_cut_to_whole_sentences_in_the_room_left(
+    llm_client: httpx.AsyncClient, world: list[str], stub: Any
+) -> None:
+    stub.reply = lambda _req: chat(REPLY)
+    budget = 75  # room for 16 tokens: the reply's first two sentences (7 + 7), not the third
+    result = await prompt(
+        llm_client, quotas=QUOTAS, overflow="summarize", context_window=budget + 800
+    )
+    cut = "Alice flies to Lisbon on Friday. The Lisbon office opens at nine."
+    assert result["messages"] == quota_messages(system_with(cut))
+    assert result["tokens"] == count_chat(result["messages"]) == budget - 2
+    assert result["manifest"][-1] == summary_entry(toks(cut), covered(world), summarizer="llm")
+    (sent,) = stub.requests
+    assert sent.body["messages"][0]["content"] == ASK.format(target=room(budget))
+
+
+EXTRACTIVE = f"user: {TURNS[0][1]} {A2} {CONTENT['b1']} {CONTENT['b2']}"
+
+
+@pytest.mark.parametrize(
+    ("reply", "delay_s", "fallback"),
+    [
+        (lambda _r: (500, {"error": "overloaded"}), 0, "the LLM failed: "),
+        (lambda _r: chat(REPLY), 2.0, "the LLM failed: "),
+        (lambda _r: (200, {"choices": []}), 0, "the LLM failed: "),
+        (lambda _r: chat("One sentence that is far too long to fit in the little room " * 9),
+         0, "the LLM's summary has no sentence within 32 tokens"),
+    ],
+    ids=["down", "timeout", "bad-body", "too-long"],
+)  # fmt: skip
+async def test_an_llm_that_fails_falls_back_to_extractive_and_says_why(
+    llm_client: httpx.AsyncClient, world: list[str], stub: Any, reply: Any, delay_s: float,
+    fallback: str,
+) -> None:  # fmt: skip
+    assert world == ["b1", "b2", "a2", "a1"]
+    stub.reply, stub.delay_s = reply, delay_s
+    budget = 91  # room for the extractive summary of all four, exactly
+    result = await prompt(
+        llm_client, quotas=QUOTAS, overflow="summarize", context_window=budget + 800
+    )
+    assert result["messages"] == quota_messages(system_with(EXTRACTIVE))
+    assert result["tokens"] == count_chat(result["messages"]) == budget
+    *_, summary = result["manifest"]
+    assert summary["fallback"].startswith(fallback), summary["fallback"]
+    assert summary == summary_entry(toks(EXTRACTIVE), covered(world), fallback=summary["fallback"])
+    assert len(stub.requests) == 1
+
+
+async def test_the_llm_is_not_asked_when_nothing_is_left_out_there_is_no_room_or_drop(
+    llm_client: httpx.AsyncClient, world: list[str], stub: Any
+) -> None:
+    stub.reply = lambda _req: chat(REPLY)
+    assert "manifest" in await prompt(llm_client, overflow="summarize")  # everything fits
+    no_room = await prompt(llm_client, quotas=QUOTAS, overflow="summarize", context_window=58 + 800)
+    assert no_room["manifest"][-1] == summary_entry(0, [], summarizer=None)
+    await prompt(llm_client, quotas=QUOTAS)  # drop
+    assert stub.requests == []
+
+
+async def test_the_mcp_prompt_tool_summarises_as_rest_does(live_server_factory) -> None:
+    import httpx2
+
+    base = live_server_factory()
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    args = {"input": "hi", "context_window": 60, "overflow": "summarize"}
+    long = "Ann flies on Friday. " + "She packs light and early, as ever. " * 12
+    async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+        for key, content in (("a", A1), ("b", A2), ("c", long)):
+            body = {"key": key, "content": content, "importance": 3}
+            assert (await http.post("/v1/robots/ann/memories", json=body)).status_code == 201
+        rest = (await http.post("/v1/robots/ann/prompt", json=args)).json()
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ann"}) as s:
+        r = await s.call_tool("prompt", args)
+    assert not r.is_error, r.content
+    assert r.structured_content == {"messages": rest["messages"], "tokens": rest["tokens"]}
+    entries = [e for e in rest["manifest"] if e["source"] != "recall"]
+    assert [e["source"] for e in entries] == ["input", *["working_memory"] * 3, "summary"]
+    assert sorted((e["key"], e["included"]) for e in entries[1:4]) == [
+        ("a", True), ("b", True), ("c", False)
+    ]  # fmt: skip
+    assert (entries[-1]["included"], entries[-1]["covers"]) == (
+        True, [{"source": "working_memory", "key": "c", "seq": None}]
+    )  # fmt: skip
+    # c's first sentences while they fit: room for the first and two of its twelve others.
+    digest = "Ann flies on Friday." + " She packs light and early, as ever." * 2
+    assert rest["messages"][0]["content"].endswith(f"\n\n{HEADER}\n\n{digest}")
+    assert rest["tokens"] == count_chat(rest["messages"]) <= 60
