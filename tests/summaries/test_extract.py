@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.summaries.extract import HEADER, Evicted, summarize
+from app.summaries.extract import HEADER, Evicted, digest, summarize
 
 
 def words(text: str) -> int:
@@ -37,3 +37,21 @@ def test_a_sentence_that_does_not_fit_is_skipped_and_a_shorter_one_follows() -> 
 def test_nothing_evicted_or_nothing_fitting_writes_no_summary() -> None:
     assert summarize([], 100, words) is None
     assert summarize([Evicted("k", "four words right here", 1)], 9, words) is None
+
+
+def test_a_digest_takes_every_texts_first_sentence_before_any_second_one() -> None:
+    texts = [
+        "Ana flies on Friday. She packs light. She hates queues.",
+        "The office opens at nine! It closes at five.",
+        "Trams are yellow",
+    ]
+    # Firsts: 4 + 5 + 3 = 12 words; then "She packs light." (3) makes 15; "It closes at
+    # five." (4) would make 19 and is skipped; "She hates queues." (3) makes 18.
+    assert digest(texts, 18, words) == (
+        "Ana flies on Friday. She packs light. She hates queues. The office opens at nine! "
+        "Trams are yellow",
+        [0, 1, 2],
+    )
+    assert digest(texts, 8, words) == ("Ana flies on Friday. Trams are yellow", [0, 2])
+    assert digest(texts, 2, words) is None
+    assert digest([], 100, words) is None
