@@ -34,6 +34,13 @@ assembled messages are counted again exactly and, while over the budget, the las
 slot) is dropped: a profile goes last, slot by slot, and only once nothing else is left; a
 pinned note never goes.
 
+With overflow "summarize" (the default "drop" is all of the above), what the session, working
+memory and recall left out for the budget or a quota is summarised after finish() in what is
+left: last in the system message under its own header, its room the budget less the exact
+count with an empty summary (summary_room), counted again exactly with its text and written
+again shorter or longer as that count says (place_summary). Nothing taken is dropped for it,
+and when not one sentence fits it is left out (its manifest entry says so).
+
 Nothing counted before is encoded again: an item's `tokens` is its content's count (stored at
 write time), roles, headers, the input and the system text are counted once per call, and the
 exact count of the joined system message comes from the parts' counts (`count_joined`,
@@ -355,9 +362,10 @@ def place_summary(f: Fitting, done: Assembly, write: Write, room: int) -> Assemb
     manifest entry (source "summary") is appended, included with what it covers, or left out
     for the budget when nothing written fits. `write(room)` first; a text that makes the exact
     count exceed the budget (BPE merging across the blank lines otherwise than estimated) is
-    written again for its target less the excess, and one that leaves tokens over is written
-    again for its target plus them, keeping the longest that fits (at most PLACE_TRIES
-    writes). Nothing taken before is ever dropped for the summary."""
+    written again for its own count less the excess, and one that merged into fewer tokens than
+    its count (leaving more than its target allows) is written again for its count plus what
+    is left, keeping the longest that fits (at most PLACE_TRIES writes). Nothing taken before
+    is ever dropped for the summary."""
     summary = Item("summary", "", 0, reason="budget")
     f.manifest.append(summary)
     best: tuple[str, int, tuple[Item, ...], int] | None = None
@@ -371,13 +379,14 @@ def place_summary(f: Fitting, done: Assembly, write: Write, room: int) -> Assemb
         tokens = _exact(f)
         if tokens <= f.budget:
             best = (written[0], written[1], tuple(written[2]), tokens)
-            if tokens == f.budget:
+            longer = written[1] + f.budget - tokens  # more than `target` only after a merge
+            if tokens == f.budget or longer <= target:
                 break
-            target += f.budget - tokens
+            target = longer
         elif best is not None:  # longer does not fit: the best stays
             break
         else:
-            target -= tokens - f.budget
+            target = min(target - 1, written[1] - (tokens - f.budget))
     if best is None:
         summary.content, summary.tokens, summary.included = "", 0, False
         return Assembly(done.messages, done.tokens, f.manifest)

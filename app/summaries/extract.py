@@ -5,6 +5,9 @@ importance (highest first), then the memory's eviction order, then their order i
 the summary's token count stays within `target_tokens`; the chosen sentences are then written
 in eviction order, each memory's sentences in their own order, so the summary reads like the
 memories it replaces. A sentence that does not fit is skipped and shorter ones may follow.
+
+`digest` is the same greedy for a prompt's overflow (app/prompt): every text's first sentence
+before any text's second, so a summary of many texts covers as many of them as it can.
 """
 
 from __future__ import annotations
@@ -125,6 +128,12 @@ def digest(
     return " ".join(s for _, _, s in chosen), sorted({i for i, _, _ in chosen})
 
 
+# A sentence whose own count (with the space before it) would take the summary this far past
+# its target is not tried: a join merges a token or two at most, and counting each trial
+# whole is what a long list of candidates would otherwise cost (1,000 texts: seconds).
+_SLACK = 2
+
+
 def _greedy(
     candidates: Sequence[tuple[int, int, str]],
     target_tokens: int,
@@ -134,8 +143,12 @@ def _greedy(
     """(text, sentence, sentence text) taken in the order given while the header and the
     chosen sentences, written in (text, sentence) order, count within the target."""
     chosen: list[tuple[int, int, str]] = []
+    used = count(header) if header else 0
     for c in candidates:
+        if used + count(" " + c[2]) > target_tokens + _SLACK:
+            continue
         trial = sorted([*chosen, c])
-        if count(header + " ".join(t[2] for t in trial)) <= target_tokens:
-            chosen = trial
+        tokens = count(header + " ".join(t[2] for t in trial))
+        if tokens <= target_tokens:
+            chosen, used = trial, tokens
     return chosen

@@ -126,9 +126,9 @@ def test_the_room_is_the_budget_less_the_prompt_with_an_empty_summary() -> None:
     assert len(f.manifest) == 7  # the probe is gone
 
 
-def test_a_text_over_the_budget_is_written_again_shorter_and_one_under_it_longer() -> None:
-    # A write that overshoots its target by 3 the first time: written again for 3 less,
-    # which leaves 3 over, so again for the target: the longest that fits is kept.
+def test_a_text_over_the_budget_is_written_again_shorter() -> None:
+    # A write that always overshoots its target by 3: written again for less each time
+    # (by its excess, at least one) until one fits.
     texts = [["One two three four five six seven eight nine ten eleven twelve."]] * 3
     f, done = fitted(60, texts, system=None, quotas=Quotas(session=0, working_memory=0, recall=0))
     left = left_out(f.manifest)
@@ -137,12 +137,11 @@ def test_a_text_over_the_budget_is_written_again_shorter_and_one_under_it_longer
 
     def write(target: int) -> tuple[str, int, list[Item]]:
         asked.append(target)
-        n = target + 3 if len(asked) == 1 else target
-        text = " ".join(["word"] * n)
+        text = " ".join(["word"] * (target + 3))
         return text, COUNT(text), left[:1]
 
     out = place_summary(f, done, write, room)
-    assert asked == [room, room - 3, room]
+    assert asked == [room, room - 1, room - 2, room - 3]
     summary = out.manifest[-1]
     assert (summary.included, summary.tokens, summary.covers) == (True, room, (left[0],))
     assert out.tokens == chat_tokens(COUNT, out.messages) == 60
@@ -150,6 +149,27 @@ def test_a_text_over_the_budget_is_written_again_shorter_and_one_under_it_longer
         "role": "system",
         "content": f"{SUMMARY_HEADER}{SEPARATOR}{' '.join(['word'] * room)}",
     }
+
+
+def test_a_text_that_merges_into_fewer_tokens_is_written_again_longer() -> None:
+    # A text starting with a newline merges with the blank line before it ("\n\n\n" is one
+    # token): one token is left, so it is written again for one more.
+    texts = [["One two three four five six seven eight nine ten eleven twelve."]] * 3
+    f, done = fitted(60, texts, system=None, quotas=Quotas(session=0, working_memory=0, recall=0))
+    left = left_out(f.manifest)
+    room = summary_room(f)
+    asked: list[int] = []
+
+    def write(target: int) -> tuple[str, int, list[Item]]:
+        asked.append(target)
+        text = "\n" + " ".join(["word"] * (target - 1))
+        assert COUNT(text) == target
+        return text, target, left[:1]
+
+    out = place_summary(f, done, write, room)
+    assert asked == [room, room + 1]
+    assert out.manifest[-1].tokens == room + 1
+    assert out.tokens == chat_tokens(COUNT, out.messages) == 60
 
 
 def test_no_room_no_write_and_the_entry_says_left_out_for_the_budget() -> None:
