@@ -323,8 +323,8 @@ class Settings(BaseSettings):
     # --- the optional LLM (app/llm): enrichment and eviction summaries ----------------------
     llm_provider: Literal["none", "openai", "ollama"] = Field(
         default="none",
-        description="A chat model for tag proposals, propositions and eviction summaries; "
-        "none: nothing is called",
+        description="A chat model for tag proposals, propositions, eviction summaries and "
+        "prompts' overflow summaries; none: nothing is called",
     )
     llm_url: str | None = Field(default=None, description="OpenAI-style / Ollama base URL")
     llm_model: str = Field(default="gpt-4o-mini", description="The chat model")
