@@ -1,6 +1,7 @@
 """One call for a prompt: the input, a session's latest messages, working memory and the
 long-term hits recalled for the input, fitted into the model's budget (app/prompt/budget.py
-says how) with a manifest of every candidate."""
+says how) with a manifest of every candidate; with overflow "summarize", a summary of what
+did not fit in the room left (the LLM's where one is configured, else extractive)."""
 
 from __future__ import annotations
 
@@ -115,8 +116,8 @@ class PromptService:
         return left
 
     async def prompt(self, robot_name: str, req: PromptRequest) -> PromptResult:
-        """Check what can be refused, read the candidates, fit them, count the session's
-        messages taken as accessed, answer."""
+        """Check what can be refused, read the candidates, fit them, summarise what did not
+        fit (overflow "summarize"), count the session's messages taken as accessed, answer."""
         # The input, the system text, roles and headers are encoded once per request; the
         # candidates' counts are the stored ones (budget.py).
         count = functools.cache(self.tokenizer.count)
