@@ -224,7 +224,11 @@ async def test_extract_facts_through_mcp(live_server_factory, stub) -> None:
     # (enrichment, eviction summaries; they span every namespace) must not call the stub
     # other tests share.
     base = live_server_factory(
-        llm_provider="openai", llm_url=stub.url, enrich_interval_s=3600, summary_interval_s=3600
+        llm_provider="openai",
+        llm_url=stub.url,
+        enrich_interval_s=3600,
+        summary_interval_s=3600,
+        mcp_tools="default,extract_facts",
     )
     ns = f"t-{uuid.uuid4().hex[:10]}"
     async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ana"}) as s:
@@ -255,7 +259,8 @@ async def test_extract_facts_through_mcp(live_server_factory, stub) -> None:
 
 async def test_without_an_llm_mcp_does_not_list_the_tool(live_server_factory) -> None:
     ns = f"t-{uuid.uuid4().hex[:10]}"
-    async with mcp_session(live_server_factory(), **{"X-Namespace": ns, "X-Robot": "ana"}) as s:
+    base = live_server_factory(mcp_tools="all")
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ana"}) as s:
         listed = {t.name for t in (await s.list_tools()).tools}
         assert ("extract_facts" in listed, "remember" in listed) == (False, True)
         turn = {"key": "t1", "content": "Hi", "metadata": {"speaker": "Ana", "session": "s1"}}

@@ -11,10 +11,17 @@ import httpx2
 import pytest
 import tiktoken
 from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
-from tests.mcp.test_mcp_tools import mcp_session
+from tests.mcp.test_mcp_tools import TOOLS, mcp_session
 
-DEFINITIONS_MAX = 4000  # 29 tools: 3,937 tokens (the first 27: 3,695; the first 17: 2,202)
+DEFAULT = [  # HTM_MCP_TOOLS=default: an agent's loop
+    "remember", "recall", "context", "forget", "memory_restore", "memory_update",
+    "session_append", "prompt", "state_get", "state_set",
+]  # fmt: skip
+DEFINITIONS_MAX = 2500  # the default set: 2,165 tokens on 2026-12-07
+ALL_MAX = 6400  # HTM_MCP_TOOLS=all, without an LLM: 35 tools, 6,018 tokens on 2026-12-07
 RECALL_MAX = 1.3
 MEMORIES = [  # a sentence each, as an agent's facts are (16-25 tokens)
     (
@@ -74,14 +81,60 @@ def base(live_server_factory) -> str:
     return live_server_factory()
 
 
-async def test_the_tool_definitions_fit_the_budget(base) -> None:
+def _tokens(listed) -> int:
     enc = tiktoken.get_encoding("cl100k_base")
+    wire = [t.model_dump_json(by_alias=True, exclude_none=True) for t in listed]
+    return sum(len(enc.encode(w)) for w in wire)
+
+
+async def test_the_default_tool_definitions_fit_the_budget(base) -> None:
     async with mcp_session(base) as s:
         listed = (await s.list_tools()).tools
-    wire = [t.model_dump_json(by_alias=True, exclude_none=True) for t in listed]
-    tokens = sum(len(enc.encode(w)) for w in wire)
-    assert len(listed) == 29  # extract_facts: only with an LLM; state_*: opt-in
-    assert tokens <= DEFINITIONS_MAX, tokens
+    assert [t.name for t in listed] == DEFAULT
+    assert _tokens(listed) <= DEFINITIONS_MAX, _tokens(listed)
+
+
+async def test_every_tool_input_is_described_and_all_of_them_cost_what_they_say(
+    live_server_factory,
+) -> None:
+    async with mcp_session(live_server_factory(mcp_tools="all")) as s:
+        listed = (await s.list_tools()).tools
+    assert [t.name for t in listed] == TOOLS
+    undescribed = [
+        f"{t.name}.{name}"
+        for t in listed
+        for name, field in t.input_schema.get("properties", {}).items()
+        if not field.get("description")
+    ]
+    assert undescribed == []
+    assert _tokens(listed) <= ALL_MAX, _tokens(listed)
+
+
+async def test_a_tool_not_offered_is_refused_saying_how_to_offer_it(live_server_factory) -> None:
+    base = live_server_factory(mcp_tools="default,pools")
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ann"}) as s:
+        listed = [t.name for t in (await s.list_tools()).tools]
+        assert listed == [*DEFAULT, "pools", "pool_put", "pool_grant"]
+        with pytest.raises(MCPError) as refused:
+            await s.call_tool("memory_list", {})
+        here = ", ".join(listed)
+        assert (refused.value.code, refused.value.message) == (
+            INVALID_PARAMS,
+            "tool 'memory_list' is not offered here (HTM_MCP_TOOLS=default,pools): add "
+            f"memory_list or its group memories to HTM_MCP_TOOLS; tools here: {here}",
+        )
+        assert (refused.value.data["status"], refused.value.data["tool"]) == (404, "memory_list")
+        with pytest.raises(MCPError) as unknown:
+            await s.call_tool("teleport", {})
+        assert unknown.value.message == f"no tool 'teleport'; tools here: {here}"
+    async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+        assert (await http.get("/v1/robots")).json() == []  # nothing was written
+
+
+def test_an_unknown_tool_name_in_the_setting_stops_the_start(live_server_factory) -> None:
+    with pytest.raises(ValueError, match="HTM_MCP_TOOLS: no tool or group 'teleport'"):
+        live_server_factory(mcp_tools="default,teleport")
 
 
 async def test_a_recall_of_ten_answers_little_more_than_the_memories(base) -> None:

@@ -18,7 +18,7 @@ from tests.mcp.test_mcp_tools import _key, mcp_session
 
 @pytest.fixture(scope="module")
 def base(live_server_factory) -> str:
-    return live_server_factory()
+    return live_server_factory(mcp_tools="all")
 
 
 async def _read(s, uri: str):
@@ -62,7 +62,7 @@ async def test_resources_list_and_read(base) -> None:
 async def test_a_resource_of_another_robot_is_a_jsonrpc_error_logged_without_traceback(
     live_server_factory, database_url, caplog
 ) -> None:
-    base = live_server_factory(auth_enabled=True)
+    base = live_server_factory(auth_enabled=True, mcp_tools="all")
     ns = f"t-{uuid.uuid4().hex[:10]}"
     key = await _key(database_url, ns, "writer", robot="ann")
     caplog.set_level(logging.INFO)
