@@ -22,9 +22,7 @@ _FIXED = [
     ("htm://tags", "tag tree", "The namespace's tags with counts"),
     ("htm://groups", "groups", "The namespace's robot groups"),
 ]
-_ROBOT = re.compile(
-    r"htm://robots/([A-Za-z0-9][A-Za-z0-9._-]{0,63})/(working-memory|recent|state)"
-)
+_ROBOT = re.compile(r"htm://robots/([A-Za-z0-9][A-Za-z0-9._-]{0,63})/(working-memory|recent|state)")
 RECENT = 20
 STATE_KEYS = 100
 

@@ -7,7 +7,7 @@ connection's default robot (the `X-Robot` header, or `htm mcp --robot`) when lef
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,12 +29,15 @@ from app.timeframes.validity import Include
 
 Robot = Annotated[str, Field(pattern=NAME_PATTERN)]
 Key = Annotated[str, Field(pattern=KEY_PATTERN)]
+# A memory's key, or the alias `#<id>` an answer wrote for a made-up key (app/mcp/aliases.py).
+MemoryKey = Annotated[str, Field(pattern=rf"^(?:#[0-9]{{1,19}}|{KEY_PATTERN[1:-1]})$")]
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 ROBOT = "default: the connection's"
 
 
 class In(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    aliased: ClassVar[tuple[str, ...]] = ()  # the fields naming memories: keys or aliases
 
     robot: Robot | None = Field(default=None, description=ROBOT)
 
@@ -58,8 +61,10 @@ class MemoryIn(In):
 
 
 class RememberIn(MemoryIn):
+    aliased: ClassVar[tuple[str, ...]] = ("supersedes",)
+
     key: Key | None = Field(default=None, description="default: made up")
-    supersedes: list[Key] = Field(default=[], description="keys this replaces")
+    supersedes: list[MemoryKey] = Field(default=[], description="keys this replaces")
 
 
 class RecallIn(In):
@@ -122,13 +127,15 @@ class ContextIn(In):
 
 
 class KeyIn(In):
-    key: Key = Field(description="a memory's key")
+    aliased: ClassVar[tuple[str, ...]] = ("key",)
+
+    key: MemoryKey = Field(description="a memory's key or #alias")
 
 
 class UpdateIn(MemoryIn):
     """As PUT …/memories/{key}: every field replaced (absent: its default)."""
 
-    key: Key = Field(description="created if new")
+    key: MemoryKey = Field(description="created if new")
 
 
 class ImportanceIn(KeyIn):
@@ -153,7 +160,9 @@ class StateSetIn(StateIn):
 
 
 class FactsIn(In):
-    keys: list[Key] | None = Field(default=None, description="turns by key, in order")
+    aliased: ClassVar[tuple[str, ...]] = ("keys",)
+
+    keys: list[MemoryKey] | None = Field(default=None, description="turns by key, in order")
     session: str | None = Field(default=None, description="or a conversation's turns")
 
 
@@ -163,7 +172,9 @@ class RelatedIn(KeyIn):
 
 
 class LinkIn(KeyIn):
-    target: Key = Field(description="linked to")
+    aliased: ClassVar[tuple[str, ...]] = ("key", "target")
+
+    target: MemoryKey = Field(description="linked to")
     type: LinkType = Field(default="related_to", description="the link")
     weight: float = Field(default=1.0, gt=0, le=1, description="strength")
 

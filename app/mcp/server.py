@@ -26,6 +26,7 @@ from app.auth.caller import Caller, acts_as, may_change_groups, require_role
 from app.components import Components
 from app.config import Settings
 from app.errors import PROBLEM_BASE, DomainError, NotFound, Unprocessable
+from app.mcp.aliases import resolve, shorten
 from app.mcp.prompts import PROMPTS
 from app.mcp.resources import RESOURCES, TEMPLATES, read
 from app.mcp.schemas import Robot
@@ -211,7 +212,9 @@ async def call(
     if tool.name.startswith("group_") and not tool.read_only:
         may_change_groups(caller)
     async with unit_of_work(c, caller) as unit:
-        return await tool.run(unit, given, robot)
+        given = await resolve(unit, robot, given)
+        out, text = await tool.run(unit, given, robot)
+        return out, await shorten(unit, text)
 
 
 async def _always() -> bool:
@@ -324,7 +327,7 @@ class _Handlers:
             )
             acts_as(caller, robot)
             async with unit_of_work(self.components(), caller) as unit:
-                text = await prompt.run(unit, args, robot)
+                text = await shorten(unit, await prompt.run(unit, args, robot))
         except ValidationError as exc:
             problem = _invalid(exc).structured_content or {}
             raise MCPError(INVALID_PARAMS, str(problem.get("detail")), problem) from None

@@ -1,7 +1,7 @@
 """The tool table: each tool's name, title, description, input and output models, the role
 it needs (as its REST route's method does), its hints, and what it runs: a service of the
 call's unit of work (app/unit.py), as the REST route calls it. Each answers a compact text
-(memory text with key, score and date, not the REST JSON) and its structured copy."""
+(memory text with key and date, not the REST JSON) and its structured copy."""
 
 from __future__ import annotations
 
@@ -79,7 +79,6 @@ from app.mcp.schemas import (
     Versions,
     WindowIn,
     Written,
-    score,
     when,
 )
 from app.memories.model import ListFilters
@@ -177,15 +176,17 @@ def hits_of(result: Any) -> tuple[Hits, str]:
 
 
 def hit_lines(hits: list[Hit]) -> str:
-    """A date line, then `key score: content` per hit of that date (a date shared by hits is
-    said once): key, score and date cost a model a few tokens a hit, not a JSON record."""
+    """A date line, then `key: content` per hit of that date, best first (a date shared by
+    hits is said once): key and date cost a model a few tokens a hit, not a JSON record. The
+    score is the structured copy's: the order says it, and its 2 tokens a hit are what a
+    made-up key's alias needs to keep a recall within 1.3 x the text it carries."""
     lines: list[str] = []
     last = None
     for h in hits:
         if h.date != last:
             lines.append(h.date)
             last = h.date
-        lines.append(f"{h.key} {score(h.score)}: {h.content}")
+        lines.append(f"{h.key}: {h.content}")
     return "\n".join(lines)
 
 

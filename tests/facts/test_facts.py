@@ -9,6 +9,7 @@ import json
 import uuid
 from typing import Any
 
+import httpx2
 import pytest
 
 from tests.mcp.test_mcp_tools import mcp_session
@@ -249,9 +250,11 @@ async def test_extract_facts_through_mcp(live_server_factory, stub) -> None:
             ("preference", "Ana is vegetarian.", True, ["t2", "t3"]),
             ("preference", "Ana likes risotto.", True, ["t3"]),
         ]
+        async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+            made = (await http.get(f"/v1/robots/ana/memories/{facts[1]['key']}")).json()
+        # a made-up key is written as its alias (app/mcp/aliases.py)
         assert (
-            r.content[0].text.splitlines()[1]
-            == f"{facts[1]['key']} (preference): Ana is vegetarian."
+            r.content[0].text.splitlines()[1] == f"#{made['id']} (preference): Ana is vegetarian."
         )
         bad = await s.call_tool("extract_facts", {"keys": ["t1"], "session": "s1"})
         assert bad.is_error and bad.structured_content["status"] == 422

@@ -13,8 +13,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from app.mcp.tools import score
-
 TOOLS = [  # HTM_MCP_TOOLS=all, without an LLM (extract_facts needs one)
     "remember", "recall", "context", "forget", "memory_restore", "memory_update",
     "memory_importance", "memory_list", "stats", "list_tags", "memory_versions",
@@ -91,10 +89,7 @@ async def test_tools_answer_compact_text_with_a_default_robot(base) -> None:
         )
         [hit] = recalled.structured_content["hits"]
         assert (hit["key"], hit["content"]) == ("tea", "Ann drinks green tea")
-        assert (
-            recalled.content[0].text
-            == f"{hit['date']}\ntea {score(hit['score'])}: Ann drinks green tea"
-        )
+        assert recalled.content[0].text == f"{hit['date']}\ntea: Ann drinks green tea"
         context = await s.call_tool("context", {"strategy": "important"})
         assert context.content[0].text == "Ann drinks green tea\n\nBob likes coffee"
         assert context.structured_content["items"] == 2
