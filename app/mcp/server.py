@@ -3,9 +3,12 @@ validated by its model (in JSON mode, as a request body is), a unit of work that
 success and rolls back on error (app/unit.py, as a REST request's), and the answer as a
 compact text with its structured copy (the tool's output schema). A domain error or bad
 input is a tool error (`isError`) carrying the problem+json body, for the model to read and
-correct (MCP's rule for a tool's own errors). Resources: the namespace's statistics, tag tree
-and groups, and a robot's working memory and recent memories; a read refused, like an unknown
-tool, is a JSON-RPC error (`protocol_error`)."""
+correct (MCP's rule for a tool's own errors). The tools offered are HTM_MCP_TOOLS' (`offered`);
+made-up keys travel as short aliases both ways (app/mcp/aliases.py). Resources: the
+namespace's statistics, tag tree and groups, and a robot's working memory, recent memories and
+state, which a client may subscribe to (app/mcp/subscriptions.py); prompts for the common
+flows (app/mcp/prompts.py). A read or prompt refused, like an unknown tool or one not offered,
+is a JSON-RPC error (`protocol_error`)."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from app.mcp.aliases import resolve, shorten
 from app.mcp.prompts import PROMPTS
 from app.mcp.resources import RESOURCES, TEMPLATES, read
 from app.mcp.schemas import Robot
-from app.mcp.subscriptions import Listen
+from app.mcp.subscriptions import Listen, Subscribe
 from app.mcp.tools import TOOLS, Tool, enabled
 from app.unit import unit_of_work
 
@@ -226,8 +229,14 @@ def build_server(
     caller_of: CallerOf,
     robot_of: RobotOf,
     allowed_of: AllowedOf = lambda ctx: _always,
+    *,
+    lasting: bool = False,
 ) -> Server[Any]:
+    """`lasting`: the connection outlives a request (stdio), so the handshake-era
+    `resources/subscribe` can push on it; `/mcp` is stateless."""
     h = _Handlers(components, caller_of, robot_of)
+    listen = Listen(components, caller_of, allowed_of, protocol_error)
+    legacy = Subscribe(listen) if lasting else None
     return Server(
         "htm",
         version=VERSION,
@@ -237,7 +246,9 @@ def build_server(
         on_list_resources=h.list_resources,
         on_list_resource_templates=h.list_templates,
         on_read_resource=h.read_resource,
-        on_subscriptions_listen=Listen(components, caller_of, allowed_of, protocol_error),
+        on_subscriptions_listen=listen,
+        on_subscribe_resource=legacy.subscribe if legacy else None,
+        on_unsubscribe_resource=legacy.unsubscribe if legacy else None,
         on_list_prompts=h.list_prompts,
         on_get_prompt=h.get_prompt,
     )

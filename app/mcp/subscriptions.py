@@ -1,6 +1,9 @@
-"""Resource subscriptions (MCP 2026-07-28's `subscriptions/listen`): a client names the
-resources it follows, `htm://robots/{robot}/working-memory` and `htm://robots/{robot}/state`,
-and gets `notifications/resources/updated` for each as it changes, then reads it again.
+"""Resource subscriptions: a client names the resources it follows,
+`htm://robots/{robot}/working-memory` and `htm://robots/{robot}/state`, and gets
+`notifications/resources/updated` for each as it changes, then reads it again. On MCP
+2026-07-28 with `subscriptions/listen` (`Listen`: the response is the stream; over HTTP and
+stdio); on a handshake-era connection that lasts (stdio) with `resources/subscribe`
+(`Subscribe`).
 
 The changes are the working-memory change stream's (app/working_memory/events.py, the one
 the REST route `…/working-memory/events` serves): a working-set change (`added`, `evicted`,
@@ -14,6 +17,7 @@ too; as MCP says, a client listens again and reads again (there is no replay).""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -33,7 +37,7 @@ from mcp_types import INVALID_REQUEST
 
 from app.auth.caller import Caller, acts_as, require_role
 from app.components import Components
-from app.errors import DomainError, ServiceUnavailable
+from app.errors import DomainError, NotFound, ServiceUnavailable
 from app.unit import unit_of_work
 from app.working_memory.model import UNAVAILABLE
 
@@ -41,6 +45,7 @@ log = logging.getLogger(__name__)
 
 _FOLLOWED = re.compile(r"htm://robots/([A-Za-z0-9][A-Za-z0-9._-]{0,63})/(working-memory|state)")
 Allowed = Callable[[], Awaitable[bool]]
+FOLLOWED = "followed: htm://robots/{robot}/working-memory, htm://robots/{robot}/state"
 
 
 @dataclass
@@ -94,7 +99,12 @@ class Listen:
             related_request_id=sid,
         )
         if streams:
-            await self._follow(ctx, c, ns, list(streams.values()), meta)
+
+            async def push(uri: str) -> None:
+                notification = event_to_notification(ResourceUpdated(uri=uri), meta)
+                await ctx.session.send_notification(notification, related_request_id=sid)
+
+            await self.follow(c, ns, list(streams.values()), self.allowed_of(ctx), push)
         return types.SubscriptionsListenResult(_meta=meta)
 
     async def _streams(
@@ -137,13 +147,16 @@ class Listen:
             raise self.problem(exc, uri=uri) from None
         return ns, streams
 
-    async def _follow(
-        self, ctx: ServerRequestContext[Any], c: Components, ns: str, streams: list[_Stream],
-        meta: dict[str, Any],
-    ) -> None:  # fmt: skip
-        """Until the client leaves (the handler is cancelled), the key is revoked or Redis
-        fails: a notification for each URI a batch of entries updated, once a batch."""
-        allowed = self.allowed_of(ctx)
+    async def follow(
+        self,
+        c: Components,
+        ns: str,
+        streams: list[_Stream],
+        allowed: Allowed,
+        push: Callable[[str], Awaitable[None]],
+    ) -> None:
+        """Until the client leaves (the caller's task is cancelled), the key is revoked or
+        Redis fails: `push` each URI a batch of entries updated, once a batch."""
         store = c.working_memory
         # Idle, each follower wakes at least every 0.5 s: to check its key, as the REST stream.
         block_ms = max(1, min(500, int(c.settings.redis_timeout_s * 500)))
@@ -171,7 +184,52 @@ class Listen:
             for s in streams:
                 scope.start_soon(follow, s)
             async for uri in receive:
-                await ctx.session.send_notification(
-                    event_to_notification(ResourceUpdated(uri=uri), meta),
-                    related_request_id=ctx.request_id,
-                )
+                await push(uri)
+
+
+class Subscribe:
+    """The handshake-era `resources/subscribe` / `resources/unsubscribe` (MCP 2025-11-25 and
+    before), on a connection that lasts (stdio: `htm mcp`): each subscription is a task
+    following the same streams as a listen, sending `notifications/resources/updated` on the
+    connection. `/mcp` over HTTP is stateless and does not offer them (no session to push on):
+    a client there listens (MCP 2026-07-28)."""
+
+    def __init__(self, listen: Listen) -> None:
+        self.listen = listen
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def subscribe(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        c = self.listen.components()
+        ns, streams = await self.listen._streams(c, self.listen.caller_of(ctx), [uri])
+        if not streams:
+            missing = NotFound(f"no resource to follow at {uri}; {FOLLOWED}")
+            raise self.listen.problem(missing, uri=uri)
+        if uri not in self.tasks:
+            session = ctx.session
+
+            async def push(updated: str) -> None:
+                await session.send_resource_updated(updated)
+
+            follow = self.listen.follow(
+                c, ns, list(streams.values()), self.listen.allowed_of(ctx), push
+            )
+            task = asyncio.create_task(follow, name=f"mcp subscription {uri}")
+
+            def ended(t: asyncio.Task[None]) -> None:  # revoked, Redis down: subscribe again
+                if self.tasks.get(uri) is t:
+                    del self.tasks[uri]
+
+            task.add_done_callback(ended)
+            self.tasks[uri] = task
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        task = self.tasks.pop(str(params.uri), None)
+        if task is not None:
+            task.cancel()
+        return types.EmptyResult()

@@ -9,10 +9,13 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.mcp.test_mcp_tools import _key, mcp_session
 
@@ -130,8 +133,9 @@ async def test_a_reader_key_lists_but_does_not_update(live_server_factory, datab
 
 
 @asynccontextmanager
-async def stdio_session(database_url: str, redis_url: str, tmp_path, ns: str, tools: str = "all"
-                        ) -> AsyncIterator[ClientSession]:  # fmt: skip
+async def stdio_session(
+    database_url: str, redis_url: str, tmp_path, ns: str, tools: str = "all", **session: Any
+) -> AsyncIterator[ClientSession]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     from app.config import PROJECT_ROOT
@@ -150,7 +154,7 @@ async def stdio_session(database_url: str, redis_url: str, tmp_path, ns: str, to
         env=env,
         cwd=str(PROJECT_ROOT),
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+    async with stdio_client(params) as (read, write), ClientSession(read, write, **session) as s:
         await s.initialize()
         yield s
 
@@ -173,3 +177,86 @@ async def test_the_parity_tools_over_stdio(database_url, redis_url, tmp_path) ->
         v = r.structured_content["version"]
         got = await s.call_tool("state_get", {"key": "plan"})
         assert got.content[0].text == f'plan v{v}: {{"step":1}}'
+
+
+# The SDK's client warns that MCP 2026-07-28 replaced these with subscriptions/listen.
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_resources_subscribe_over_stdio_delivers_changes(
+    database_url, redis_url, tmp_path
+) -> None:
+    """A handshake-era client (2025-11-25) on a connection that lasts: resources/subscribe."""
+    updated: list[str] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        nonlocal arrived
+        if getattr(message, "method", None) == "notifications/resources/updated":
+            updated.append(str(message.params.uri))
+            arrived.set()
+
+    async def next_update() -> str:
+        nonlocal arrived
+        with anyio.fail_after(10):
+            await arrived.wait()
+        arrived = anyio.Event()
+        return updated.pop(0)
+
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    wm, state = "htm://robots/ann/working-memory", "htm://robots/ann/state"
+    async with stdio_session(
+        database_url, redis_url, tmp_path, ns, message_handler=on_message
+    ) as s:
+        await s.call_tool("remember", {"key": "one", "content": "first"})
+        for uri in (wm, state):
+            await s.subscribe_resource(uri)
+        await s.call_tool("remember", {"key": "two", "content": "second"})
+        assert await next_update() == wm
+        await s.call_tool("state_set", {"key": "plan", "value": 1})
+        assert await next_update() == state
+        await s.unsubscribe_resource(wm)
+        await s.call_tool("forget", {"key": "two"})  # no longer followed
+        await s.call_tool("state_set", {"key": "plan", "value": 2})
+        assert await next_update() == state
+        assert updated == []
+
+
+async def test_over_http_a_handshake_client_is_not_offered_resources_subscribe(base) -> None:
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        streamable_http_client(f"{base}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as s,
+    ):
+        init = await s.initialize()
+        assert init.capabilities.resources is not None
+        assert not init.capabilities.resources.subscribe
+
+
+async def test_a_listen_over_stdio_delivers_a_change(database_url, redis_url, tmp_path) -> None:
+    """A client on MCP 2026-07-28 over stdio listens as it would over HTTP."""
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.shared.subscriptions import ResourceUpdated
+
+    from app.config import PROJECT_ROOT
+
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    env = {
+        "HTM_DATABASE_URL": database_url,
+        "HTM_REDIS_URL": redis_url,
+        "HTM_EMBEDDING_PROVIDER": "none",
+        "HTM_DATA_DIR": str(tmp_path),
+        **{k: v for k, v in os.environ.items() if k == "TIKTOKEN_CACHE_DIR"},
+    }
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "app.cli", "mcp", "--namespace", ns, "--robot", "ann"],
+        env=env,
+        cwd=str(PROJECT_ROOT),
+    )
+    wm = "htm://robots/ann/working-memory"
+    async with Client(params, mode="2026-07-28") as client:
+        await client.call_tool("remember", {"key": "one", "content": "first"})
+        async with client.listen(resource_subscriptions=[wm]) as sub:
+            await client.call_tool("remember", {"key": "two", "content": "second"})
+            with anyio.fail_after(10):
+                assert await sub.__anext__() == ResourceUpdated(uri=wm)
