@@ -56,6 +56,8 @@ def _security(settings: Settings) -> TransportSecuritySettings | None:
 class McpEndpoint:
     def __init__(self, settings: Settings) -> None:
         enabled(settings.mcp_tools)  # an unknown tool name stops the start, saying what there is
+        # Once per process, whatever the apps in it (a filter is added once, never removed).
+        logging.getLogger(_TRANSPORT_LOGGER).addFilter(_not_session_noise)
         self.settings = settings
         self.server = build_server(self._current, _caller_of, _robot_of, _allowed_of)
         self._components: Components | None = None
@@ -74,8 +76,6 @@ class McpEndpoint:
             security_settings=_security(self.settings),
         )
         self._components = components
-        transport_log = logging.getLogger(_TRANSPORT_LOGGER)
-        transport_log.addFilter(_not_session_noise)
         ready, stop = asyncio.Event(), asyncio.Event()
 
         async def hold() -> None:
@@ -100,7 +100,6 @@ class McpEndpoint:
         finally:
             stop.set()
             await task
-            transport_log.removeFilter(_not_session_noise)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager, c = self._manager, self._components
