@@ -152,10 +152,15 @@ class Settings(BaseSettings):
         description="Tokens of the pinned notes one robot (or group) may hold: every prompt "
         "places them all (a PUT over it is 409)",
     )
-    mcp_state_tools: bool = Field(
-        default=False,
-        description="Offer the MCP tools state_get and state_set (about 300 tokens of tool "
-        "definitions: opt-in, to keep the default tool list within its budget)",
+    mcp_tools: str = Field(
+        default="default",
+        pattern=r"^\s*[a-z_]+\s*(,\s*[a-z_]+\s*)*$",
+        description="The MCP tools offered (each definition costs a model context before its "
+        "first call): `default` (remember, recall, context, forget, memory_restore, "
+        "memory_update, session_append, prompt, state_get, state_set: within 2,500 "
+        "tokens), `all`, or a comma list of tool names and groups (`memories`, `entities`, "
+        "`links`, `sessions`, `state`, `profiles`, `snapshots`, `groups`, `pools`), e.g. "
+        "`default,pools`. A tool not offered is refused; an unknown name stops the start",
     )
     session_promote_accesses: int = Field(
         default=3,

@@ -10,7 +10,8 @@ and there is no session to keep. The SDK's session manager runs once per lifespa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,15 +21,24 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from app.auth.caller import Caller, identify
+from app.auth.caller import Caller, identify, rechecker
 from app.components import Components
 from app.config import Settings
 from app.errors import DomainError, ServiceUnavailable
 from app.mcp.server import build_server
+from app.mcp.tools import enabled
 from app.observability import request_id
 from app.problem import problem
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# The SDK's transport logs "Terminating session: None" at INFO when each stateless request
+# ends: a line per MCP request that says nothing (the request's own line, htm.request, is
+# the one to read). Only that record is dropped; the logger's warnings and errors still show.
+_TRANSPORT_LOGGER = "mcp.server.streamable_http"
+
+
+def _not_session_noise(record: logging.LogRecord) -> bool:
+    return not (isinstance(record.msg, str) and record.msg.startswith("Terminating session"))
 
 
 def _security(settings: Settings) -> TransportSecuritySettings | None:
@@ -45,8 +55,11 @@ def _security(settings: Settings) -> TransportSecuritySettings | None:
 
 class McpEndpoint:
     def __init__(self, settings: Settings) -> None:
+        enabled(settings.mcp_tools)  # an unknown tool name stops the start, saying what there is
+        # Once per process, whatever the apps in it (a filter is added once, never removed).
+        logging.getLogger(_TRANSPORT_LOGGER).addFilter(_not_session_noise)
         self.settings = settings
-        self.server = build_server(self._current, _caller_of, _robot_of)
+        self.server = build_server(self._current, _caller_of, _robot_of, _allowed_of)
         self._components: Components | None = None
         self._manager: StreamableHTTPSessionManager | None = None
 
@@ -119,6 +132,12 @@ class McpEndpoint:
         state["caller"] = caller
         state["robot"] = request.headers.get("x-robot") or None  # checked where used
         state["namespace"] = caller.namespace  # for the request's log line
+        state["allowed"] = rechecker(  # a subscription outlives its request's identification
+            request.headers.get("authorization", ""),
+            auth_enabled=c.settings.auth_enabled,
+            sessionmaker=c.sessionmaker,
+            key_cache=c.key_cache,
+        )
         await manager.handle_request(scope, receive, send)
 
 
@@ -127,6 +146,13 @@ def _robot_of(ctx: ServerRequestContext[Any]) -> str | None:
     assert isinstance(request, Request), "a tool call over HTTP carries its request"
     robot: str | None = request.scope["state"].get("robot")
     return robot
+
+
+def _allowed_of(ctx: ServerRequestContext[Any]) -> Callable[[], Awaitable[bool]]:
+    request = ctx.request
+    assert isinstance(request, Request), "a request over HTTP carries its request"
+    allowed: Callable[[], Awaitable[bool]] = request.scope["state"]["allowed"]
+    return allowed
 
 
 def _caller_of(ctx: ServerRequestContext[Any]) -> Caller:

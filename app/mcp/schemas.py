@@ -7,7 +7,7 @@ connection's default robot (the `X-Robot` header, or `htm mcp --robot`) when lef
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +18,7 @@ from app.common import (
     JsonObject,
     MemoryType,
     Phrase,
+    Source,
     Tag,
     Text,
 )
@@ -25,42 +26,55 @@ from app.entities.schemas import EntityAsked
 from app.prompt.schemas import Overflow
 from app.relationships.schemas import LinkType
 from app.snapshots.schemas import SnapshotName
+from app.timeframes.validity import Include
 
 Robot = Annotated[str, Field(pattern=NAME_PATTERN)]
 Key = Annotated[str, Field(pattern=KEY_PATTERN)]
+# A memory's key, or the alias `#<id>` an answer wrote for a made-up key (app/mcp/aliases.py).
+MemoryKey = Annotated[str, Field(pattern=rf"^(?:#[0-9]{{1,19}}|{KEY_PATTERN[1:-1]})$")]
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+ROBOT = "default: the connection's"
 
 
 class In(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    aliased: ClassVar[tuple[str, ...]] = ()  # the fields naming memories: keys or aliases
 
-    robot: Robot | None = None
+    robot: Robot | None = Field(default=None, description=ROBOT)
 
 
-class RememberIn(In):
-    content: Text = Field(min_length=1)
-    key: Key | None = Field(default=None, description="default: made up")
-    type: MemoryType = "fact"
-    importance: float = Field(default=1.0, ge=0, le=10)
-    confidence: float | None = Field(default=None, ge=0, le=1)
-    source: str | None = Field(default=None, description="user, tool:web, ...")
-    tags: list[Tag] = []
-    metadata: JsonObject = {}
-    supersedes: list[Key] = Field(default=[], description="keys this replaces")
-    valid_from: Instant | None = None
+class MemoryIn(In):
+    """The fields a memory is written with (remember, memory_update)."""
+
+    content: Text = Field(min_length=1, description="a sentence")
+    type: MemoryType = Field(default="fact", description="fact, preference, event...")
+    importance: float = Field(default=1.0, ge=0, le=10, description="evicted lowest first")
+    confidence: float | None = Field(default=None, ge=0, le=1, description="how sure")
+    source: str | None = Field(default=None, description="user, tool:web...")
+    tags: list[Tag] = Field(default=[], description="a:b paths")
+    metadata: JsonObject = Field(default={}, description="any JSON")
+    valid_from: Instant | None = Field(default=None, description="default: now")
     visibility: Literal["namespace", "private", "group"] | None = Field(
         default=None, description="default namespace: every robot"
     )
     readers: list[Robot] | None = Field(default=None, description="private: also these")
-    pool: Robot | None = Field(default=None, description="add into this pool")
+    pool: Robot | None = Field(default=None, description="into this pool")
+
+
+class RememberIn(MemoryIn):
+    aliased: ClassVar[tuple[str, ...]] = ("supersedes",)
+
+    key: Key | None = Field(default=None, description="default: made up")
+    supersedes: list[MemoryKey] = Field(default=[], description="keys this replaces")
 
 
 class RecallIn(In):
-    query: Text = Field(min_length=1)
-    limit: int = Field(default=10, ge=1, le=100)
-    strategy: Literal["hybrid", "vector", "fulltext"] = "hybrid"
-    timeframe: Phrase | None = Field(default=None, description="'last week', ...")
+    query: Text = Field(min_length=1, description="what to find")
+    limit: int = Field(default=10, ge=1, le=100, description="hits")
+    strategy: Literal["hybrid", "vector", "fulltext"] = Field(default="hybrid", description="how")
+    timeframe: Phrase | None = Field(default=None, description="'last week'...")
     tags: list[Tag] | None = Field(default=None, description="any of")
-    min_confidence: float | None = Field(default=None, ge=0, le=1)
+    min_confidence: float | None = Field(default=None, ge=0, le=1, description="at least")
     sources: list[str] | None = Field(default=None, description="any of")
     valid_at: Phrase | None = Field(default=None, description="default: now")
     pools: list[Robot] = Field(default=[], description="also these pools")
@@ -69,116 +83,160 @@ class RecallIn(In):
 class GroupRecallIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    group: Annotated[str, Field(pattern=NAME_PATTERN)]
-    query: Text = Field(min_length=1)
-    limit: int = Field(default=10, ge=1, le=100)
+    group: Name = Field(description="its name")
+    query: Text = Field(min_length=1, description="what to find")
+    limit: int = Field(default=10, ge=1, le=100, description="hits")
 
 
 class EntitiesIn(In):
-    kind: Literal["person", "name", "code"] | None = None
-    limit: int = Field(default=50, ge=1, le=200)
-    cursor: Text | None = None
+    kind: Literal["person", "name", "code"] | None = Field(default=None, description="only")
+    limit: int = Field(default=50, ge=1, le=200, description="a page")
+    cursor: Text | None = Field(default=None, description="next page")
 
 
 class EntityIn(In):
-    entity: EntityAsked
-    limit: int = Field(default=20, ge=1, le=200)
-    cursor: Text | None = None
+    entity: EntityAsked = Field(description="a name, any case")
+    limit: int = Field(default=20, ge=1, le=200, description="a page")
+    cursor: Text | None = Field(default=None, description="next page")
+
+
+class ListIn(In):
+    """GET …/memories' filters."""
+
+    scope: Literal["self", "all"] = Field(default="all", description="self: its own")
+    type: MemoryType | None = Field(default=None, description="only")
+    tags: list[Tag] | None = Field(default=None, description="any of")
+    min_importance: float | None = Field(default=None, ge=0, le=10, description="at least")
+    min_confidence: float | None = Field(default=None, ge=0, le=1, description="at least")
+    sources: list[Source] | None = Field(default=None, description="any of")
+    timeframe: Phrase | None = Field(default=None, description="'last week'...")
+    include_deleted: bool = Field(default=False, description="forgotten too")
+    valid_at: Phrase | None = Field(default=None, description="default: now")
+    include: list[Include] | None = Field(default=None, description="superseded too")
+    as_of: Instant | None = Field(default=None, description="as believed then")
+    pool: Robot | None = Field(default=None, description="only")
+    entity: EntityAsked | None = Field(default=None, description="naming it")
+    limit: int = Field(default=20, ge=1, le=200, description="a page")
+    cursor: Text | None = Field(default=None, description="next page")
 
 
 class ContextIn(In):
-    strategy: Literal["balanced", "recent", "important"] = "balanced"
-    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    strategy: Literal["balanced", "recent", "important"] = Field(
+        default="balanced", description="what first"
+    )
+    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000, description="budget")
 
 
 class KeyIn(In):
-    key: Key
+    aliased: ClassVar[tuple[str, ...]] = ("key",)
+
+    key: MemoryKey = Field(description="a memory's key or #alias")
 
 
-class StateIn(KeyIn):
+class UpdateIn(MemoryIn):
+    """As PUT …/memories/{key}: every field replaced (absent: its default)."""
+
+    key: MemoryKey = Field(description="created if new")
+
+
+class ImportanceIn(KeyIn):
+    """As PATCH …/memories/{key}: what is given changes, the rest is kept."""
+
+    importance: float | None = Field(default=None, ge=0, le=10, description="new value")
+    boost: float | None = Field(default=None, ge=-10, le=10, description="or add this")
+    confidence: float | None = Field(default=None, ge=0, le=1, description="null clears")
+    source: Source | None = Field(default=None, description="null clears")
+
+
+class StateIn(In):
+    key: Key = Field(description="a state key")
     scope: Literal["robot", "group"] = Field(default="robot", description="group: its group's")
 
 
 class StateSetIn(StateIn):
     value: Any = Field(description="JSON; null deletes")
-    ttl_s: int | None = Field(default=None, ge=1)
+    ttl_s: int | None = Field(default=None, ge=1, description="expires after")
     pinned: bool = Field(default=False, description="in every prompt")
     version: int | None = Field(default=None, description="only if still at this version")
 
 
 class FactsIn(In):
-    keys: list[Key] | None = Field(default=None, description="turns by key, in order")
+    aliased: ClassVar[tuple[str, ...]] = ("keys",)
+
+    keys: list[MemoryKey] | None = Field(default=None, description="turns by key, in order")
     session: str | None = Field(default=None, description="or a conversation's turns")
 
 
 class RelatedIn(KeyIn):
-    depth: int = Field(default=1, ge=1, le=3)
-    limit: int = Field(default=10, ge=1, le=50)
+    depth: int = Field(default=1, ge=1, le=3, description="links away")
+    limit: int = Field(default=10, ge=1, le=50, description="memories")
 
 
 class LinkIn(KeyIn):
-    target: Key
-    type: LinkType = "related_to"
-    weight: float = Field(default=1.0, gt=0, le=1)
+    aliased: ClassVar[tuple[str, ...]] = ("key", "target")
+
+    target: MemoryKey = Field(description="linked to")
+    type: LinkType = Field(default="related_to", description="the link")
+    weight: float = Field(default=1.0, gt=0, le=1, description="strength")
 
 
 class ForgetIn(KeyIn):
-    hard: bool = Field(default=False, description="needs confirm=key")
-    confirm: Text | None = None
+    hard: bool = Field(default=False, description="for good: needs confirm=key")
+    confirm: Text | None = Field(default=None, description="the key again")
 
 
 class StatsIn(In):
-    days: int = Field(default=30, ge=1, le=366)
+    days: int = Field(default=30, ge=1, le=366, description="of activity")
 
 
 class TagsIn(In):
-    timeframe: Phrase | None = None
+    timeframe: Phrase | None = Field(default=None, description="'last week'...")
+
+
+Session = Annotated[str, Field(pattern=NAME_PATTERN)]
 
 
 class AppendIn(In):
-    session: Annotated[str, Field(pattern=NAME_PATTERN)]
+    session: Session = Field(description="its name")
     messages: list[dict[str, Any]] = Field(min_length=1, description="[{role, content}]")
 
 
 class WindowIn(In):
-    session: Annotated[str, Field(pattern=NAME_PATTERN)]
-    n: int | None = Field(default=None, ge=1, le=10_000)
-    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+    session: Session = Field(description="its name")
+    n: int | None = Field(default=None, ge=1, le=10_000, description="last n")
+    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000, description="budget")
 
 
 class PromptIn(In):
-    input: Text = Field(min_length=1)
-    context_window: int = Field(ge=1, le=10_000_000)
-    session: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
-    system: Text | None = None
-    overflow: Overflow = "drop"
-
-
-Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+    input: Text = Field(min_length=1, description="the user's message")
+    context_window: int = Field(ge=1, le=10_000_000, description="the model's, in tokens")
+    session: Session | None = Field(default=None, description="its history too")
+    system: Text | None = Field(default=None, description="system prompt")
+    overflow: Overflow = Field(default="drop", description="summarize: what does not fit")
 
 
 class GroupIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    group: Name
+    group: Name = Field(description="its name")
 
 
 class GroupCreateIn(GroupIn):
-    members: list[Name] = Field(min_length=1)
+    members: list[Name] = Field(min_length=1, description="robots")
     budget: int | None = Field(default=None, ge=1, le=10_000_000, description="tokens")
 
 
 class GroupMemberIn(GroupIn):
-    robot: Name | None = None
+    robot: Name | None = Field(default=None, description=ROBOT)
 
 
 class FailoverIn(GroupIn):
-    failed: Name
-    to: Name
+    failed: Name = Field(description="leaves")
+    to: Name = Field(description="joins")
 
 
 class ProfileIn(In):
-    subject: Name
+    subject: Name = Field(description="whose")
 
 
 class ProfileSetIn(ProfileIn):
@@ -186,11 +244,11 @@ class ProfileSetIn(ProfileIn):
 
 
 class SnapshotIn(In):
-    name: SnapshotName | None = None
+    name: SnapshotName | None = Field(default=None, description="optional")
 
 
 class SnapshotIdIn(In):
-    id: int = Field(ge=1, le=2**63 - 1)
+    id: int = Field(ge=1, le=2**63 - 1, description="snapshot_list's")
 
 
 # --- outputs: what structuredContent holds -----------------------------------------------
@@ -252,6 +310,15 @@ class Forgot(Out):
     hard: bool
 
 
+class Written(Out):
+    """A memory as a PUT, PATCH or restore left it."""
+
+    key: str
+    version: int
+    importance: float
+    created: bool | None = None
+
+
 class Versions(Out):
     versions: list[dict[str, Any]]
 
@@ -289,19 +356,19 @@ class PoolsIn(BaseModel):
 class PoolIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    pool: Robot
+    pool: Robot = Field(description="its name")
 
 
 class PoolPutIn(PoolIn):
-    type: Literal["shared", "team", "task"]
-    readers: list[Robot] = []
-    writers: list[Robot] = []
-    public_read: bool = False
+    type: Literal["shared", "team", "task"] = Field(description="kind")
+    readers: list[Robot] = Field(default=[], description="may read")
+    writers: list[Robot] = Field(default=[], description="may write")
+    public_read: bool = Field(default=False, description="every robot reads")
     expires_at: Instant | None = Field(default=None, description="task pools")
 
 
 class PoolGrantIn(PoolIn):
-    robot: Robot
+    robot: Robot = Field(description="granted")
     level: Literal["read", "write", "none"] = Field(description="none: revoke")
 
 

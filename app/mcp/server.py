@@ -3,15 +3,18 @@ validated by its model (in JSON mode, as a request body is), a unit of work that
 success and rolls back on error (app/unit.py, as a REST request's), and the answer as a
 compact text with its structured copy (the tool's output schema). A domain error or bad
 input is a tool error (`isError`) carrying the problem+json body, for the model to read and
-correct (MCP's rule for a tool's own errors). Resources: the namespace's statistics, tag tree
-and groups, and a robot's working memory and recent memories; a read refused, like an unknown
-tool, is a JSON-RPC error (`protocol_error`)."""
+correct (MCP's rule for a tool's own errors). The tools offered are HTM_MCP_TOOLS' (`offered`);
+made-up keys travel as short aliases both ways (app/mcp/aliases.py). Resources: the
+namespace's statistics, tag tree and groups, and a robot's working memory, recent memories and
+state, which a client may subscribe to (app/mcp/subscriptions.py); prompts for the common
+flows (app/mcp/prompts.py). A read or prompt refused, like an unknown tool or one not offered,
+is a JSON-RPC error (`protocol_error`)."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
@@ -26,8 +29,12 @@ from app.auth.caller import Caller, acts_as, may_change_groups, require_role
 from app.components import Components
 from app.config import Settings
 from app.errors import PROBLEM_BASE, DomainError, NotFound, Unprocessable
+from app.mcp.aliases import resolve, shorten
+from app.mcp.prompts import PROMPTS
 from app.mcp.resources import RESOURCES, TEMPLATES, read
-from app.mcp.tools import TOOLS, Tool
+from app.mcp.schemas import Robot
+from app.mcp.subscriptions import Listen, Subscribe
+from app.mcp.tools import TOOLS, Tool, enabled
 from app.unit import unit_of_work
 
 log = logging.getLogger(__name__)
@@ -36,6 +43,8 @@ log = logging.getLogger(__name__)
 # scope state (app/mcp/http.py: the key, X-Robot); `htm mcp` (stdio) has them for the process.
 CallerOf = Callable[[ServerRequestContext[Any]], Caller]
 RobotOf = Callable[[ServerRequestContext[Any]], str | None]
+# Whether the caller's key still holds, for a subscription that outlives its request.
+AllowedOf = Callable[[ServerRequestContext[Any]], Callable[[], Awaitable[bool]]]
 
 INSTRUCTIONS = (
     "Long-term memory with a working memory per robot. remember what matters, recall before "
@@ -89,14 +98,14 @@ def _hints(t: Tool) -> types.ToolAnnotations:
 
 
 def offered(tool: Tool, settings: Settings) -> bool:
-    """Whether the deployment offers the tool: an opt-in tool's setting is on."""
-    return tool.setting is None or bool(getattr(settings, tool.setting))
+    """Whether the deployment offers the tool: HTM_MCP_TOOLS names it or its group."""
+    return tool.name in enabled(settings.mcp_tools)
 
 
 def tool_list(*, llm: bool = True, settings: Settings | None = None) -> list[types.Tool]:
     """The tools, those that need an LLM only when one is configured (`llm`): a tool that
-    could only answer 409 would cost the model its definition for nothing; an opt-in one
-    only when its setting is on (`settings`; None: every tool)."""
+    could only answer 409 would cost the model its definition for nothing; only those
+    HTM_MCP_TOOLS offers (`settings`; None: every tool)."""
     return [
         types.Tool(
             name=t.name,
@@ -109,6 +118,18 @@ def tool_list(*, llm: bool = True, settings: Settings | None = None) -> list[typ
         for t in TOOLS.values()
         if (llm or not t.needs_llm) and (settings is None or offered(t, settings))
     ]
+
+
+def _not_offered(name: str, settings: Settings) -> NotFound:
+    """An unknown tool, or one this deployment does not offer: which, and what is."""
+    here = ", ".join(t for t in TOOLS if t in enabled(settings.mcp_tools))
+    tool = TOOLS.get(name)
+    if tool is None:
+        return NotFound(f"no tool {name!r}; tools here: {here}")
+    return NotFound(
+        f"tool {name!r} is not offered here (HTM_MCP_TOOLS={settings.mcp_tools}): add "
+        f"{name} or its group {tool.group} to HTM_MCP_TOOLS; tools here: {here}"
+    )
 
 
 def _error(problem: dict[str, Any]) -> types.CallToolResult:
@@ -165,6 +186,12 @@ def protocol_error(exc: DomainError, **context: Any) -> MCPError:
     return MCPError(code, exc.detail, problem)
 
 
+class _Robot(BaseModel):
+    """A prompt's `robot` argument, checked as a tool's is."""
+
+    robot: Robot | None = None
+
+
 def robot_for(given: BaseModel, default: str | None) -> str:
     robot = getattr(given, "robot", None) or default
     if robot is None:
@@ -188,13 +215,28 @@ async def call(
     if tool.name.startswith("group_") and not tool.read_only:
         may_change_groups(caller)
     async with unit_of_work(c, caller) as unit:
-        return await tool.run(unit, given, robot)
+        given = await resolve(unit, robot, given)
+        out, text = await tool.run(unit, given, robot)
+        return out, await shorten(unit, text)
+
+
+async def _always() -> bool:
+    return True
 
 
 def build_server(
-    components: Callable[[], Components], caller_of: CallerOf, robot_of: RobotOf
+    components: Callable[[], Components],
+    caller_of: CallerOf,
+    robot_of: RobotOf,
+    allowed_of: AllowedOf = lambda ctx: _always,
+    *,
+    lasting: bool = False,
 ) -> Server[Any]:
+    """`lasting`: the connection outlives a request (stdio), so the handshake-era
+    `resources/subscribe` can push on it; `/mcp` is stateless."""
     h = _Handlers(components, caller_of, robot_of)
+    listen = Listen(components, caller_of, allowed_of, protocol_error)
+    legacy = Subscribe(listen) if lasting else None
     return Server(
         "htm",
         version=VERSION,
@@ -204,6 +246,11 @@ def build_server(
         on_list_resources=h.list_resources,
         on_list_resource_templates=h.list_templates,
         on_read_resource=h.read_resource,
+        on_subscriptions_listen=listen,
+        on_subscribe_resource=legacy.subscribe if legacy else None,
+        on_unsubscribe_resource=legacy.unsubscribe if legacy else None,
+        on_list_prompts=h.list_prompts,
+        on_get_prompt=h.get_prompt,
     )
 
 
@@ -227,12 +274,10 @@ class _Handlers:
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        settings = self.components().settings
         tool = TOOLS.get(params.name)
-        if tool is not None and not offered(tool, self.components().settings):
-            tool = None
-        if tool is None:  # a protocol error, as MCP says of an unknown tool
-            missing = NotFound(f"no tool {params.name!r}; tools: {', '.join(TOOLS)}")
-            raise protocol_error(missing, tool=params.name)
+        if tool is None or not offered(tool, settings):  # a protocol error, as MCP says
+            raise protocol_error(_not_offered(params.name, settings), tool=params.name)
         try:
             out, text = await call(
                 self.components(),
@@ -248,6 +293,62 @@ class _Handlers:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=out.model_dump(mode="json", exclude_none=True),
+        )
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(
+                    name=p.name,
+                    title=p.title,
+                    description=p.description,
+                    arguments=[
+                        types.PromptArgument(
+                            name=a.name, description=a.description, required=a.required
+                        )
+                        for a in p.arguments
+                    ],
+                )
+                for p in PROMPTS.values()
+            ]
+        )
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        """A prompt's messages, run as its tool is (role, robot, unit of work); a refusal or
+        bad argument is a JSON-RPC error carrying the problem, as a resource's is."""
+        prompt = PROMPTS.get(params.name)
+        args = dict(params.arguments or {})
+        try:
+            if prompt is None:
+                raise NotFound(f"no prompt {params.name!r}; prompts: {', '.join(PROMPTS)}")
+            known = {a.name for a in prompt.arguments}
+            unknown = sorted(set(args) - known)
+            if unknown:
+                message = f"no argument {', '.join(unknown)}; arguments: {', '.join(sorted(known))}"
+                raise Unprocessable(message, errors=[{"field": unknown[0], "message": message}])
+            caller = self.caller_of(ctx)
+            require_role(caller, prompt.role)
+            robot = robot_for(
+                _Robot.model_validate({"robot": args.get("robot")}),
+                self.robot_of(ctx) or caller.robot,
+            )
+            acts_as(caller, robot)
+            async with unit_of_work(self.components(), caller) as unit:
+                text = await shorten(unit, await prompt.run(unit, args, robot))
+        except ValidationError as exc:
+            problem = _invalid(exc).structured_content or {}
+            raise MCPError(INVALID_PARAMS, str(problem.get("detail")), problem) from None
+        except DomainError as exc:
+            raise protocol_error(exc, prompt=params.name) from None
+        return types.GetPromptResult(
+            description=prompt.description,
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+            ],
         )
 
     async def list_resources(

@@ -1,12 +1,13 @@
 """The tool table: each tool's name, title, description, input and output models, the role
 it needs (as its REST route's method does), its hints, and what it runs: a service of the
 call's unit of work (app/unit.py), as the REST route calls it. Each answers a compact text
-(memory text with key, score and date, not the REST JSON) and its structured copy."""
+(memory text with key and date, not the REST JSON) and its structured copy."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import orjson
@@ -42,10 +43,12 @@ from app.mcp.schemas import (
     GroupRecallIn,
     Hit,
     Hits,
+    ImportanceIn,
     In,
     KeyIn,
     Linked,
     LinkIn,
+    ListIn,
     Messages,
     Out,
     Pool,
@@ -72,12 +75,14 @@ from app.mcp.schemas import (
     StateSetIn,
     StatsIn,
     TagsIn,
+    UpdateIn,
     Versions,
     WindowIn,
-    score,
+    Written,
     when,
 )
-from app.memories.schemas import MemoryCreate
+from app.memories.model import ListFilters
+from app.memories.schemas import ImportanceChange, MemoryCreate, MemoryUpsert
 from app.profiles.schemas import ProfilePatch, ProfileRead
 from app.prompt.schemas import PromptRequest
 from app.recall.schemas import RecallFilters, RecallRequest
@@ -106,7 +111,7 @@ class Tool:
     idempotent: bool = False
     needs_robot: bool = True  # the group tools name their robots themselves
     needs_llm: bool = False  # listed only when an LLM is configured
-    setting: str | None = None  # listed and called only when this setting is on
+    group: str = "memories"  # what HTM_MCP_TOOLS may name instead of each tool
 
 
 def _json(x: Any) -> str:
@@ -148,7 +153,7 @@ async def _extract_facts(u: UnitOfWork, i: FactsIn, robot: str) -> Answer:
     return Facts(facts=facts), "\n".join(lines) or "no facts found"
 
 
-def _recall_request(i: RecallIn) -> RecallRequest:
+def recall_request(i: RecallIn) -> RecallRequest:
     return RecallRequest(
         query=i.query,
         limit=i.limit,
@@ -160,29 +165,33 @@ def _recall_request(i: RecallIn) -> RecallRequest:
     )
 
 
-def _hits(result: Any) -> Answer:
-    hits = [
-        Hit(key=h.key, score=round(h.score, 2), date=when(h.created_at), content=h.content)
-        for h in result.hits
-    ]
-    return Hits(hits=hits), hit_lines(hits) or "no memories found"
+def hits_of(result: Any) -> tuple[Hits, str]:
+    hits = Hits(
+        hits=[
+            Hit(key=h.key, score=round(h.score, 2), date=when(h.created_at), content=h.content)
+            for h in result.hits
+        ]
+    )
+    return hits, hit_lines(hits.hits) or "no memories found"
 
 
 def hit_lines(hits: list[Hit]) -> str:
-    """A date line, then `key score: content` per hit of that date (a date shared by hits is
-    said once): key, score and date cost a model a few tokens a hit, not a JSON record."""
+    """A date line, then `key: content` per hit of that date, best first (a date shared by
+    hits is said once): key and date cost a model a few tokens a hit, not a JSON record. The
+    score is the structured copy's: the order says it, and its 2 tokens a hit are what a
+    made-up key's alias needs to keep a recall within 1.3 x the text it carries."""
     lines: list[str] = []
     last = None
     for h in hits:
         if h.date != last:
             lines.append(h.date)
             last = h.date
-        lines.append(f"{h.key} {score(h.score)}: {h.content}")
+        lines.append(f"{h.key}: {h.content}")
     return "\n".join(lines)
 
 
 async def _recall(u: UnitOfWork, i: RecallIn, robot: str) -> Answer:
-    return _hits(await u.recall.recall(robot, _recall_request(i)))
+    return hits_of(await u.recall.recall(robot, recall_request(i)))
 
 
 async def _context(u: UnitOfWork, i: ContextIn, robot: str) -> Answer:
@@ -195,6 +204,52 @@ async def _forget(u: UnitOfWork, i: ForgetIn, robot: str) -> Answer:
     await u.memories.forget(robot, i.key, i.hard, i.confirm)
     how = "deleted for good" if i.hard else "forgot (restorable)"
     return Forgot(key=i.key, hard=i.hard), f"{how}: {i.key}"
+
+
+async def _restore(u: UnitOfWork, i: KeyIn, robot: str) -> Answer:
+    """As POST …/memories/{key}/restore."""
+    m = await u.memories.restore(robot, i.key)
+    out = Written(key=m.key, version=m.version, importance=m.importance)
+    return out, f"restored {m.key}"
+
+
+async def _update(u: UnitOfWork, i: UpdateIn, robot: str) -> Answer:
+    """As PUT …/memories/{key}: creates the key or replaces its fields."""
+    body = MemoryUpsert.model_validate(i.model_dump(exclude={"robot", "key"}, exclude_unset=True))
+    m = await u.memories.upsert(robot, i.key, body)
+    out = Written(key=m.key, version=m.version, importance=m.importance, created=m.created)
+    return out, f"{'created' if m.created else 'updated'} {m.key} v{m.version}"
+
+
+async def _importance(u: UnitOfWork, i: ImportanceIn, robot: str) -> Answer:
+    """As PATCH …/memories/{key}: what is given changes (a change of nothing writes none)."""
+    given = i.model_dump(exclude={"robot", "key"}, exclude_unset=True)
+    m = await u.memories.adjust_importance(robot, i.key, ImportanceChange.model_validate(given))
+    out = Written(key=m.key, version=m.version, importance=m.importance)
+    return out, f"{m.key} v{m.version}: importance {m.importance:g}"
+
+
+async def _list(u: UnitOfWork, i: ListIn, robot: str) -> Answer:
+    """As GET …/memories, its filters and pages (newest first)."""
+    filters = ListFilters(
+        pool=i.pool,
+        type=i.type,
+        tags_any=i.tags,
+        min_importance=i.min_importance,
+        min_confidence=i.min_confidence,
+        sources=i.sources,
+        include_deleted=i.include_deleted,
+        as_of=i.as_of,
+    )
+    page = await u.reader.list(
+        robot, i.scope, filters, timeframe=i.timeframe, limit=i.limit, cursor=i.cursor,
+        valid_at=i.valid_at, include=i.include or [], entity=i.entity,
+    )  # fmt: skip
+    rows = [{"key": m.key, "date": when(m.created_at), "content": m.content} for m in page.items]
+    text = "\n".join(f"{r['date']} {r['key']}: {r['content']}" for r in rows)
+    if page.next_cursor:
+        text += f"\nmore: cursor={page.next_cursor}"
+    return About(memories=rows, next_cursor=page.next_cursor), text or "no memories"
 
 
 async def _stats(u: UnitOfWork, i: StatsIn, robot: str) -> Answer:
@@ -355,19 +410,29 @@ async def _group_recall(u: UnitOfWork, i: GroupRecallIn, robot: str) -> Answer:
     member = robot if robot in g.members else g.members[0]
     request = RecallRequest(query=i.query, limit=i.limit)
     # Read as the group: what every member may read, not the member's own private memories.
-    return _hits(await u.recall.recall(member, request, reader=group_row_name(i.group)))
+    return hits_of(await u.recall.recall(member, request, reader=group_row_name(i.group)))
 
 
 _TOOLS = [
     Tool("remember", "Remember", "Store a memory (durable), then place it in working memory.",
          RememberIn, Remembered, "writer", _remember),
     Tool("recall", "Recall", "Search memories (current facts), load the hits into working "
-         "memory. Answers a date line, then `key score: content` a hit.", RecallIn, Hits,
+         "memory. Answers a date line, then `key: content` a hit, best first.", RecallIn, Hits,
          "writer", _recall),
     Tool("context", "Working memory", "Working memory as prompt text, within a token budget.",
          ContextIn, Context, "reader", _context, read_only=True, idempotent=True),
     Tool("forget", "Forget", "Forget a memory (restorable; hard=true with confirm=key: for good).",
          ForgetIn, Forgot, "writer", _forget, destructive=True, idempotent=True),
+    Tool("memory_restore", "Restore", "Undo a forget.", KeyIn, Written, "writer", _restore,
+         idempotent=True),
+    Tool("memory_update", "Update", "Create or replace a memory: every field (absent: "
+         "default), as a new version.", UpdateIn, Written, "writer", _update, destructive=True,
+         idempotent=True),
+    Tool("memory_importance", "Importance", "Change a memory's importance (or boost it), "
+         "confidence or source; the rest is kept.", ImportanceIn, Written, "writer",
+         _importance, idempotent=True),
+    Tool("memory_list", "List", "Memories newest first, filtered, a page at a time.", ListIn,
+         About, "reader", _list, read_only=True, idempotent=True),
     Tool("stats", "Statistics", "The robot's working memory, memories and activity.",
          StatsIn, Body, "reader", _stats, read_only=True, idempotent=True),
     Tool("list_tags", "Tags", "The namespace's tag tree with counts.",
@@ -378,59 +443,98 @@ _TOOLS = [
          KeyIn, Chain, "reader", _history, read_only=True, idempotent=True),
     Tool("entities", "Entities", "People, names and codes the memories name, most first.",
          EntitiesIn, Entities, "reader", entities_tool, read_only=True,
-         idempotent=True),
+         idempotent=True, group="entities"),
     Tool("entity_memories", "About", "Everything about an entity, newest first.",
-         EntityIn, About, "reader", about_tool, read_only=True, idempotent=True),
+         EntityIn, About, "reader", about_tool, read_only=True, idempotent=True,
+         group="entities"),
     Tool("memory_related", "Related", "Memories linked to one, up to depth links away.",
-         RelatedIn, RelatedOut, "reader", related_tool, read_only=True, idempotent=True),
+         RelatedIn, RelatedOut, "reader", related_tool, read_only=True, idempotent=True,
+         group="links"),
     Tool("memory_link", "Link", "Link a memory to another.", LinkIn, Linked, "writer", link_tool,
-         idempotent=True),
+         idempotent=True, group="links"),
     Tool("extract_facts", "Extract facts", "An LLM turns conversation turns (keys, or a "
          "session's) into fact and preference memories.", FactsIn, Facts, "writer",
          _extract_facts, needs_llm=True),
     Tool("session_append", "Append to session", "Append messages to a conversation session.",
-         AppendIn, Messages, "writer", _append),
+         AppendIn, Messages, "writer", _append, group="sessions"),
     Tool("session_window", "Session window", "A session's last messages, oldest first.",
-         WindowIn, Messages, "writer", _window, idempotent=True),
+         WindowIn, Messages, "writer", _window, idempotent=True, group="sessions"),
     Tool("prompt", "Build prompt", "Chat messages for a model: memory, session and input, "
-         "within context_window.", PromptIn, Messages, "writer", _prompt, idempotent=True),
+         "within context_window.", PromptIn, Messages, "writer", _prompt, idempotent=True,
+         group="sessions"),
+    Tool("state_get", "Get state", "A state key's JSON value and version.", StateIn, State,
+         "reader", _state_get, read_only=True, idempotent=True, group="state"),
+    Tool("state_set", "Set state", "Set a state key (null deletes; version: only if still "
+         "at it).", StateSetIn, State, "writer", _state_set, destructive=True, group="state"),
     Tool("profile_get", "Profile", "A subject's profile: `slot: value` lines.", ProfileIn,
-         Profile, "reader", _profile_get, read_only=True, idempotent=True),
+         Profile, "reader", _profile_get, read_only=True, idempotent=True, group="profiles"),
     Tool("profile_set", "Set profile", "Set profile slots (a new value supersedes the old; "
          "null removes).", ProfileSetIn, Profile, "writer", _profile_set, destructive=True,
-         idempotent=True),
+         idempotent=True, group="profiles"),
     Tool("snapshot_create", "Snapshot", "Snapshot working memory.", SnapshotIn, Snapshot,
-         "writer", _snapshot_create),
+         "writer", _snapshot_create, group="snapshots"),
     Tool("snapshot_list", "Snapshots", "The robot's snapshots.", In, Snapshots, "reader",
-         _snapshot_list, read_only=True, idempotent=True),
+         _snapshot_list, read_only=True, idempotent=True, group="snapshots"),
     Tool("snapshot_restore", "Restore snapshot", "Working memory becomes a snapshot's (what "
          "was forgotten since is skipped).", SnapshotIdIn, Restored, "writer",
-         _snapshot_restore, destructive=True, idempotent=True),
+         _snapshot_restore, destructive=True, idempotent=True, group="snapshots"),
     Tool("group_create", "Create group", "Create or reset a robot group sharing one working "
          "memory.", GroupCreateIn, Group, "writer", _group_create, idempotent=True,
-         needs_robot=False),
+         needs_robot=False, group="groups"),
     Tool("group_join", "Join group", "A robot joins a group.", GroupMemberIn, Group, "writer",
-         _group_join, idempotent=True),
+         _group_join, idempotent=True, group="groups"),
     Tool("group_leave", "Leave group", "A robot leaves a group.", GroupMemberIn, Group, "writer",
-         _group_leave, destructive=True, idempotent=True),
+         _group_leave, destructive=True, idempotent=True, group="groups"),
     Tool("group_status", "Group status", "A group's members and budget.", GroupIn, Group,
-         "reader", _group_status, read_only=True, idempotent=True, needs_robot=False),
+         "reader", _group_status, read_only=True, idempotent=True, needs_robot=False,
+         group="groups"),
     Tool("group_failover", "Group failover", "Replace a failed member by another; the shared "
          "working memory stays.", FailoverIn, Group, "writer", _group_failover,
-         destructive=True, idempotent=True, needs_robot=False),
+         destructive=True, idempotent=True, needs_robot=False, group="groups"),
     Tool("group_recall", "Group recall", "recall, into a group's shared working memory.",
-         GroupRecallIn, Hits, "writer", _group_recall, needs_robot=False),
+         GroupRecallIn, Hits, "writer", _group_recall, needs_robot=False, group="groups"),
     Tool("pools", "Pools", "The namespace's pools and their grants.", PoolsIn, Pools,
-         "reader", list_pools, read_only=True, idempotent=True, needs_robot=False),
+         "reader", list_pools, read_only=True, idempotent=True, needs_robot=False,
+         group="pools"),
     Tool("pool_put", "Create pool", "Create or replace a pool (admin).", PoolPutIn, Pool,
-         "admin", put_pool, idempotent=True, needs_robot=False),
-    Tool("state_get", "Get state", "A state key's JSON value and version.", StateIn, State,
-         "reader", _state_get, read_only=True, idempotent=True, setting="mcp_state_tools"),
-    Tool("state_set", "Set state", "Set a state key (null deletes; version: only if still "
-         "at it).", StateSetIn, State, "writer", _state_set, destructive=True,
-         setting="mcp_state_tools"),
+         "admin", put_pool, idempotent=True, needs_robot=False, group="pools"),
     Tool("pool_grant", "Grant pool", "Set a robot's grant on a pool (admin); none revokes, "
          "at once.", PoolGrantIn, Pool, "admin", grant_pool, destructive=True,
-         idempotent=True, needs_robot=False),
+         idempotent=True, needs_robot=False, group="pools"),
 ]  # fmt: skip
 TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}
+
+# What HTM_MCP_TOOLS=default offers: an agent's loop (remember, recall, the prompt or working
+# memory for its model with the conversation it appends to, forget and undo, a fact changed,
+# its state and pinned notes), within
+# 2,500 tokens of definitions (tests/mcp/test_mcp_budget.py). The others by name or group.
+DEFAULT = (
+    "remember", "recall", "context", "forget", "memory_restore", "memory_update",
+    "session_append", "prompt", "state_get", "state_set",
+)  # fmt: skip
+GROUPS: dict[str, tuple[str, ...]] = {
+    "default": DEFAULT,
+    "all": tuple(TOOLS),
+    **{
+        g: tuple(t.name for t in _TOOLS if t.group == g)
+        for g in dict.fromkeys(t.group for t in _TOOLS)
+    },
+}
+
+
+@cache
+def enabled(spec: str) -> frozenset[str]:
+    """The tools HTM_MCP_TOOLS names: `default`, `all`, or a comma list of tool names and
+    groups (`default,pools`). An unknown name is a ValueError saying what there is."""
+    names: set[str] = set()
+    for word in (w.strip() for w in spec.split(",")):
+        if word in GROUPS:
+            names.update(GROUPS[word])
+        elif word in TOOLS:
+            names.add(word)
+        else:
+            raise ValueError(
+                f"HTM_MCP_TOOLS: no tool or group {word!r}; groups: {', '.join(GROUPS)}; "
+                f"tools: {', '.join(TOOLS)}"
+            )
+    return frozenset(names)

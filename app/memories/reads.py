@@ -113,6 +113,15 @@ class MemoryReader:
             self.access.record([row.id], self.clock())
         return to_read(row)
 
+    async def ids_of(self, keys: Sequence[str]) -> dict[str, int]:
+        """The memory ids of these keys in the caller's namespace (keys it was shown)."""
+        return await MemoryRepository(self.session).ids_of(self.caller.namespace_id, keys)
+
+    async def keys_of(self, robot_name: str, ids: Sequence[int]) -> dict[int, str]:
+        """The keys of the memories of these ids that the robot may read."""
+        reader = Reader(self.caller.namespace_id, robot_name)
+        return await MemoryRepository(self.session).keys_of(self.caller.namespace_id, ids, reader)
+
     async def feedback(self, robot_name: str, key: str, body: MemoryFeedback) -> FeedbackAccepted:
         """Feedback on whether a memory the robot may read was of use: its learned importance
         moves by the rule of app/memories/learning.py when the access-count flush writes it

@@ -260,6 +260,33 @@ class MemoryRepository:
                 s.claimed.clear()
         return out
 
+    async def ids_of(self, namespace_id: int, keys: Sequence[str]) -> dict[str, int]:
+        """Each key's memory id (MCP's short aliases of made-up keys, app/mcp/aliases.py)."""
+        rows = await self.session.execute(
+            sql("""
+            SELECT k.key, k.memory_id FROM memory_key k
+            WHERE k.namespace_id = :ns AND k.key = ANY(CAST(:keys AS text[]))"""),
+            {"ns": namespace_id, "keys": list(keys)},
+        )
+        return {r.key: r.memory_id for r in rows.all()}
+
+    async def keys_of(
+        self, namespace_id: int, ids: Sequence[int], reader: Reader
+    ) -> dict[int, str]:
+        """The keys of the memories of these ids that `reader` may read (forgotten ones too)."""
+        readable, params = reader.where()
+        rows = await self.session.execute(
+            sql(f"""
+            SELECT k.memory_id, k.key
+            FROM memory_key k
+            JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+            JOIN robot r ON r.id = m.author_robot_id
+            WHERE k.namespace_id = :ns AND k.memory_id = ANY(CAST(:ids AS bigint[]))
+              AND {readable}"""),
+            {"ns": namespace_id, "ids": list(ids), **params},
+        )
+        return {r.memory_id: r.key for r in rows.all()}
+
     async def get(
         self,
         namespace_id: int,

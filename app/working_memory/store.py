@@ -382,6 +382,13 @@ class WorkingMemoryStore:
         entries = reply[key][0] if isinstance(reply, dict) else reply[0][1]  # RESP3 : RESP2
         return [(str(i), dict(fields)) for i, fields in entries]
 
+    async def last_event(self, ns: str, robot: str) -> str:
+        """The id of the change stream's last entry ("0-0": none): following the stream after
+        it, a follower sees every change from now on (MCP's subscriptions, app/mcp/)."""
+        key = robot_keys(ns, robot).events
+        last: Any = await self._redis.xrevrange(key, count=1)
+        return str(last[0][0]) if last else "0-0"
+
     async def has_event(self, ns: str, robot: str, event_id: str) -> bool:
         """Whether the change stream still holds this entry (it keeps about the last 1,000)."""
         key = robot_keys(ns, robot).events

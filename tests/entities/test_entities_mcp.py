@@ -12,7 +12,7 @@ from tests.mcp.test_mcp_tools import mcp_session
 
 @pytest.fixture(scope="module")
 def base(live_server_factory) -> str:
-    return live_server_factory()
+    return live_server_factory(mcp_tools="all")
 
 
 async def test_everything_about_carla_over_mcp(base) -> None:

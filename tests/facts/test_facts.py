@@ -9,6 +9,7 @@ import json
 import uuid
 from typing import Any
 
+import httpx2
 import pytest
 
 from tests.mcp.test_mcp_tools import mcp_session
@@ -224,7 +225,11 @@ async def test_extract_facts_through_mcp(live_server_factory, stub) -> None:
     # (enrichment, eviction summaries; they span every namespace) must not call the stub
     # other tests share.
     base = live_server_factory(
-        llm_provider="openai", llm_url=stub.url, enrich_interval_s=3600, summary_interval_s=3600
+        llm_provider="openai",
+        llm_url=stub.url,
+        enrich_interval_s=3600,
+        summary_interval_s=3600,
+        mcp_tools="default,extract_facts",
     )
     ns = f"t-{uuid.uuid4().hex[:10]}"
     async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ana"}) as s:
@@ -245,9 +250,11 @@ async def test_extract_facts_through_mcp(live_server_factory, stub) -> None:
             ("preference", "Ana is vegetarian.", True, ["t2", "t3"]),
             ("preference", "Ana likes risotto.", True, ["t3"]),
         ]
+        async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+            made = (await http.get(f"/v1/robots/ana/memories/{facts[1]['key']}")).json()
+        # a made-up key is written as its alias (app/mcp/aliases.py)
         assert (
-            r.content[0].text.splitlines()[1]
-            == f"{facts[1]['key']} (preference): Ana is vegetarian."
+            r.content[0].text.splitlines()[1] == f"#{made['id']} (preference): Ana is vegetarian."
         )
         bad = await s.call_tool("extract_facts", {"keys": ["t1"], "session": "s1"})
         assert bad.is_error and bad.structured_content["status"] == 422
@@ -255,7 +262,8 @@ async def test_extract_facts_through_mcp(live_server_factory, stub) -> None:
 
 async def test_without_an_llm_mcp_does_not_list_the_tool(live_server_factory) -> None:
     ns = f"t-{uuid.uuid4().hex[:10]}"
-    async with mcp_session(live_server_factory(), **{"X-Namespace": ns, "X-Robot": "ana"}) as s:
+    base = live_server_factory(mcp_tools="all")
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ana"}) as s:
         listed = {t.name for t in (await s.list_tools()).tools}
         assert ("extract_facts" in listed, "remember" in listed) == (False, True)
         turn = {"key": "t1", "content": "Hi", "metadata": {"speaker": "Ana", "session": "s1"}}

@@ -11,7 +11,7 @@ from tests.mcp.test_mcp_tools import mcp_session
 
 @pytest.fixture(scope="module")
 def base(live_server_factory) -> str:
-    return live_server_factory()
+    return live_server_factory(mcp_tools="all")
 
 
 async def test_the_profile_and_snapshot_tools_have_their_hints(base) -> None:

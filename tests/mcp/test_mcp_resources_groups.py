@@ -18,7 +18,7 @@ from tests.mcp.test_mcp_tools import _key, mcp_session
 
 @pytest.fixture(scope="module")
 def base(live_server_factory) -> str:
-    return live_server_factory()
+    return live_server_factory(mcp_tools="all")
 
 
 async def _read(s, uri: str):
@@ -38,15 +38,22 @@ async def test_resources_list_and_read(base) -> None:
         assert listed == [
             "htm://stats", "htm://tags", "htm://groups",
             "htm://robots/ann/working-memory", "htm://robots/ann/recent",
+            "htm://robots/ann/state",
         ]  # fmt: skip
         templates = [t.uri_template for t in (await s.list_resource_templates()).resource_templates]
-        assert templates == ["htm://robots/{robot}/working-memory", "htm://robots/{robot}/recent"]
+        assert templates == [
+            "htm://robots/{robot}/working-memory", "htm://robots/{robot}/recent",
+            "htm://robots/{robot}/state",
+        ]  # fmt: skip
         async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
             assert await _read(s, "htm://tags") == (await http.get("/v1/tags")).json()
             assert await _read(s, "htm://groups") == (await http.get("/v1/groups")).json()
             wm = (await http.get("/v1/robots/ann/working-memory")).json()
         assert (await _read(s, "htm://stats"))["memories"] == 2
         assert await _read(s, "htm://robots/ann/working-memory") == wm
+        assert await _read(s, "htm://robots/ann/state") == {
+            "robot": {"robot": "ann", "scope": "robot", "items": [], "next": None}
+        }
         recent = await _read(s, "htm://robots/ann/recent")
         assert [(m["key"], m["content"]) for m in recent] == [
             ("two", "memory two"), ("one", "memory one")
@@ -62,7 +69,7 @@ async def test_resources_list_and_read(base) -> None:
 async def test_a_resource_of_another_robot_is_a_jsonrpc_error_logged_without_traceback(
     live_server_factory, database_url, caplog
 ) -> None:
-    base = live_server_factory(auth_enabled=True)
+    base = live_server_factory(auth_enabled=True, mcp_tools="all")
     ns = f"t-{uuid.uuid4().hex[:10]}"
     key = await _key(database_url, ns, "writer", robot="ann")
     caplog.set_level(logging.INFO)
@@ -80,6 +87,11 @@ async def test_a_resource_of_another_robot_is_a_jsonrpc_error_logged_without_tra
     assert [
         r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR
     ] == []
+    # each request is logged once, as every request (htm.request), not with the SDK's
+    # stateless transport's "Terminating session: None" (issue 49)
+    mcp_lines = [r.getMessage() for r in caplog.records if r.name == "htm.request"]
+    assert mcp_lines and all(m.startswith("POST ") for m in mcp_lines), mcp_lines
+    assert [r.getMessage() for r in caplog.records if "Terminating session" in r.getMessage()] == []
 
 
 async def test_group_tools_create_join_leave_failover_and_recall(base) -> None:

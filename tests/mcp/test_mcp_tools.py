@@ -13,19 +13,19 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from app.mcp.tools import score
-
-TOOLS = [
-    "remember", "recall", "context", "forget", "stats", "list_tags", "memory_versions",
+TOOLS = [  # HTM_MCP_TOOLS=all, without an LLM (extract_facts needs one)
+    "remember", "recall", "context", "forget", "memory_restore", "memory_update",
+    "memory_importance", "memory_list", "stats", "list_tags", "memory_versions",
     "memory_history", "entities", "entity_memories", "memory_related", "memory_link",
-    "session_append", "session_window",
-    "prompt", "profile_get", "profile_set", "snapshot_create", "snapshot_list",
+    "session_append", "session_window", "prompt", "state_get", "state_set",
+    "profile_get", "profile_set", "snapshot_create", "snapshot_list",
     "snapshot_restore", "group_create", "group_join", "group_leave", "group_status",
     "group_failover", "group_recall", "pools", "pool_put", "pool_grant",
 ]  # fmt: skip
 READERS = {
-    "context", "stats", "list_tags", "memory_versions", "memory_history", "memory_related",
-    "group_status", "profile_get", "snapshot_list", "pools", "entities", "entity_memories",
+    "context", "memory_list", "stats", "list_tags", "memory_versions", "memory_history",
+    "memory_related", "group_status", "profile_get", "snapshot_list", "pools", "entities",
+    "entity_memories", "state_get",
 }  # fmt: skip
 
 
@@ -42,7 +42,7 @@ async def mcp_session(base: str, **headers: str) -> AsyncIterator[ClientSession]
 
 @pytest.fixture(scope="module")
 def base(live_server_factory) -> str:
-    return live_server_factory()
+    return live_server_factory(mcp_tools="all")
 
 
 async def test_lists_the_tools_with_titles_hints_and_output_schemas(base) -> None:
@@ -89,10 +89,7 @@ async def test_tools_answer_compact_text_with_a_default_robot(base) -> None:
         )
         [hit] = recalled.structured_content["hits"]
         assert (hit["key"], hit["content"]) == ("tea", "Ann drinks green tea")
-        assert (
-            recalled.content[0].text
-            == f"{hit['date']}\ntea {score(hit['score'])}: Ann drinks green tea"
-        )
+        assert recalled.content[0].text == f"{hit['date']}\ntea: Ann drinks green tea"
         context = await s.call_tool("context", {"strategy": "important"})
         assert context.content[0].text == "Ann drinks green tea\n\nBob likes coffee"
         assert context.structured_content["items"] == 2
@@ -230,7 +227,7 @@ async def test_remember_and_recall_carry_confidence_and_source(base) -> None:
 
 
 async def test_with_auth_on_mcp_needs_a_key_and_its_role(live_server_factory, database_url) -> None:
-    base = live_server_factory(auth_enabled=True)
+    base = live_server_factory(auth_enabled=True, mcp_tools="all")
     async with httpx2.AsyncClient() as http:
         r = await http.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert r.status_code == 401
@@ -311,6 +308,7 @@ async def test_htm_mcp_serves_the_same_tools_over_stdio(database_url, redis_url,
         "HTM_REDIS_URL": redis_url,
         "HTM_EMBEDDING_PROVIDER": "none",
         "HTM_DATA_DIR": str(tmp_path),
+        "HTM_MCP_TOOLS": "all",
         **{k: v for k, v in os.environ.items() if k == "TIKTOKEN_CACHE_DIR"},
     }
     params = StdioServerParameters(

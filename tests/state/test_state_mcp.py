@@ -1,4 +1,4 @@
-"""The MCP tools state_get and state_set (issue 48): opt-in (HTM_MCP_STATE_TOOLS), the same
+"""The MCP tools state_get and state_set (issue 48): in the default set (HTM_MCP_TOOLS), the same
 service as the REST routes, over the official SDK client against a live server."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from tests.mcp.test_mcp_tools import mcp_session
 
 
 async def test_state_tools_round_trip_with_compare_and_set(live_server_factory) -> None:
-    base = live_server_factory(mcp_state_tools=True)
+    base = live_server_factory()
     ns = f"t-{uuid.uuid4().hex[:12]}"
     async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "agent"}) as s:
         names = [t.name for t in (await s.list_tools()).tools]
@@ -41,8 +41,10 @@ async def test_state_tools_round_trip_with_compare_and_set(live_server_factory) 
         assert (missing.is_error, missing.structured_content["status"]) == (True, 404)
 
 
-async def test_state_tools_are_not_offered_by_default(live_server_factory) -> None:
-    base = live_server_factory()
+async def test_state_tools_are_not_offered_when_the_setting_leaves_them_out(
+    live_server_factory,
+) -> None:
+    base = live_server_factory(mcp_tools="remember,recall")
     async with mcp_session(base, **{"X-Namespace": f"t-{uuid.uuid4().hex[:12]}"}) as s:
         assert not [t.name for t in (await s.list_tools()).tools if t.name.startswith("state")]
         with pytest.raises(MCPError):

@@ -16,7 +16,7 @@ PROBLEM = "application/problem+json"
 
 @pytest.fixture(scope="module")
 def base(live_server_factory) -> str:
-    return live_server_factory(auth_enabled=True)
+    return live_server_factory(auth_enabled=True, mcp_tools="all")
 
 
 async def test_a_bound_key_acts_only_as_its_robot(base, database_url) -> None:
@@ -71,7 +71,7 @@ async def test_a_bound_key_acts_only_as_its_robot(base, database_url) -> None:
 
 
 async def test_mcp_tools_read_and_write_by_visibility(live_server_factory) -> None:
-    base = live_server_factory()
+    base = live_server_factory(mcp_tools="all")
     ns = {"X-Namespace": f"t-{uuid.uuid4().hex[:10]}"}
     async with mcp_session(base, **ns, **{"X-Robot": "ann"}) as ann:
         r = await ann.call_tool(

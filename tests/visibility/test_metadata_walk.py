@@ -106,7 +106,7 @@ class Walk:
 
 @pytest.fixture(scope="module")
 def base(live_server_factory) -> str:
-    return live_server_factory(auth_enabled=True)
+    return live_server_factory(auth_enabled=True, mcp_tools="all")
 
 
 async def _build(http: httpx.AsyncClient, admin: dict[str, str], database_url: str, ns: str):
@@ -294,7 +294,7 @@ def _snapshot(walk: Walk, robot: str, call: str, body: dict[str, Any]) -> None:
     walk.count(robot, call, "readable", body["readable"], len(READABLE[robot] - {"fact-old"}))
 
 
-MCP_KEYED = {"memory_versions", "memory_history", "memory_related"}
+MCP_KEYED = {"memory_versions", "memory_history", "memory_related", "memory_restore"}
 
 
 async def _mcp(walk: Walk, base: str, robot: str, key: str) -> None:
@@ -311,6 +311,11 @@ async def _mcp(walk: Walk, base: str, robot: str, key: str) -> None:
         ("entity_memories", {"entity": "ann", "limit": 200}),
         *((name, {"key": k}) for name in sorted(MCP_KEYED) for k in KEYS),
         *(("memory_link", {"key": f"mcp-{robot}", "target": k}) for k in hidden),
+        *(("memory_importance", {"key": k, "boost": 1}) for k in hidden),
+        *(("memory_update", {"key": k, "content": "zebra"}) for k in hidden),
+        ("memory_list", {"limit": 200}),
+        ("state_set", {"key": "note", "value": "zebra"}),
+        ("state_get", {"key": "note"}),
         ("session_append", {"session": "s2", "messages": [{"role": "user", "content": "z"}]}),
         ("session_window", {"session": "s2"}),
         ("prompt", {"input": "zebra", "context_window": 8000}),

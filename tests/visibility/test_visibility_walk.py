@@ -294,7 +294,7 @@ async def test_no_route_shows_another_robots_private_memory(client) -> None:
 async def test_no_mcp_tool_shows_another_robots_private_memory(live_server_factory) -> None:
     from tests.mcp.test_mcp_tools import mcp_session
 
-    base = live_server_factory()
+    base = live_server_factory(mcp_tools="all")
     ns = {"X-Namespace": f"t-{__import__('uuid').uuid4().hex[:10]}"}
     async with mcp_session(base, **ns, **{"X-Robot": "ann"}) as ann:
         r = await ann.call_tool(
@@ -319,6 +319,10 @@ async def test_no_mcp_tool_shows_another_robots_private_memory(live_server_facto
         "group_recall": {"group": "g", "query": "zebra"},
         "group_status": {"group": "g"},
         "pools": {},
+        "memory_list": {},
+        "memory_restore": {"key": "ann-private"},
+        "memory_importance": {"key": "ann-private", "boost": 1},
+        "memory_update": {"key": "ann-private", "content": "bob's"},
     }
     async with mcp_session(base, **ns, **{"X-Robot": "bob"}) as bob:
         listed = {t.name for t in (await bob.list_tools()).tools}
