@@ -34,13 +34,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 def requests(samples: Samples, method: str, route: str, status: int) -> float:
-    return value(
-        samples,
-        "htm_http_request_duration_seconds_count",
-        method=method,
-        route=route,
-        status=str(status),
-    )
+    return value(samples, "htm_http_requests_total", method=method, route=route, status=str(status))
 
 
 async def test_known_traffic_moves_each_counter_by_exactly_its_amount(client) -> None:
@@ -187,8 +181,7 @@ async def test_mcp_requests_are_counted_under_their_own_route(live_server_factor
             mcp = {
                 (dict(labels)["method"], dict(labels)["status"]): n
                 for (name, labels), n in samples.items()
-                if name == "htm_http_request_duration_seconds_count"
-                and dict(labels)["route"] == "/mcp"
+                if name == "htm_http_requests_total" and dict(labels)["route"] == "/mcp"
             }
             if sum(mcp.values()) >= 4:
                 break
