@@ -52,7 +52,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = root / "dist"
     listed = run(["bash", str(root / "clients" / "build.sh"), sys.executable, str(out)], root)
     names = [f"htm-client-{VERSION}.tgz", f"htm_client-{VERSION}-py3-none-any.whl"]
-    assert listed.split() == sorted(p.name for p in out.iterdir()) == names
+    assert sorted(listed.split()) == sorted(p.name for p in out.iterdir()) == names
     return out
 
 
