@@ -80,14 +80,14 @@ bench-quick: install
 bench-large: install
 	$(PY) -m bench --large --skip-model $(BENCH_ARGS)
 
-# `make clients`: the client packages' generated code from the committed spec (not committed):
-# clients/python/htm_client (openapi-python-client) and clients/typescript/src/schema.d.ts
-# (openapi-typescript, after `npm ci`). Build them as their READMEs say.
+# `make clients`: the client packages from the committed spec (clients/build.sh): the
+# generated code (clients/python/htm_client by openapi-python-client, and
+# clients/typescript/src/schema.d.ts by openapi-typescript after `npm ci`; not committed),
+# then a wheel and an npm tarball in clients/dist/ (what .github/workflows/release.yml
+# publishes on a tag).
 clients: install
-	rm -rf clients/python/htm_client
-	$(PY) -m openapi_python_client generate --path openapi/openapi.json \
-		--config clients/python/generate.yml --meta none --output-path clients/python/htm_client
-	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run generate
+	rm -rf clients/dist
+	clients/build.sh $(PY) clients/dist
 
 # `make bench-cli`: how long each `htm` command that needs no model takes to print its first
 # line, and `htm mcp` to answer `initialize` (about a minute); writes bench/results/cli-start.md.

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.routing import Route
 
 from app import VERSION
 from app.config import Settings, get_settings
@@ -18,7 +17,7 @@ from app.http.middleware import BodyGate
 from app.http.openapi import install_docs, install_openapi
 from app.http.problems import install_error_handlers
 from app.http.routes import ROUTERS
-from app.http.routing import skip_unmatched_routers
+from app.http.routing import AsgiRoute, skip_unmatched_routers
 from app.lifespan import background, open_components
 from app.mcp.http import McpEndpoint
 from app.observability.middleware import RequestObserver
@@ -58,7 +57,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
         app.include_router(router)
     skip_unmatched_routers(app)
     # The MCP transport (an ASGI app of its own, every method): not a REST route.
-    app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
+    app.router.routes.append(AsgiRoute("/mcp", mcp, include_in_schema=False))
     return app
 
 

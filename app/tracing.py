@@ -2,11 +2,13 @@
 
 A request's span is FastAPI's own (it continues a caller's `traceparent`).
 `dependency(name, **attributes)` wraps one call to PostgreSQL, Redis, the embedder, the LLM
-or the reranker: a client span (a child of the request's)
-and its duration in `TIMINGS`, which /metrics reports as `htm_dependency_seconds`. Spans are
-exported by OTLP when the standard OTEL_* variables ask for it (`configure`: an OTLP
-endpoint, or OTEL_TRACES_EXPORTER=otlp); without them the API's tracer records nothing, and
-only the timings are kept.
+or the reranker: a client span (a child of the request's) and its duration in `TIMINGS`,
+which /metrics reports as `htm_dependency_seconds`. `database_call` does so for PostgreSQL
+and Redis, their spans named and described by the OpenTelemetry database conventions
+(app/db/spans.py, app/working_memory/store.py). Spans are exported by OTLP when the
+standard OTEL_* variables ask for it (`configure`: an OTLP endpoint, or
+OTEL_TRACES_EXPORTER=otlp); without them the API's tracer records nothing, and only the
+timings are kept.
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ import contextlib
 import os
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from opentelemetry import trace
 
 tracer = trace.get_tracer("htm")
 
-# Upper bounds in seconds, as Prometheus' defaults start, finer below 10 ms.
-BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Upper bounds in seconds: a Redis script or an index lookup takes 0.1-1 ms, a search
+# 2-10 ms, an embedding ~13 ms, a model's or reranker's answer up to seconds.
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5, 10.0)
 DEPENDENCIES = ("postgresql", "redis", "embedder", "llm", "reranker")
 
 
@@ -72,15 +75,27 @@ class _Timed:
 def dependency(name: str, **attributes: Any) -> contextlib.AbstractContextManager[trace.Span]:
     if not tracing():
         return _Timed(name)
-    return _spanned(name, attributes)
+    return _spanned(name, name, attributes)
+
+
+def database_call(
+    name: str, describe: Callable[[], tuple[str, dict[str, Any]]]
+) -> contextlib.AbstractContextManager[trace.Span]:
+    """`dependency` for a database call (PostgreSQL, Redis), its span named and described by
+    the OpenTelemetry database conventions: `describe()` gives the span's name and
+    attributes, called only when spans are recorded."""
+    if not tracing():
+        return _Timed(name)
+    span_name, attributes = describe()
+    return _spanned(name, span_name, attributes)
 
 
 @contextlib.contextmanager
-def _spanned(name: str, attributes: dict[str, Any]) -> Iterator[trace.Span]:
+def _spanned(name: str, span_name: str, attributes: dict[str, Any]) -> Iterator[trace.Span]:
     started = time.perf_counter()
     try:
         with tracer.start_as_current_span(
-            name, kind=trace.SpanKind.CLIENT, attributes=attributes
+            span_name, kind=trace.SpanKind.CLIENT, attributes=attributes
         ) as span:
             yield span
     finally:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import asyncpg
@@ -27,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import TextClause
 
 from app.db.rows import Result, Row
+from app.db.spans import statement_span
 from app.db.sql import bound
 from app.errors import (
     DB_TIMEOUT,
@@ -38,7 +38,7 @@ from app.errors import (
     is_database_gone,
     is_statement_timeout,
 )
-from app.tracing import dependency
+from app.tracing import database_call
 
 
 def connection_lost(exc: BaseException, driver: asyncpg.Connection | None) -> bool:
@@ -70,12 +70,6 @@ class DatabaseErrors:
 
     unavailable: int = 0
     timeouts: int = 0
-
-
-@lru_cache(maxsize=1024)
-def _operation(sql: str) -> str:
-    """The statement's first word (WITH, SELECT, INSERT...): a span's name for it."""
-    return sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
 
 
 class DbSession:
@@ -168,7 +162,7 @@ class DbSession:
         driver = self._driver if self._tx is not None else await self._begin()
         assert driver is not None
         sql, args, many = bound(clause, params)
-        with dependency("postgresql", **{"db.operation.name": _operation(sql)}):
+        with database_call("postgresql", lambda: statement_span(sql, self._engine.url)):
             if many:
                 await self._guarded(lambda: driver.executemany(sql, args))
                 return Result([])

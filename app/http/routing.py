@@ -30,7 +30,7 @@ from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette._utils import get_route_path
-from starlette.routing import Match
+from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from app.common import parse_json
@@ -98,6 +98,19 @@ def _auth_on(request: Request) -> bool:
 # --- matching: a router none of whose paths fits is passed over in one regex -----------------
 
 _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+class AsgiRoute(Route):
+    """A plain ASGI app at a path (the MCP transport at /mcp) that names itself in the scope,
+    as an API route does: FastAPI's router sets `scope["route"]` only for its own routes, and
+    without it the request would be counted under route="unmatched" (the label of paths no
+    route fits; app/observability/middleware.py)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child["route"] = self
+        return match, child
 
 
 def skip_unmatched_routers(app: FastAPI) -> None:

@@ -52,7 +52,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
-from app.tracing import dependency
+from app.tracing import database_call
 from app.working_memory.items import (
     MAX_INT,
     Outline,
@@ -206,6 +206,28 @@ def register_scripts(redis: aioredis.Redis | RedisCluster) -> dict[str, Any]:
     return {name: redis.register_script(script_source(name)) for name in SCRIPT_PARTS}
 
 
+def _server(redis: aioredis.Redis | RedisCluster) -> dict[str, Any]:
+    """The span attributes naming the Redis server: its address and port (a cluster's first
+    node: a script runs on its key's master, which a span does not learn) and, for a single
+    server over TCP, the database index (db.namespace)."""
+    attributes: dict[str, Any] = {"db.system.name": "redis"}
+    host: Any
+    port: Any
+    db: Any
+    if isinstance(redis, RedisCluster):
+        node = redis.get_default_node()
+        host, port, db = (node.host, node.port, None) if node is not None else (None, None, None)
+    else:
+        kwargs = redis.connection_pool.connection_kwargs
+        host, port, db = kwargs.get("host"), kwargs.get("port"), kwargs.get("db")
+    if host:
+        attributes["server.address"] = host
+        attributes["server.port"] = int(port or 6379)
+    if db is not None:
+        attributes["db.namespace"] = str(db)
+    return attributes
+
+
 class WorkingMemoryStore:
     """Per-robot working memory in Redis or Redis Cluster. Needs a decode_responses=True client.
 
@@ -216,13 +238,14 @@ class WorkingMemoryStore:
     def __init__(self, redis: aioredis.Redis | RedisCluster) -> None:
         self._redis = redis
         self._scripts = register_scripts(redis)
+        self._server = _server(redis)
         self.pending_waits = 0  # reads that found a recall's load pending (tests, /metrics)
 
     async def _run(self, name: str, ns: str, robot: str, args: list[str]) -> list[Any]:
         keys = robot_keys(ns, robot)
         wait_s = PENDING_POLL_S
         while True:
-            with dependency("redis", **{"db.operation.name": name}):
+            with database_call("redis", lambda: self._script_span(name)):
                 reply = await self._scripts[name](keys=keys, args=args)
             if reply[0] != "PENDING":
                 break
@@ -234,6 +257,17 @@ class WorkingMemoryStore:
         if reply[0] == "NOINIT":
             raise WorkingMemoryNotInitialized(ns, robot)
         return list(reply[1:])
+
+    def _script_span(self, name: str) -> tuple[str, dict[str, Any]]:
+        """A script call's span by the OpenTelemetry database conventions: the command
+        (EVALSHA; redis-py loads the script and retries on NOSCRIPT) and the script's name,
+        "EVALSHA place"."""
+        attributes = {
+            **self._server,
+            "db.operation.name": "EVALSHA",
+            "db.stored_procedure.name": name,
+        }
+        return f"EVALSHA {name}", attributes
 
     @staticmethod
     def _place_result(reply: list[Any]) -> PlaceResult:

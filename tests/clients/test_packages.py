@@ -1,11 +1,13 @@
-"""The client packages (clients/python, clients/typescript): generated from the committed
-spec as `make clients` does, built, installed into a clean environment (a new venv; a new npm
-project) and their README's quickstart run against a live service. Their versions are the
-API's."""
+"""The client packages (clients/python, clients/typescript): built from the committed spec
+by clients/build.sh (what `make clients` and the release workflow run) into a wheel and an npm
+tarball, installed into a clean environment (a new venv; a new npm project), and their
+README's quickstart and agent loop run against a live service; the TypeScript ones compiled
+with `tsc --strict` first. Their versions are the API's."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -34,52 +36,118 @@ def test_the_packages_carry_the_api_s_version() -> None:
     assert python["project"]["version"] == typescript["version"] == spec == VERSION
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """clients/build.sh run on a copy of clients/ (the tree's generated files left alone),
+    the spec beside it as in the repository: the directory of what it built."""
+    if shutil.which("npm") is None:
+        pytest.skip("needs node and npm")
+    root = tmp_path_factory.mktemp("clients")
+    generated = shutil.ignore_patterns(
+        "htm_client", "build", "dist", "node_modules", "*.tgz", "schema.d.ts", "*.egg-info"
+    )
+    shutil.copytree(CLIENTS, root / "clients", ignore=generated)
+    (root / "openapi").mkdir()
+    shutil.copy(SPEC_PATH, root / "openapi" / "openapi.json")
+    out = root / "dist"
+    listed = run(["bash", str(root / "clients" / "build.sh"), sys.executable, str(out)], root)
+    names = [f"htm-client-{VERSION}.tgz", f"htm_client-{VERSION}-py3-none-any.whl"]
+    assert sorted(listed.split()) == sorted(p.name for p in out.iterdir()) == names
+    return out
+
+
 def check(out: list[str], admitted: str) -> None:
     """The made-up key and its admission, then a line per hit: this one among them."""
     key, said = out[0].split()
-    assert key.startswith("m-") and said == admitted
+    assert said == admitted
     assert any(line.startswith(f"{key} ") and line.endswith(" Staging runs PostgreSQL 18.")
                for line in out[1:]), out  # fmt: skip
 
 
-def test_the_python_package_builds_installs_and_runs_its_quickstart(
-    client_server, tmp_path: Path
+# What agent_loop.py and agent_loop.ts print: each statement held in working memory, each
+# question answered by the statement it asks about, then the context they make.
+AGENT_LOOP = [
+    "remembered and holding: The staging database runs PostgreSQL 18.",
+    "remembered and holding: Deploys happen on Fridays after the backup.",
+    "When do deploys happen? → Deploys happen on Fridays after the backup.",
+    "Which database runs staging? → The staging database runs PostgreSQL 18.",
+]
+
+
+def check_agent_loop(out: list[str]) -> None:
+    assert out[:4] == AGENT_LOOP
+    assert re.fullmatch(r"context: 2 items, \d+ tokens", out[4]) and len(out) == 5, out
+
+
+def test_the_python_wheel_installs_and_runs_its_quickstart_and_agent_loop(
+    client_server, built: Path, tmp_path: Path
 ) -> None:
     url, key = client_server
-    pkg = tmp_path / "python"
-    shutil.copytree(CLIENTS / "python", pkg, ignore=shutil.ignore_patterns("htm_client", "build"))
-    generate = [sys.executable, "-m", "openapi_python_client", "generate", "--path",
-                str(SPEC_PATH), "--config", "generate.yml", "--meta", "none",
-                "--output-path", "htm_client"]  # fmt: skip
-    run(generate, pkg)
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
-         str(pkg)], tmp_path)  # fmt: skip
-    [wheel] = (tmp_path / "dist").glob("htm_client-*.whl")
-    assert wheel.name == f"htm_client-{VERSION}-py3-none-any.whl"
     run([sys.executable, "-m", "venv", str(tmp_path / "clean")], tmp_path)
     python = tmp_path / "clean" / "bin" / "python"
+    wheel = built / f"htm_client-{VERSION}-py3-none-any.whl"
     run([str(python), "-m", "pip", "install", "-q", str(wheel)], tmp_path)
+    pkg = CLIENTS / "python"
     check(run([str(python), str(pkg / "quickstart.py"), url, key], tmp_path).splitlines(), "True")
+    loop = run([str(python), str(pkg / "agent_loop.py"), url, key, "agent-py"], tmp_path)
+    check_agent_loop(loop.splitlines())
 
 
-@pytest.mark.skipif(shutil.which("npm") is None, reason="needs node and npm")
-def test_the_typescript_package_packs_installs_and_runs_its_quickstart(
-    client_server, tmp_path: Path
+def readme_typescript() -> str:
+    """The TypeScript README's quickstart, as a reader copies it."""
+    text = (CLIENTS / "typescript" / "README.md").read_text()
+    [block] = re.findall(r"```ts\n(.*?)```", text, re.S)
+    return block
+
+
+TSCONFIG = {
+    "compilerOptions": {
+        "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",
+        "strict": True, "noEmitOnError": True, "outDir": "dist", "types": [],
+    },
+    "files": ["quickstart.ts", "agent_loop.ts"],
+}  # fmt: skip
+
+
+def test_the_npm_tarball_installs_and_its_readme_and_agent_loop_pass_tsc_strict_and_run(
+    client_server, built: Path, tmp_path: Path
 ) -> None:
     url, key = client_server
-    pkg = tmp_path / "typescript"
-    generated = shutil.ignore_patterns("node_modules", "dist", "*.tgz", "schema.d.ts")
-    shutil.copytree(CLIENTS / "typescript", pkg, ignore=generated)
-    run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], pkg)
-    run(["npx", "openapi-typescript", str(SPEC_PATH), "-o", "src/schema.d.ts",
-         "--default-non-nullable=false"], pkg)  # fmt: skip
-    run(["npm", "run", "build"], pkg)
-    [tarball] = run(["npm", "pack", "--silent"], pkg).split()
-    assert tarball == f"htm-client-{VERSION}.tgz"
     project = tmp_path / "project"
     project.mkdir()
     (project / "package.json").write_text('{"name": "quickstart", "type": "module"}')
-    run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", str(pkg / tarball)],
-        project)  # fmt: skip
-    shutil.copy(pkg / "quickstart.mjs", project)
-    check(run(["node", "quickstart.mjs", url, key], project).splitlines(), "true")
+    typescript = json.loads((CLIENTS / "typescript" / "package.json").read_text())
+    tsc = "typescript@" + typescript["devDependencies"]["typescript"]
+    run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error",
+         str(built / f"htm-client-{VERSION}.tgz"), tsc], project)  # fmt: skip
+    # The README's lines as they are, but for the service's address and key.
+    quickstart = readme_typescript()
+    assert '"http://127.0.0.1:8000"' in quickstart and '"htm_…"' in quickstart
+    quickstart = quickstart.replace('"http://127.0.0.1:8000"', json.dumps(url))
+    (project / "quickstart.ts").write_text(quickstart.replace('"htm_…"', json.dumps(key)))
+    shutil.copy(CLIENTS / "typescript" / "agent_loop.ts", project)
+    (project / "tsconfig.json").write_text(json.dumps(TSCONFIG))
+    run(["npx", "tsc", "-p", "tsconfig.json", "--strict"], project)
+    check(run(["node", "dist/quickstart.js"], project).splitlines(), "true")
+    loop = run(["node", "dist/agent_loop.js", url, key, "agent-ts"], project)
+    check_agent_loop(loop.splitlines())
+
+
+def test_the_release_workflow_publishes_what_build_sh_builds_on_a_version_tag() -> None:
+    import yaml
+
+    flow = yaml.safe_load((PROJECT_ROOT / ".github" / "workflows" / "release.yml").read_text())
+    assert flow[True] == {"push": {"tags": ["v*"]}}  # YAML 1.1 reads the key `on` as True
+    jobs = flow["jobs"]
+    assert {name: job.get("needs") for name, job in jobs.items()} == {
+        "build": None, "pypi": "build", "npm": "build", "github": ["pypi", "npm"]
+    }  # fmt: skip
+    build = [s.get("run", "") for s in jobs["build"]["steps"]]
+    assert "clients/build.sh .venv/bin/python clients/dist" in build
+    assert ".venv/bin/python -m pytest -q tests/clients/test_packages.py" in build
+    uses = {name: [s.get("uses", "").split("@")[0] for s in j["steps"]] for name, j in jobs.items()}
+    assert "pypa/gh-action-pypi-publish" in uses["pypi"]
+    assert jobs["pypi"]["permissions"] == {"id-token": "write"}
+    publish = [s for s in jobs["npm"]["steps"] if "npm publish" in s.get("run", "")]
+    assert publish[0]["env"] == {"NODE_AUTH_TOKEN": "${{ secrets.NPM_TOKEN }}"}
+    assert "dist/htm-client-*.tgz" in publish[0]["run"]

@@ -279,13 +279,13 @@ def test_a_slow_body_is_cut_off_with_408_and_nothing_is_written(
 
 
 def _requests(server: Server, method: str, route: str) -> dict[str, float]:
-    """htm_http_request_duration_seconds' counts for this method and route, by status."""
+    """htm_http_requests_total for this method and route, by status."""
     text = httpx.get(f"{server.url}/metrics").text
     counts = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
-            if sample.name == "htm_http_request_duration_seconds_count" and (
+            if sample.name == "htm_http_requests_total" and (
                 labels["method"],
                 labels["route"],
             ) == (method, route):

@@ -37,10 +37,34 @@ async def test_the_page_holds_no_data_and_allows_only_its_own_scripts(app_factor
         assert (
             (await client.get("/ui/app.js")).headers["content-type"].startswith("text/javascript")
         )
+        assert (
+            (await client.get("/ui/favicon.svg"))
+            .headers["content-type"]
+            .startswith("image/svg+xml")
+        )
         assert (await client.get("/ui/../app/config.py")).status_code == 404
         assert (await client.get("/ui/secrets.txt")).status_code == 404
         # The data is the API's, behind its auth.
         assert (await client.get("/v1/stats")).status_code == 401
+
+
+async def test_favicon_ico_is_a_32_pixel_png_icon_served_without_a_key(app_factory) -> None:  # type: ignore[no-untyped-def]
+    import struct
+
+    async with app_factory(auth_enabled=True) as client:
+        r = await client.get("/favicon.ico")
+    assert (r.status_code, r.headers["content-type"]) == (200, "image/x-icon")
+    icon = r.content
+    # ICONDIR (reserved, type 1: icon, one image), its entry (32 x 32, 32 bits, the PNG's
+    # size and offset), then the PNG: its signature and IHDR (32 x 32, 8-bit RGBA).
+    assert struct.unpack("<HHH", icon[:6]) == (0, 1, 1)
+    assert struct.unpack("<BBBBHHII", icon[6:22]) == (32, 32, 0, 0, 1, 32, len(icon) - 22, 22)
+    png = icon[22:]
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">I4sIIBBBBB", png[8:29]) == (13, b"IHDR", 32, 32, 8, 6, 0, 0, 0)
+    assert png[-12:] == b"\x00\x00\x00\x00IEND\xaeB`\x82"
+    rows = zlib.decompress(png[png.index(b"IDAT") + 4 : -16])
+    assert len(rows) == 32 * (1 + 32 * 4)
 
 
 async def test_the_tag_tree_is_asked_for_only_where_the_route_exists() -> None:
@@ -132,6 +156,10 @@ async def test_the_dashboard_in_a_browser_shows_robots_activity_and_explained_re
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=path)
         page = await browser.new_page(viewport={"width": 1200, "height": 900})
+        failed: list[str] = []
+        page.on(
+            "response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None
+        )
         await page.goto(f"{live}/ui#key={key}")
         await page.wait_for_selector("body[data-loaded=true]")
 
@@ -176,6 +204,17 @@ async def test_the_dashboard_in_a_browser_shows_robots_activity_and_explained_re
                 f"{first[name]['score']:.3f}",
                 f"{first[name]['share']:.4f}",
             ]
+        # The relevance as a person reads it: how close in meaning, where the words matched.
+        for h in expected:
+            shown = await page.inner_text(f'#hits li[data-key="{h["key"]}"] .relevance')
+            words = (
+                f"words matched: #{h['fulltext_rank']} by full text"
+                if h["fulltext_rank"]
+                else "no word matched"
+            )
+            assert shown.strip() == f"{round(h['relevance'] * 100)} % close in meaning · {words}"
+            meter = page.locator(f'#hits li[data-key="{h["key"]}"] .relevance meter')
+            assert await meter.get_attribute("value") == str(round(h["relevance"] * 100))
         facts = await hit.locator(".facts li").all_inner_texts()
         assert facts[0] == f"fused {first['fused']:.4f}"
         assert facts[-1] == f"score {first['score']:.4f}"
@@ -258,8 +297,53 @@ async def test_the_dashboard_in_a_browser_shows_robots_activity_and_explained_re
         await page.wait_for_selector('#wm-live li[data-key="live-one"]', timeout=10_000)
         assert (await page.inner_text("#wm-note")).startswith("added")
 
+        # Add a memory from the page, for a robot that does not exist yet.
+        await page.fill("#add-robot", "scribe")
+        await page.fill("#add-key", "kettle")
+        await page.fill("#add-importance", "4")
+        await page.fill("#add-tags", "home, kitchen")
+        await page.fill("#add-content", "The kettle is descaled every month.")
+        await page.click("#add-form button")
+        await page.wait_for_selector("body[data-added=kettle]")
+        assert await page.inner_text("#add-note") == "added kettle to scribe · in working memory"
+        assert await page.input_value("#add-content") == ""
+        await page.wait_for_selector('#robots tr[data-robot="scribe"]')
+        names = await page.eval_on_selector_all("#robot-names option", "os => os.map(o => o.value)")
+        assert names == ["coder", "planner", "scribe"]
+        async with httpx.AsyncClient(base_url=live, headers=bearer(key)) as api:
+            got = (await api.get("/v1/robots/scribe/memories/kettle")).json()
+        assert (got["content"], got["importance"], got["tags"], got["author"]) == (
+            "The kettle is descaled every month.", 4.0, ["home", "kitchen"], "scribe"
+        )  # fmt: skip
         shot = tmp_path / "dashboard.png"
         await page.screenshot(path=str(shot), full_page=True)
+
+        # Refused input: the API's problem in the page's alert, nothing stored.
+        await page.fill("#add-tags", "not a tag!")
+        await page.fill("#add-content", "never stored")
+        await page.click("#add-form button")
+        await page.wait_for_selector("#error:not([hidden])")
+        assert (await page.inner_text("#error")).startswith("add: ")
+        await page.fill("#add-tags", "")
+        async with httpx.AsyncClient(base_url=live, headers=bearer(key)) as api:
+            listed = (await api.get("/v1/robots/scribe/memories?scope=self")).json()["items"]
+        assert [m["key"] for m in listed] == ["kettle"]
+
+        # A narrow screen (420 px, a phone): one column, and no element past the edge.
+        await page.set_viewport_size({"width": 420, "height": 900})
+        width = await page.evaluate("document.documentElement.clientWidth")
+        assert width <= 420
+        over = await page.evaluate(
+            """w => [...document.querySelectorAll("body *")]
+                .filter(e => e.getBoundingClientRect().right > w + 0.5)
+                .map(e => e.tagName + (e.id ? "#" + e.id : ""))""",
+            width,
+        )
+        assert over == []
+        assert await page.evaluate("document.documentElement.scrollWidth") == width
+        await page.screenshot(path=str(tmp_path / "dashboard-420.png"), full_page=True)
+        assert failed == ["422 " + f"{live}/v1/robots/scribe/memories"]
+        assert (await page.request.get(f"{live}/favicon.ico")).status == 200
         await browser.close()
     assert shot.stat().st_size > 10_000
     shutil.copyfile(shot, PROJECT_ROOT / "docs" / "dashboard.png")

@@ -3,6 +3,7 @@ registry per app, and who may scrape."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,13 +34,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 def requests(samples: Samples, method: str, route: str, status: int) -> float:
-    return value(
-        samples,
-        "htm_http_request_duration_seconds_count",
-        method=method,
-        route=route,
-        status=str(status),
-    )
+    return value(samples, "htm_http_requests_total", method=method, route=route, status=str(status))
 
 
 async def test_known_traffic_moves_each_counter_by_exactly_its_amount(client) -> None:
@@ -166,3 +161,32 @@ async def test_outages_are_counted_and_the_scrape_still_answers(app_factory) -> 
         samples = await scrape(client)
     assert value(samples, "htm_redis_errors_total") == 1
     assert value(samples, "htm_postgres_errors_total", kind="unavailable") == 0
+
+
+async def test_mcp_requests_are_counted_under_their_own_route(live_server_factory) -> None:
+    import httpx
+
+    from tests.mcp.test_mcp_tools import mcp_session
+
+    base = live_server_factory()
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ann"}) as s:
+        added = await s.call_tool("remember", {"key": "tea", "content": "Ann drinks tea"})
+        assert not added.is_error, added.content
+    # The SDK's client sends the initialized notification without waiting for its answer:
+    # its count may land a moment after the call's.
+    async with httpx.AsyncClient(base_url=base) as http:
+        for _ in range(50):
+            samples = await scrape(http)
+            mcp = {
+                (dict(labels)["method"], dict(labels)["status"]): n
+                for (name, labels), n in samples.items()
+                if name == "htm_http_requests_total" and dict(labels)["route"] == "/mcp"
+            }
+            if sum(mcp.values()) >= 4:
+                break
+            await asyncio.sleep(0.05)
+    # Each a POST (stateless): initialize, the tool call, the tool list the client reads the
+    # output schema from (200 each), and the initialized notification (202).
+    assert mcp == {("POST", "200"): 3, ("POST", "202"): 1}
+    assert requests(samples, "POST", "unmatched", 200) == 0

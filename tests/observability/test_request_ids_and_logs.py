@@ -175,3 +175,33 @@ def test_log_records_written_during_a_request_carry_its_id() -> None:
         request_id.current.reset(token)
     assert (as_json["message"], as_json["request_id"]) == ("hello you", "rid-9")
     assert as_text.endswith("app.x: hello you [rid-9]")
+
+
+async def test_an_mcp_request_logs_its_request_line_and_not_the_sdk_s_session_chatter(
+    live_server_factory,
+) -> None:
+    from app.observability.logs import configure
+    from tests.mcp.test_mcp_tools import mcp_session
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    chatty = logging.getLogger("mcp.server.streamable_http")
+    base = live_server_factory()
+    try:
+        configure("json", "info")
+        assert chatty.level == logging.WARNING
+        with captured() as out:
+            headers = {"X-Namespace": f"t-{uuid.uuid4().hex[:10]}", "X-Robot": "ann"}
+            async with mcp_session(base, **headers) as s:
+                said = await s.call_tool("remember", {"key": "tea", "content": "Ann drinks tea"})
+                assert not said.is_error, said.content
+        mcp = [x for x in lines(out) if x.get("route") == "/mcp"]
+        assert {(x["method"], x["status"]) for x in mcp} <= {("POST", 200), ("POST", 202)}
+        assert len(mcp) >= 3  # initialize, the notification, the call (the list may lag)
+        assert not [x for x in lines(out) if "Terminating session" in x["message"]]
+        configure("json", "debug")
+        assert chatty.level == logging.NOTSET
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+        chatty.setLevel(logging.NOTSET)

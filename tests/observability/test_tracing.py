@@ -4,6 +4,7 @@ exporter; a caller's `traceparent` continued; the dependencies' latency in /metr
 from __future__ import annotations
 
 from collections.abc import Iterator
+from urllib.parse import unquote
 
 import pytest
 from opentelemetry import trace
@@ -39,32 +40,33 @@ def tree(trace_id: str) -> list[str]:
         return d
 
     ordered = sorted(spans, key=lambda s: s.start_time or 0)
-    return [
-        "  " * depth(s) + s.name + (f" {s.attributes.get('db.operation.name')}"
-                                    if s.attributes and "db.operation.name" in s.attributes else "")
-        for s in ordered
-    ]  # fmt: skip
+    return ["  " * depth(s) + s.name for s in ordered]
 
 
 def header(n: int) -> dict[str, str]:
     return {"traceparent": f"00-{TRACE[:-2]}{n:02x}-{PARENT}-01"}
 
 
-ADD = """\
-POST /v1/robots/{robot}/memories
+# A change of working memory's PostgreSQL mirror after a script: one statement.
+MIRROR = (
+    "INSERT working_memory_item UPDATE working_memory_item SELECT memory_key "
+    "DELETE working_memory_item UPDATE robot INSERT memory_event"
+)
+ADD = f"""\
+POST /v1/robots/{{robot}}/memories
   fastapi.dependencies
-    postgresql SELECT
-    postgresql INSERT
+    SELECT namespace
+    INSERT namespace
   fastapi.endpoint
-    postgresql SELECT
-    postgresql INSERT
+    SELECT pg_attribute pg_type
+    INSERT robot
     group commit
-    postgresql WITH
-    postgresql SELECT
-    redis load
-    postgresql WITH
-    redis place
-    postgresql WITH
+    SELECT robot SELECT memory
+    SELECT working_memory_item memory SELECT robot SELECT pool
+    EVALSHA load
+    {MIRROR}
+    EVALSHA place
+    INSERT working_memory_item UPDATE working_memory_item UPDATE robot INSERT memory_event
   fastapi.serialization"""
 # A recall whose hit the robot holds: the log row, the robot, the full-text search (its
 # lexeme statistics read once), then working memory: a refresh that finds the hit placed by
@@ -73,18 +75,18 @@ RECALL = """\
 POST /v1/robots/{robot}/recall
   fastapi.dependencies
   fastapi.endpoint
-    postgresql INSERT
-    postgresql SELECT
-    postgresql UPDATE
-    postgresql SELECT
-    postgresql SELECT
-    postgresql SELECT
-    postgresql WITH
-    postgresql WITH
-    redis refresh
-    postgresql WITH
-    redis place
-    postgresql WITH
+    INSERT robot
+    SELECT robot
+    UPDATE robot SELECT robot
+    SELECT pg_inherits pg_class SELECT pg_stats
+    SELECT
+    SELECT memory SELECT robot
+    SELECT memory SELECT robot SELECT memory_access SELECT memory_access memory robot
+    INSERT memory_event
+    EVALSHA refresh
+    SELECT robot SELECT memory
+    EVALSHA place
+    INSERT working_memory_item UPDATE working_memory_item UPDATE robot INSERT memory_event
   fastapi.serialization"""
 
 
@@ -107,10 +109,39 @@ async def test_an_add_and_a_recall_as_span_trees_continuing_the_caller_s_trace(c
     assert (root.kind, root.attributes["http.route"]) == (
         trace.SpanKind.SERVER, "/v1/robots/{robot}/recall"
     )  # fmt: skip
+    # the database's spans by the OpenTelemetry conventions (db.system.name, the query's
+    # summary as the name, the one table a statement names, the server)
+    url = client.app.state.components.settings.database_url
+    socket = unquote(url.split("?host=")[1]) + "/.s.PGSQL.5432"
+    database = url.split("@/")[1].split("?")[0]
+    spans = {s.name: s for s in EXPORTER.get_finished_spans()}
+    assert (spans["INSERT memory_event"].kind, dict(spans["INSERT memory_event"].attributes)) == (
+        trace.SpanKind.CLIENT,
+        {
+            "db.system.name": "postgresql",
+            "db.namespace": database,
+            "server.address": socket,
+            "db.query.summary": "INSERT memory_event",
+            "db.operation.name": "INSERT",
+            "db.collection.name": "memory_event",
+        },
+    )
+    two = spans["SELECT memory SELECT robot"].attributes
+    assert (two["db.operation.name"], "db.collection.name" in two) == ("SELECT", False)
+    redis = client.app.state.components.settings.redis_url
+    host, port = redis.split("//")[1].split("/")[0].rsplit(":", 1)
+    assert dict(spans["EVALSHA place"].attributes) == {
+        "db.system.name": "redis",
+        "server.address": host,
+        "server.port": int(port),
+        "db.namespace": redis.rsplit("/", 1)[1],
+        "db.operation.name": "EVALSHA",
+        "db.stored_procedure.name": "place",
+    }
     # the group commit's statements serve several requests: a trace of their own
-    flushes = [s for s in EXPORTER.get_finished_spans() if s.parent is None
-               and s.name.startswith("postgresql")]  # fmt: skip
-    assert flushes
+    flushes = [s.name for s in EXPORTER.get_finished_spans() if s.parent is None
+               and s.attributes.get("db.system.name") == "postgresql"]  # fmt: skip
+    assert flushes == ["INSERT memory_key INSERT memory_event INSERT speaker INSERT memory"]
 
 
 async def test_metrics_carry_process_build_and_dependency_latency(client) -> None:
@@ -127,3 +158,29 @@ async def test_metrics_carry_process_build_and_dependency_latency(client) -> Non
                            ("postgresql", "redis", "embedder", "llm", "reranker")}  # fmt: skip
     assert counts['dependency="postgresql"'] > 0 and counts['dependency="redis"'] > 0
     assert "_created" not in text
+
+
+@pytest.mark.parametrize(
+    ("sql", "summary", "tables"),
+    [
+        ("SELECT 1", "SELECT", ()),
+        ("SELECT a FROM memory m JOIN robot r ON r.id = m.robot_id FOR UPDATE OF m",
+         "SELECT memory robot", ("memory", "robot")),
+        # a CTE's name read is no table; a write's target is, even when a CTE shares it
+        ("WITH d AS MATERIALIZED (DELETE FROM memory WHERE id = $1 RETURNING id), "
+         "robot AS (UPDATE robot SET n = n - 1) "
+         "INSERT INTO memory_event (memory_id) SELECT id FROM d ON CONFLICT (memory_id) DO "
+         "UPDATE SET at = now()",
+         "DELETE memory UPDATE robot INSERT memory_event", ("memory", "robot", "memory_event")),
+        # functions, literals, comments, IS DISTINCT FROM, FOR NO KEY UPDATE say nothing
+        ("SELECT extract(epoch FROM now()), 'FROM x' /* FROM y */ FROM unnest($1::int[]) u "
+         "WHERE a IS DISTINCT FROM b -- FROM z\n FOR NO KEY UPDATE",
+         "SELECT", ()),
+        ("UPDATE api_key AS k SET revoked_at = now() WHERE k.id = (SELECT id FROM robot)",
+         "UPDATE api_key SELECT robot", ("api_key", "robot")),
+    ],
+)  # fmt: skip
+def test_a_statement_s_query_summary(sql: str, summary: str, tables: tuple[str, ...]) -> None:
+    from app.db.spans import summary as summarise
+
+    assert summarise(sql) == (summary, tables)

@@ -87,8 +87,13 @@ function renderRobots(robots) {
   if (!robots.length) body.append(el("tr", {}, el("td", { colspan: "5" }, "no robots yet")));
   for (const id of ["recall-robot", "mem-robot", "wm-robot"]) {
     const select = document.getElementById(id);
-    if (select) select.replaceChildren(...robots.map((r) => el("option", {}, r.robot)));
+    if (!select) continue;
+    const chosen = select.value; // kept across a refresh (an add refreshes the counts)
+    select.replaceChildren(...robots.map((r) => el("option", {}, r.robot)));
+    if (robots.some((r) => r.robot === chosen)) select.value = chosen;
   }
+  document.getElementById("robot-names").replaceChildren(
+    ...robots.map((r) => el("option", { value: r.robot })));
 }
 
 function lastDays(n) {
@@ -197,6 +202,20 @@ function explanation(e) {
   return el("div", { class: "why" }, table, facts);
 }
 
+// A hit's relevance as a person reads it: how close in meaning (the cosine similarity the
+// floor compares, as a percentage and a meter) and where the words matched, beside the
+// score that orders the hits.
+function relevance(hit) {
+  const words = hit.fulltext_rank ? `words matched: #${hit.fulltext_rank} by full text` : "no word matched";
+  if (hit.relevance === null || hit.relevance === undefined) {
+    return el("p", { class: "relevance", "data-relevance": "" }, "no vector: ", words);
+  }
+  const percent = Math.round(Math.max(0, hit.relevance) * 100);
+  return el("p", { class: "relevance", "data-relevance": String(hit.relevance) },
+    el("meter", { min: "0", max: "100", value: String(percent) }),
+    ` ${percent} % close in meaning · ${words}`);
+}
+
 async function recall(event) {
   event.preventDefault();
   const robot = document.getElementById("recall-robot").value || "dashboard";
@@ -216,6 +235,7 @@ async function recall(event) {
   for (const hit of result.hits) {
     hits.append(el("li", { class: "hit", "data-key": hit.key },
       el("p", { class: "head" }, el("strong", {}, hit.key), ` · ${hit.type} · ${hit.author} · score ${num(hit.score, 4)}`),
+      relevance(hit),
       el("p", { class: "content" }, hit.content),
       hit.tags.length ? el("p", { class: "tags" }, hit.tags.join(", ")) : null,
       explanation(hit.explain)));

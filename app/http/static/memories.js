@@ -8,6 +8,7 @@ const enc = encodeURIComponent;
 const value = (id) => document.getElementById(id).value.trim();
 let nextCursor = null;
 let opened = null; // the memory shown: {robot, key, deleted}
+let listed = null; // the robot whose memories the list shows
 
 // --- browse -----------------------------------------------------------------------------
 
@@ -19,6 +20,7 @@ async function loadMemories(more) {
   if (document.getElementById("mem-deleted").checked) q.set("include_deleted", "true");
   if (more && nextCursor) q.set("cursor", nextCursor);
   const page = await api(`/v1/robots/${enc(robot)}/memories?${q}`);
+  listed = robot;
   const body = document.querySelector("#memories tbody");
   if (!more) body.replaceChildren();
   for (const m of page.items) {
@@ -57,6 +59,30 @@ async function act(method, suffix, body) {
   await loadMemories(false);
   const row = document.querySelector(`#memories tr[data-key="${CSS.escape(key)}"]`);
   await openMemory(robot, key, row ? row.classList.contains("deleted") : method === "DELETE");
+}
+
+// --- add -----------------------------------------------------------------------------------
+
+async function addMemory() {
+  const robot = value("add-robot");
+  const body = { content: document.getElementById("add-content").value };
+  if (value("add-key")) body.key = value("add-key");
+  if (value("add-importance")) body.importance = Number(value("add-importance"));
+  const tags = value("add-tags").split(",").map((t) => t.trim()).filter(Boolean);
+  if (tags.length) body.tags = tags;
+  const note = document.getElementById("add-note");
+  note.textContent = "";
+  const m = await api(`/v1/robots/${enc(robot)}/memories`, body);
+  const wm = m.working_memory;
+  note.textContent = `added ${m.key} to ${robot} · ` +
+    (wm.admitted ? "in working memory" : `not in working memory (${wm.reason})`) +
+    (wm.evicted.length ? ` · evicted ${wm.evicted.join(", ")}` : "");
+  document.body.setAttribute("data-added", m.key);
+  for (const id of ["add-key", "add-content"]) document.getElementById(id).value = "";
+  showError("");
+  await loadRobots(); // the counts, and a new robot in the lists
+  if (listed === robot) await loadMemories(false); // the list shows this robot's: with it
+
 }
 
 // --- working memory, live ------------------------------------------------------------------
@@ -117,6 +143,8 @@ async function watch(event) {
 
 document.addEventListener("DOMContentLoaded", () => {
   const run = (f) => (event) => { event.preventDefault(); f().catch((e) => showError(e.message)); };
+  document.getElementById("add-form").addEventListener("submit",
+    run(() => addMemory().catch((e) => { throw new Error("add: " + e.message); })));
   document.getElementById("mem-form").addEventListener("submit", run(() => loadMemories(false)));
   document.getElementById("mem-more").addEventListener("click", run(() => loadMemories(true)));
   document.getElementById("mem-set").addEventListener("click",
