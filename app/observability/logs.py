@@ -51,12 +51,6 @@ def formatter(log_format: str) -> logging.Formatter:
     return JsonFormatter() if log_format == "json" else TextFormatter()
 
 
-# The MCP SDK's stateless transport logs "Terminating session: None" at INFO as each /mcp
-# request ends: a line of no use beside the request's own. Its warnings and errors are kept,
-# and at HTM_LOG_LEVEL=debug all of it.
-CHATTY = ("mcp.server.streamable_http",)
-
-
 def configure(log_format: str, level: str) -> None:
     """The root logger writes to stderr in the chosen format (uvicorn's loggers included:
     `htm serve` runs it without a logging config of its own)."""
@@ -65,10 +59,6 @@ def configure(log_format: str, level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for name in CHATTY:
-        logging.getLogger(name).setLevel(
-            logging.NOTSET if root.level <= logging.DEBUG else logging.WARNING
-        )
 
 
 def log_request(
