@@ -4,16 +4,22 @@ default of `vector_input`, its speaker and content), built by one template from 
 and its context. `content` stays exactly what the client stored and is all that
 recall, context and prompts return; this text is never shown.
 
-The `contextual` template (HTM_SEARCH_TEXT, the default) applies to conversation memories,
-those whose metadata names a `speaker` or a `session`:
+The `dated` template (HTM_SEARCH_TEXT, the default) applies to conversation memories, those
+whose metadata names a `speaker` or a `session`:
+
+    [March 14, 2026] Mia: We finally brought home a beagle puppy!
+
+the memory's date in the words a question uses and its speaker. `contextual` puts the turn
+before it in its session (by `created_at`, as stored when this one is written) between them:
 
     [March 14, 2026] Leo: How's the new place?
     Mia: We finally brought home a beagle puppy!
 
-the memory's date in the words a question uses, the turn before it in its session (by
-`created_at`, as stored when this one is written) and its speaker. Any other memory is
-searched by its content alone (search_text NULL), as with `plain`. Why this template:
-evals/README.md (make eval, deployments `default` and `old-default`).
+which was the default while a turn's vector was made of its search text: the turn before
+then helped the vector more than it cost full text. With the vector made of `speaker:
+content` (HTM_EMBED_TEXT=speaker), it only dilutes full text (make eval 2026-12-07: full text
+alone 0.491 → 0.521 on the real chats, hybrid's dev half 0.649 → 0.668; evals/README.md). Any
+other memory is searched by its content alone (search_text NULL), as with `plain`.
 
 A memory's search text is built when it is written (add, PUT, a version restored), by
 `search_texts` for the memories a write holds: each conversation memory's turn before it is
@@ -35,7 +41,7 @@ from typing import Any, Literal, NamedTuple
 from app.conversation import session_of, speaker_of, speaker_tag
 from app.memories.turn_repository import Turn, TurnRepository
 
-SearchTemplate = Literal["contextual", "plain"]
+SearchTemplate = Literal["contextual", "dated", "plain"]
 # The turn before is context, not the memory: a long one is cut.
 MAX_PREVIOUS_CHARS = 400
 
@@ -127,7 +133,7 @@ async def _turns_before(
 
 
 def _with_speaker_tag(tags: list[str], speaker: str | None, template: SearchTemplate) -> list[str]:
-    tag = speaker_tag(speaker) if speaker and template == "contextual" else None
+    tag = speaker_tag(speaker) if speaker and template != "plain" else None
     return tags if tag is None or tag in tags else [*tags, tag]
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -99,19 +100,51 @@ async def add_dialogue(client: httpx.AsyncClient) -> None:
     assert r.status_code == 201, r.text
 
 
-async def test_a_turn_is_searched_with_its_date_the_turn_before_and_its_speaker(
+@pytest.fixture
+async def contextual(app_factory, ns: str):  # type: ignore[no-untyped-def]
+    """A client of an app whose search text has the turn before (HTM_SEARCH_TEXT=contextual)."""
+    async with app_factory(search_text="contextual") as c:
+        c.headers["X-Namespace"] = ns
+        yield c
+
+
+async def test_a_turn_is_searched_with_its_date_and_its_speaker(
     client: httpx.AsyncClient, database_url: str, ns: str
 ) -> None:
     await add_dialogue(client)
     assert await search_texts(database_url, ns) == {
         "t1": f"[March 14, 2026] Mia: {HEY}",
-        "t2": f"[March 14, 2026] Mia: {HEY}\nLeo: {PUPPY}",
-        "t3": f"[March 14, 2026] Leo: {PUPPY}\nMia: Cute!",
+        "t2": f"[March 14, 2026] Leo: {PUPPY}",
+        "t3": "[March 14, 2026] Mia: Cute!",
         "note": None,  # not a conversation: its content is what is searched
     }
     assert await speakers(database_url, ns) == {"Mia", "Leo"}
     # Full text reads the search text; recall returns the content as stored.
     r = await client.post(
+        "/v1/robots/scribe/recall",
+        json={"query": "puppy march", "strategy": "fulltext", "load_into_working_memory": False},
+    )
+    assert r.status_code == 200, r.text
+    # Its date in words is searched: "march" is in every turn's; "puppy" in t2's alone.
+    hits = r.json()["hits"]
+    assert [(h["key"], h["content"]) for h in hits] == [
+        ("t2", PUPPY),
+        ("t3", "Cute!"),  # equal ranks: the newer first
+        ("t1", HEY),
+    ]
+
+
+async def test_contextual_puts_the_turn_before_between_the_date_and_the_turn(
+    contextual: httpx.AsyncClient, database_url: str, ns: str
+) -> None:
+    await add_dialogue(contextual)
+    assert await search_texts(database_url, ns) == {
+        "t1": f"[March 14, 2026] Mia: {HEY}",
+        "t2": f"[March 14, 2026] Mia: {HEY}\nLeo: {PUPPY}",
+        "t3": f"[March 14, 2026] Leo: {PUPPY}\nMia: Cute!",
+        "note": None,
+    }
+    r = await contextual.post(
         "/v1/robots/scribe/recall",
         json={"query": "puppy", "strategy": "fulltext", "load_into_working_memory": False},
     )
@@ -120,11 +153,11 @@ async def test_a_turn_is_searched_with_its_date_the_turn_before_and_its_speaker(
 
 
 async def test_a_put_builds_the_search_text_again(
-    client: httpx.AsyncClient, database_url: str, ns: str
+    contextual: httpx.AsyncClient, database_url: str, ns: str
 ) -> None:
-    await add_dialogue(client)
+    await add_dialogue(contextual)
     # Moved before t2: its turn before is now t1 (and never itself).
-    r = await client.put(
+    r = await contextual.put(
         "/v1/robots/scribe/memories/t3",
         json={
             "content": "So cute!",
@@ -151,10 +184,11 @@ async def test_plain_search_text_keeps_the_content(app_factory, database_url: st
 
 
 async def test_a_question_naming_a_speaker_boosts_their_turns_and_leaves_the_vector(
-    client: httpx.AsyncClient,
+    contextual: httpx.AsyncClient,
 ) -> None:
-    await add_dialogue(client)
-    r = await client.post(
+    # Contextual: t3 names Leo through its turn before, so a turn not Leo's is a hit too.
+    await add_dialogue(contextual)
+    r = await contextual.post(
         "/v1/robots/scribe/recall",
         json={
             "query": "What did Leo's family get?",
@@ -175,10 +209,10 @@ async def test_a_question_naming_a_speaker_boosts_their_turns_and_leaves_the_vec
 
 
 async def test_neighbours_are_the_turns_around_a_hit_in_its_session(
-    client: httpx.AsyncClient,
+    contextual: httpx.AsyncClient,
 ) -> None:
-    await add_dialogue(client)
-    r = await client.post(
+    await add_dialogue(contextual)
+    r = await contextual.post(
         "/v1/robots/scribe/recall",
         json={
             "query": "beagle",
@@ -283,6 +317,7 @@ async def test_the_embedder_gets_search_texts_and_the_question_without_names(
         embedding_model="stub-embed",
         embedding_url=stub.url,
         embed_text="search_text",
+        search_text="contextual",
     ) as client:
         client.headers["X-Namespace"] = ns
         await add_dialogue(client)

@@ -173,14 +173,17 @@ async def test_reindex_vectors_embeds_every_turn_again_as_speaker_and_content(
 ) -> None:
     """After a change of HTM_EMBED_TEXT (here to `speaker`), `--vectors` embeds every
     conversation memory again (its search text unchanged), a client's vector kept."""
-    async with app_factory(embedding_provider="local", embed_text="search_text") as client:
+    async with app_factory(
+        embedding_provider="local", embed_text="search_text", search_text="contextual"
+    ) as client:
         client.headers["X-Namespace"] = ns
         r = await client.post("/v1/robots/scribe/memories/batch", json={"memories": DIALOGUE})
         assert r.status_code == 201, r.text
         assert (await client.delete("/v1/robots/scribe/memories/gone")).status_code == 200
         before = await rows(client, ns)
         run = htm("reindex", "--namespace", ns, "--vectors", "--batch", "5", "-q",
-                  HTM_EMBEDDING_PROVIDER="local", HTM_EMBED_TEXT="speaker")  # fmt: skip
+                  HTM_EMBEDDING_PROVIDER="local", HTM_EMBED_TEXT="speaker",
+                  HTM_SEARCH_TEXT="contextual")  # fmt: skip
         assert run.returncode == 0, run.stderr
         assert run.stdout == SUMMARY.format(ns=ns, template="contextual", n=7, e=6)
         after = await rows(client, ns)
