@@ -11,6 +11,7 @@ directory. A failure is one line on stderr and a non-zero status, never a traceb
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 from collections.abc import Callable
@@ -373,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
             why = f"{type(exc).__name__}: {one_line(exc)}"
         print(f"htm {args.command}: {why}", file=sys.stderr)
         return 1
+    finally:
+        # The process ends next: without this, the interpreter's exit walks the whole heap
+        # (every module the command imported) through the garbage collector once more, a
+        # quarter of a second of CPU for a command like `htm keys create`.
+        gc.freeze()
 
 
 if __name__ == "__main__":
