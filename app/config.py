@@ -474,8 +474,10 @@ class Settings(BaseSettings):
         description="Serve /metrics without a key when auth is on (else an admin key of any "
         "namespace); it carries no namespace, robot or content",
     )
-    log_format: Literal["json", "text"] = Field(
-        default="json", description="json: one JSON object a line; text: for people"
+    log_format: Literal["auto", "json", "text"] = Field(
+        default="auto",
+        description="json: one JSON object a line; text: for people; auto: text when stderr "
+        "is a terminal, else json",
     )
 
 

@@ -187,16 +187,35 @@ def _quantize(folder: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     tmp = folder / f".{INT8_FILE}.{os.getpid()}"
-    quantize_dynamic(
-        str(folder / MODEL_FILE),
-        str(tmp),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        op_types_to_quantize=["MatMul"],
-        nodes_to_exclude=float_matmuls(onnx.load(str(folder / MODEL_FILE))),
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
+    with _quiet_root():
+        quantize_dynamic(
+            str(folder / MODEL_FILE),
+            str(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_exclude=float_matmuls(onnx.load(str(folder / MODEL_FILE))),
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
     os.replace(tmp, folder / INT8_FILE)
+
+
+class _BelowWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING
+
+
+@contextlib.contextmanager
+def _quiet_root() -> Iterator[None]:
+    """onnxruntime's quantizer logs through the root logger itself (`logging.info`), a line
+    per tensor it skips or scales (25 for MiniLM): kept to its warnings while it runs. Only
+    records logged on the root logger are filtered, not those of named loggers."""
+    root, quiet = logging.getLogger(), _BelowWarning()
+    root.addFilter(quiet)
+    try:
+        yield
+    finally:
+        root.removeFilter(quiet)
 
 
 def _source(model: str, models_dir: Path) -> tuple[Path, Path]:
