@@ -183,7 +183,7 @@ def run_workers(
     if settings.redis_url:
         os.environ["HTM_REDIS_URL"] = settings.redis_url
     _export_model(settings)
-    log.info("starting %d service processes on port %s", workers, port)
+    log.info("starting the service on port %s from %d processes", port, workers)
     config = uvicorn_config(
         "app.main:worker_app", settings, host, port,
         access_log=access_log, worker=True, factory=True, workers=workers,
