@@ -226,17 +226,18 @@ def _quantize(folder: Path) -> None:
     os.replace(tmp, folder / INT8_FILE)
 
 
-class _BelowWarning(logging.Filter):
+class _ErrorsOnly(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING
+        return record.levelno >= logging.ERROR
 
 
 @contextlib.contextmanager
 def _quiet_root() -> Iterator[None]:
     """onnxruntime's quantizer logs through the root logger itself (`logging.info`), a line
-    per tensor it skips or scales (25 for MiniLM): kept to its warnings while it runs. Only
-    records logged on the root logger are filtered, not those of named loggers."""
-    root, quiet = logging.getLogger(), _BelowWarning()
+    per tensor it skips or scales (25 for MiniLM) and a warning to pre-process the model
+    (for its static quantization, not this dynamic one): kept to its errors while it runs.
+    Only records logged on the root logger are filtered, not those of named loggers."""
+    root, quiet = logging.getLogger(), _ErrorsOnly()
     root.addFilter(quiet)
     try:
         yield
