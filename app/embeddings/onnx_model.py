@@ -117,7 +117,7 @@ def _export(source: Path, into: Path, max_len: int, normalize: bool) -> None:
     A BERT with its tokenizer.json (the packaged all-MiniLM-L6-v2) is written from its
     weights without torch (app/embeddings/onnx_bert.py: the same graph and vectors); any
     other model is exported by torch."""
-    from app.embeddings import onnx_bert
+    import app.embeddings.onnx_bert as onnx_bert
 
     if onnx_bert.supported(source) and (source / "tokenizer.json").exists():
         names = onnx_bert.build(source, into, normalize)
