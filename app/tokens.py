@@ -51,33 +51,48 @@ class Tokenizer:
     # What a blank line followed by more text adds after a tail (count_joined), by tail.
     _tails: dict[str, int] = field(default_factory=dict)
 
-    @classmethod
-    def load(cls, encoding_name: str) -> Tokenizer:
-        try:
-            import tiktoken
+    # A tokenizer made with `load(..., lazy=True)` reads its BPE file on first use.
+    _pending: bool = False
 
-            enc = tiktoken.get_encoding(encoding_name)
-            enc.encode("warm up")
-            return cls(encoding_name, enc, _joins=enc._pat_str in JOIN_PATTERNS)
-        except Exception as exc:  # network error, unknown name, bad cache file
-            msg = (
-                f"tiktoken encoding {encoding_name!r} could not be loaded ({exc}); "
-                "offline, set TIKTOKEN_CACHE_DIR to a folder holding its BPE file"
-            )
-            log.error(msg)
-            return cls(encoding_name, None, msg)
+    @classmethod
+    def load(cls, encoding_name: str, *, lazy: bool = False) -> Tokenizer:
+        """`lazy`: read the BPE file (~0.3 s) on the first count, not now: the `htm`
+        commands that count no tokens (keys, stats) never read it."""
+        tokenizer = cls(encoding_name, _pending=True)
+        if not lazy:
+            tokenizer._loaded()
+        return tokenizer
+
+    def _loaded(self) -> object | None:
+        """The encoding, read now if it was deferred (None when it could not be)."""
+        if self._pending:
+            self._pending = False
+            try:
+                import tiktoken
+
+                enc = tiktoken.get_encoding(self.encoding_name)
+                enc.encode("warm up")
+                self._encoding, self._joins = enc, enc._pat_str in JOIN_PATTERNS
+            except Exception as exc:  # network error, unknown name, bad cache file
+                self.error = (
+                    f"tiktoken encoding {self.encoding_name!r} could not be loaded ({exc}); "
+                    "offline, set TIKTOKEN_CACHE_DIR to a folder holding its BPE file"
+                )
+                log.error(self.error)
+        return self._encoding
 
     @property
     def ready(self) -> bool:
-        return self._encoding is not None
+        return self._loaded() is not None
 
     def count(self, text: str) -> int:
-        if self._encoding is None:
+        enc = self._loaded()
+        if enc is None:
             from app.errors import ServiceUnavailable
 
             raise ServiceUnavailable(self.error or "tokenizer not loaded", dependency="tokenizer")
         # disallowed_special=() : memories may legitimately contain "<|endoftext|>" text.
-        return len(self._encoding.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
+        return len(enc.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
 
     def count_joined(self, parts: Sequence[str], counts: Sequence[int]) -> int:
         """count(BLANK_LINE.join(parts)) from count(part) of each part (`counts`), encoding
@@ -101,6 +116,7 @@ class Tokenizer:
         """
         if not parts:
             return 0
+        self._loaded()  # _joins is known once the encoding is
         if not self._joins:
             return self.count(BLANK_LINE.join(parts))
         total, i, n = 0, 0, len(parts)
@@ -140,13 +156,13 @@ class Tokenizer:
 
     async def count_async(self, text: str) -> int:
         """count(), off the event loop when the text is large (THREAD_THRESHOLD_CHARS)."""
-        if self._encoding is None or len(text) <= THREAD_THRESHOLD_CHARS:
+        if self._loaded() is None or len(text) <= THREAD_THRESHOLD_CHARS:
             return self.count(text)
         return await asyncio.to_thread(self.count, text)
 
     async def count_many_async(self, texts: list[str]) -> list[int]:
         """count_many(), off the event loop when the texts are large together."""
-        if self._encoding is None or sum(map(len, texts)) <= THREAD_THRESHOLD_CHARS:
+        if self._loaded() is None or sum(map(len, texts)) <= THREAD_THRESHOLD_CHARS:
             return self.count_many(texts)
         return await asyncio.to_thread(self.count_many, texts)
 

@@ -43,11 +43,14 @@ def cases(tmp: Path) -> list[tuple[str, list[str], str]]:
             ns_rule,
         ),
         ("name", ["keys", "list", "--namespace", BAD_NS], ns_rule),
+        ("name", ["stats", "--namespace", BAD_NS], ns_rule),
+        ("name", ["stats", "--robot", BAD_ROBOT], robot_rule),
         ("name", ["keys", "revoke", "1", "--namespace", BAD_NS], ns_rule),
         ("number", ["import", str(not_json), "--batch", "0"], "must be at least 1, not 0"),
         ("number", ["reembed", "--batch", "-5"], "must be at least 1, not -5"),
         ("number", ["reembed", "--batch", "many"], "must be a whole number, not 'many'"),
         ("number", ["reindex", "--batch", "0"], "must be at least 1, not 0"),
+        ("number", ["stats", "--robot", "ann", "--days", "400"], "must be at most 366, not 400"),
         ("number", ["dedupe", "--threshold", "2"], "--threshold must be in (0, 1], not 2.0"),
         ("number", ["keys", "revoke", "first"], "invalid int value: 'first'"),
         ("number", ["serve", "--port", "http"], "invalid int value: 'http'"),
@@ -90,7 +93,10 @@ async def _counts(database_url: str) -> tuple[int, ...]:
     return tuple(row)
 
 
-@pytest.mark.parametrize("index", range(29))
+CASES = 38  # len(cases(...)): test_the_cases_cover_every_command checks it
+
+
+@pytest.mark.parametrize("index", range(CASES))
 async def test_each_command_refuses_each_class_of_bad_input_in_one_line(
     htm,  # noqa: F811
     database_url: str,
@@ -109,11 +115,12 @@ async def test_each_command_refuses_each_class_of_bad_input_in_one_line(
     assert await _counts(database_url) == before, (kind, argv)
 
 
-def test_the_cases_cover_every_command() -> None:
+def test_the_cases_cover_every_command(tmp_path: Path) -> None:
     from app.cli import build_parser
 
+    assert len(cases(tmp_path)) == CASES  # each one run above
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     commands = set(sub.choices) - {"openapi", "migrate"}  # nothing to give them but a revision
-    named = {argv[0] for _, argv, _ in cases(Path("/tmp"))}
+    named = {argv[0] for _, argv, _ in cases(tmp_path)}
     assert commands <= named | {"serve"}, commands - named

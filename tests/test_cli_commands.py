@@ -146,3 +146,23 @@ def test_each_command_says_in_one_line_that_the_database_is_unreachable(
                          "HTM_DATA_DIR")  # fmt: skip
     assert "secret" not in line
     assert not data_dir.exists()  # URLs given: no embedded server was started
+
+
+def test_a_command_prints_only_its_answer_unless_asked_for_its_log(data_dir: Path) -> None:
+    """Issue 49: no log records before a command's output (the embedded servers starting, 21
+    migrations, the platformdirs warning), on a fresh data directory with no HTM_LOG_LEVEL;
+    -v shows them."""
+    out = htm(data_dir, "keys", "create", "--namespace", "acme", "--role", "admin",
+              "--name", "ops")  # fmt: skip
+    assert (out.returncode, out.stderr) == (0, "")
+    first, shown, key = out.stdout.splitlines()
+    assert (first, shown) == ("created key 1 (admin) in namespace acme",
+                              "the secret is shown only now:")  # fmt: skip
+    assert key.startswith("htm_") and len(key) == 47
+
+    out = htm(data_dir, "keys", "list", "--namespace", "acme", "-v")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\t")[2:4] == ["admin", "ops"]
+    logged = [line.split(" ", 3)[2:] for line in out.stderr.splitlines()]  # date time LEVEL ...
+    assert ["INFO", f"app.embedded.services: embedded PostgreSQL in {data_dir}/pgdata"] in logged
+    assert "XDG_RUNTIME_DIR" not in out.stderr

@@ -15,9 +15,19 @@ import httpx
 import psutil
 import pytest
 
-from app.config import Settings
+from app.config import PROJECT_ROOT, Settings
 from app.embedded import POSTGRES_MAJOR, free_port
 from app.http.serving import is_loopback, refuse_unauthenticated
+
+# The migrations' head and count, read from their files.
+_REVISIONS = sorted((PROJECT_ROOT / "alembic" / "versions").glob("*.py"))
+MIGRATIONS = len(_REVISIONS)
+HEAD = max(
+    line.split("=")[1].strip().strip("\"'")
+    for p in _REVISIONS
+    for line in p.read_text().splitlines()
+    if line.startswith("revision")
+)
 
 
 def _env(data_dir: Path, port: int) -> dict[str, str]:
@@ -102,6 +112,35 @@ def test_serve_starts_embedded_servers_and_stops_them(tmp_path: Path) -> None:
         assert (r.status_code, r.json()["content"]) == (200, "kept")
     finally:
         _stop(proc)
+
+
+def test_serve_says_ready_once_the_port_answers_in_a_few_quiet_lines(tmp_path: Path) -> None:
+    """Issue 49, the first run: one ready line on stdout naming the API, /docs and /ui,
+    printed when the port answers (not when the socket is bound); the migrations of a fresh
+    data directory in one line; no platformdirs warning."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "serve.log").open("ab")
+    env = {**_env(tmp_path, port), "HTM_LOG_FORMAT": "text"}
+    env.pop("XDG_RUNTIME_DIR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env,
+                            stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # blocks until the line is printed
+        assert line == f"ready: API {url}, docs {url}/docs, dashboard {url}/ui\n"
+        assert httpx.get(f"{url}/docs", timeout=5).status_code == 200  # answering already
+        assert httpx.get(f"{url}/ui", timeout=5).status_code == 200
+    finally:
+        _stop(proc)
+    assert proc.stdout.read() == ""  # one line, and only one
+    logged = _logged(tmp_path)
+    migrated = [x for x in logged.splitlines() if "migrat" in x.lower()]
+    assert len(migrated) == 1, migrated
+    assert migrated[0].endswith(f"app.db.migrate: migrated the database from empty to {HEAD} "
+                                f"({MIGRATIONS} migrations)")  # fmt: skip
+    assert "Running upgrade" not in logged and "Uvicorn running on" not in logged
+    assert "XDG_RUNTIME_DIR" not in logged and "Warning" not in logged
 
 
 # --- safe defaults: no unauthenticated service on a public address -------------------------

@@ -68,7 +68,7 @@ def test_defaults_match_the_design(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (s.host, s.port) == ("127.0.0.1", 8000)
     assert s.statement_timeout_ms == 5000
     assert (s.shutdown_grace_s, s.shutdown_timeout_s) == (0.0, 10.0)
-    assert (s.metrics_public, s.log_format, s.log_level) == (False, "json", "info")
+    assert (s.metrics_public, s.log_format, s.log_level) == (False, "auto", "info")
 
 
 def test_every_variable_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

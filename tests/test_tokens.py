@@ -83,3 +83,19 @@ async def test_async_variants_report_an_unloaded_tokenizer_as_503() -> None:
         with pytest.raises(ServiceUnavailable) as err:
             await call
         assert err.value.extra == {"dependency": "tokenizer"}
+
+
+def test_a_lazy_tokenizer_reads_its_file_on_first_use_and_counts_the_same() -> None:
+    """The commands' tokenizer (`htm keys`, `htm stats` count nothing): no file read at start."""
+    lazy = Tokenizer.load("cl100k_base", lazy=True)
+    assert lazy._encoding is None
+    eager = Tokenizer.load("cl100k_base")
+    texts = ["Hello, world.", "walrus tusks\n\nand more", ""]
+    assert lazy.count_joined(texts, [eager.count(t) for t in texts]) == eager.count(
+        "\n\n".join(texts)
+    )
+    assert lazy._encoding is not None and lazy.ready
+    broken = Tokenizer.load("no-such-encoding", lazy=True)
+    assert broken.error is None
+    assert not broken.ready
+    assert broken.error is not None and "'no-such-encoding' could not be loaded" in broken.error

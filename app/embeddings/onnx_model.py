@@ -4,7 +4,9 @@ without torch.
 A sentence-transformers folder (the packaged all-MiniLM-L6-v2, all-mpnet-base-v2, or a
 folder by path) whose pipeline is a transformer, mean pooling and normalisation is exported
 on first use into `<models_dir>/onnx/<name>-<fingerprint>/` (the transformer and the pooling
-in one graph, `torch.onnx.export`; 2-3 s for MiniLM), with its `tokenizer.json` beside it.
+in one graph), with its `tokenizer.json` beside it: a BERT (the packaged MiniLM) written from
+its weights by app/embeddings/onnx_bert.py, without torch (the same graph and vectors as
+torch's export, ~2 s); any other model by `torch.onnx.export` (the `torch` extra).
 Later starts, and every other process, load that folder: no torch, no transformers, only
 onnxruntime and the tokenizers library. The fingerprint is taken from the source folder's
 configuration and file sizes, so other weights get another folder. Processes starting
@@ -111,9 +113,36 @@ def fingerprint(source: Path) -> str:
 
 
 def _export(source: Path, into: Path, max_len: int, normalize: bool) -> None:
-    """Export the transformer with mean pooling (and normalisation) into `into` (blocking;
-    needs torch and transformers, which only this step imports)."""
-    import torch
+    """Export the transformer with mean pooling (and normalisation) into `into` (blocking).
+    A BERT with its tokenizer.json (the packaged all-MiniLM-L6-v2) is written from its
+    weights without torch (app/embeddings/onnx_bert.py: the same graph and vectors); any
+    other model is exported by torch."""
+    import app.embeddings.onnx_bert as onnx_bert
+
+    if onnx_bert.supported(source) and (source / "tokenizer.json").exists():
+        names = onnx_bert.build(source, into, normalize)
+        shutil.copy(source / "tokenizer.json", into / "tokenizer.json")
+        _manifest(into, names, max_len)
+    else:
+        _export_with_torch(source, into, max_len, normalize)
+
+
+def _manifest(into: Path, names: list[str], max_len: int) -> None:
+    (into / MANIFEST).write_text(
+        json.dumps({"inputs": names, "max_seq_length": max_len, "version": EXPORT_VERSION}),
+        encoding="utf-8",
+    )
+
+
+def _export_with_torch(source: Path, into: Path, max_len: int, normalize: bool) -> None:
+    """torch.onnx.export of the model (needs torch and transformers: the `torch` extra)."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise EmbeddingError(
+            f"{source}: exporting this model to ONNX needs torch (pip install "
+            "'htm-service[torch]'); only BERT models with a tokenizer.json export without it"
+        ) from exc
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -157,10 +186,7 @@ def _export(source: Path, into: Path, max_len: int, normalize: bool) -> None:
             opset_version=17,
             dynamo=False,
         )
-    (into / MANIFEST).write_text(
-        json.dumps({"inputs": names, "max_seq_length": max_len, "version": EXPORT_VERSION}),
-        encoding="utf-8",
-    )
+    _manifest(into, names, max_len)
 
 
 def _kept_float(name: str) -> bool:
@@ -187,16 +213,36 @@ def _quantize(folder: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     tmp = folder / f".{INT8_FILE}.{os.getpid()}"
-    quantize_dynamic(
-        str(folder / MODEL_FILE),
-        str(tmp),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        op_types_to_quantize=["MatMul"],
-        nodes_to_exclude=float_matmuls(onnx.load(str(folder / MODEL_FILE))),
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
+    with _quiet_root():
+        quantize_dynamic(
+            str(folder / MODEL_FILE),
+            str(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_exclude=float_matmuls(onnx.load(str(folder / MODEL_FILE))),
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
     os.replace(tmp, folder / INT8_FILE)
+
+
+class _ErrorsOnly(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
+@contextlib.contextmanager
+def _quiet_root() -> Iterator[None]:
+    """onnxruntime's quantizer logs through the root logger itself (`logging.info`), a line
+    per tensor it skips or scales (25 for MiniLM) and a warning to pre-process the model
+    (for its static quantization, not this dynamic one): kept to its errors while it runs.
+    Only records logged on the root logger are filtered, not those of named loggers."""
+    root, quiet = logging.getLogger(), _ErrorsOnly()
+    root.addFilter(quiet)
+    try:
+        yield
+    finally:
+        root.removeFilter(quiet)
 
 
 def _source(model: str, models_dir: Path) -> tuple[Path, Path]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from app.embeddings._http import HttpEmbedder
+
+if TYPE_CHECKING:  # imported where a client is made (app/provider_http.py says why)
+    import httpx
 
 DEFAULT_OPENAI_URL = "https://api.openai.com"
 

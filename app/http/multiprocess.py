@@ -31,7 +31,7 @@ from app.config import Settings
 from app.embedded.supervisor import SharedHealth
 from app.embeddings.factory import pending_export
 from app.embeddings.onnx_model import ensure_exported
-from app.http.serving import DrainingServer, uvicorn_config
+from app.http.serving import DrainingServer, announce_ready, uvicorn_config
 from app.observability.logs import configure as configure_logging
 
 log = logging.getLogger("htm")
@@ -90,6 +90,7 @@ class Workers(Multiprocess):
         super().__init__(config, sockets)
         self.grace_s = grace_s
         self.embedded = embedded
+        self.announce = announce_ready(config.host, config.port)
 
     def _spawn(self) -> WorkerProcess:
         process = WorkerProcess(self.config, self.sockets, self.grace_s, self.embedded)
@@ -109,6 +110,8 @@ class Workers(Multiprocess):
     def keep_subprocess_alive(self) -> None:
         if self.should_exit.is_set():
             return
+        if any(isinstance(p, WorkerProcess) and p.started.is_set() for p in self.processes):
+            self.announce()  # a worker serves the socket: the port answers
         for idx, process in enumerate(self.processes):
             hung = self._hung(process)
             if hung is None and process.process.is_alive():
@@ -180,7 +183,7 @@ def run_workers(
     if settings.redis_url:
         os.environ["HTM_REDIS_URL"] = settings.redis_url
     _export_model(settings)
-    log.info("serving on http://%s:%s from %d processes", host, port, workers)
+    log.info("starting the service on port %s from %d processes", port, workers)
     config = uvicorn_config(
         "app.main:worker_app", settings, host, port,
         access_log=access_log, worker=True, factory=True, workers=workers,

@@ -12,6 +12,7 @@ import asyncio
 import ipaddress
 import logging
 import signal
+import sys
 import time
 from collections.abc import Callable
 from socket import socket
@@ -40,6 +41,38 @@ def is_loopback(host: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return ip.is_loopback
+
+
+def ready_line(host: str, port: int) -> str:
+    """What `htm serve` prints once the port answers: where the API, its docs and the
+    dashboard are (a wildcard host shown as localhost, the address to open on this machine)."""
+    shown = "localhost" if host in ("", "0.0.0.0", "::") else host
+    base = f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+    return f"ready: API {base}, docs {base}/docs, dashboard {base}/ui"
+
+
+def announce_ready(host: str, port: int) -> Callable[[], None]:
+    """The ready line on stdout (the logs are on stderr), once."""
+    said = False
+
+    def announce() -> None:
+        nonlocal said
+        if not said:
+            said = True
+            print(ready_line(host, port), file=sys.stdout, flush=True)
+
+    return announce
+
+
+class _BoundEarly(logging.Filter):
+    """uvicorn says "Uvicorn running on ..." when it binds the socket, seconds before the
+    app has started and the port answers; the ready line says it when it does."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Uvicorn running on")
+
+
+uvicorn_log.addFilter(_BoundEarly())
 
 
 def refuse_unauthenticated(settings: Settings, host: str) -> str | None:
@@ -218,14 +251,19 @@ def uvicorn_config(
 def run(
     app: FastAPI, settings: Settings, host: str, port: int, *, access_log: bool = False
 ) -> None:
-    """Serve the app on host:port until a signal drains and stops it."""
-    log.info("serving on http://%s:%s", host, port)
+    """Serve the app on host:port until a signal drains and stops it; the ready line once
+    the app has started and the socket is served."""
     config = uvicorn_config(app, settings, host, port, access_log=access_log)
     # The listening socket is the server's own to close: its drain takes the connections
     # waiting in its queue first.
     sock = config.bind_socket()
     try:
-        DrainingServer(config, app=app, grace_s=settings.shutdown_grace_s).run([sock])
+        DrainingServer(
+            config,
+            app=app,
+            grace_s=settings.shutdown_grace_s,
+            on_started=announce_ready(host, port),
+        ).run([sock])
     finally:
         sock.close()
 

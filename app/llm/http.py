@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import httpx
-
 from app.llm.base import LlmError, Message
 from app.provider_http import post_json
 from app.tracing import dependency
@@ -28,6 +26,8 @@ class HttpChatModel:
         self.model = model
         self.url = base_url.rstrip("/") + self.path
         self.timeout_s = timeout_s
+        import httpx  # here, not above: app/provider_http.py says why
+
         self._client = httpx.AsyncClient(timeout=timeout_s, headers=headers)
 
     async def complete(self, messages: list[Message], *, json: bool = False) -> str:

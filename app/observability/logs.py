@@ -1,5 +1,8 @@
 """The process's log format (HTM_LOG_FORMAT, HTM_LOG_LEVEL) and the one line per request.
 
+auto (the default): text when stderr is a terminal (a person running `make run`), json when
+it is not (a container, a file, a pipe to a collector).
+
 json: one JSON object a line, with the request id of the request that wrote it (a contextvar
 the middleware sets). The request line names the route's template, never the raw path, and
 nothing from bodies: no memory content, no API key (the Authorization header is never read
@@ -47,7 +50,10 @@ class TextFormatter(logging.Formatter):
         return f"{line} [{rid}]" if rid is not None else line
 
 
-def formatter(log_format: str) -> logging.Formatter:
+def formatter(log_format: str, *, terminal: bool = False) -> logging.Formatter:
+    """`terminal`: whether the stream is one (what `auto` picks by)."""
+    if log_format == "auto":
+        log_format = "text" if terminal else "json"
     return JsonFormatter() if log_format == "json" else TextFormatter()
 
 
@@ -55,7 +61,7 @@ def configure(log_format: str, level: str) -> None:
     """The root logger writes to stderr in the chosen format (uvicorn's loggers included:
     `htm serve` runs it without a logging config of its own)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(formatter(log_format))
+    handler.setFormatter(formatter(log_format, terminal=sys.stderr.isatty()))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any, Literal
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal
 
 from app.tracing import dependency
+
+if TYPE_CHECKING:  # imported where a client is made (app/provider_http.py says why)
+    import httpx
 
 RerankApi = Literal["tei", "cohere"]
 
@@ -32,6 +33,8 @@ class HttpReranker:
         timeout_s: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        import httpx
+
         self.url = url
         self.api = api
         self.model = model
@@ -43,6 +46,8 @@ class HttpReranker:
         """One relevance score per document, in the documents' order."""
         if not documents:
             return []
+        import httpx
+
         body: dict[str, Any]
         if self.api == "tei":
             body = {"query": query, "texts": documents}

@@ -9,15 +9,14 @@ import sys
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import names
-from app.components import Components
-from app.errors import DomainError
-from app.transfer.progress import progress
-from app.transfer.reading import BadFile
 
-Run = Callable[[Components, argparse.Namespace], Awaitable[int]]
+if TYPE_CHECKING:  # the parser is built without importing the app (app/cli.py): each run
+    from app.components import Components  # imports what it uses
+
+Run = Callable[["Components", argparse.Namespace], Awaitable[int]]
 ROBOT, NAMESPACE = names.argument("robot"), names.argument("namespace")
 
 
@@ -36,12 +35,22 @@ def _positive(value: str) -> int:
     return n
 
 
+def _days(value: str) -> int:
+    """--days: 1 to 366, as the route's `days` query parameter."""
+    n = _positive(value)
+    if n > 366:
+        raise argparse.ArgumentTypeError(f"must be at most 366, not {n}")
+    return n
+
+
 def _output(path: str | None) -> Any:
     return nullcontext(sys.stdout.buffer) if path in (None, "-") else open(path, "wb")
 
 
 async def _export(c: Components, args: argparse.Namespace) -> int:
+    from app.errors import DomainError
     from app.transfer.export import export
+    from app.transfer.progress import progress
 
     try:
         out = _output(args.out)
@@ -59,7 +68,10 @@ async def _export(c: Components, args: argparse.Namespace) -> int:
 
 
 async def _import(c: Components, args: argparse.Namespace) -> int:
+    from app.errors import DomainError
     from app.transfer.importer import import_file
+    from app.transfer.progress import progress
+    from app.transfer.reading import BadFile
 
     try:
         with progress(args.quiet) as bar:
@@ -78,7 +90,9 @@ async def _import(c: Components, args: argparse.Namespace) -> int:
 
 
 async def _load(c: Components, args: argparse.Namespace) -> int:
+    from app.errors import DomainError
     from app.transfer.load import load
+    from app.transfer.progress import progress
 
     try:
         with progress(args.quiet) as bar:
@@ -93,6 +107,8 @@ async def _load(c: Components, args: argparse.Namespace) -> int:
 
 
 async def _reembed(c: Components, args: argparse.Namespace) -> int:
+    from app.errors import DomainError
+    from app.transfer.progress import progress
     from app.transfer.reembed import Stalled, reembed
 
     if not c.embedder.available:
@@ -113,6 +129,8 @@ async def _reembed(c: Components, args: argparse.Namespace) -> int:
 
 
 async def _reindex(c: Components, args: argparse.Namespace) -> int:
+    from app.errors import DomainError
+    from app.transfer.progress import progress
     from app.transfer.reembed import Stalled
     from app.transfer.reindex import reindex
 
@@ -135,6 +153,7 @@ async def _reindex(c: Components, args: argparse.Namespace) -> int:
 
 
 async def _dedupe(c: Components, args: argparse.Namespace) -> int:
+    from app.errors import DomainError
     from app.unit import operator, unit_of_work
 
     threshold = c.settings.dedupe_threshold if args.threshold is None else args.threshold
@@ -165,6 +184,7 @@ SHOWN_KEYS = 20
 
 
 async def _retention(c: Components, args: argparse.Namespace) -> int:
+    from app.errors import DomainError
     from app.unit import operator, unit_of_work
 
     try:
@@ -194,6 +214,7 @@ async def _retention(c: Components, args: argparse.Namespace) -> int:
 async def _maintenance(c: Components, args: argparse.Namespace) -> int:
     import json
 
+    from app.errors import DomainError
     from app.unit import operator, unit_of_work
 
     try:
@@ -209,7 +230,29 @@ async def _maintenance(c: Components, args: argparse.Namespace) -> int:
     return 0 if done.status == "done" else 1
 
 
-def add_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
+async def _stats(c: Components, args: argparse.Namespace) -> int:
+    from app.errors import DomainError
+    from app.unit import operator, unit_of_work
+
+    try:  # as GET /v1/stats and GET /v1/robots/{robot}/stats answer, through the same service
+        async with unit_of_work(c, await operator(c, args.namespace)) as u:
+            if args.robot is None:
+                found: Any = await u.stats.namespace()
+            else:
+                found = await u.stats.robot(args.robot, args.days)
+    except DomainError as exc:
+        return _fail(args, exc.detail)
+    if args.json:
+        print(found.model_dump_json(indent=2))
+    else:
+        from app.transfer.stats_text import namespace_lines, robot_lines
+
+        shown = namespace_lines(found) if args.robot is None else robot_lines(found, args.days)
+        print("\n".join(shown))
+    return 0
+
+
+def add_commands(sub: Any, run: Callable[..., Callable[..., int]]) -> None:
     """The subcommands; `run(f)` makes the parser's func: components opened, f run."""
     _file_commands(sub, run)
     _namespace_commands(sub, run)
@@ -253,7 +296,7 @@ def _file_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
     p.set_defaults(func=run(_load))
 
 
-def _namespace_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> None:
+def _namespace_commands(sub: Any, run: Callable[..., Callable[..., int]]) -> None:
     """What is done over a namespace's memories: embed or index them again, merge
     duplicates, apply retention, run maintenance."""
     p = sub.add_parser("reembed", help="embed a namespace again with the configured model")
@@ -301,3 +344,12 @@ def _namespace_commands(sub: Any, run: Callable[[Run], Callable[..., int]]) -> N
     )
     p.add_argument("--namespace", default="default", type=NAMESPACE)
     p.set_defaults(func=run(_maintenance))
+
+    p = sub.add_parser(
+        "stats", help="a namespace's statistics, or (--robot) a robot's, as GET .../stats answers"
+    )
+    p.add_argument("--namespace", default="default", type=NAMESPACE)
+    p.add_argument("--robot", type=ROBOT, help="this robot's statistics instead")
+    p.add_argument("--days", type=_days, default=30, help="with --robot: days of activity")
+    p.add_argument("--json", action="store_true", help="the API's JSON body, as it answers")
+    p.set_defaults(func=run(_stats, embeds=False))

@@ -7,13 +7,18 @@ import contextlib
 import io
 import json
 import logging
+import os
+import pty
 import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from app.config import PROJECT_ROOT
 from app.observability.logs import REQUEST_LOGGER, JsonFormatter, formatter
 from tests.auth.test_auth import bearer, make_key
 
@@ -200,3 +205,40 @@ async def test_an_mcp_request_logs_its_request_line_and_not_the_sdk_s_session_ch
     finally:
         root.handlers[:], _ = saved
         root.setLevel(saved[1])
+
+
+AUTO = """
+import logging
+from app.observability.logs import configure
+configure("auto", "info")
+logging.getLogger("app.x").info("hello")
+"""
+
+
+def _logged_auto(stderr_is_a_terminal: bool) -> str:
+    """What a process configured with HTM_LOG_FORMAT=auto writes on its stderr: a terminal
+    (a pseudo-terminal) or a pipe."""
+    if not stderr_is_a_terminal:
+        out = subprocess.run([sys.executable, "-c", AUTO], cwd=PROJECT_ROOT, capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+        assert out.returncode == 0
+        return out.stderr
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-c", AUTO], cwd=PROJECT_ROOT, stderr=follower,
+                              stdout=subprocess.DEVNULL, timeout=60)  # fmt: skip
+        assert proc.returncode == 0
+        return os.read(leader, 4096).decode().replace("\r\n", "\n")
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
+def test_auto_logs_text_on_a_terminal_and_json_elsewhere() -> None:
+    """Issue 49: a person running `make run` reads text; a container's collector gets JSON."""
+    [text] = _logged_auto(stderr_is_a_terminal=True).splitlines()
+    assert text.endswith(" INFO app.x: hello"), text
+    [line] = _logged_auto(stderr_is_a_terminal=False).splitlines()
+    assert {k: v for k, v in json.loads(line).items() if k != "ts"} == {
+        "level": "info", "logger": "app.x", "message": "hello",
+    }  # fmt: skip
