@@ -147,7 +147,7 @@ async def test_an_add_and_a_recall_as_span_trees_continuing_the_caller_s_trace(c
 async def test_metrics_carry_process_build_and_dependency_latency(client) -> None:
     await client.post("/v1/robots/a/memories", json={"content": "x"})
     text = (await client.get("/metrics")).text
-    assert 'htm_build_info{version="1.0.0"} 1.0' in text
+    assert 'htm_build_info{version="1.1.0"} 1.0' in text
     assert "process_cpu_seconds_total" in text
     counts = {
         line.split("{")[1].split("}")[0]: float(line.rsplit(" ", 1)[1])
