@@ -141,7 +141,11 @@ async def test_an_add_and_a_recall_as_span_trees_continuing_the_caller_s_trace(c
     # the group commit's statements serve several requests: a trace of their own
     flushes = [s.name for s in EXPORTER.get_finished_spans() if s.parent is None
                and s.attributes.get("db.system.name") == "postgresql"]  # fmt: skip
-    assert flushes == ["INSERT memory_key INSERT memory_event INSERT speaker INSERT memory"]
+    # The recall's working-memory load runs after its answer, in a context of its own too:
+    # whether it has ended when the spans are read depends on timing.
+    flush = "INSERT memory_key INSERT memory_event INSERT speaker INSERT memory"
+    assert flushes.count(flush) == 1
+    assert set(flushes) - {flush} <= {"SELECT robot namespace SELECT working_memory_item"}
 
 
 async def test_metrics_carry_process_build_and_dependency_latency(client) -> None:
