@@ -4,7 +4,9 @@ stopping it stops what it started; a second run reuses the data."""
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -141,6 +143,42 @@ def test_serve_says_ready_once_the_port_answers_in_a_few_quiet_lines(tmp_path: P
                                 f"({MIGRATIONS} migrations)")  # fmt: skip
     assert "Running upgrade" not in logged and "Uvicorn running on" not in logged
     assert "XDG_RUNTIME_DIR" not in logged and "Warning" not in logged
+    # What a person reads before the ready line: the embedded servers and the migration, not
+    # uvicorn's or the MCP SDK's start-up lines (DEBUG: app/observability/logs.QuietAtStart).
+    lines = [" ".join(x.split(" ")[2:]) for x in logged.splitlines()]
+    first_request = next(i for i, x in enumerate(lines) if x.startswith("INFO htm.request:"))
+    assert [re.sub(r"port \d+", "port N", x) for x in lines[:first_request]] == [
+        f"INFO app.embedded.services: embedded PostgreSQL in {tmp_path}/pgdata",
+        f"INFO app.embedded.services: embedded Redis in {tmp_path}/redis",
+        f"INFO app.embedded.shared_redis: started embedded Redis in {tmp_path}/redis on port N",
+        migrated[0].split(" ", 2)[2],
+    ]
+
+
+def test_start_up_lines_are_debug_records_shown_at_the_debug_level() -> None:
+    import app.http.serving  # noqa: F401  (adds the filter to uvicorn's logger)
+
+    seen: list[tuple[str, str]] = []
+    handler = logging.Handler()
+    handler.emit = lambda r: seen.append((r.levelname, r.getMessage()))  # type: ignore[method-assign]
+    logger = logging.getLogger("uvicorn.error")
+    before = logger.level
+    logger.addHandler(handler)
+    try:
+        for level in (logging.INFO, logging.DEBUG):
+            logger.setLevel(level)
+            logger.info("Started server process [%d]", 7)
+            logger.info("Waiting for application startup.")
+            logger.info("Shutting down")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+    assert seen == [
+        ("INFO", "Shutting down"),
+        ("DEBUG", "Started server process [7]"),
+        ("DEBUG", "Waiting for application startup."),
+        ("INFO", "Shutting down"),
+    ]
 
 
 # --- safe defaults: no unauthenticated service on a public address -------------------------

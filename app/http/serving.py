@@ -24,6 +24,7 @@ from fastapi import FastAPI
 from app.config import Settings
 from app.http.draining import start_draining
 from app.http.protocol import DrainState, ServiceProtocol, WorkerProtocol, uvicorn_options
+from app.observability.logs import QuietAtStart
 
 log = logging.getLogger("htm")
 uvicorn_log = logging.getLogger("uvicorn.error")  # the lines uvicorn's own shutdown writes
@@ -64,15 +65,15 @@ def announce_ready(host: str, port: int) -> Callable[[], None]:
     return announce
 
 
-class _BoundEarly(logging.Filter):
-    """uvicorn says "Uvicorn running on ..." when it binds the socket, seconds before the
-    app has started and the port answers; the ready line says it when it does."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Uvicorn running on")
-
-
-uvicorn_log.addFilter(_BoundEarly())
+# uvicorn's lines before the app answers, DEBUG: "Uvicorn running on ..." is written when the
+# socket is bound, seconds before the port answers, and the ready line says all of them.
+_STARTING = QuietAtStart(
+    "Uvicorn running on",
+    "Started server process",
+    "Waiting for application startup.",
+    "Application startup complete.",
+)
+uvicorn_log.addFilter(_STARTING)
 
 
 def refuse_unauthenticated(settings: Settings, host: str) -> str | None:
