@@ -227,3 +227,27 @@ def test_other_addresses_need_auth_or_an_explicit_opt_out(host: str) -> None:
     assert refuse_unauthenticated(Settings(_env_file=None, auth_enabled=True), host) is None
     opted_out = Settings(_env_file=None, auth_enabled=False, allow_unauthenticated=True)
     assert refuse_unauthenticated(opted_out, host) is None
+
+
+def test_serve_says_not_ready_when_the_tokenizer_cannot_load(tmp_path: Path) -> None:
+    """The line names what /readyz answers 503 for, instead of "ready" (the walk of
+    2026-12-07: `htm serve` without TIKTOKEN_CACHE_DIR on an offline machine said "ready"
+    while every add was a 503)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "serve.log").open("ab")
+    env = {**_env(tmp_path, port), "HTM_LOG_FORMAT": "text", "HTM_TIKTOKEN_ENCODING": "no_such"}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env,
+                            stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line == (
+            f"not ready: tokenizer unavailable ({url}/readyz says why); "
+            f"API {url}, docs {url}/docs, dashboard {url}/ui\n"
+        )
+        r = httpx.get(f"{url}/readyz", timeout=5)
+        assert (r.status_code, list(r.json()["unavailable"])) == (503, ["tokenizer"])
+    finally:
+        _stop(proc)
+    assert "ERROR app.tokens: tiktoken encoding 'no_such' could not be loaded" in _logged(tmp_path)
