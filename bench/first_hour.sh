@@ -52,7 +52,8 @@ echo "- htm keys create: $(for i in 1 2 3 4 5; do /usr/bin/time -f '%U %S %e' .v
 echo "- htm stats: $( { /usr/bin/time -f '%U %S %e' .venv/bin/htm stats >"$d/stats.txt"; } 2>&1 | awk '{printf "%.2f/%.2fs", $1 + $2, $3}') (CPU/wall), $(wc -l <"$d/stats.txt") lines"
 
 echo "## MCP over HTTP ($(load))"
-.venv/bin/python -m bench.first_hour_mcp $HTM
+# Counting tokens offline needs tiktoken's BPE file (the Makefile points at ../shared/tiktoken).
+TIKTOKEN_CACHE_DIR=${TIKTOKEN_CACHE_DIR:-$d/shared/tiktoken} .venv/bin/python -m bench.first_hour_mcp $HTM
 echo "## the agent loop, clients/mcp_agent_loop.py ($(load))"
 /usr/bin/time -f '- %e s wall, %U s user, %S s sys' .venv/bin/python clients/mcp_agent_loop.py $HTM release-agent --namespace "first-hour-$$" 2>&1 | sed 's/^/      /'
 
