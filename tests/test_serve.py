@@ -156,7 +156,9 @@ def test_serve_says_ready_once_the_port_answers_in_a_few_quiet_lines(tmp_path: P
 
 
 def test_start_up_lines_are_debug_records_shown_at_the_debug_level() -> None:
-    import app.http.serving  # noqa: F401  (adds the filter to uvicorn's logger)
+    """As a single-process `htm serve` logs (`run` adds `_STARTING`; with --workers each
+    worker's "Started server process [pid]" stays, tests/processes/test_workers_start.py)."""
+    from app.http.serving import _STARTING
 
     seen: list[tuple[str, str]] = []
     handler = logging.Handler()
@@ -164,17 +166,21 @@ def test_start_up_lines_are_debug_records_shown_at_the_debug_level() -> None:
     logger = logging.getLogger("uvicorn.error")
     before = logger.level
     logger.addHandler(handler)
+    logger.addFilter(_STARTING)
     try:
         for level in (logging.INFO, logging.DEBUG):
             logger.setLevel(level)
+            logger.info("Uvicorn running on %s://%s:%d", "http", "127.0.0.1", 8000)
             logger.info("Started server process [%d]", 7)
             logger.info("Waiting for application startup.")
             logger.info("Shutting down")
     finally:
+        logger.removeFilter(_STARTING)
         logger.removeHandler(handler)
         logger.setLevel(before)
     assert seen == [
         ("INFO", "Shutting down"),
+        ("DEBUG", "Uvicorn running on http://127.0.0.1:8000"),
         ("DEBUG", "Started server process [7]"),
         ("DEBUG", "Waiting for application startup."),
         ("INFO", "Shutting down"),

@@ -81,15 +81,15 @@ def _faults(app: FastAPI) -> list[str]:
     return sorted(local_faults(components.embedder, components.tokenizer))
 
 
-# uvicorn's lines before the app answers, DEBUG: "Uvicorn running on ..." is written when the
-# socket is bound, seconds before the port answers, and the ready line says all of them.
+# uvicorn's lines before the app answers, DEBUG. "Uvicorn running on ..." is written when the
+# socket is bound, seconds before the port answers: in every process. The others only in a
+# single-process `htm serve`, whose ready line says them (`run`); with --workers each
+# worker's "Started server process [pid]" names it, and stays.
+_BOUND_EARLY = QuietAtStart("Uvicorn running on")
+uvicorn_log.addFilter(_BOUND_EARLY)
 _STARTING = QuietAtStart(
-    "Uvicorn running on",
-    "Started server process",
-    "Waiting for application startup.",
-    "Application startup complete.",
+    "Started server process", "Waiting for application startup.", "Application startup complete."
 )
-uvicorn_log.addFilter(_STARTING)
 
 
 def refuse_unauthenticated(settings: Settings, host: str) -> str | None:
@@ -271,6 +271,7 @@ def run(
     """Serve the app on host:port until a signal drains and stops it; the ready line once
     the app has started and the socket is served."""
     config = uvicorn_config(app, settings, host, port, access_log=access_log)
+    uvicorn_log.addFilter(_STARTING)
     # The listening socket is the server's own to close: its drain takes the connections
     # waiting in its queue first.
     sock = config.bind_socket()
