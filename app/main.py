@@ -17,7 +17,7 @@ from app.http.middleware import BodyGate
 from app.http.openapi import install_docs, install_openapi
 from app.http.problems import install_error_handlers
 from app.http.routes import ROUTERS
-from app.http.routing import AsgiRoute, skip_unmatched_routers
+from app.http.routing import AsgiRoute, label_plain_routes, skip_unmatched_routers
 from app.lifespan import background, open_components
 from app.mcp.http import McpEndpoint
 from app.observability.middleware import RequestObserver
@@ -48,6 +48,7 @@ def create_app(settings: Settings | None = None, *, background: bool = True) -> 
     install_error_handlers(app)
     install_openapi(app)
     install_docs(app)
+    label_plain_routes(app)
     app.add_middleware(BodyGate, limit=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     if settings.database_replica_urls:  # writes' consistency tokens (app/http/consistency.py)
         app.add_middleware(ConsistencyTokens)

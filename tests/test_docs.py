@@ -56,7 +56,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app"
-TOP_FOLDERS = ("app", "tests", "bench", "chaos", "alembic", "evals", "docs", "openapi")
+TOP_FOLDERS = ("app", "tests", "bench", "chaos", "alembic", "evals", "docs", "openapi", "clients")
 SKIP_DIRS = {"__pycache__", ".venv", ".git", ".htm", "node_modules", ".pytest_cache"}
 
 

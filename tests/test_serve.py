@@ -4,7 +4,9 @@ stopping it stops what it started; a second run reuses the data."""
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -141,6 +143,48 @@ def test_serve_says_ready_once_the_port_answers_in_a_few_quiet_lines(tmp_path: P
                                 f"({MIGRATIONS} migrations)")  # fmt: skip
     assert "Running upgrade" not in logged and "Uvicorn running on" not in logged
     assert "XDG_RUNTIME_DIR" not in logged and "Warning" not in logged
+    # What a person reads before the ready line: the embedded servers and the migration, not
+    # uvicorn's or the MCP SDK's start-up lines (DEBUG: app/observability/logs.QuietAtStart).
+    lines = [" ".join(x.split(" ")[2:]) for x in logged.splitlines()]
+    first_request = next(i for i, x in enumerate(lines) if x.startswith("INFO htm.request:"))
+    assert [re.sub(r"port \d+", "port N", x) for x in lines[:first_request]] == [
+        f"INFO app.embedded.services: embedded PostgreSQL in {tmp_path}/pgdata",
+        f"INFO app.embedded.services: embedded Redis in {tmp_path}/redis",
+        f"INFO app.embedded.shared_redis: started embedded Redis in {tmp_path}/redis on port N",
+        migrated[0].split(" ", 2)[2],
+    ]
+
+
+def test_start_up_lines_are_debug_records_shown_at_the_debug_level() -> None:
+    """As a single-process `htm serve` logs (`run` adds `_STARTING`; with --workers each
+    worker's "Started server process [pid]" stays, tests/processes/test_workers_start.py)."""
+    from app.http.serving import _STARTING
+
+    seen: list[tuple[str, str]] = []
+    handler = logging.Handler()
+    handler.emit = lambda r: seen.append((r.levelname, r.getMessage()))  # type: ignore[method-assign]
+    logger = logging.getLogger("uvicorn.error")
+    before = logger.level
+    logger.addHandler(handler)
+    logger.addFilter(_STARTING)
+    try:
+        for level in (logging.INFO, logging.DEBUG):
+            logger.setLevel(level)
+            logger.info("Uvicorn running on %s://%s:%d", "http", "127.0.0.1", 8000)
+            logger.info("Started server process [%d]", 7)
+            logger.info("Waiting for application startup.")
+            logger.info("Shutting down")
+    finally:
+        logger.removeFilter(_STARTING)
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+    assert seen == [
+        ("INFO", "Shutting down"),
+        ("DEBUG", "Uvicorn running on http://127.0.0.1:8000"),
+        ("DEBUG", "Started server process [7]"),
+        ("DEBUG", "Waiting for application startup."),
+        ("INFO", "Shutting down"),
+    ]
 
 
 # --- safe defaults: no unauthenticated service on a public address -------------------------
@@ -189,3 +233,27 @@ def test_other_addresses_need_auth_or_an_explicit_opt_out(host: str) -> None:
     assert refuse_unauthenticated(Settings(_env_file=None, auth_enabled=True), host) is None
     opted_out = Settings(_env_file=None, auth_enabled=False, allow_unauthenticated=True)
     assert refuse_unauthenticated(opted_out, host) is None
+
+
+def test_serve_says_not_ready_when_the_tokenizer_cannot_load(tmp_path: Path) -> None:
+    """The line names what /readyz answers 503 for, instead of "ready" (the walk of
+    2026-12-07: `htm serve` without TIKTOKEN_CACHE_DIR on an offline machine said "ready"
+    while every add was a 503)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "serve.log").open("ab")
+    env = {**_env(tmp_path, port), "HTM_LOG_FORMAT": "text", "HTM_TIKTOKEN_ENCODING": "no_such"}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env,
+                            stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line == (
+            f"not ready: tokenizer unavailable ({url}/readyz says why); "
+            f"API {url}, docs {url}/docs, dashboard {url}/ui\n"
+        )
+        r = httpx.get(f"{url}/readyz", timeout=5)
+        assert (r.status_code, list(r.json()["unavailable"])) == (503, ["tokenizer"])
+    finally:
+        _stop(proc)
+    assert "ERROR app.tokens: tiktoken encoding 'no_such' could not be loaded" in _logged(tmp_path)

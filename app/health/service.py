@@ -29,6 +29,17 @@ async def postgres_versions(sessionmaker: Sessionmaker) -> dict[str, Any]:
         return await VersionRepository(session).postgres()
 
 
+def local_faults(embedder: TimedEmbedder, tokenizer: Tokenizer) -> dict[str, str]:
+    """What this process knows is down without asking a server: the tokenizer (its BPE file)
+    and the embedding model. /readyz reports them; `htm serve`'s ready line names them."""
+    down: dict[str, str] = {}
+    if not tokenizer.ready:
+        down["tokenizer"] = tokenizer.error or "not loaded"
+    if embedder.load_error:
+        down["embedding"] = embedder.load_error
+    return down
+
+
 async def readiness(
     sessionmaker: Sessionmaker,
     redis: Any,
@@ -69,10 +80,7 @@ async def readiness(
             why = h.why()
             if name in down and why:
                 down[name] = f"{down[name]}: {why}"
-    if not tokenizer.ready:
-        down["tokenizer"] = tokenizer.error or "not loaded"
-    if embedder.load_error:
-        down["embedding"] = embedder.load_error
+    down.update(local_faults(embedder, tokenizer))
     if down:
         names = ", ".join(sorted(down))
         raise ServiceUnavailable(f"not ready: {names} unavailable", unavailable=down, **report)

@@ -30,7 +30,7 @@ from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette._utils import get_route_path
-from starlette.routing import Match, Route
+from starlette.routing import Match, Mount, Route
 from starlette.types import Scope
 
 from app.common import parse_json
@@ -101,16 +101,45 @@ _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 
 
 class AsgiRoute(Route):
-    """A plain ASGI app at a path (the MCP transport at /mcp) that names itself in the scope,
-    as an API route does: FastAPI's router sets `scope["route"]` only for its own routes, and
-    without it the request would be counted under route="unmatched" (the label of paths no
-    route fits; app/observability/middleware.py)."""
+    """A plain route (an ASGI app such as the MCP transport at /mcp, or a page such as /docs)
+    that names itself in the scope, as an API route does: FastAPI's router sets
+    `scope["route"]` only for its own API routes, and without it the request would be counted
+    under route="unmatched" (the label of paths no route fits; app/observability/middleware.py)."""
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child = super().matches(scope)
         if match is not Match.NONE:
             child["route"] = self
         return match, child
+
+
+class AsgiMount(Mount):
+    """A mount that names itself in the scope (the docs' static files at /docs-assets): its
+    requests are labelled `<mount>/{path}` unless a route inside names itself."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child["route"] = self
+        return match, child
+
+
+def label_plain_routes(app: FastAPI) -> None:
+    """The plain Starlette routes and mounts an app holds (FastAPI's /openapi.json; /docs, its
+    OAuth2 redirect, /redoc and /docs-assets from app/http/openapi.py) made into ones that name
+    themselves, so that /metrics counts them under their own path, not route="unmatched"."""
+    routes = app.router.routes
+    for i, route in enumerate(routes):
+        if type(route) is Route:
+            routes[i] = AsgiRoute(
+                route.path,
+                route.endpoint,
+                methods=list(route.methods or ()) or None,
+                name=route.name,
+                include_in_schema=route.include_in_schema,
+            )
+        elif type(route) is Mount:
+            routes[i] = AsgiMount(route.path, app=route.app, name=route.name)
 
 
 def skip_unmatched_routers(app: FastAPI) -> None:

@@ -14,7 +14,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from socket import socket
 from types import FrameType
 
@@ -22,8 +22,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.config import Settings
+from app.health.service import local_faults
 from app.http.draining import start_draining
 from app.http.protocol import DrainState, ServiceProtocol, WorkerProtocol, uvicorn_options
+from app.observability.logs import QuietAtStart
 
 log = logging.getLogger("htm")
 uvicorn_log = logging.getLogger("uvicorn.error")  # the lines uvicorn's own shutdown writes
@@ -43,15 +45,22 @@ def is_loopback(host: str) -> bool:
     return ip.is_loopback
 
 
-def ready_line(host: str, port: int) -> str:
+def ready_line(host: str, port: int, faults: Sequence[str] = ()) -> str:
     """What `htm serve` prints once the port answers: where the API, its docs and the
-    dashboard are (a wildcard host shown as localhost, the address to open on this machine)."""
+    dashboard are (a wildcard host shown as localhost, the address to open on this machine).
+    `faults`: what this process knows is down (app/health/service.local_faults), which /readyz
+    answers 503 for: then the line says "not ready", not "ready"."""
     shown = "localhost" if host in ("", "0.0.0.0", "::") else host
     base = f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
-    return f"ready: API {base}, docs {base}/docs, dashboard {base}/ui"
+    where = f"API {base}, docs {base}/docs, dashboard {base}/ui"
+    if faults:
+        return f"not ready: {', '.join(faults)} unavailable ({base}/readyz says why); {where}"
+    return f"ready: {where}"
 
 
-def announce_ready(host: str, port: int) -> Callable[[], None]:
+def announce_ready(
+    host: str, port: int, faults: Callable[[], Sequence[str]] = tuple
+) -> Callable[[], None]:
     """The ready line on stdout (the logs are on stderr), once."""
     said = False
 
@@ -59,20 +68,28 @@ def announce_ready(host: str, port: int) -> Callable[[], None]:
         nonlocal said
         if not said:
             said = True
-            print(ready_line(host, port), file=sys.stdout, flush=True)
+            print(ready_line(host, port, faults()), file=sys.stdout, flush=True)
 
     return announce
 
 
-class _BoundEarly(logging.Filter):
-    """uvicorn says "Uvicorn running on ..." when it binds the socket, seconds before the
-    app has started and the port answers; the ready line says it when it does."""
+def _faults(app: FastAPI) -> list[str]:
+    """What the started app's components know is down (none before the lifespan made them)."""
+    components = getattr(app.state, "components", None)
+    if components is None:
+        return []
+    return sorted(local_faults(components.embedder, components.tokenizer))
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Uvicorn running on")
 
-
-uvicorn_log.addFilter(_BoundEarly())
+# uvicorn's lines before the app answers, DEBUG. "Uvicorn running on ..." is written when the
+# socket is bound, seconds before the port answers: in every process. The others only in a
+# single-process `htm serve`, whose ready line says them (`run`); with --workers each
+# worker's "Started server process [pid]" names it, and stays.
+_BOUND_EARLY = QuietAtStart("Uvicorn running on")
+uvicorn_log.addFilter(_BOUND_EARLY)
+_STARTING = QuietAtStart(
+    "Started server process", "Waiting for application startup.", "Application startup complete."
+)
 
 
 def refuse_unauthenticated(settings: Settings, host: str) -> str | None:
@@ -254,6 +271,7 @@ def run(
     """Serve the app on host:port until a signal drains and stops it; the ready line once
     the app has started and the socket is served."""
     config = uvicorn_config(app, settings, host, port, access_log=access_log)
+    uvicorn_log.addFilter(_STARTING)
     # The listening socket is the server's own to close: its drain takes the connections
     # waiting in its queue first.
     sock = config.bind_socket()
@@ -262,7 +280,7 @@ def run(
             config,
             app=app,
             grace_s=settings.shutdown_grace_s,
-            on_started=announce_ready(host, port),
+            on_started=announce_ready(host, port, lambda: _faults(app)),
         ).run([sock])
     finally:
         sock.close()

@@ -28,6 +28,7 @@ from app.errors import DomainError, ServiceUnavailable
 from app.mcp.server import build_server
 from app.mcp.tools import enabled
 from app.observability import request_id
+from app.observability.logs import QuietAtStart
 from app.problem import problem
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -39,6 +40,11 @@ _TRANSPORT_LOGGER = "mcp.server.streamable_http"
 
 def _not_session_noise(record: logging.LogRecord) -> bool:
     return not (isinstance(record.msg, str) and record.msg.startswith("Terminating session"))
+
+
+# The session manager's "started" line, written while the service starts: DEBUG.
+_MANAGER_LOGGER = "mcp.server.streamable_http_manager"
+_MANAGER_STARTED = QuietAtStart("StreamableHTTP session manager started")
 
 
 def _security(settings: Settings) -> TransportSecuritySettings | None:
@@ -58,6 +64,7 @@ class McpEndpoint:
         enabled(settings.mcp_tools)  # an unknown tool name stops the start, saying what there is
         # Once per process, whatever the apps in it (a filter is added once, never removed).
         logging.getLogger(_TRANSPORT_LOGGER).addFilter(_not_session_noise)
+        logging.getLogger(_MANAGER_LOGGER).addFilter(_MANAGER_STARTED)
         self.settings = settings
         self.server = build_server(self._current, _caller_of, _robot_of, _allowed_of)
         self._components: Components | None = None

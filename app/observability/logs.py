@@ -67,6 +67,24 @@ def configure(log_format: str, level: str) -> None:
     root.setLevel(level.upper())
 
 
+class QuietAtStart(logging.Filter):
+    """A logger's INFO records that begin with one of `prefixes`, made DEBUG records: the lines
+    uvicorn and the MCP SDK write while the service starts ("Started server process",
+    "Waiting for application startup.", ...) say less than `htm serve`'s ready line, and a
+    person running `make run` reads them before it. Shown with HTM_LOG_LEVEL=debug. Add one
+    instance per logger, once (a module's constant: addFilter skips an instance it holds)."""
+
+    def __init__(self, *prefixes: str) -> None:
+        super().__init__()
+        self.prefixes = prefixes
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO and record.getMessage().startswith(self.prefixes):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
 def log_request(
     method: str,
     route: str,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from starlette.routing import Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.observability import request_id
@@ -23,6 +24,8 @@ def route_template(scope: Scope, base_root_path: str) -> str:
     if path is None:
         return UNMATCHED
     mounted = scope.get("root_path", "")[len(base_root_path) :]
+    if isinstance(route, Mount):  # the mount itself (static files): its root_path holds its path
+        return mounted + "/{path}"
     return (mounted + path) or "/"
 
 

@@ -21,8 +21,8 @@ DEFAULT = [  # HTM_MCP_TOOLS=default: an agent's loop
     "remember", "recall", "context", "forget", "memory_restore", "memory_update",
     "session_append", "prompt", "state_get", "state_set",
 ]  # fmt: skip
-DEFINITIONS_MAX = 2500  # the default set: 2,134 tokens on 2026-12-07
-ALL_MAX = 6400  # HTM_MCP_TOOLS=all, without an LLM: 35 tools, 5,985 tokens on 2026-12-07
+DEFINITIONS_MAX = 2500  # the default set: 2,165 tokens on 2026-12-07 (the walk; 2,134 at merge)
+ALL_MAX = 6400  # HTM_MCP_TOOLS=all, without an LLM: 35 tools, 6,019 tokens on 2026-12-07
 RECALL_MAX = 1.3
 MEMORIES = [  # a sentence each, as an agent's facts are (16-25 tokens)
     (

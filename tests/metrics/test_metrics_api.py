@@ -190,3 +190,36 @@ async def test_mcp_requests_are_counted_under_their_own_route(live_server_factor
     # output schema from (200 each), and the initialized notification (202).
     assert mcp == {("POST", "200"): 3, ("POST", "202"): 1}
     assert requests(samples, "POST", "unmatched", 200) == 0
+
+
+async def test_docs_pages_and_assets_are_counted_under_their_own_routes(app_factory) -> None:
+    # Plain Starlette routes and a mount (app/http/routing.label_plain_routes): the spec, the
+    # docs pages and their static files each under their path, none under "unmatched".
+    async with app_factory() as client:
+        before = await scrape(client)
+        for path in ("/docs", "/redoc", "/docs/oauth2-redirect", "/openapi.json"):
+            assert (await client.get(path)).status_code == 200, path
+        for asset in ("swagger-ui.css", "swagger-ui-bundle.js", "redoc.standalone.js"):
+            assert (await client.get(f"/docs-assets/{asset}")).status_code == 200, asset
+        assert (await client.get("/docs-assets/no-such-file.js")).status_code == 404
+        after = await scrape(client)
+
+    def delta(method: str, route: str, status: int) -> float:
+        return requests(after, method, route, status) - requests(before, method, route, status)
+
+    counted = {
+        (dict(labels)["route"], dict(labels)["status"]): n - before.get((name, labels), 0.0)
+        for (name, labels), n in after.items()
+        if name == "htm_http_requests_total"
+        and n != before.get((name, labels), 0.0)
+        and dict(labels)["route"] != "/metrics"
+    }
+    assert counted == {
+        ("/docs", "200"): 1,
+        ("/redoc", "200"): 1,
+        ("/docs/oauth2-redirect", "200"): 1,
+        ("/openapi.json", "200"): 1,
+        ("/docs-assets/{path}", "200"): 3,
+        ("/docs-assets/{path}", "404"): 1,
+    }
+    assert delta("GET", "unmatched", 200) == delta("GET", "unmatched", 404) == 0
