@@ -16,6 +16,7 @@ from app.embeddings.timed import TimedEmbedder
 from app.errors import Conflict, NotFound, RemovedMeanwhile
 from app.events.repository import EventRepository
 from app.llm.base import ChatModel
+from app.memories.access import AccessTracker
 from app.memories.adding import AddPreparation, PlainAdds, Prepared, Registration
 from app.memories.adds import GroupCommit
 from app.memories.audiences import Audiences
@@ -89,6 +90,7 @@ class MemoryService:
         vectors: StoredVectors,
         search_caches: SearchCaches,
         pools: PoolService,
+        access: AccessTracker,
         llm: ChatModel | None = None,
     ) -> None:
         self.llm = llm
@@ -115,6 +117,9 @@ class MemoryService:
             events=self.events,
             two_tier=two_tier,
             audiences=self.audiences,
+            access=access,
+            nearby=settings.importance_forget_nearby,
+            nearby_similarity=settings.importance_forget_similarity,
         )
 
     async def _storage(self) -> VectorStorage:
