@@ -317,7 +317,8 @@ class Settings(BaseSettings):
         gt=0,
         le=0.5,
         description="α of the learned importance (app/memories/learning.py): feedback that a "
-        "memory was used moves it α of the way to 10, that it was not, α of the way to 0",
+        "memory was used moves it α of the way to 10, pinned 2α, not used α of the way to 0; "
+        "a memory near one forgotten, α/2 of the way to 0",
     )
     importance_forget_nearby: int = Field(
         default=3,
