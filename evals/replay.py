@@ -12,7 +12,8 @@ above it was offered and **not used**; when the turn is not among the 5, none wa
 Each is a `POST …/memories/{key}/feedback`; the recalls themselves count their hits'
 accesses, as any recall does. So a turn that many others' words find before themselves (the
 small talk that matches everything) loses learned importance and gains accesses; a turn found
-by its own words first gains importance.
+by its own words first gains importance. A turn stored as a duplicate of an earlier one
+(content-only mode's dedupe) is looked for as that memory.
 
 The eval's questions must not add to these counts: the harness empties `memory_access`
 before the stream (a database kept by `--keep-database` holds the counts of the last run's
@@ -66,6 +67,15 @@ def feedback_of(own: str, ranked: list[str]) -> list[tuple[str, bool]]:
     return [(k, False) for k in ranked]
 
 
+def own_memory(key: str, content: str, hits: list[dict[str, Any]]) -> str:
+    """The memory that holds the turn: its key, or, for a turn the service stored as a
+    duplicate of an earlier one (content-only mode: "Mia: Hmm, yeah." said twice is one
+    memory), the hit of the same content."""
+    if any(h["key"] == key for h in hits):
+        return key
+    return next((h["key"] for h in hits if h.get("content") == content), key)
+
+
 async def replay(client: Client, evalset: EvalSet, prefix: str, concurrency: int = 4) -> Replayed:
     """Each turn of the set asked in its own words, then the cascade's feedback."""
     out = Replayed()
@@ -82,10 +92,11 @@ async def replay(client: Client, evalset: EvalSet, prefix: str, concurrency: int
             if status != 200:
                 raise RuntimeError(f"replay recall {ns}/{key}: {status} {json.dumps(payload)}")
             ranked = [h["key"] for h in payload["hits"]]
+            own = own_memory(key, content, payload["hits"])
             out.queries += 1
-            out.found += key in ranked
-            out.first += bool(ranked) and ranked[0] == key
-            for k, used in feedback_of(key, ranked):
+            out.found += own in ranked
+            out.first += bool(ranked) and ranked[0] == own
+            for k, used in feedback_of(own, ranked):
                 path = f"/v1/robots/{ROBOT}/memories/{quote(k, safe='')}/feedback"
                 status, payload = await _post(client, ns, path, {"used": used})
                 if status != 202:

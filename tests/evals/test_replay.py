@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from evals.replay import Replayed, feedback_of, replay
+from evals.replay import Replayed, feedback_of, own_memory, replay
 from evals.runner import load
 from tests.evals.test_runner import _set
 
@@ -15,6 +15,16 @@ def test_the_cascade_marks_the_turn_used_and_only_the_hits_above_it_not_used() -
     assert feedback_of("a", ["a", "b"]) == [("a", True)]
     assert feedback_of("x", ["a", "b"]) == [("a", False), ("b", False)]  # none was of use
     assert feedback_of("x", []) == []
+
+
+def test_a_turn_stored_as_a_duplicate_is_looked_for_as_the_memory_of_its_content() -> None:
+    hits = [{"key": "t1", "content": "Mia: ok"}, {"key": "t7", "content": "Mia: Hmm, yeah."}]
+    assert own_memory("t9", "Mia: Hmm, yeah.", hits) == "t7"  # t9 was stored as t7
+    assert own_memory("t1", "Mia: ok", hits) == "t1"
+    assert own_memory("t9", "Leo: no", hits) == "t9"  # not found: every hit read, none used
+    assert feedback_of(own_memory("t9", "Mia: Hmm, yeah.", hits), ["t1", "t7"]) == [
+        ("t1", False), ("t7", True),
+    ]  # fmt: skip
 
 
 async def test_replay_gives_feedback_and_accesses_through_the_api(app_factory) -> None:  # type: ignore[no-untyped-def]
