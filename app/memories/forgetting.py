@@ -56,12 +56,12 @@ class Forgetting:
         return row
 
     async def forget(
-        self, robot_name: str, key: str, hard: bool, confirm: str | None
+        self, robot_name: str, key: str, hard: bool, confirm: str | None, *, nearby: bool = True
     ) -> MemoryRead:
         """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
         Every robot holding it lets it go, after the durable commit. The memories nearest to
         it that the robot may read take a `forgotten_nearby` step of their learned importance
-        (app/memories/learning.py; a restore does not take it back)."""
+        (app/memories/learning.py; a restore does not take it back), unless not `nearby`."""
         robot = await self.robots.ensure(robot_name)
         row = await self._locked(key, reader=robot_name, include_deleted=hard)
         await self.audiences.may_change(robot, row)
@@ -71,7 +71,9 @@ class Forgetting:
                 field="confirm",
             )
         near: list[int] = []
-        if row.deleted_at is None and self.nearby > 0:  # before a hard delete takes its vector
+        if (
+            nearby and row.deleted_at is None and self.nearby > 0
+        ):  # before a hard delete takes its vector
             near = await self.repo.nearest_live(
                 self.caller.namespace_id, row.id, row.created_at,
                 Reader(self.caller.namespace_id, robot_name), self.nearby,

@@ -404,11 +404,13 @@ class MemoryService:
     # --- forget, archive, restore: forgetting.py -------------------------------------------
 
     async def forget(
-        self, robot_name: str, key: str, hard: bool, confirm: str | None
+        self, robot_name: str, key: str, hard: bool, confirm: str | None, *, nearby: bool = True
     ) -> MemoryRead:
         """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
-        Every robot holding it lets it go, after the durable commit."""
-        return await self.forgetting.forget(robot_name, key, hard, confirm)
+        Every robot holding it lets it go, after the durable commit. `nearby`: its nearest
+        memories lose a little learned importance (not when an import replays a forget whose
+        steps its file carries)."""
+        return await self.forgetting.forget(robot_name, key, hard, confirm, nearby=nearby)
 
     async def archive(self, key: str, version: int, rule: str) -> bool:
         """A retention policy's forget (app/retention), of the memory as the policy judged it

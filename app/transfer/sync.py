@@ -282,11 +282,14 @@ async def delete(c: Components, caller: Caller, w: Wanted, version: int | None) 
         if w.archived is not None and version is not None:
             await r.memories.archive(w.key, version, w.archived)
         else:
-            await r.memories.forget(w.author, w.key, hard=False, confirm=None)
+            # the file's feedback already holds the steps the forget gave its neighbours
+            await r.memories.forget(w.author, w.key, hard=False, confirm=None, nearby=False)
 
 
 async def forget(c: Components, caller: Caller, robot: str, key: str) -> None:
-    """A soft delete (restorable), as DELETE /v1/robots/{robot}/memories/{key}."""
+    """A soft delete (restorable), as DELETE /v1/robots/{robot}/memories/{key}, of a chunk
+    `htm load` no longer finds in its file: replaced, not judged, so its neighbours (the
+    file's other chunks, its new text) keep their learned importance."""
     async with unit_of_work(c, caller) as r:
         service = r.memories
-        await service.forget(robot, key, hard=False, confirm=None)
+        await service.forget(robot, key, hard=False, confirm=None, nearby=False)

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.session import create_sessionmaker
@@ -344,3 +345,24 @@ async def _explained(client, key: str, embedding: list[float]) -> dict[str, Any]
     r = await client.post("/v1/robots/ann/recall", json=body)
     assert r.status_code == 200, r.text
     return {h["key"]: h["explain"] for h in r.json()["hits"]}
+
+
+async def test_a_forget_an_import_or_a_load_replays_steps_no_neighbour(client) -> None:
+    """`htm import` of a forgotten record and `htm load` dropping a chunk forget through
+    app/transfer/sync.py with nearby=False: the file carries the neighbours' steps already,
+    and a chunk replaced is not judged."""
+    from app.auth.caller import Caller
+    from app.transfer.sync import forget
+
+    c = client.app.state.components
+    await client.post(R, json={"key": "old", "content": "o", "embedding": vector(0.0)})
+    await client.post(R, json={"key": "twin", "content": "t", "embedding": vector(0.01)})
+    ns = client.headers["X-Namespace"]
+    async with c.sessionmaker() as session:
+        found = await session.execute(text("SELECT id FROM namespace WHERE name = :n"), {"n": ns})
+        ns_id = found.scalar_one()
+    await forget(c, Caller(ns_id, ns, "admin"), "ann", "old")
+    assert c.access.pending == 0  # no step
+    assert (await client.get(f"{R}/old")).status_code == 404  # forgotten
+    await c.access.flush()
+    assert counts((await client.get(f"{R}/twin")).json()) == (1, None, 0, 0, 0, 0)
