@@ -317,7 +317,23 @@ class Settings(BaseSettings):
         gt=0,
         le=0.5,
         description="α of the learned importance (app/memories/learning.py): feedback that a "
-        "memory was used moves it α of the way to 10, that it was not, α of the way to 0",
+        "memory was used moves it α of the way to 10, pinned 2α, not used α of the way to 0; "
+        "a memory near one forgotten, α/2 of the way to 0",
+    )
+    importance_forget_nearby: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="When a robot forgets a memory, this many memories nearest to it by vector "
+        "(that it may read) lose a little learned importance, a step α/2 toward 0 "
+        "(app/memories/learning.py); 0: none",
+    )
+    importance_forget_similarity: float = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        description="The cosine similarity to a forgotten memory a neighbour must have to lose "
+        "importance with it (HTM_IMPORTANCE_FORGET_NEARBY)",
     )
     access_flush_interval_s: float = Field(
         default=1.0,

@@ -111,6 +111,7 @@ class UnitOfWork:
             vectors=c.vectors,
             search_caches=c.search_caches,
             pools=self.pools,
+            access=c.access,
             llm=c.llm,
         )
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from evals import report
 from evals.deployments import DEFAULTS, Deployment, configs_of, load_deployments, select
+from evals.replay import NO_FLUSH_S, replay
 from evals.runner import (
     BASELINE,
     DEEP_LIMIT,
@@ -95,6 +96,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="ask the questions of a database a --keep-database run left (every set and "
         "mode of this run loaded), without loading again; implies --keep-database",
+    )
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="before the questions, a usage stream of each set's own turns asked as questions, "
+        "with feedback (evals/replay.py): access counts and learned importance that are not "
+        "the eval's own recalls, whose accesses are then not written",
     )
     p.add_argument("--out", type=Path, default=report.RESULTS_DIR)
     args = p.parse_args(argv)
@@ -197,7 +205,13 @@ async def run_deployment(
     """One deployment: its own database and service, every set loaded, every configuration
     asked, then the service stopped (and the database dropped)."""
     from bench.http import Http
-    from bench.infra import ServiceProcess, drop_database, fresh_database, kept_database
+    from bench.infra import (
+        ServiceProcess,
+        admin,
+        drop_database,
+        fresh_database,
+        kept_database,
+    )
     from bench.report import versions
 
     out: dict[str, Any] = {
@@ -255,6 +269,23 @@ async def run_deployment(
             out["load_s"] = time.perf_counter() - t1
             out["memories"] = memories
             say(f"  loaded {memories} memories in {out['load_s']:.0f}s")
+            if args.replay:
+                await admin(servers.database_url(d.database), "TRUNCATE memory_access")
+                for s in sets:
+                    t1 = time.perf_counter()
+                    say(f"  replaying {label(s)}")
+                    async with asyncio.timeout(STEP_LIMIT_S):
+                        r = await replay(client, s, prefix=d.prefix, concurrency=CONCURRENCY)
+                    out["sets"][label(s)]["replay"] = {
+                        **r.json(),
+                        "seconds": time.perf_counter() - t1,
+                    }
+                    say(f"  replayed {label(s)}: {r.json()}")
+        if args.replay:  # its counts written at shutdown; the questions' never (replay.py)
+            service.stop()
+            service.env["HTM_ACCESS_FLUSH_INTERVAL_S"] = NO_FLUSH_S
+            await service.start(limit_s=300)
+        async with Http(service.base_url, 2 * CONCURRENCY, timeout_s=120.0) as client:
             for s in sets:
                 for c in configs_of(d, configs):
                     async with asyncio.timeout(STEP_LIMIT_S):

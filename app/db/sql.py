@@ -41,11 +41,13 @@ RELAXED_FLUSH_CTE = "flush AS (SELECT set_config('synchronous_commit', 'off', tr
 # accessed at least once, written by app/memories/access.py).
 ACCESS_COUNT = "coalesce((SELECT a.access_count FROM memory_access a WHERE a.memory_id = m.id), 0)"
 LAST_ACCESSED_AT = "(SELECT a.last_accessed_at FROM memory_access a WHERE a.memory_id = m.id)"
-# What feedback taught of `m` (migration 0027, app/memories/learning.py): [scale, shift, uses,
-# misses] in one lookup, NULL without feedback; and its learned importance (its importance
-# when none).
-FEEDBACK = """(SELECT ARRAY[a.learn_scale, a.learn_shift, a.uses, a.misses]
-        FROM memory_access a WHERE a.memory_id = m.id AND a.uses + a.misses > 0)"""
+# What feedback taught of `m` (migrations 0027, 0032; app/memories/learning.py): [scale, shift,
+# uses, misses, pins, nearby forgets] in one lookup, NULL without a step; and its learned
+# importance (its importance when none).
+FEEDBACK = """(SELECT ARRAY[a.learn_scale, a.learn_shift, a.uses, a.misses, a.pins,
+                     a.nearby_forgets]
+        FROM memory_access a
+        WHERE a.memory_id = m.id AND a.uses + a.misses + a.pins + a.nearby_forgets > 0)"""
 LEARNED_IMPORTANCE = """coalesce((SELECT least(10, greatest(0, a.learn_scale * m.importance
                                                     + a.learn_shift))
         FROM memory_access a WHERE a.memory_id = m.id), m.importance)"""

@@ -1,8 +1,8 @@
 """Access counts off the request's path: retrieves and recall hits (memories), and the
 session messages a prompt takes, are counted in this process and written about once a second
-(app/workers.periodic), one statement for each table. Feedback on a memory's use (its learned
-importance, app/memories/learning.py) takes the same way: composed here, written by the same
-flush.
+(app/workers.periodic), one statement for each table. The steps of a memory's learned
+importance (app/memories/learning.py: feedback on its use, a pin, a neighbour forgotten) take
+the same way: composed here, written by the same flush.
 
 A request only adds to a dict; the flush swaps the dict out and writes it. A flush that
 fails puts its counts back for the next one, so an outage of PostgreSQL loses none; a
@@ -18,7 +18,7 @@ from datetime import datetime
 
 from app.db.session import Sessionmaker
 from app.memories.access_repository import AccessRepository
-from app.memories.learning import Steps, step
+from app.memories.learning import Kind, Steps, step
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,11 @@ class AccessTracker:
             n, last = self._pending.get(id_, (0, at))
             self._pending[id_] = (n + 1, max(last, at))
 
-    def record_feedback(self, memory_id: int, used: bool) -> None:
+    def record_feedback(self, memory_id: int, kind: Kind) -> None:
+        """One step of the learning rule (app/memories/learning.py) for the memory, after
+        those recorded before it."""
         before = self._feedback.get(memory_id, Steps())
-        self._feedback[memory_id] = before.then(step(used, self.learning_rate))
+        self._feedback[memory_id] = before.then(step(kind, self.learning_rate))
 
     def record_messages(self, session_id: int, seqs: Iterable[int]) -> None:
         for seq in seqs:
@@ -54,7 +56,7 @@ class AccessTracker:
         return (
             sum(n for n, _ in self._pending.values())
             + sum(self._messages.values())
-            + sum(s.used + s.unused for s in self._feedback.values())
+            + sum(s.count for s in self._feedback.values())
         )
 
     async def flush(self) -> int:
@@ -91,7 +93,7 @@ class AccessTracker:
         written = (
             sum(n for n, _ in batch.values())
             + sum(messages.values())
-            + sum(s.used + s.unused for s in feedback.values())
+            + sum(s.count for s in feedback.values())
         )
         self.flushed += written
         return written

@@ -32,17 +32,20 @@ _ADD = sql("""
 # ℓ ↦ scale·ℓ + shift followed by the new one ℓ ↦ s·ℓ + t is ℓ ↦ s·scale·ℓ + (s·shift + t).
 _LEARN = sql("""
     INSERT INTO memory_access AS a (memory_id, access_count, learn_scale, learn_shift, uses,
-                                    misses)
-    SELECT u.id, 0, u.scale, u.shift, u.used, u.unused
+                                    misses, pins, nearby_forgets)
+    SELECT u.id, 0, u.scale, u.shift, u.used, u.unused, u.pinned, u.nearby
     FROM unnest(CAST(:ids AS bigint[]), CAST(:scales AS float8[]), CAST(:shifts AS float8[]),
-                CAST(:used AS int[]), CAST(:unused AS int[])) AS u(id, scale, shift, used, unused)
+                CAST(:used AS int[]), CAST(:unused AS int[]), CAST(:pinned AS int[]),
+                CAST(:nearby AS int[])) AS u(id, scale, shift, used, unused, pinned, nearby)
     WHERE EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = u.id)
     ORDER BY u.id
     ON CONFLICT (memory_id) DO UPDATE
     SET learn_scale = excluded.learn_scale * a.learn_scale,
         learn_shift = excluded.learn_scale * a.learn_shift + excluded.learn_shift,
         uses = a.uses + excluded.uses,
-        misses = a.misses + excluded.misses""")
+        misses = a.misses + excluded.misses,
+        pins = a.pins + excluded.pins,
+        nearby_forgets = a.nearby_forgets + excluded.nearby_forgets""")
 
 
 _ADD_MESSAGES = sql("""
@@ -73,6 +76,8 @@ class AccessRepository:
                 "shifts": [s.shift for s in steps],
                 "used": [s.used for s in steps],
                 "unused": [s.unused for s in steps],
+                "pinned": [s.pinned for s in steps],
+                "nearby": [s.forgotten_nearby for s in steps],
             },
         )
 

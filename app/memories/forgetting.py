@@ -8,6 +8,7 @@ from typing import Any
 from app.auth.caller import Caller
 from app.errors import BadRequest, NotFound
 from app.events.repository import EventRepository
+from app.memories.access import AccessTracker
 from app.memories.audiences import Audiences
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import MemoryRead, to_read
@@ -30,7 +31,15 @@ class Forgetting:
         events: EventRepository,
         two_tier: WriteProtocol,
         audiences: Audiences,
+        access: AccessTracker,
+        nearby: int,
+        nearby_similarity: float,
     ) -> None:
+        # A forget's neighbours lose a little learned importance (app/memories/learning.py):
+        # the `nearby` nearest by vector at a similarity of at least `nearby_similarity`.
+        self.access = access
+        self.nearby = nearby
+        self.nearby_similarity = nearby_similarity
         self.caller = caller
         self.robots = robots
         self.repo = repo
@@ -47,10 +56,12 @@ class Forgetting:
         return row
 
     async def forget(
-        self, robot_name: str, key: str, hard: bool, confirm: str | None
+        self, robot_name: str, key: str, hard: bool, confirm: str | None, *, nearby: bool = True
     ) -> MemoryRead:
         """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
-        Every robot holding it lets it go, after the durable commit."""
+        Every robot holding it lets it go, after the durable commit. The memories nearest to
+        it that the robot may read take a `forgotten_nearby` step of their learned importance
+        (app/memories/learning.py; a restore does not take it back), unless not `nearby`."""
         robot = await self.robots.ensure(robot_name)
         row = await self._locked(key, reader=robot_name, include_deleted=hard)
         await self.audiences.may_change(robot, row)
@@ -59,6 +70,15 @@ class Forgetting:
                 "a hard delete is permanent: repeat the memory's key in `confirm` to proceed",
                 field="confirm",
             )
+        near: list[int] = []
+        if (
+            nearby and row.deleted_at is None and self.nearby > 0
+        ):  # before a hard delete takes its vector
+            near = await self.repo.nearest_live(
+                self.caller.namespace_id, row.id, row.created_at,
+                Reader(self.caller.namespace_id, robot_name), self.nearby,
+                self.nearby_similarity,
+            )  # fmt: skip
         holders = await self.two_tier.mark_holders(row.id)
         if hard:
             await self.repo.hard_delete(row.id, row.created_at)
@@ -76,6 +96,8 @@ class Forgetting:
             detail={"hard": hard, "key": key},
         )
         await self.two_tier.commit_durable()
+        for id_ in near:  # once the forget is durable; written by the access-count flush
+            self.access.record_feedback(id_, "forgotten_nearby")
         await self.two_tier.withdraw(holders, row.id, key)
         return read
 

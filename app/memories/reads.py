@@ -17,6 +17,7 @@ from app.errors import NotFound, Unprocessable
 from app.events.repository import EventRepository
 from app.memories.access import AccessTracker
 from app.memories.duplicate_repository import DuplicateRepository
+from app.memories.learning import rate_of
 from app.memories.model import ListFilters
 from app.memories.repository import MemoryRepository
 from app.memories.schemas import (
@@ -127,9 +128,14 @@ class MemoryReader:
         moves by the rule of app/memories/learning.py when the access-count flush writes it
         (about once a second; nothing is written on the request's path)."""
         row = await self._get(robot_name, key, include_deleted=False)
-        self.access.record_feedback(row.id, body.used)
+        self.access.record_feedback(row.id, body.kind)
+        rate = self.access.learning_rate
         return FeedbackAccepted(
-            key=row.key, used=body.used, learning_rate=self.access.learning_rate
+            key=row.key,
+            used=body.used,
+            pinned=body.kind == "pinned",
+            step=rate_of(body.kind, rate),
+            learning_rate=rate,
         )
 
     async def list(

@@ -20,7 +20,7 @@ from app.common import (
     Vector,
     given,
 )
-from app.memories.learning import learned
+from app.memories.learning import Kind, learned
 from app.visibility import MAX_READERS, VISIBILITY_DESCRIPTION, Name, Visibility
 from app.working_memory.schemas import WorkingMemoryOutcome
 
@@ -232,20 +232,51 @@ class ImportanceChange(StrictModel):
 
 
 class MemoryFeedback(StrictModel):
+    """One of `{"used": true}`, `{"used": false}`, `{"pinned": true}`."""
+
     model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [{"used": True}]}
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"used": True}, {"pinned": True}],
+            "oneOf": [{"required": ["used"]}, {"required": ["pinned"]}],
+        },
     )
 
-    used: bool = Field(
-        description="true: the memory was of use (its learned importance takes a step toward "
-        "10); false: it was recalled or offered but of no use (a step toward 0)"
+    used: bool | None = Field(
+        default=None,
+        description="true: the memory was of use (its learned importance takes a step α of "
+        "the way toward 10); false: it was recalled or offered but of no use (α toward 0)",
     )
+    pinned: bool | None = Field(
+        default=None,
+        description="true: the agent pinned the memory, kept it at hand (in its own pinned "
+        "notes, a scratchpad, a starred list): a step 2α of the way toward 10. Memories are "
+        "not pinned in this service; a pinned note is a state key",
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> MemoryFeedback:
+        if (self.used is None) == (self.pinned is None) or self.pinned is False:
+            raise ValueError('send one of {"used": true|false} and {"pinned": true}')
+        return self
+
+    @property
+    def kind(self) -> Kind:
+        if self.pinned:
+            return "pinned"
+        return "used" if self.used else "unused"
 
 
 class FeedbackAccepted(BaseModel):
     key: str
-    used: bool
-    learning_rate: float = Field(description="α: the step is α of the way to 10 (or to 0)")
+    used: bool | None = Field(description="As sent; null for a pin")
+    pinned: bool = False
+    step: float = Field(
+        description="The fraction of the way to 10 (used, pinned) or to 0 (not used) this "
+        "feedback moves the learned importance: α, or 2α for a pin"
+    )
+    learning_rate: float = Field(description="α (HTM_IMPORTANCE_LEARNING_RATE)")
 
 
 class MemoryBatchCreate(StrictModel):
@@ -292,12 +323,17 @@ class MemoryRead(BaseModel):
     last_accessed_at: datetime | None = Field(default=None, description="The latest of them")
     learned_importance: float | None = Field(
         default=None,
-        description="The importance feedback on its use taught (`POST …/feedback`; "
-        "app/memories/learning.py), 0–10, beside the writer's `importance`; null: no feedback "
-        "yet (written about once a second, like `access_count`)",
+        description="The importance its use taught (`POST …/feedback`, and memories near it "
+        "forgotten; app/memories/learning.py), 0–10, beside the writer's `importance`; null: "
+        "nothing learned yet (written about once a second, like `access_count`)",
     )
     used_count: int = Field(default=0, description="Feedback saying it was used")
     unused_count: int = Field(default=0, description="Feedback saying it was not")
+    pinned_count: int = Field(default=0, description="Feedback saying it was pinned")
+    forgotten_nearby_count: int = Field(
+        default=0,
+        description="Memories near it (by vector) a robot forgot: each a half step toward 0",
+    )
     valid_from: datetime | None = Field(
         default=None, description="When the fact became true (its created_at unless set)"
     )
@@ -466,6 +502,8 @@ def feedback_fields(importance: float, feedback: Any) -> dict[str, Any]:
         "learned_importance": learned(importance, feedback),
         "used_count": int(feedback[2]) if feedback else 0,
         "unused_count": int(feedback[3]) if feedback else 0,
+        "pinned_count": int(feedback[4]) if feedback else 0,
+        "forgotten_nearby_count": int(feedback[5]) if feedback else 0,
     }
 
 

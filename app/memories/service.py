@@ -16,6 +16,7 @@ from app.embeddings.timed import TimedEmbedder
 from app.errors import Conflict, NotFound, RemovedMeanwhile
 from app.events.repository import EventRepository
 from app.llm.base import ChatModel
+from app.memories.access import AccessTracker
 from app.memories.adding import AddPreparation, PlainAdds, Prepared, Registration
 from app.memories.adds import GroupCommit
 from app.memories.audiences import Audiences
@@ -89,6 +90,7 @@ class MemoryService:
         vectors: StoredVectors,
         search_caches: SearchCaches,
         pools: PoolService,
+        access: AccessTracker,
         llm: ChatModel | None = None,
     ) -> None:
         self.llm = llm
@@ -115,6 +117,9 @@ class MemoryService:
             events=self.events,
             two_tier=two_tier,
             audiences=self.audiences,
+            access=access,
+            nearby=settings.importance_forget_nearby,
+            nearby_similarity=settings.importance_forget_similarity,
         )
 
     async def _storage(self) -> VectorStorage:
@@ -399,11 +404,13 @@ class MemoryService:
     # --- forget, archive, restore: forgetting.py -------------------------------------------
 
     async def forget(
-        self, robot_name: str, key: str, hard: bool, confirm: str | None
+        self, robot_name: str, key: str, hard: bool, confirm: str | None, *, nearby: bool = True
     ) -> MemoryRead:
         """Soft delete by default (restorable); hard delete only when `confirm` repeats the key.
-        Every robot holding it lets it go, after the durable commit."""
-        return await self.forgetting.forget(robot_name, key, hard, confirm)
+        Every robot holding it lets it go, after the durable commit. `nearby`: its nearest
+        memories lose a little learned importance (not when an import replays a forget whose
+        steps its file carries)."""
+        return await self.forgetting.forget(robot_name, key, hard, confirm, nearby=nearby)
 
     async def archive(self, key: str, version: int, rule: str) -> bool:
         """A retention policy's forget (app/retention), of the memory as the policy judged it

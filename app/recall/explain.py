@@ -67,5 +67,7 @@ def explain(
             learned=hit.importance if hit.learned_importance is None else hit.learned_importance,
             used=int(hit.feedback[2]) if hit.feedback else 0,
             unused=int(hit.feedback[3]) if hit.feedback else 0,
+            pinned=int(hit.feedback[4]) if hit.feedback else 0,
+            forgotten_nearby=int(hit.feedback[5]) if hit.feedback else 0,
         ),
     )

@@ -52,7 +52,8 @@ class SearchHit:
     audience: Audience = NAMESPACE  # who may read it: whether a group's working memory may hold it
     confidence: float | None = None  # as written (migration 0027); None: not said
     source: str | None = None
-    # What feedback taught: [scale, shift, uses, misses] (app/db/sql.FEEDBACK); None: nothing
+    # What feedback taught: [scale, shift, uses, misses, pins, nearby forgets]
+    # (app/db/sql.FEEDBACK); None: nothing
     feedback: tuple[float, ...] | None = None
     learned_importance: float | None = None  # app/memories/learning.py; None: not read
 

@@ -252,11 +252,19 @@ class RerankExplanation(BaseModel):
 class ImportanceExplanation(BaseModel):
     written: float = Field(description="The importance its writer gave")
     learned: float = Field(
-        description="What feedback on its use made of it (app/memories/learning.py): the "
-        "importance signal's value × 10; `written` without feedback"
+        description="What its use made of it (app/memories/learning.py): the importance "
+        "signal's value × 10; `written` without a step"
     )
-    used: int = Field(description="Feedback saying it was used: each a step toward 10")
-    unused: int = Field(description="Feedback saying it was not: each a step toward 0")
+    used: int = Field(description="Feedback saying it was used: each a step α toward 10")
+    unused: int = Field(description="Feedback saying it was not: each a step α toward 0")
+    pinned: int = Field(
+        default=0, description="Feedback saying it was pinned: each a step 2α toward 10"
+    )
+    forgotten_nearby: int = Field(
+        default=0,
+        description="Forgets of a memory it was among the nearest to (by vector): each a step "
+        "α/2 toward 0",
+    )
 
 
 class HitExplanation(BaseModel):

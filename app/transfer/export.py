@@ -32,7 +32,14 @@ def _feedback(f: Any) -> dict[str, Any] | None:
     """What feedback taught the memory (app/memories/learning.py); None: nothing."""
     if not f:
         return None
-    return {"scale": f[0], "shift": f[1], "used": int(f[2]), "unused": int(f[3])}
+    return {
+        "scale": f[0],
+        "shift": f[1],
+        "used": int(f[2]),
+        "unused": int(f[3]),
+        "pinned": int(f[4]),
+        "forgotten_nearby": int(f[5]),
+    }
 
 
 def _record(row: Any) -> dict[str, Any]:

@@ -51,6 +51,8 @@ class FeedbackRecord(BaseModel):
     shift: float = Field(ge=0, le=10)
     used: int = Field(ge=0, le=2**31 - 1)
     unused: int = Field(ge=0, le=2**31 - 1)
+    pinned: int = Field(default=0, ge=0, le=2**31 - 1)
+    forgotten_nearby: int = Field(default=0, ge=0, le=2**31 - 1)
 
 
 class Record(BaseModel):

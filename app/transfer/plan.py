@@ -136,7 +136,14 @@ def wanted(r: Record, *, keep_vector: bool = False, superseded_later: bool = Fal
         access_count=r.access_count,
         feedback=None
         if r.feedback is None
-        else (r.feedback.scale, r.feedback.shift, r.feedback.used, r.feedback.unused),
+        else (
+            r.feedback.scale,
+            r.feedback.shift,
+            r.feedback.used,
+            r.feedback.unused,
+            r.feedback.pinned,
+            r.feedback.forgotten_nearby,
+        ),
         last_accessed_at=r.last_accessed_at,
     )
 

@@ -202,21 +202,26 @@ class TransferRepository:
         self, namespace_id: int, keys: Sequence[str], feedback: Sequence[Sequence[float]]
     ) -> None:
         """The feedback an import brought along (app/memories/learning.py: scale, shift,
-        used, unused), on memories that have had less of it: the file's steps replace theirs."""
+        used, unused, pinned, forgotten nearby), on memories that have had fewer steps: the
+        file's steps replace theirs."""
         await self.session.execute(
             sql("""
             INSERT INTO memory_access AS a (memory_id, access_count, learn_scale, learn_shift,
-                                            uses, misses)
-            SELECT k.memory_id, 0, t.scale, t.shift, t.used, t.unused
+                                            uses, misses, pins, nearby_forgets)
+            SELECT k.memory_id, 0, t.scale, t.shift, t.used, t.unused, t.pinned, t.nearby
             FROM unnest(CAST(:keys AS text[]), CAST(:scales AS float8[]),
                         CAST(:shifts AS float8[]), CAST(:used AS int[]),
-                        CAST(:unused AS int[])) AS t(key, scale, shift, used, unused)
+                        CAST(:unused AS int[]), CAST(:pinned AS int[]),
+                        CAST(:nearby AS int[])) AS t(key, scale, shift, used, unused, pinned,
+                                                     nearby)
             JOIN memory_key k ON k.namespace_id = :ns AND k.key = t.key
             ORDER BY k.memory_id
             ON CONFLICT (memory_id) DO UPDATE
             SET learn_scale = excluded.learn_scale, learn_shift = excluded.learn_shift,
-                uses = excluded.uses, misses = excluded.misses
-            WHERE a.uses + a.misses < excluded.uses + excluded.misses"""),
+                uses = excluded.uses, misses = excluded.misses, pins = excluded.pins,
+                nearby_forgets = excluded.nearby_forgets
+            WHERE a.uses + a.misses + a.pins + a.nearby_forgets
+                < excluded.uses + excluded.misses + excluded.pins + excluded.nearby_forgets"""),
             {
                 "ns": namespace_id,
                 "keys": list(keys),
@@ -224,6 +229,8 @@ class TransferRepository:
                 "shifts": [f[1] for f in feedback],
                 "used": [int(f[2]) for f in feedback],
                 "unused": [int(f[3]) for f in feedback],
+                "pinned": [int(f[4]) for f in feedback],
+                "nearby": [int(f[5]) for f in feedback],
             },
         )
 

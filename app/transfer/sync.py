@@ -43,8 +43,9 @@ class Wanted:
     # Accesses it had (what retention judges): a memory with fewer is given these.
     access_count: int = 0
     last_accessed_at: datetime | None = None
-    # What feedback taught it (scale, shift, used, unused: app/memories/learning.py)
-    feedback: tuple[float, float, int, int] | None = None
+    # What feedback taught it (scale, shift, used, unused, pinned, forgotten nearby:
+    # app/memories/learning.py)
+    feedback: tuple[float, float, int, int, int, int] | None = None
     # Superseded by a memory the import adds later: wanted current and live until that one
     # supersedes it (which ends its validity), not yet as it ends up.
     superseded_later: bool = False
@@ -247,7 +248,7 @@ def _taught(w: Wanted, row: Any) -> bool:
     if w.feedback is None:
         return False
     had = row.feedback if row is not None else None
-    return w.feedback[2] + w.feedback[3] > (had[2] + had[3] if had else 0)
+    return sum(w.feedback[2:]) > (sum(had[2:]) if had else 0)
 
 
 def _accessed(w: Wanted, row: Any) -> bool:
@@ -281,11 +282,14 @@ async def delete(c: Components, caller: Caller, w: Wanted, version: int | None) 
         if w.archived is not None and version is not None:
             await r.memories.archive(w.key, version, w.archived)
         else:
-            await r.memories.forget(w.author, w.key, hard=False, confirm=None)
+            # the file's feedback already holds the steps the forget gave its neighbours
+            await r.memories.forget(w.author, w.key, hard=False, confirm=None, nearby=False)
 
 
 async def forget(c: Components, caller: Caller, robot: str, key: str) -> None:
-    """A soft delete (restorable), as DELETE /v1/robots/{robot}/memories/{key}."""
+    """A soft delete (restorable), as DELETE /v1/robots/{robot}/memories/{key}, of a chunk
+    `htm load` no longer finds in its file: replaced, not judged, so its neighbours (the
+    file's other chunks, its new text) keep their learned importance."""
     async with unit_of_work(c, caller) as r:
         service = r.memories
-        await service.forget(robot, key, hard=False, confirm=None)
+        await service.forget(robot, key, hard=False, confirm=None, nearby=False)

@@ -54,8 +54,13 @@ async def seed(client: httpx.AsyncClient, ns: str) -> None:
         r = await client.post(f"/v1/robots/{robot}/memories", json=body)
         assert r.status_code == 201, r.text
     assert (await client.delete("/v1/robots/writer-a/memories/gone")).status_code == 200
-    for key, used in (("db", True), ("db", True), ("cache", False)):
-        r = await client.post(f"/v1/robots/writer-a/memories/{key}/feedback", json={"used": used})
+    for key, body in (
+        ("db", {"used": True}),
+        ("db", {"used": True}),
+        ("cache", {"used": False}),
+        ("cache", {"pinned": True}),
+    ):
+        r = await client.post(f"/v1/robots/writer-a/memories/{key}/feedback", json=body)
         assert r.status_code == 202, r.text
     await client.app.state.components.access.flush()  # type: ignore[attr-defined]
 
@@ -71,6 +76,7 @@ async def contents(client: httpx.AsyncClient, ns: str) -> dict[str, dict[str, An
             **{k: m[k] for k in ("created_at", "embedding_status", "embedding_model")},
             **{k: m[k] for k in ("valid_from", "valid_to", "confidence", "source")},
             **{k: m[k] for k in ("learned_importance", "used_count", "unused_count")},
+            **{k: m[k] for k in ("pinned_count", "forgotten_nearby_count")},
             "deleted": m["deleted_at"] is not None,
         }
         for m in r.json()["items"]
@@ -129,8 +135,23 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
         ("db", 0.875, "tool:web"), ("cache", 0.0, None), ("deploy", None, None),
     ]  # fmt: skip
     assert [m["feedback"] for m in mems[:3]] == [
-        {"scale": pytest.approx(0.64), "shift": pytest.approx(3.6), "used": 2, "unused": 0},
-        {"scale": pytest.approx(0.8), "shift": 0.0, "used": 0, "unused": 1},
+        {
+            "scale": pytest.approx(0.64),
+            "shift": pytest.approx(3.6),
+            "used": 2,
+            "unused": 0,
+            "pinned": 0,
+            "forgotten_nearby": 0,
+        },
+        # not used (×0.8), then pinned (×0.6 + 4)
+        {
+            "scale": pytest.approx(0.48),
+            "shift": pytest.approx(4.0),
+            "used": 0,
+            "unused": 1,
+            "pinned": 1,
+            "forgotten_nearby": 0,
+        },
         None,
     ]
 
@@ -140,11 +161,14 @@ async def test_a_round_trip_into_another_namespace_restores_contents_and_recall_
     original, restored = await contents(client, a), await contents(client, b)
     assert restored == original
     assert len(restored) == 7 and restored["gone"]["deleted"] is True
-    # db: importance 7, used twice (α 0.2): 0.64·7 + 3.6; cache: 5, not used once: 0.8·5.
+    # db: importance 7, used twice (α 0.2): 0.64·7 + 3.6; cache: 5, not used once then
+    # pinned: 0.48·5 + 4.
     assert [
-        (restored[k]["learned_importance"], restored[k]["used_count"], restored[k]["unused_count"])
+        tuple(restored[k][f] for f in ("learned_importance", "used_count", "unused_count",
+                                      "pinned_count", "forgotten_nearby_count"))
         for k in ("db", "cache", "deploy")
-    ] == [(pytest.approx(8.08), 2, 0), (pytest.approx(4.0), 0, 1), (None, 0, 0)]
+    ] == [(pytest.approx(8.08), 2, 0, 0, 0), (pytest.approx(6.4), 0, 1, 1, 0),
+          (None, 0, 0, 0, 0)]  # fmt: skip
     assert [(restored[k]["confidence"], restored[k]["source"]) for k in ("db", "cache")] == [
         (0.875, "tool:web"), (0.0, None),
     ]  # fmt: skip
