@@ -158,6 +158,15 @@ def upgrade() -> None:
         )
     for fk in shared:
         op.execute(f"ALTER TABLE {fk.tbl} ADD CONSTRAINT {fk.conname} {fk.definition}")
+    # The counting and relationship triggers fire on a shard, on its worker, and write the
+    # other tables (counters, links, tags) by their names: distributed queries, which Citus
+    # refuses inside a shard's statement unless this is on (Citus propagates the setting to
+    # the workers' copy of the database). Rewriting them to touch only their co-located
+    # shards is what would let it go.
+    op.execute(
+        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET "
+        "citus.allow_nested_distributed_execution = on', current_database()); END $$"
+    )
 
 
 def downgrade() -> None:
