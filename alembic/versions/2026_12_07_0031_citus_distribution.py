@@ -19,8 +19,9 @@ What Citus needs, and what changes for it (on Citus only):
   Plain PostgreSQL keeps its keys: two of them are ON CONFLICT targets in the code
   (memory_link's, session's live name), which therefore do not yet work on Citus (below).
 - A foreign key between distributed tables must be on the distribution column, and a
-  reference table may not point at a distributed one. The tables with no `namespace_id`
-  (memory_access, memory_alias, memory_version, robot_activity_day, robot_state,
+  reference table may not point at a distributed one. robot_activity_day, written by the
+  event trigger alone, gets a `namespace_id` (from its robot) and is distributed. The other
+  tables with no `namespace_id` (memory_access, memory_alias, memory_version, robot_state,
   session_message, working_memory_item, working_memory_snapshot_item,
   working_memory_snapshot_readable) become reference tables for now, and their foreign keys
   to memory_key, session and working_memory_snapshot are dropped: on Citus a memory's
@@ -29,7 +30,10 @@ What Citus needs, and what changes for it (on Citus only):
 - Triggers on distributed tables: allowed with citus.enable_unsafe_triggers (they fire on the
   shard, on the worker). A statement trigger's transition table is not (the shard's executor
   has no "inserted" tuplestore), so the counting goes back to 0004's row triggers, as on a
-  TimescaleDB older than 0024's bound (0014's `*_row_counts`).
+  TimescaleDB older than 0024's bound (0014's `*_row_counts`). Their statements get the row's
+  namespace (ROUTED_TRIGGERS), so that each runs on the co-located shard of the same worker,
+  and they may write other distributed tables at all only with
+  citus.allow_nested_distributed_execution, set for the database.
 - Tables with foreign keys to namespace and robot would be turned into Citus "local" tables
   when those become reference tables, and Citus cannot then distribute one with an identity
   column (memory_event, session): the keys are dropped first and made again after.
@@ -66,12 +70,12 @@ DISTRIBUTED = (
     "memory", "memory_key", "memory_event", "memory_link", "memory_tag",
     "namespace_memory_count", "robot_memory_count", "session", "entity_alias", "speaker",
     "retention_policy", "maintenance_run", "maintenance_schedule", "pool",
-    "working_memory_snapshot",
+    "working_memory_snapshot", "robot_activity_day",
 )  # fmt: skip
 
 # Namespace-scoped but without a namespace_id column yet: reference tables until they have one.
 NO_NAMESPACE_COLUMN = (
-    "memory_access", "memory_alias", "memory_version", "robot_activity_day", "robot_state",
+    "memory_access", "memory_alias", "memory_version", "robot_state",
     "session_message", "working_memory_item", "working_memory_snapshot_item",
     "working_memory_snapshot_readable",
 )  # fmt: skip
@@ -86,7 +90,67 @@ KEYS = (
     ("pool", "pool_pkey", "PRIMARY KEY (namespace_id, id)"),
     ("maintenance_run", "maintenance_run_pkey", "PRIMARY KEY (namespace_id, id)"),
     ("working_memory_snapshot", "working_memory_snapshot_pkey", "PRIMARY KEY (namespace_id, id)"),
+    (
+        "robot_activity_day",
+        "robot_activity_day_pkey",
+        "PRIMARY KEY (namespace_id, robot_id, day, slot)",
+    ),
 )
+
+# The trigger functions' statements, each given the row's namespace (and memory_link's
+# conflict target its new key): run on a shard's worker, a statement that names its namespace
+# goes to the co-located shard on that same worker; one that does not fans out to every shard
+# from inside the shard's transaction, and in that state Citus 14.0.1's worker crashed
+# (signal 11 at COMMIT PREPARED) on the second add through the API. (old, new) pairs, each
+# found exactly where given.
+ROUTED_TRIGGERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "memory_count_new": (
+        ("WHERE id = NEW.id AND", "WHERE namespace_id = NEW.namespace_id AND id = NEW.id AND"),
+    ),
+    "memory_count_old": (
+        ("WHERE id = OLD.id AND", "WHERE namespace_id = OLD.namespace_id AND id = OLD.id AND"),
+    ),
+    "memory_link_forget": (
+        ("WHERE source_id = OLD", "WHERE namespace_id = OLD.namespace_id AND source_id = OLD"),
+        ("WHERE target_id = OLD", "WHERE namespace_id = OLD.namespace_id AND target_id = OLD"),
+        ("WHERE memory_id = OLD", "WHERE namespace_id = OLD.namespace_id AND memory_id = OLD"),
+    ),
+    # robot_activity_day gets a namespace_id on Citus (it is written by these triggers
+    # alone): as a reference table, its write from a shard's trigger made Citus 14.0.1's
+    # worker crash at COMMIT PREPARED (ErrorIfPostCommitFailedShardPlacements).
+    "robot_activity_apply": (
+        ("AS $function$",
+         "AS $function$\n    DECLARE ns bigint := (SELECT namespace_id FROM robot"
+         " WHERE id = p_robot);"),
+        ("(robot_id, day, slot, adds", "(namespace_id, robot_id, day, slot, adds"),
+        ("VALUES (p_robot,", "VALUES (ns, p_robot,"),
+        ("ON CONFLICT (robot_id, day, slot)", "ON CONFLICT (namespace_id, robot_id, day, slot)"),
+    ),
+    "memory_count_rebuild": (
+        ("(robot_id, day, slot, adds", "(namespace_id, robot_id, day, slot, adds"),
+        ("SELECT robot_id, (at AT TIME ZONE", "SELECT namespace_id, robot_id, (at AT TIME ZONE"),
+        ("WHERE robot_id IS NOT NULL\n            GROUP BY 1, 2;",
+         "WHERE robot_id IS NOT NULL\n            GROUP BY 1, 2, 3;"),
+    ),
+    "memory_link_sync": (
+        ("WHERE k.memory_id = CASE",
+         "WHERE k.namespace_id = NEW.namespace_id AND k.memory_id = CASE"),
+        ("WHERE source_id = OLD.superseded_by",
+         "WHERE namespace_id = NEW.namespace_id AND source_id = OLD.superseded_by"),
+        ("WHERE k.memory_id = NEW.superseded_by",
+         "WHERE k.namespace_id = NEW.namespace_id AND k.memory_id = NEW.superseded_by"),
+        ("DELETE FROM memory_tag WHERE memory_id",
+         "DELETE FROM memory_tag WHERE namespace_id = NEW.namespace_id AND memory_id"),
+        ("DELETE FROM memory_link WHERE source_id = NEW.id",
+         "DELETE FROM memory_link WHERE namespace_id = NEW.namespace_id AND source_id = NEW.id"),
+        ("JOIN memory_key k ON k.memory_id = c.memory_id",
+         "JOIN memory_key k ON k.namespace_id = NEW.namespace_id AND k.memory_id = c.memory_id"),
+        ("JOIN memory o ON o.id = k.memory_id",
+         "JOIN memory o ON o.namespace_id = NEW.namespace_id AND o.id = k.memory_id"),
+        ("ON CONFLICT (source_id, target_id, type)",
+         "ON CONFLICT (namespace_id, source_id, target_id, type)"),
+    ),
+}  # fmt: skip
 
 # Foreign keys that cannot hold across the distribution (to a distributed table, not on its
 # distribution column, or from a reference table to a distributed one).
@@ -130,6 +194,11 @@ def upgrade() -> None:
     counting = _statement_counting()
     counting.memory_row_counts()
     counting.event_row_counts()
+    op.execute("ALTER TABLE robot_activity_day ADD COLUMN namespace_id bigint")
+    op.execute("""UPDATE robot_activity_day d SET namespace_id = r.namespace_id
+                  FROM robot r WHERE r.id = d.robot_id""")
+    op.execute("ALTER TABLE robot_activity_day ALTER COLUMN namespace_id SET NOT NULL")
+    _route_triggers()
     for table, name in DROPPED_FOREIGN_KEYS:
         op.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
     for table, name, columns in KEYS:
@@ -167,6 +236,22 @@ def upgrade() -> None:
         "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET "
         "citus.allow_nested_distributed_execution = on', current_database()); END $$"
     )
+
+
+def _route_triggers() -> None:
+    """ROUTED_TRIGGERS applied to the functions as the migrations before made them."""
+    bind = op.get_bind()
+    for function, edits in ROUTED_TRIGGERS.items():
+        body = bind.execute(
+            text("SELECT pg_get_functiondef(CAST(:f AS regproc))"), {"f": function}
+        ).scalar_one()
+        for old, new in edits:
+            if old not in body:
+                raise RuntimeError(f"0031: {function}() no longer holds {old!r}")
+            body = body.replace(old, new)
+        # As the driver's text, with no bind parameters: none of these bodies holds a % sign.
+        assert "%" not in body
+        bind.exec_driver_sql(body)
 
 
 def downgrade() -> None:
