@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from app.common import (
     INSTANT_RANGE,
@@ -243,12 +243,14 @@ class MemoryFeedback(StrictModel):
         },
     )
 
-    used: bool | None = Field(
+    # The spec says what may be sent: a boolean `used`, or `pinned` true (null is never
+    # sent; the validator below refuses both, neither and a false pin).
+    used: Annotated[bool | None, WithJsonSchema({"type": "boolean"})] = Field(
         default=None,
         description="true: the memory was of use (its learned importance takes a step α of "
         "the way toward 10); false: it was recalled or offered but of no use (α toward 0)",
     )
-    pinned: bool | None = Field(
+    pinned: Annotated[bool | None, WithJsonSchema({"type": "boolean", "const": True})] = Field(
         default=None,
         description="true: the agent pinned the memory, kept it at hand (in its own pinned "
         "notes, a scratchpad, a starred list): a step 2α of the way toward 10. Memories are "
@@ -257,7 +259,8 @@ class MemoryFeedback(StrictModel):
 
     @model_validator(mode="after")
     def _one(self) -> MemoryFeedback:
-        if (self.used is None) == (self.pinned is None) or self.pinned is False:
+        sent = self.model_fields_set  # exactly one field, never null, a pin only true
+        if len(sent) != 1 or any(getattr(self, f) is None for f in sent) or self.pinned is False:
             raise ValueError('send one of {"used": true|false} and {"pinned": true}')
         return self
 
