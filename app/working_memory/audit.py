@@ -25,7 +25,7 @@ async def audit(
 
     - Redis holds exactly the items the mirror lists as in working memory (by memory id),
     - each with the memory's current content, token count and importance (never a replaced
-      version, never a forgotten memory),
+      version, never a forgotten or superseded memory),
     - within the robot's budget,
     - and nothing is left marked for repair (robot stale, or a withdrawal still owed).
 
@@ -66,6 +66,8 @@ def _listed_but_not_held(
             problems.append(f"memory {memory_id} is listed but no longer stored")
         elif m.deleted_at is not None:
             problems.append(f"memory {m.key} is listed but forgotten")
+        elif m.superseded_by is not None:
+            problems.append(f"memory {m.key} is listed but superseded")
         if redis_answered and memory_id not in held:
             problems.append(f"memory {m.key or memory_id} is listed but not in Redis")
     return problems

@@ -32,7 +32,7 @@ class AuditRepository:
         rows = await self.session.execute(
             sql("""
             SELECT w.memory_id AS id, m.key, m.content, m.token_count, m.importance,
-                   m.deleted_at, w.stale_at
+                   m.deleted_at, m.superseded_by, w.stale_at
             FROM working_memory_item w
             LEFT JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
             WHERE w.robot_id = :robot AND (w.in_working_memory OR w.stale_at IS NOT NULL)"""),

@@ -85,9 +85,11 @@ class MembershipRepository:
         """Lock the robot's row for one working-memory change (FOR NO KEY UPDATE: memory's
         foreign key to robot still takes its key-share locks) and read its budget, flags and
         last recorded change. `memories` are (id, created_at, version) about to be placed:
-        each current one (that version, not deleted) is locked FOR KEY SHARE, which a replace
-        or forget (FOR UPDATE) waits for, and returned in `live`. The robot is locked first
-        (the memories' scan waits on it), the order every change takes.
+        each current one (that version, neither deleted nor superseded) is locked FOR KEY
+        SHARE, which a replace, supersede or forget (FOR UPDATE) waits for, and returned in
+        `live` (a supersede need not change what a reader saw: a recall that read "valid now"
+        at its start still finds a memory whose validity ended since, at its new version). The
+        robot is locked first (the memories' scan waits on it), the order every change takes.
 
         relaxed: the transaction writes only mirror rows and log rows, so its commit need not
         wait for the WAL flush (app.db.sql.RELAXED_FLUSH_CTE). skip_locked: None if another
@@ -108,7 +110,7 @@ class MembershipRepository:
                                          CAST(:versions AS int[])) AS t(id, c, version)
                                ON m.id = t.id AND m.created_at = t.c
                              WHERE m.version = t.version AND m.deleted_at IS NULL
-                               AND r.id IS NOT NULL
+                               AND m.superseded_by IS NULL AND r.id IS NOT NULL
                              FOR KEY SHARE OF m) AS live
                 FROM r{", flush" if relaxed else ""}"""),
                 {
@@ -274,12 +276,24 @@ class MembershipRepository:
         self, robot_id: int, reader: Reader, *, for_rebuild: bool = False
     ) -> list[Any]:
         """The robot's working set with what Redis needs (current content), oldest first:
-        what its owner (`reader`, the robot or its group) may still read.
+        what its owner (`reader`, the robot or its group) may still read, neither forgotten
+        nor superseded (a supersede withdraws its memory from every working memory).
 
-        for_rebuild locks the membership rows: a replace or forget committing meanwhile marks
-        its rows stale only after the rebuild committed, so the rebuild cannot clear a mark
-        it did not see."""
-        lock = "FOR UPDATE OF w" if for_rebuild else ""
+        for_rebuild first locks the membership rows, then reads them in a statement of its
+        own: a replace or forget that marked a row stale first has committed by then, and the
+        read sees its memory as it committed it (one statement locking the rows while it
+        reads them would recheck a row it waited for against the memory as its snapshot saw
+        it, before that commit: a forgotten or superseded memory placed again, its mark
+        cleared); one that marks a row after the lock waits for the rebuild's commit, so the
+        rebuild cannot clear a mark it did not see."""
+        if for_rebuild:
+            await self.session.execute(
+                sql("""
+                SELECT 1 FROM working_memory_item w
+                WHERE w.robot_id = :robot AND w.in_working_memory
+                FOR UPDATE OF w"""),
+                {"robot": robot_id},
+            )
         readable, params = reader.where()
         return list(
             await self.session.execute(
@@ -289,9 +303,8 @@ class MembershipRepository:
                 FROM working_memory_item w
                 JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
                 WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL
-                  AND {readable}
-                ORDER BY w.added_at, m.key
-                {lock}"""),
+                  AND m.superseded_by IS NULL AND {readable}
+                ORDER BY w.added_at, m.key"""),
                 {"robot": robot_id, **params},
             )
         )

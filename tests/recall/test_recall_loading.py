@@ -198,6 +198,27 @@ async def test_a_repeated_recall_moves_only_the_last_accesses(client, monkeypatc
     await agree(client, ["a"])
 
 
+async def test_a_recall_that_began_before_a_supersede_does_not_place_the_ended_memory(
+    client,
+) -> None:
+    """A recall reads what is valid at its start: a memory superseded after that instant is
+    still a hit (at its new version), but no working memory takes it (a CI rehearsal of
+    2026-12-07 left one held: the supersede had withdrawn it from every holder already)."""
+    await add(client, "writer", "plan", "the walrus plan")
+    client.clock.at(20)
+    await add(client, "writer", "plan@2", "the walrus plan, revised", supersedes=["plan"])
+    assert (await client.get("/v1/robots/a/memories/plan")).json()["superseded_by"] is not None
+    client.clock.at(10)  # the recall began before the supersede's instant
+    r = await recall(client, "a")
+    assert sorted(h["key"] for h in r["hits"]) == ["plan", "plan@2"]
+    assert (r["working_memory"]["loaded"], r["working_memory"]["not_admitted"]) == (
+        ["plan@2"],
+        ["plan"],
+    )
+    assert await keys_held(client, "a") == {"plan@2": "the walrus plan, revised"}
+    await agree(client, ["a", "writer"])
+
+
 FRUIT = {f"w-{w}": f"walrus {w}" for w in ("apple", "banana", "cherry", "damson")}
 
 

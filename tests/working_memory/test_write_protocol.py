@@ -125,6 +125,62 @@ async def test_a_recall_that_read_a_memory_before_its_replace_does_not_place_the
     assert await disagreements(client, ["a", "writer"]) == {}
 
 
+@pytest.mark.parametrize("change", ["forget", "supersede"])
+async def test_a_rebuild_waiting_on_a_withdrawal_mark_does_not_place_the_memory_again(
+    client, change
+) -> None:
+    """A forget or supersede has marked a holder's row (it owes the withdrawal) and not yet
+    committed when a rebuild of that holder starts: the rebuild waits for the mark, then
+    reads the memory as committed, so it neither places it again nor clears the mark with
+    it. (Two CI rehearsals of 2026-12-07 left a forgotten or superseded memory held: the
+    rebuild read the membership and the memory in the one statement that waited, and
+    rechecked the row it waited for against the memory as it was before the commit.)"""
+    await put(client, "a", "plan", "the walrus plan")
+    await put(client, "a", "other", "unrelated")
+    await put(client, "writer", "later", "the walrus plan, revised")
+    rid = await robot_id(client, "a")
+    plan = await scalar(
+        client,
+        "SELECT m.id FROM memory m JOIN namespace n ON n.id = m.namespace_id "
+        "WHERE n.name = :ns AND m.key = 'plan'",
+        ns=namespace_of(client),
+    )
+    ended = {
+        "forget": "deleted_at = now()",
+        "supersede": "valid_to = now(), version = version + 1, superseded_by = "
+        "(SELECT id FROM memory WHERE namespace_id = m0.namespace_id AND key = 'later')",
+    }[change]
+    async with connect(client.app.state.components.settings.redis_url) as r:
+        await r.delete(*robot_keys(namespace_of(client), "a"))  # a's next change rebuilds
+    async with client.app.state.components.engine.connect() as conn:
+        # The change's durable transaction, as far as the marks (mark_holders_stale).
+        await conn.execute(text(f"UPDATE memory m0 SET {ended} WHERE id = :id"), {"id": plan})
+        marked = await conn.execute(
+            text("""UPDATE working_memory_item SET stale_at = now()
+                    WHERE memory_id = :id AND in_working_memory RETURNING robot_id"""),
+            {"id": plan},
+        )
+        assert list(marked.scalars()) == [rid]
+        rebuild = asyncio.create_task(put(client, "a", "new", "a change that rebuilds first"))
+        await wait_for_lock_waiters(client)  # the rebuild waits on the marked row
+        await conn.commit()
+    assert (await rebuild)["status"] == 201
+    assert await keys_held(client, "a") == {
+        "other": "unrelated",
+        "new": "a change that rebuilds first",
+    }
+    assert (
+        await scalar(
+            client,
+            "SELECT count(*) FROM working_memory_item WHERE memory_id = :id "
+            "AND (in_working_memory OR stale_at IS NOT NULL)",
+            id=plan,
+        )
+        == 0
+    )
+    assert await disagreements(client, ["a", "writer"]) == {}
+
+
 async def test_a_replace_withdraws_the_old_version_from_every_holder(client) -> None:
     await put(client, "writer", "plan", "walrus v1")
     for robot in ("a", "b"):

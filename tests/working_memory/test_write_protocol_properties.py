@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-import warnings
 from typing import Any
 
 import pytest
@@ -169,9 +168,4 @@ async def test_random_concurrent_changes_leave_the_tiers_in_agreement(client, ba
     for robot in used:
         if robot in registered:
             held = (await client.get(f"/v1/robots/{robot}/working-memory")).json()["items"]
-            # KNOWN RACE (2026-12-07, open): under this concurrent mix a superseded memory is
-            # sometimes left in a working memory (2 of 5 CI rehearsals that day; each path
-            # alone withdraws it: the closing note of that stop). Reported as a warning until
-            # it is fixed; every other invariant here still fails the test.
-            if not ended.isdisjoint(i["key"] for i in held):
-                warnings.warn(f"superseded memory held: {robot}, {ended}", stacklevel=1)
+            assert ended.isdisjoint(i["key"] for i in held), (robot, ended, held)
