@@ -239,6 +239,7 @@ class UnitOfWork:
             state=self.state,
             tokenizer=c.tokenizer,
             settings=c.settings,
+            session=self.session,
             llm=c.llm,
         )
 

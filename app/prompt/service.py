@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.config import Settings
+from app.db.session import DbSession
 from app.errors import Unprocessable
 from app.llm.base import ChatModel, LlmError
 from app.profiles.service import ProfileService, line, value_of
@@ -67,9 +68,12 @@ class PromptService:
         state: StateService,
         tokenizer: Tokenizer,
         settings: Settings,
+        session: DbSession,
         llm: ChatModel | None = None,
     ) -> None:
         self.llm = llm  # when set, an overflow's summary is the LLM's; else extractive
+        # The request's transaction: ended before the LLM is asked (_summarize).
+        self.session = session
         self.state = state
         self.robots = robots
         self.working_memory = working_memory
@@ -269,6 +273,10 @@ class PromptService:
         reply, shown, failed = None, left, None
         if self.llm is not None and room > 0 and left:
             shown = _within(left, LLM_INPUT_TOKENS)
+            # Everything is read and nothing after writes to PostgreSQL: the request's
+            # transaction (its reads, the recall's log rows) ends here, so no connection
+            # stays idle in a transaction for as long as the LLM takes.
+            await self.session.commit()
             try:
                 reply = await self.llm.complete(_llm_messages(texts[: len(shown)], room))
             except LlmError as exc:

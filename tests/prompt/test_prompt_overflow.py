@@ -5,6 +5,7 @@ local HTTP server speaking the OpenAI chat API for the LLM's summary."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import itertools
 import uuid
@@ -12,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from tests.mcp.test_mcp_tools import mcp_session
 from tests.prompt.test_prompt_api import (
@@ -276,6 +278,30 @@ async def test_the_llms_summary_is_cut_to_whole_sentences_in_the_room_left(
     assert result["manifest"][-1] == summary_entry(toks(cut), covered(world), summarizer="llm")
     (sent,) = stub.requests
     assert sent.body["messages"][0]["content"] == ASK.format(target=room(budget))
+
+
+async def test_no_transaction_stays_open_while_the_llm_writes_the_summary(
+    llm_client: httpx.AsyncClient, world: list[str], stub: Any
+) -> None:
+    """The request's reads (and its recall's log rows) are committed before the LLM is asked:
+    no connection of this database is idle in a transaction while the LLM takes its time."""
+    stub.reply, stub.delay_s = (lambda _req: chat(REPLY)), 0.7
+    asking = asyncio.create_task(prompt(llm_client, quotas=QUOTAS, overflow="summarize"))
+    while not stub.requests:
+        assert not asking.done()
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.2)  # the LLM is still answering
+    async with llm_client.app.state.components.sessionmaker() as s:
+        held = (
+            await s.execute(
+                text("""SELECT count(*) FROM pg_stat_activity
+                        WHERE datname = current_database() AND state = 'idle in transaction'
+                          AND xact_start < now() - interval '150 milliseconds'""")
+            )
+        ).scalar()
+    assert (held, asking.done()) == (0, False)
+    result = await asking
+    assert result["manifest"][-1] == summary_entry(toks(REPLY), covered(world), summarizer="llm")
 
 
 EXTRACTIVE = f"user: {TURNS[0][1]} {A2} {CONTENT['b1']} {CONTENT['b2']}"
