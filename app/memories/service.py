@@ -202,7 +202,10 @@ class MemoryService:
         duplicate, else plain (group commit)."""
         ns = self.caller.namespace_id
         if any(supersedes):
-            return SupersedingAdds(ns, self.writes, self.two_tier, self.audiences, supersedes)
+            asked = frozenset(k for b in prepared.bodies for k in b.supersedes)
+            return SupersedingAdds(
+                ns, self.writes, self.two_tier, self.audiences, supersedes, asked
+            )
         conversation = [s.conversation for s in prepared.searched]
         rules = rules_for_adds(prepared.bodies, drafts, conversation, self.settings)
         finder = DuplicateRepository(self.session)

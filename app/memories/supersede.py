@@ -170,13 +170,17 @@ class Detector:
 @dataclass
 class SupersedingAdds:
     """An add naming memories it supersedes (`supersedes`, per draft): one transaction, the
-    request's, under the superseded rows' locks; it commits durably before answering."""
+    request's, under the superseded rows' locks; it commits durably before answering.
+    `asked`: the keys the add named itself; the others are the detector's findings, which a
+    concurrent change may have ended or forgotten since they were found: those are let go
+    (the add did not ask for them), never a 404 or 409."""
 
     namespace_id: int
     writes: MemoryWrites
     two_tier: WriteProtocol
     audiences: Audiences
     supersedes: list[list[str]]
+    asked: frozenset[str] = frozenset()
 
     async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Committed:
         rows = await self._lock(robot, drafts)
@@ -222,6 +226,15 @@ class SupersedingAdds:
         repo = SupersedeRepository(self.writes.session)
         reader = Reader(self.namespace_id, robot.name)
         rows = await repo.lock_keys(self.namespace_id, keys, reader)
+        gone = {
+            k
+            for k in keys
+            if k not in self.asked
+            and (k not in rows or rows[k].deleted_at is not None or rows[k].valid_to is not None)
+        }
+        if gone:  # found by the detector, ended or forgotten since: not this add's to end
+            self.supersedes = [[k for k in ks if k not in gone] for ks in self.supersedes]
+            keys = [k for k in keys if k not in gone]
         missing = sorted(k for k in keys if k not in rows or rows[k].deleted_at is not None)
         if missing:
             raise NotFound(f"memories to supersede do not exist: {', '.join(missing)}")

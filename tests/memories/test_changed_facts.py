@@ -5,15 +5,18 @@ its precision holds, and recall's newer statement first when it was only propose
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy import text
 
 from app.claims import parse
 from app.recall.changed import newer_first
 from app.recall.hits import SearchHit
 from evals.changed_facts import PATH, dumped, generate
+from tests.working_memory.tiers import wait_for_lock_waiters
 
 
 @pytest.mark.parametrize(
@@ -138,6 +141,36 @@ async def test_carla_answers_purple_first_with_no_labels(client) -> None:
         purple["key"],
         purple["valid_from"],
     )
+
+
+async def test_two_adds_changing_one_fact_at_once_both_succeed_and_one_ends_it(client) -> None:
+    """Both find green (the statement rule, applied by default) and wait on its row; the first
+    to take it ends it, and the second, finding it ended, lets it go: 201, not the 409 an add
+    naming green in `supersedes` would get. (The 1,000,000-memory bench's load, two batches in
+    flight, was refused that way on 2026-12-07.)"""
+    green = await _add(client, "Carla's favourite colour is green")
+    engine = client.app.state.components.engine
+    async with engine.connect() as conn:
+        await conn.execute(
+            text("SELECT 1 FROM memory WHERE key = :k FOR UPDATE"), {"k": green["key"]}
+        )
+        adds = [
+            asyncio.create_task(_add(client, f"Carla's favourite colour is {c} now"))
+            for c in ("purple", "blue")
+        ]
+        await wait_for_lock_waiters(client, 2)
+        await conn.rollback()
+    added = await asyncio.gather(*adds)
+    assert sorted(a["superseded"] for a in added) == [[], [green["key"]]]
+    (winner,) = [a for a in added if a["superseded"]]
+    r = await client.get(f"/v1/robots/a/memories/{green['key']}")
+    assert r.json()["superseded_by"] == winner["key"]
+    # Named by the add itself, an ended memory is still a 409.
+    r = await client.post(
+        "/v1/robots/a/memories",
+        json={"content": "Carla's favourite colour is red", "supersedes": [green["key"]]},
+    )
+    assert (r.status_code, r.json()["keys"]) == (409, [green["key"]])
 
 
 async def test_a_proposed_change_still_answers_the_newer_value_first(app_factory, ns) -> None:
