@@ -256,8 +256,11 @@ async def _htm_import(
 
 # After the store-only pass: the tables it wrote, emptied (HNSW and GIN included), and the
 # counters rebuilt from them. It placed nothing, so Redis and the mirror hold nothing of it.
+# Every table holding rows of memories is named (TRUNCATE refuses a table another one's
+# foreign key references unless both are named: memory_access, migration 0025).
 _FORGET_FIRST_K = """
-    TRUNCATE memory, memory_key, memory_event, memory_version, memory_alias;
+    TRUNCATE memory, memory_key, memory_event, memory_version, memory_alias, memory_access,
+             memory_tag, memory_link;
     SELECT memory_count_rebuild()"""
 
 
