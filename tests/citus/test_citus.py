@@ -351,22 +351,21 @@ async def test_each_recall_through_the_api_searches_as_one_router_task(
         assert await _tasks_of(citus_url, statements) == [[1]] * len(statements), strategy
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not yet on Citus: a read's successor and pool-name subqueries name no namespace "
-    "('complex joins are only supported when all distributed tables are co-located and joined "
-    "on their distribution columns'); naming it lets the list answer (tried, docs/SCALING.md)",
-)
-async def test_the_list_answers_on_citus(citus_app: Any) -> None:
-    """The list of a robot's memories, newest first."""
-    async with citus_app() as (client, _seen):
+async def test_the_list_answers_on_citus_as_one_router_task(citus_url: str, citus_app: Any) -> None:
+    """The list of a robot's memories, newest first: its statement (the memory's columns with
+    its successor's key and pool's name, each subquery naming the namespace as a value:
+    app.memories.read_repository) is one task on the namespace's shard."""
+    async with citus_app() as (client, seen):
         for key in ("a", "b"):
             r = await client.post("/v1/robots/r1/memories", json={"key": key, "content": key})
             assert r.status_code == 201, r.text
+        seen.clear()
         listed = await client.get("/v1/robots/r1/memories")
+        lists = [(q, a) for q, a in seen if "ORDER BY m.created_at DESC, m.id DESC" in q]
     assert listed.status_code == 200, listed.text
     assert [m["key"] for m in listed.json()["items"]] == ["b", "a"]
+    assert len(lists) == 1
+    assert await _tasks_of(citus_url, lists) == [[1]]
 
 
 @pytest.mark.xfail(
