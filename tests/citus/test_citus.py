@@ -368,25 +368,29 @@ async def test_the_list_answers_on_citus_as_one_router_task(citus_url: str, citu
     assert await _tasks_of(citus_url, lists) == [[1]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not yet on Citus: the stats read the robot's working memory, whose lock and "
-    "rebuild statements Citus cannot plan; naming the namespace there makes each one task, but "
-    "made a concurrency property test fail on plain PostgreSQL, so it is left out "
-    "(docs/SCALING.md, Citus section)",
-)
-async def test_stats_answer_on_citus(citus_url: str, citus_app: Any) -> None:
+async def test_stats_answer_on_citus_and_the_working_memory_lock_and_read_are_router_tasks(
+    citus_url: str, citus_app: Any
+) -> None:
+    """The stats answer, their counter read one task. Each add's placement takes the robot's
+    working-memory lock (the robot, a reference table, and the memories to place, FOR KEY
+    SHARE) and, the robot's first change, rebuilds it from the mirror (its members read with
+    their memories): each of those statements names the namespace and is one task."""
     async with citus_app() as (client, seen):
         for key in ("a", "b"):
             r = await client.post("/v1/robots/r1/memories", json={"key": key, "content": key})
             assert r.status_code == 201, r.text
+        locks = [(q, a) for q, a in seen if "FOR KEY SHARE OF m" in q]
+        reads = [(q, a) for q, a in seen if re.search(r"JOIN memory m ON m.namespace_id = \$1", q)
+                 and "FROM working_memory_item w" in q]  # fmt: skip
         seen.clear()
         stats = await client.get("/v1/stats")
         counters = [(q, a) for q, a in seen if "FROM namespace_memory_count" in q]
     assert stats.status_code == 200, stats.text
     assert stats.json()["memories"] == 2
     assert counters and await _tasks_of(citus_url, counters) == [[1]] * len(counters)
+    assert len(locks) == 2  # one per add
+    assert await _tasks_of(citus_url, locks) == [[1], [1]]
+    assert reads and await _tasks_of(citus_url, reads) == [[1]] * len(reads)
 
 
 @pytest.mark.xfail(
