@@ -396,9 +396,12 @@ async def test_stats_answer_on_citus_and_the_working_memory_lock_and_read_are_ro
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="not yet on Citus: working_memory_item is a reference table, and Citus refuses its "
-    "INSERT ... SELECT from the distributed memory table (the durable mirror of a placement); "
-    "it needs a namespace_id column to be distributed (docs/SCALING.md, Citus section)",
+    reason="not yet on Citus: working_memory_item is a reference table, and Citus refuses a "
+    "rebuild's record (the mirror upserted, and updated with EXISTS on the distributed "
+    "memory_key, in one statement: 'only reference tables may be queried when targeting a "
+    "reference table with multi shard UPDATE/DELETE queries with multiple tables'); a robot's "
+    "first change is a rebuild, so no working memory is built. It needs a namespace_id column "
+    "to be distributed (docs/SCALING.md, Citus section)",
 )
 async def test_a_recall_loads_its_hits_into_working_memory_on_citus(citus_app: Any) -> None:
     async with citus_app() as (client, _seen):
