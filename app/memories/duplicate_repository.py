@@ -77,7 +77,7 @@ class DuplicateRepository:
         """The live memory a merged memory's key resolves to (`htm dedupe`), if `reader` may
         read it (a survivor narrowed since its merge is not shown through the merged key)."""
         readable, params = reader.where()
-        columns, shown = read_columns(reader)
+        columns, shown = read_columns(reader.namespace_id, reader)
         return (
             await self.session.execute(
                 sql(f"""

@@ -19,21 +19,29 @@ _READ = f"""
     m.search_text, m.archived, coalesce(m.valid_from, m.created_at) AS valid_from, m.valid_to,
     {{successor}} AS superseded_by,
     m.visibility, m.readers, m.group_id, m.pool_id,
-    (SELECT p.name FROM pool p WHERE p.id = m.pool_id) AS pool"""
-_SUCCESSOR = "(SELECT s.key FROM memory_key s WHERE s.memory_id = m.superseded_by)"
+    (SELECT p.name FROM pool p WHERE p.namespace_id = :read_ns AND p.id = m.pool_id) AS pool"""
+_SUCCESSOR = """(SELECT s.key FROM memory_key s
+        WHERE s.namespace_id = :read_ns AND s.memory_id = m.superseded_by)"""
 _READABLE_SUCCESSOR = """(
         SELECT s.key FROM memory_key s
-        JOIN memory sm ON sm.id = s.memory_id AND sm.created_at = s.memory_created_at
-        WHERE s.memory_id = m.superseded_by AND {readable})"""
+        JOIN memory sm ON sm.namespace_id = :read_ns AND sm.id = s.memory_id
+                       AND sm.created_at = s.memory_created_at
+        WHERE s.namespace_id = :read_ns AND s.memory_id = m.superseded_by AND {readable})"""
 
 
-def read_columns(viewer: Reader | None) -> tuple[str, dict[str, Any]]:
-    """A memory's columns (alias `m`, its author `r`) as `viewer` is shown them, and their
-    bind values: `superseded_by` names the successor only when the viewer may read it, as
-    every field naming another memory does (app/visibility.py). None: the operator, who reads
-    every memory. A statement that also filters by a reader gets the same `v_*` values."""
+def read_columns(namespace_id: int, viewer: Reader | None) -> tuple[str, dict[str, Any]]:
+    """The columns of a memory of namespace `namespace_id` (alias `m`, its author `r`) as
+    `viewer` is shown them, and their bind values: `superseded_by` names the successor only
+    when the viewer may read it, as every field naming another memory does
+    (app/visibility.py). None: the operator, who reads every memory. A statement that also
+    filters by a reader gets the same `v_*` values.
+
+    The subqueries name the namespace as a value (`:read_ns`), not by correlation with `m`:
+    on Citus (migration 0031) that is what keeps the whole read one task on the namespace's
+    shard (Citus prunes shards by values, not by a correlation); on plain PostgreSQL it is
+    one more condition on a row found by its key."""
     if viewer is None:
-        return _READ.replace("{successor}", _SUCCESSOR), {}
+        return _READ.replace("{successor}", _SUCCESSOR), {"read_ns": namespace_id}
     readable, params = dataclasses.replace(viewer, pools=None).where("sm")
     successor = _READABLE_SUCCESSOR.replace("{readable}", readable)
-    return _READ.replace("{successor}", successor), params
+    return _READ.replace("{successor}", successor), {**params, "read_ns": namespace_id}

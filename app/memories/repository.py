@@ -302,7 +302,7 @@ class MemoryRepository:
         assert reader is None or viewer is None  # one robot's `v_*` values per statement
         lock = "FOR UPDATE OF m" if for_update else ""
         readable, params = reader.where() if reader is not None else ("true", {})
-        columns, shown = read_columns(viewer or reader)
+        columns, shown = read_columns(namespace_id, viewer or reader)
         return (
             await self.session.execute(
                 sql(f"""
@@ -410,7 +410,7 @@ class MemoryRepository:
         is one statement."""
         where, params = _list_where(namespace_id, f)
         params["limit"] = limit
-        columns, shown = read_columns(f.reader)
+        columns, shown = read_columns(namespace_id, f.reader)
         params.update(shown)
         if after is not None:
             where.append("(m.created_at, m.id) < (:after_c, :after_id)")

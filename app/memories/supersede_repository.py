@@ -150,7 +150,7 @@ class SupersedeRepository:
         """The memories of `keys` that `reader` may read, locked FOR UPDATE in key order (two
         supersedes of overlapping keys cannot deadlock); a key without one is absent."""
         readable, params = reader.where()
-        columns, shown = read_columns(reader)
+        columns, shown = read_columns(namespace_id, reader)
         rows = (
             await self.session.execute(
                 sql(f"""
@@ -197,7 +197,7 @@ class SupersedeRepository:
         read, oldest first, each with its `depth` (0: itself, −1: what it superseded, 1: what
         superseded it); at most `most` links each way."""
         readable, params = reader.where()
-        columns, shown = read_columns(reader)
+        columns, shown = read_columns(namespace_id, reader)
         rows = (
             await self.session.execute(
                 sql(_CHAIN.replace("{read}", columns).replace("{readable}", readable)),

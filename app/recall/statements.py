@@ -22,6 +22,14 @@ def qvec(storage: VectorStorage) -> str:
     return f"CAST(CAST(:qvec AS text) AS {storage})"
 
 
+def same_memory(alias: str) -> str:
+    """The join back to a candidate's memory row. The namespace is repeated though the
+    candidate came from it: on Citus (migration 0031) it is what makes the whole statement,
+    CTEs and joins, one task on the namespace's shard; on plain PostgreSQL it is one more
+    condition on a row already found by its key."""
+    return f"m.namespace_id = :ns AND m.id = {alias}.id AND m.created_at = {alias}.created_at"
+
+
 # Only embedded memories take part in vector search.
 READY = "m.embedding_status = 'ready' AND m.embedding IS NOT NULL"
 
@@ -98,7 +106,7 @@ def exact_search_with_count(eligible: str, storage: VectorStorage) -> str:
             SELECT {HIT_COLUMNS}, n.distance,
                    row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
             FROM nearest n
-            JOIN memory m ON m.id = n.id AND m.created_at = n.created_at
+            JOIN memory m ON {same_memory("n")}
             JOIN robot r ON r.id = m.author_robot_id
         )
         SELECT c.n AS eligible_n, h.*
@@ -113,7 +121,7 @@ def vector_search(eligible: str, exact: bool, storage: VectorStorage, *, configu
         SELECT {HIT_COLUMNS}, n.distance,
                row_number() OVER (ORDER BY n.distance, n.id) AS vector_rank
         FROM nearest n
-        JOIN memory m ON m.id = n.id AND m.created_at = n.created_at
+        JOIN memory m ON {same_memory("n")}
         JOIN robot r ON r.id = m.author_robot_id
         ORDER BY vector_rank"""
 
@@ -207,7 +215,7 @@ def fulltext_search(eligible: str, words: TextPlan, ranker: Ranker = "ts_rank") 
         WITH {text_ctes(eligible, words, ranker).lstrip()}
         SELECT {HIT_COLUMNS}, t.text_score, t.text_rank
         FROM text_hits t
-        JOIN memory m ON m.id = t.id AND m.created_at = t.created_at
+        JOIN memory m ON {same_memory("t")}
         JOIN robot r ON r.id = m.author_robot_id
         ORDER BY t.text_rank"""
 
@@ -299,7 +307,7 @@ def scored_union(plan: SearchPlan) -> str:
             SELECT u.*, {vec_all} AS vec_all
             FROM (SELECT l.*, {any_distance} AS any_distance, {text_all} AS text_all
                   FROM listed l
-                  JOIN memory m ON m.id = l.id AND m.created_at = l.created_at) AS u"""
+                  JOIN memory m ON {same_memory("l")}) AS u"""
 
 
 def _fused_select(plan: SearchPlan) -> str:
@@ -312,7 +320,7 @@ def _fused_select(plan: SearchPlan) -> str:
                f.any_distance,
                (SELECT count(*) FROM vec) AS vector_found
         FROM fused f
-        JOIN memory m ON m.id = f.id AND m.created_at = f.created_at
+        JOIN memory m ON {same_memory("f")}
         JOIN robot r ON r.id = m.author_robot_id
         ORDER BY score DESC, m.created_at DESC, m.id
         LIMIT :limit"""

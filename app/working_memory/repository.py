@@ -75,6 +75,7 @@ class MembershipRepository:
 
     async def lock(
         self,
+        namespace_id: int,
         robot_id: int,
         default_budget: int,
         memories: Sequence[tuple[int, datetime, int]] = (),
@@ -90,6 +91,8 @@ class MembershipRepository:
         `live` (a supersede need not change what a reader saw: a recall that read "valid now"
         at its start still finds a memory whose validity ended since, at its new version). The
         robot is locked first (the memories' scan waits on it), the order every change takes.
+        The memories' scan names the robot's namespace (`namespace_id`): on Citus (migration
+        0031) that makes the statement one task on the namespace's shard.
 
         relaxed: the transaction writes only mirror rows and log rows, so its commit need not
         wait for the WAL flush (app.db.sql.RELAXED_FLUSH_CTE). skip_locked: None if another
@@ -109,11 +112,13 @@ class MembershipRepository:
                              JOIN unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
                                          CAST(:versions AS int[])) AS t(id, c, version)
                                ON m.id = t.id AND m.created_at = t.c
-                             WHERE m.version = t.version AND m.deleted_at IS NULL
+                             WHERE m.namespace_id = :ns AND m.version = t.version
+                               AND m.deleted_at IS NULL
                                AND m.superseded_by IS NULL AND r.id IS NOT NULL
                              FOR KEY SHARE OF m) AS live
                 FROM r{", flush" if relaxed else ""}"""),
                 {
+                    "ns": namespace_id,
                     "robot": robot_id,
                     "default_budget": default_budget,
                     "ids": [m[0] for m in memories],
@@ -285,7 +290,8 @@ class MembershipRepository:
         reads them would recheck a row it waited for against the memory as its snapshot saw
         it, before that commit: a forgotten or superseded memory placed again, its mark
         cleared); one that marks a row after the lock waits for the rebuild's commit, so the
-        rebuild cannot clear a mark it did not see."""
+        rebuild cannot clear a mark it did not see. The join to memory names the reader's
+        namespace: on Citus (migration 0031) the read is then one task on its shard."""
         if for_rebuild:
             await self.session.execute(
                 sql("""
@@ -301,11 +307,12 @@ class MembershipRepository:
                 SELECT m.id, m.created_at, m.key, m.content, m.token_count, m.importance,
                        m.version, w.added_at, w.last_access_at, w.from_recall
                 FROM working_memory_item w
-                JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
+                JOIN memory m ON m.namespace_id = :ns AND m.id = w.memory_id
+                                 AND m.created_at = w.memory_created_at
                 WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL
                   AND m.superseded_by IS NULL AND {readable}
                 ORDER BY w.added_at, m.key"""),
-                {"robot": robot_id, **params},
+                {"ns": reader.namespace_id, "robot": robot_id, **params},
             )
         )
 

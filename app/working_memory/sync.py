@@ -105,7 +105,9 @@ class RobotSync:
     async def resync(self, robot: Robot, *, force: bool = False, skip_locked: bool = False) -> bool:
         """Rebuild the robot's Redis working memory from the mirror if it is stale, missing
         or diverged (or always, with force). False if skip_locked found the robot busy."""
-        state = await self.members.lock(robot.id, self.default_budget, skip_locked=skip_locked)
+        state = await self.members.lock(
+            self.scope.namespace_id, robot.id, self.default_budget, skip_locked=skip_locked
+        )
         if state is None:
             await self.session.commit()
             return False
@@ -180,7 +182,9 @@ class RobotSync:
         relaxed: bool = True,
     ) -> LockedRobot:
         await self.settle(robot)
-        state = await self.members.lock(robot.id, self.default_budget, memories, relaxed=relaxed)
+        state = await self.members.lock(
+            self.scope.namespace_id, robot.id, self.default_budget, memories, relaxed=relaxed
+        )
         if state is None:  # removed (DELETE /v1/robots/{robot}) after it was read
             self.robots.forget(self.scope.namespace_id, robot.name)
             raise RemovedMeanwhile(f"robot {robot.name!r} was removed meanwhile: retry")

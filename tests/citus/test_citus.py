@@ -158,28 +158,78 @@ def _statements(namespace_id: int, dim: int) -> dict[str, tuple[str, dict[str, A
     }
 
 
-ROUTER_RECALL = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not yet: each recall statement's CTE is one task, but its join back to memory "
-    "names no namespace and runs on every shard (tasks [1, 8]); naming it made the whole "
-    "statement one task (tried), but made tests/working_memory/"
-    "test_write_protocol_properties.py fail on plain PostgreSQL (docs/SCALING.md)",
+def _found(plan: Any, key: str) -> list[str]:
+    """Every value of `key` (an index's or a relation's name) in a plan, the workers' too."""
+    found: list[str] = []
+    if isinstance(plan, dict):
+        for name, value in plan.items():
+            found += [value] if name == key else _found(value, key)
+    elif isinstance(plan, list):
+        for item in plan:
+            found += _found(item, key)
+    return found
+
+
+# Enough embedded memories in the namespace that the shard's planner prefers its HNSW index
+# to a scan and sort (at 1,000 it still scanned; at 2,000 it took the index).
+PLANNED_MEMORIES = 2000
+
+
+@pytest.fixture(scope="module")
+async def planned(citus_url: str) -> tuple[int, int]:
+    """A namespace of PLANNED_MEMORIES ready memories, analyzed (random vectors; one memory
+    in 100 names a walrus, so the text index is selective): its id, and the id of the memory
+    shard that holds it."""
+    conn = await _connect(citus_url)
+    try:
+        ns = await conn.fetchval("INSERT INTO namespace (name) VALUES ('planned') RETURNING id")
+        robot = await conn.fetchval(
+            "INSERT INTO robot (namespace_id, name) VALUES ($1, 'r') RETURNING id", ns
+        )
+        dim, storage = await conn.fetchrow("""
+            SELECT atttypmod, format_type(atttypid, NULL) FROM pg_attribute
+            WHERE attrelid = 'memory'::regclass AND attname = 'embedding'""")
+        await conn.execute(
+            f"""INSERT INTO memory (namespace_id, key, content, author_robot_id, token_count,
+                                    embedding, embedding_status)
+            SELECT CAST($1 AS bigint), 'k' || g, 'memory number ' || g
+                   || CASE WHEN g % 100 = 0 THEN ' about a walrus' ELSE '' END,
+                   CAST($2 AS bigint), 6,
+                   (SELECT CAST(array_agg(random() - 0.5) AS {storage})
+                    FROM generate_series(1, CAST($3 AS int)) d WHERE g > 0), 'ready'
+            FROM generate_series(1, CAST($4 AS int)) g""",
+            ns, robot, dim, PLANNED_MEMORIES,
+        )  # fmt: skip
+        await conn.execute("ANALYZE memory")
+        shard = await conn.fetchval(
+            "SELECT get_shard_id_for_distribution_column('memory', CAST($1 AS bigint))", ns
+        )
+    finally:
+        await conn.close()
+    return ns, shard
+
+
+@pytest.mark.parametrize(
+    ("statement", "index"),
+    [
+        ("vector-hnsw", "memory_embedding_hnsw"),
+        ("vector-exact", None),  # the namespace's rows sorted by distance: no vector index
+        ("fulltext", "memory_search_tsv"),
+    ],
 )
-
-
-@ROUTER_RECALL
-@pytest.mark.parametrize("statement", ["vector-hnsw", "vector-exact", "fulltext"])
-async def test_a_recall_statement_in_one_namespace_is_one_router_task(
-    citus_url: str, statement: str
+async def test_a_recall_statement_in_one_namespace_is_one_router_task_on_its_shard(
+    citus_url: str, planned: tuple[int, int], statement: str, index: str | None
 ) -> None:
-    """The whole statement, its CTEs and its joins back to memory, goes to one shard as one
-    task; robot and memory_access, reference tables, join on the worker."""
+    """The whole statement, its CTEs and its joins back to memory (each names the namespace:
+    app.recall.statements.same_memory), goes to the namespace's shard as one task of the
+    router executor; robot and memory_access, reference tables, join on that worker. The
+    search itself uses the shard's own index."""
+    ns, shard = planned
     conn = await _connect(citus_url)
     try:
         dim = await conn.fetchval("""SELECT atttypmod FROM pg_attribute
             WHERE attrelid = 'memory'::regclass AND attname = 'embedding'""")
-        sql, params = _statements(7, dim)[statement]
+        sql, params = _statements(ns, dim)[statement]
         numbered, args = _numbered(sql, params)
         plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {numbered}", *args))
     finally:
@@ -187,6 +237,14 @@ async def test_a_recall_statement_in_one_namespace_is_one_router_task(
     top = plan[0]["Plan"]
     assert (top["Node Type"], top.get("Custom Plan Provider")) == ("Custom Scan", "Citus Adaptive")
     assert _task_counts(plan) == [1]
+    # Every scan of memory is of the namespace's shard, and the search uses that shard's index.
+    shards = {r for r in _found(plan, "Relation Name") if re.fullmatch(r"memory_\d+", r)}
+    assert shards == {f"memory_{shard}"}
+    indexes = _found(plan, "Index Name")
+    hnsw = {f"memory_embedding_hnsw_{shard}"} if index == "memory_embedding_hnsw" else set()
+    assert {i for i in indexes if "hnsw" in i} == hnsw
+    if index is not None:
+        assert f"{index}_{shard}" in indexes
 
 
 # --- through the API: what each request sends, planned on the cluster ----------------------
@@ -284,7 +342,6 @@ async def test_an_add_through_the_api_is_one_router_task_and_each_recall_finds_i
     assert await _tasks_of(citus_url, inserts) == [[1, 1]]
 
 
-@ROUTER_RECALL
 async def test_each_recall_through_the_api_searches_as_one_router_task(
     citus_url: str, citus_app: Any
 ) -> None:
@@ -294,51 +351,57 @@ async def test_each_recall_through_the_api_searches_as_one_router_task(
         assert await _tasks_of(citus_url, statements) == [[1]] * len(statements), strategy
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not yet on Citus: a read's successor and pool-name subqueries name no namespace "
-    "('complex joins are only supported when all distributed tables are co-located and joined "
-    "on their distribution columns'); naming it lets the list answer (tried, docs/SCALING.md)",
-)
-async def test_the_list_answers_on_citus(citus_app: Any) -> None:
-    """The list of a robot's memories, newest first."""
-    async with citus_app() as (client, _seen):
-        for key in ("a", "b"):
-            r = await client.post("/v1/robots/r1/memories", json={"key": key, "content": key})
-            assert r.status_code == 201, r.text
-        listed = await client.get("/v1/robots/r1/memories")
-    assert listed.status_code == 200, listed.text
-    assert [m["key"] for m in listed.json()["items"]] == ["b", "a"]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not yet on Citus: the stats read the robot's working memory, whose lock and "
-    "rebuild statements Citus cannot plan; naming the namespace there makes each one task, but "
-    "made a concurrency property test fail on plain PostgreSQL, so it is left out "
-    "(docs/SCALING.md, Citus section)",
-)
-async def test_stats_answer_on_citus(citus_url: str, citus_app: Any) -> None:
+async def test_the_list_answers_on_citus_as_one_router_task(citus_url: str, citus_app: Any) -> None:
+    """The list of a robot's memories, newest first: its statement (the memory's columns with
+    its successor's key and pool's name, each subquery naming the namespace as a value:
+    app.memories.read_repository) is one task on the namespace's shard."""
     async with citus_app() as (client, seen):
         for key in ("a", "b"):
             r = await client.post("/v1/robots/r1/memories", json={"key": key, "content": key})
             assert r.status_code == 201, r.text
+        seen.clear()
+        listed = await client.get("/v1/robots/r1/memories")
+        lists = [(q, a) for q, a in seen if "ORDER BY m.created_at DESC, m.id DESC" in q]
+    assert listed.status_code == 200, listed.text
+    assert [m["key"] for m in listed.json()["items"]] == ["b", "a"]
+    assert len(lists) == 1
+    assert await _tasks_of(citus_url, lists) == [[1]]
+
+
+async def test_stats_answer_on_citus_and_the_working_memory_lock_and_read_are_router_tasks(
+    citus_url: str, citus_app: Any
+) -> None:
+    """The stats answer, their counter read one task. Each add's placement takes the robot's
+    working-memory lock (the robot, a reference table, and the memories to place, FOR KEY
+    SHARE) and, the robot's first change, rebuilds it from the mirror (its members read with
+    their memories): each of those statements names the namespace and is one task."""
+    async with citus_app() as (client, seen):
+        for key in ("a", "b"):
+            r = await client.post("/v1/robots/r1/memories", json={"key": key, "content": key})
+            assert r.status_code == 201, r.text
+        locks = [(q, a) for q, a in seen if "FOR KEY SHARE OF m" in q]
+        reads = [(q, a) for q, a in seen if re.search(r"JOIN memory m ON m.namespace_id = \$1", q)
+                 and "FROM working_memory_item w" in q]  # fmt: skip
         seen.clear()
         stats = await client.get("/v1/stats")
         counters = [(q, a) for q, a in seen if "FROM namespace_memory_count" in q]
     assert stats.status_code == 200, stats.text
     assert stats.json()["memories"] == 2
     assert counters and await _tasks_of(citus_url, counters) == [[1]] * len(counters)
+    assert len(locks) == 2  # one per add
+    assert await _tasks_of(citus_url, locks) == [[1], [1]]
+    assert reads and await _tasks_of(citus_url, reads) == [[1]] * len(reads)
 
 
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="not yet on Citus: working_memory_item is a reference table, and Citus refuses its "
-    "INSERT ... SELECT from the distributed memory table (the durable mirror of a placement); "
-    "it needs a namespace_id column to be distributed (docs/SCALING.md, Citus section)",
+    reason="not yet on Citus: working_memory_item is a reference table, and Citus refuses a "
+    "rebuild's record (the mirror upserted, and updated with EXISTS on the distributed "
+    "memory_key, in one statement: 'only reference tables may be queried when targeting a "
+    "reference table with multi shard UPDATE/DELETE queries with multiple tables'); a robot's "
+    "first change is a rebuild, so no working memory is built. It needs a namespace_id column "
+    "to be distributed (docs/SCALING.md, Citus section)",
 )
 async def test_a_recall_loads_its_hits_into_working_memory_on_citus(citus_app: Any) -> None:
     async with citus_app() as (client, _seen):

@@ -132,10 +132,10 @@ async def test_the_setting_takes_effect_and_ends_with_the_transaction(client, ns
 
         # The working-memory lock of a change: a clear (durable) waits, a place does not.
         members = MembershipRepository(s)
-        await members.lock(ids.robot, 100, relaxed=False)
+        await members.lock(ids.ns, ids.robot, 100, relaxed=False)
         assert (await s.execute(show)).scalar_one() == "on"
         await s.rollback()
-        locked = await members.lock(ids.robot, 100)
+        locked = await members.lock(ids.ns, ids.robot, 100)
         assert locked is not None and locked.budget == 100
         assert (await s.execute(show)).scalar_one() == "off"
         await s.rollback()
