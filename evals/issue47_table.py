@@ -47,8 +47,6 @@ ROWS = (
     Row("+ access 0.05 (item 4)", "replay", "i47-base", "access-0.05", "A + replay"),
     Row("+ importance 0.05 + access 0.05 (item 4)", "replay", "i47-base",
         "importance-access-0.05", "A + replay"),
-    Row("+ entities expansion after the replay", "replay", "i47-base", "expand-entities",
-        "A + replay"),
 )  # fmt: skip
 
 
