@@ -132,15 +132,34 @@ def provenance(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def merged(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Runs of the same deployments on other sets as one: each deployment's sets and their
+    configurations together (a later run's over an earlier's), the first run's other fields."""
+    out = json.loads(json.dumps(runs[0]))
+    for run in runs[1:]:
+        for name, dep in run.get("deployments", {}).items():
+            into = out["deployments"].setdefault(name, json.loads(json.dumps(dep)))
+            for sm, got in dep.get("sets", {}).items():
+                was = into["sets"].setdefault(sm, json.loads(json.dumps(got)))
+                was["configs"] = {**was.get("configs", {}), **got.get("configs", {})}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m evals.issue47_table", description=__doc__)
     p.add_argument("load", type=Path, help="the LOAD run's results JSON")
-    p.add_argument("replay", type=Path, help="the REPLAY run's results JSON")
+    p.add_argument(
+        "replay",
+        type=Path,
+        nargs="+",
+        help="the REPLAY runs' results JSON (their "
+        "sets merged: one replay run may have asked some sets, another the others)",
+    )
     p.add_argument("--out", type=Path, required=True, help="PATH: writes PATH.md and PATH.json")
     args = p.parse_args(argv)
     runs = {
         "load": json.loads(args.load.read_text()),
-        "replay": json.loads(args.replay.read_text()),
+        "replay": merged([json.loads(p.read_text()) for p in args.replay]),
     }
     rows = figures(runs)
     args.out.with_suffix(".json").write_text(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evals.issue47_table import MARKER, Row, figures, main, markdown
+from evals.issue47_table import MARKER, Row, figures, main, markdown, merged
 
 
 def _result(dev: float, test: float, hop: float | None) -> dict[str, Any]:
@@ -85,3 +85,12 @@ def test_main_writes_both_files_and_keeps_the_note_above_its_marker(tmp_path) ->
     written = json.loads((tmp_path / "table.json").read_text())
     assert [r["config"] for r in written["rows"]] == ["default", "importance-0.05"]
     assert written["runs"]["load"]["date"] == "2026-12-07"
+
+
+def test_replay_runs_of_other_sets_merge_into_one() -> None:
+    conv = _run("base", {"w": {"conv/content-only": _result(0.5, 0.5, 0.5)}})
+    real = _run("base", {"w": {"realtalk/docs": _result(0.25, 0.25, 0.25)}})
+    rows = figures({"replay": merged([conv, real])}, (Row("+ w", "replay", "base", "w", "A"),))
+    assert sorted(rows[0]["cells"]) == ["conv/content-only", "realtalk/docs"]
+    assert rows[0]["cells"]["realtalk/docs"]["dev"] == 0.25
+    assert conv["deployments"]["base"]["sets"]["realtalk/docs"] == {"configs": {}}  # kept
