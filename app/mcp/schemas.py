@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 
 from app.common import (
     KEY_PATTERN,
@@ -146,6 +146,17 @@ class ImportanceIn(KeyIn):
     boost: float | None = Field(default=None, ge=-10, le=10, description="or add this")
     confidence: float | None = Field(default=None, ge=0, le=1, description="null clears")
     source: Source | None = Field(default=None, description="null clears")
+
+
+Flag = Annotated[StrictBool | None, WithJsonSchema({"type": "boolean"})]
+
+
+class FeedbackIn(KeyIn):
+    """As POST …/memories/{key}/feedback: one of `used` and `pinned: true`, which its request
+    model (MemoryFeedback) checks; strict, as the REST body is (no "yes" for true)."""
+
+    used: Flag = Field(default=None, description="of use (true) or not (false)")
+    pinned: Flag = Field(default=None, description="true: kept at hand")
 
 
 class StateIn(In):
@@ -317,6 +328,15 @@ class Written(Out):
     version: int
     importance: float
     created: bool | None = None
+
+
+class Feedback(Out):
+    """As the feedback route's 202: the step the learned importance takes at the next flush."""
+
+    key: str
+    used: bool | None = None
+    pinned: bool
+    step: float
 
 
 class Versions(Out):

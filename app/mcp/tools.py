@@ -34,6 +34,8 @@ from app.mcp.schemas import (
     Facts,
     FactsIn,
     FailoverIn,
+    Feedback,
+    FeedbackIn,
     ForgetIn,
     Forgot,
     Group,
@@ -82,7 +84,7 @@ from app.mcp.schemas import (
     when,
 )
 from app.memories.model import ListFilters
-from app.memories.schemas import ImportanceChange, MemoryCreate, MemoryUpsert
+from app.memories.schemas import ImportanceChange, MemoryCreate, MemoryFeedback, MemoryUpsert
 from app.profiles.schemas import ProfilePatch, ProfileRead
 from app.prompt.schemas import PromptRequest
 from app.recall.schemas import RecallFilters, RecallRequest
@@ -227,6 +229,16 @@ async def _importance(u: UnitOfWork, i: ImportanceIn, robot: str) -> Answer:
     m = await u.memories.adjust_importance(robot, i.key, ImportanceChange.model_validate(given))
     out = Written(key=m.key, version=m.version, importance=m.importance)
     return out, f"{m.key} v{m.version}: importance {m.importance:g}"
+
+
+async def _feedback(u: UnitOfWork, i: FeedbackIn, robot: str) -> Answer:
+    """As POST …/memories/{key}/feedback: its request model checks what was sent, its service
+    records the step (app/memories/learning.py), written by the next access flush."""
+    sent = i.model_dump(include={"used", "pinned"}, exclude_unset=True)
+    f = await u.reader.feedback(robot, i.key, MemoryFeedback.model_validate(sent))
+    out = Feedback(key=f.key, used=f.used, pinned=f.pinned, step=f.step)
+    said, to = ("pinned", 10) if f.pinned else ("used", 10) if f.used else ("not used", 0)
+    return out, f"{f.key}: {said}; learned importance {f.step:g} of the way to {to}"
 
 
 async def _list(u: UnitOfWork, i: ListIn, robot: str) -> Answer:
@@ -431,6 +443,9 @@ _TOOLS = [
     Tool("memory_importance", "Importance", "Change a memory's importance (or boost it), "
          "confidence or source; the rest is kept.", ImportanceIn, Written, "writer",
          _importance, idempotent=True),
+    Tool("memory_feedback", "Feedback", "Say whether a memory was of use (used) or kept at "
+         "hand (pinned): its learned importance moves.", FeedbackIn, Feedback, "writer",
+         _feedback),
     Tool("memory_list", "List", "Memories newest first, filtered, a page at a time.", ListIn,
          About, "reader", _list, read_only=True, idempotent=True),
     Tool("stats", "Statistics", "The robot's working memory, memories and activity.",

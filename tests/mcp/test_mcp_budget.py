@@ -22,7 +22,7 @@ DEFAULT = [  # HTM_MCP_TOOLS=default: an agent's loop
     "session_append", "prompt", "state_get", "state_set",
 ]  # fmt: skip
 DEFINITIONS_MAX = 2500  # the default set: 2,165 tokens on 2026-12-07 (the walk; 2,134 at merge)
-ALL_MAX = 6400  # HTM_MCP_TOOLS=all, without an LLM: 35 tools, 6,019 tokens on 2026-12-07
+ALL_MAX = 6400  # HTM_MCP_TOOLS=all, without an LLM: 36 tools, 6,263 tokens on 2026-12-07
 RECALL_MAX = 1.3
 MEMORIES = [  # a sentence each, as an agent's facts are (16-25 tokens)
     (

@@ -1,6 +1,6 @@
 """The MCP tools that do what REST does (issue 48): restore, update (PUT), importance
-(PATCH), list with filters and pages, state, through the official SDK client over HTTP and
-stdio, each checked against its REST route's answer."""
+(PATCH), feedback, list with filters and pages, state, through the official SDK client over
+HTTP and stdio, each checked against its REST route's answer."""
 
 from __future__ import annotations
 
@@ -76,6 +76,83 @@ async def test_update_is_a_put_and_importance_a_patch(base) -> None:
         assert [v["version"] for v in versions] == [4, 3, 2, 1]
 
 
+async def learned_of(http: httpx2.AsyncClient, robot: str, keys: list[str]) -> dict[str, tuple]:
+    """Each memory's learned importance and feedback counts, once the access flush (about a
+    second) has written every one of them."""
+    with anyio.fail_after(15):
+        while True:
+            got = {k: (await http.get(f"/v1/robots/{robot}/memories/{k}")).json() for k in keys}
+            if all(m["learned_importance"] is not None for m in got.values()):
+                return {
+                    k: (round(m["learned_importance"], 9), m["used_count"], m["unused_count"],
+                        m["pinned_count"])
+                    for k, m in got.items()
+                }  # fmt: skip
+            await anyio.sleep(0.2)
+
+
+async def test_feedback_is_the_feedback_route_and_learns_what_it_learns(base) -> None:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    R = "/v1/robots/ann/memories"
+    async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+        keys = ["u-mcp", "u-rest", "n-mcp", "n-rest", "p-rest", "bad"]
+        body = {"memories": [{"key": k, "content": f"note {k}"} for k in keys]}
+        assert (await http.post(f"{R}/batch", json=body)).status_code == 201
+        made = (await http.post(R, json={"content": "a key made up for me"})).json()["key"]
+        rest = {
+            k: (await http.post(f"{R}/{k}/feedback", json=sent)).json()
+            for k, sent in (("u-rest", {"used": True}), ("n-rest", {"used": False}),
+                            ("p-rest", {"pinned": True}))
+        }  # fmt: skip
+    async with mcp_session(base, **{"X-Namespace": ns, "X-Robot": "ann"}) as s:
+        for args in (
+            {"key": "bad"},  # neither
+            {"key": "bad", "used": True, "pinned": True},  # both
+            {"key": "bad", "pinned": False},
+            {"key": "bad", "used": None},
+            {"key": "bad", "used": "yes"},  # strict, as the REST body
+            {"key": "bad", "used": 1},
+            {"key": "bad", "used": True, "why": "x"},
+        ):
+            r = await s.call_tool("memory_feedback", args)
+            assert (r.is_error, r.structured_content["status"]) == (True, 422), args
+        for args in ({"key": "absent", "used": True}, {"key": "#999999999", "used": True}):
+            r = await s.call_tool("memory_feedback", args)
+            assert (r.is_error, r.structured_content["status"]) == (True, 404), args
+        used = await s.call_tool("memory_feedback", {"key": "u-mcp", "used": True})
+        assert used.content[0].text == "u-mcp: used; learned importance 0.2 of the way to 10"
+        assert used.structured_content == {"key": "u-mcp", "used": True, "pinned": False,
+                                           "step": 0.2}  # fmt: skip
+        assert rest["u-rest"] == {**used.structured_content, "key": "u-rest",
+                                  "learning_rate": 0.2}  # fmt: skip
+        unused = await s.call_tool("memory_feedback", {"key": "n-mcp", "used": False})
+        assert unused.content[0].text == "n-mcp: not used; learned importance 0.2 of the way to 0"
+        assert rest["n-rest"] == {**unused.structured_content, "key": "n-rest",
+                                  "learning_rate": 0.2}  # fmt: skip
+        # a made-up key by its alias, as every answer writes it
+        alias = (await s.call_tool("memory_list", {"limit": 1})).content[0].text.split()[1][:-1]
+        assert alias.startswith("#")
+        pinned = await s.call_tool("memory_feedback", {"key": alias, "pinned": True})
+        assert pinned.content[0].text == f"{alias}: pinned; learned importance 0.4 of the way to 10"
+        assert pinned.structured_content == {"key": made, "pinned": True, "step": 0.4}
+        assert rest["p-rest"] == {**pinned.structured_content, "key": "p-rest", "used": None,
+                                  "learning_rate": 0.2}  # fmt: skip
+    async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+        learned = await learned_of(http, "ann", ["u-mcp", "u-rest", "n-mcp", "n-rest",
+                                                 made, "p-rest"])  # fmt: skip
+        # α = 0.2 from the writer's importance 1: used 1 + 0.2·9, not used 0.8·1, pinned 1 + 0.4·9
+        assert learned == {
+            "u-mcp": (2.8, 1, 0, 0), "u-rest": (2.8, 1, 0, 0),
+            "n-mcp": (0.8, 0, 1, 0), "n-rest": (0.8, 0, 1, 0),
+            made: (4.6, 0, 0, 1), "p-rest": (4.6, 0, 0, 1),
+        }  # fmt: skip
+        # the refused calls recorded nothing (the same flush wrote the others)
+        m = (await http.get(f"{R}/bad")).json()
+        assert (m["learned_importance"], m["used_count"], m["unused_count"], m["pinned_count"]) == (
+            None, 0, 0, 0
+        )  # fmt: skip
+
+
 async def test_list_filters_and_pages_as_get_memories(base) -> None:
     ns = f"t-{uuid.uuid4().hex[:10]}"
     async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
@@ -127,6 +204,7 @@ async def test_a_reader_key_lists_but_does_not_update(live_server_factory, datab
             ("memory_update", {"key": "x", "content": "changed"}),
             ("memory_importance", {"key": "x", "boost": 1}),
             ("memory_restore", {"key": "x"}),
+            ("memory_feedback", {"key": "x", "used": True}),
         ):
             r = await s.call_tool(name, args)
             assert (r.is_error, r.structured_content["status"]) == (True, 403), name
@@ -159,7 +237,7 @@ async def stdio_session(
         yield s
 
 
-async def test_the_parity_tools_over_stdio(database_url, redis_url, tmp_path) -> None:
+async def test_the_parity_tools_over_stdio(base, database_url, redis_url, tmp_path) -> None:
     ns = f"t-{uuid.uuid4().hex[:10]}"
     async with stdio_session(database_url, redis_url, tmp_path, ns) as s:
         r = await s.call_tool("memory_update", {"key": "db", "content": "pg 18"})
@@ -177,6 +255,14 @@ async def test_the_parity_tools_over_stdio(database_url, redis_url, tmp_path) ->
         v = r.structured_content["version"]
         got = await s.call_tool("state_get", {"key": "plan"})
         assert got.content[0].text == f'plan v{v}: {{"step":1}}'
+        r = await s.call_tool("memory_feedback", {"key": "db", "pinned": True})
+        assert r.content[0].text == "db: pinned; learned importance 0.4 of the way to 10"
+        bad = await s.call_tool("memory_feedback", {"key": "db", "pinned": False})
+        assert (bad.is_error, bad.structured_content["status"]) == (True, 422)
+    # the stdio process's flush wrote it (at its interval or at its exit): from importance 7,
+    # 7 + 0.4·3, as the REST route's pin would
+    async with httpx2.AsyncClient(base_url=base, headers={"X-Namespace": ns}) as http:
+        assert await learned_of(http, "ann", ["db"]) == {"db": (8.2, 0, 0, 1)}
 
 
 # The SDK's client warns that MCP 2026-07-28 replaced these with subscriptions/listen.

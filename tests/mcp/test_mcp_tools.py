@@ -15,7 +15,7 @@ from mcp_types import INVALID_PARAMS
 
 TOOLS = [  # HTM_MCP_TOOLS=all, without an LLM (extract_facts needs one)
     "remember", "recall", "context", "forget", "memory_restore", "memory_update",
-    "memory_importance", "memory_list", "stats", "list_tags", "memory_versions",
+    "memory_importance", "memory_feedback", "memory_list", "stats", "list_tags", "memory_versions",
     "memory_history", "entities", "entity_memories", "memory_related", "memory_link",
     "session_append", "session_window", "prompt", "state_get", "state_set",
     "profile_get", "profile_set", "snapshot_create", "snapshot_list",

@@ -312,6 +312,7 @@ async def _mcp(walk: Walk, base: str, robot: str, key: str) -> None:
         *((name, {"key": k}) for name in sorted(MCP_KEYED) for k in KEYS),
         *(("memory_link", {"key": f"mcp-{robot}", "target": k}) for k in hidden),
         *(("memory_importance", {"key": k, "boost": 1}) for k in hidden),
+        *(("memory_feedback", {"key": k, "used": False}) for k in hidden),
         *(("memory_update", {"key": k, "content": "zebra"}) for k in hidden),
         ("memory_list", {"limit": 200}),
         ("state_set", {"key": "note", "value": "zebra"}),

@@ -322,6 +322,7 @@ async def test_no_mcp_tool_shows_another_robots_private_memory(live_server_facto
         "memory_list": {},
         "memory_restore": {"key": "ann-private"},
         "memory_importance": {"key": "ann-private", "boost": 1},
+        "memory_feedback": {"key": "ann-private", "pinned": True},
         "memory_update": {"key": "ann-private", "content": "bob's"},
     }
     async with mcp_session(base, **ns, **{"X-Robot": "bob"}) as bob:
