@@ -38,8 +38,8 @@ class Fusion:
     of the turn just before it or just after it in its session, the larger, when that turn is
     a candidate too: score += turn_spread · max(0, neighbour's fused) / max(fused) over the
     candidates (turn_spread_sql). A question's words are often in the turn that asked and its
-    answer in the reply ("what coffee do you get when it's cold?" / "hot, brown sugar
-    creamer"), or the other way round."""
+    answer in the reply ("where did you end up parking?" / "level 3, by the lifts"), or the
+    other way round."""
 
     method: FusionMethod = "rrf"
     k: int = 60

@@ -428,8 +428,8 @@ async def test_the_prompt_leaves_out_recall_hits_below_the_floor(
         assert recalled == [("deploy", True), ("window", True)]
 
 
-ASK = "Which coffee do you drink when it's cold?"
-REPLY = "Hot coffee, brown sugar creamer."
+ASK = "Where did you park the van when it rained?"
+REPLY = "Under the van bridge, level 3."
 
 
 async def test_a_reply_gains_a_share_of_the_turn_that_asked(client: httpx.AsyncClient) -> None:
@@ -443,7 +443,7 @@ async def test_a_reply_gains_a_share_of_the_turn_that_asked(client: httpx.AsyncC
                 turn("ask", "Mia", "s1", "2026-03-14T10:00:00Z", ASK),
                 turn("reply", "Leo", "s1", "2026-03-14T10:01:00Z", REPLY),
                 turn("hi", "Leo", "s2", "2026-03-20T09:00:00Z", "Morning!"),
-                turn("other", "Mia", "s2", "2026-03-20T09:01:00Z", "Coffee again, then the train."),
+                turn("other", "Mia", "s2", "2026-03-20T09:01:00Z", "Van again, then a train."),
             ]
         },
     )
@@ -453,7 +453,7 @@ async def test_a_reply_gains_a_share_of_the_turn_that_asked(client: httpx.AsyncC
         r = await client.post(
             "/v1/robots/scribe/recall",
             json={
-                "query": "Which coffee is drunk when it's cold?",
+                "query": "Where was the van parked when it rained?",
                 "explain": True,
                 "fusion": fusion,
                 "signals": {"tag_overlap": 0},
