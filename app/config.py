@@ -407,6 +407,18 @@ class Settings(BaseSettings):
     recall_candidates: int | None = Field(
         default=None, ge=1, le=1000, description="Each list's depth (default k + 2·limit)"
     )
+    recall_turn_spread: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Hybrid: a conversation turn (metadata `session`) gains this share of the "
+        "fused score of the turn just before or after it in its session (the larger; that turn "
+        "a candidate too), relative to the best candidate's: a question's words are often in the "
+        "turn that asked, its answer in the reply. Off (0) by default: at 0.15 make eval's real "
+        "chats (docs mode) read hybrid R@10 test 0.601 → 0.615 but dev 0.666 → 0.661, conv docs "
+        "dev 0.798 → 0.796; defaults are chosen on the dev halves "
+        "(evals/results/2026-12-07-turn-spread.md)",
+    )
     recall_recency_weight: float = Field(
         default=0.0, ge=0, le=1, description="Relevance signal: 0.5^(age / half-life)"
     )

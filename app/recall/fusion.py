@@ -33,7 +33,13 @@ class Fusion:
            over all the candidates: minmax maps the lowest to 0 and the highest to 1 (all
            equal: 1); zscore is (x − mean) / population standard deviation; a list with no
            spread (one candidate, or all equal) gives every memory 0.
-    `candidates` is each list's depth (default: hybrid_candidates)."""
+    `candidates` is each list's depth (default: hybrid_candidates).
+    `turn_spread`: a conversation turn (metadata `session`) gains this share of the fused score
+    of the turn just before it or just after it in its session, the larger, when that turn is
+    a candidate too: score += turn_spread · max(0, neighbour's fused) / max(fused) over the
+    candidates (turn_spread_sql). A question's words are often in the turn that asked and its
+    answer in the reply ("where did you end up parking?" / "level 3, by the lifts"), or the
+    other way round."""
 
     method: FusionMethod = "rrf"
     k: int = 60
@@ -41,6 +47,7 @@ class Fusion:
     fulltext_weight: float = 1.0
     normalization: Normalization = "minmax"
     candidates: int | None = None
+    turn_spread: float = 0.0
 
     def weights(self) -> tuple[float, float]:
         """(vector, full text) as applied: for score fusion, scaled to sum to 1."""
@@ -128,6 +135,7 @@ def fusion_for(req: RecallRequest, settings: Settings) -> Fusion:
         fulltext_weight=_pick(o.fulltext_weight, settings.recall_fulltext_weight),
         normalization=_pick(o.normalization, settings.recall_normalization),
         candidates=_pick(o.candidates, settings.recall_candidates),
+        turn_spread=_pick(o.turn_spread, settings.recall_turn_spread),
     )
     if fusion.vector_weight + fusion.fulltext_weight <= 0:
         raise Unprocessable(
@@ -187,6 +195,7 @@ def fusion_read(fusion: Fusion, candidates: int) -> FusionRead:
         fulltext_weight=wt,
         normalization=fusion.normalization if fusion.method == "score" else None,
         candidates=candidates,
+        turn_spread=fusion.turn_spread,
     )
 
 
@@ -249,7 +258,38 @@ def fusion_params(fusion: Fusion) -> dict[str, Any]:
     params: dict[str, Any] = {"w_vec": w_vec, "w_text": w_text}
     if fusion.method == "rrf":
         params["k"] = fusion.k
+    if fusion.turn_spread > 0:
+        params["turn_spread"] = fusion.turn_spread
     return params
+
+
+# A turn's neighbour in its session (the turn just before it, `<` and DESC, or just after it,
+# `>` and ASC), by the index memory_session_turns, as the fused candidate it is (or nulls).
+_NEIGHBOUR_TURN = """
+        LEFT JOIN LATERAL (
+            SELECT t.id, t.created_at FROM memory t
+            WHERE m.metadata ? 'session' AND t.namespace_id = m.namespace_id
+              AND t.metadata ? 'session' AND t.metadata ->> 'session' = m.metadata ->> 'session'
+              AND t.deleted_at IS NULL AND (t.created_at, t.id) {op} (m.created_at, m.id)
+            ORDER BY t.created_at {order}, t.id {order} LIMIT 1) AS {turn} ON true
+        LEFT JOIN fused {cand} ON {cand}.id = {turn}.id AND {cand}.created_at = {turn}.created_at"""
+
+
+def turn_spread_sql(fusion: Fusion) -> tuple[str, str]:
+    """(the joins, the term added to the score) of Fusion.turn_spread, over the hybrid
+    statement's `fused` f and its memory row m; nothing when it is 0. A neighbour that is no
+    candidate (or a memory that is no turn) adds nothing."""
+    if fusion.turn_spread <= 0:
+        return "", ""
+    joins = _NEIGHBOUR_TURN.format(op="<", order="DESC", turn="tb", cand="fb")
+    joins += _NEIGHBOUR_TURN.format(op=">", order="ASC", turn="ta", cand="fa")
+    best = "nullif(max(f.fused) OVER (), 0)"
+    share = "coalesce(greatest({c}.fused, 0) / {best}, 0)"
+    term = (
+        f" + CAST(:turn_spread AS float8) * greatest("
+        f"{share.format(c='fb', best=best)}, {share.format(c='fa', best=best)})"
+    )
+    return joins, term
 
 
 # Each signal in [0, 1] (planner.Signals), from the memory row and the bind values. Recency's

@@ -91,6 +91,14 @@ class FusionOptions(StrictModel):
     candidates: Annotated[int, Field(ge=1, le=1000), BeforeValidator(integral)] | None = Field(
         default=None, description="How deep each list is read (≥ limit)"
     )
+    turn_spread: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="A conversation turn (metadata `session`) gains this share of the fused "
+        "score of the turn just before or just after it in its session (the larger, when that "
+        "turn is a candidate too), relative to the best candidate's; 0: off",
+    )
 
 
 class SignalOptions(StrictModel):
@@ -373,6 +381,9 @@ class FusionRead(BaseModel):
     fulltext_weight: float
     normalization: Literal["minmax", "zscore"] | None
     candidates: int = Field(description="How deep each list was read")
+    turn_spread: float = Field(
+        default=0.0, description="The share of a neighbouring turn's fused score a turn gained"
+    )
 
 
 class RecallWorkingMemory(BaseModel):

@@ -12,7 +12,13 @@ from typing import Any, Literal
 
 from app.config import VectorStorage
 from app.db.sql import FEEDBACK, LEARNED_IMPORTANCE
-from app.recall.fusion import fusion_params, fusion_parts, signal_columns, signal_params
+from app.recall.fusion import (
+    fusion_params,
+    fusion_parts,
+    signal_columns,
+    signal_params,
+    turn_spread_sql,
+)
 from app.recall.planner import Ranker, SearchPlan, TextList, TextPlan, VectorList
 
 
@@ -311,17 +317,19 @@ def scored_union(plan: SearchPlan) -> str:
 
 
 def _fused_select(plan: SearchPlan) -> str:
-    """The fused rows blended with the signals (`signal_columns`), best first."""
+    """The fused rows blended with the signals (`signal_columns`) and their neighbouring
+    turns' (`turn_spread_sql`), best first."""
     sig_columns, score = signal_columns(plan.query.signals)
+    spread_joins, spread = turn_spread_sql(plan.query.fusion)
     # float8 arithmetic throughout: 1.0 alone is numeric, and the driver would return Decimals.
     return f"""SELECT {HIT_COLUMNS}, f.vector_rank, f.distance, f.text_rank, f.text_score,
                f.vec_part, f.text_part, f.fused, f.vec_all, f.text_all{sig_columns},
-               {score} AS score,
+               {score}{spread} AS score,
                f.any_distance,
                (SELECT count(*) FROM vec) AS vector_found
         FROM fused f
         JOIN memory m ON {same_memory("f")}
-        JOIN robot r ON r.id = m.author_robot_id
+        JOIN robot r ON r.id = m.author_robot_id{spread_joins}
         ORDER BY score DESC, m.created_at DESC, m.id
         LIMIT :limit"""
 

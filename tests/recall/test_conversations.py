@@ -426,3 +426,53 @@ async def test_the_prompt_leaves_out_recall_hits_below_the_floor(
             (e["key"], e["included"]) for e in r.json()["manifest"] if e["source"] == "recall"
         ]
         assert recalled == [("deploy", True), ("window", True)]
+
+
+ASK = "Where did you park the van when it rained?"
+REPLY = "Under the van bridge, level 3."
+
+
+async def test_a_reply_gains_a_share_of_the_turn_that_asked(client: httpx.AsyncClient) -> None:
+    # The question's words are in Mia's turn; Leo's reply shares one of them, as does a turn
+    # of another session, newer: alike on full text (no embedder here: full text alone), and
+    # the speaker signal is off.
+    r = await client.post(
+        "/v1/robots/scribe/memories/batch",
+        json={
+            "memories": [
+                turn("ask", "Mia", "s1", "2026-03-14T10:00:00Z", ASK),
+                turn("reply", "Leo", "s1", "2026-03-14T10:01:00Z", REPLY),
+                turn("hi", "Leo", "s2", "2026-03-20T09:00:00Z", "Morning!"),
+                turn("other", "Mia", "s2", "2026-03-20T09:01:00Z", "Van again, then a train."),
+            ]
+        },
+    )
+    assert r.status_code == 201, r.text
+
+    async def ranked(fusion: dict[str, Any]) -> list[tuple[str, float]]:
+        r = await client.post(
+            "/v1/robots/scribe/recall",
+            json={
+                "query": "Where was the van parked when it rained?",
+                "explain": True,
+                "fusion": fusion,
+                "signals": {"tag_overlap": 0},
+                "load_into_working_memory": False,
+            },
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["fusion"]["turn_spread"] == fusion.get("turn_spread", 0)
+        return [(h["key"], h["explain"]["score"]) for h in r.json()["hits"]]
+
+    off = await ranked({"turn_spread": 0})
+    assert [k for k, _ in off] == ["ask", "other", "reply"]  # a tie: newest first
+    assert off[1][1] == pytest.approx(off[2][1], abs=1e-12)
+    assert await ranked({}) == off  # off by default
+    on = dict(await ranked({"turn_spread": 0.15}))
+    assert list(on) == ["ask", "reply", "other"]
+    # the reply gains 0.15 × the asking turn's fused score / the best candidate's (the asking
+    # turn's own): 0.15; the asking turn gains nothing from a reply scored below 0, nor
+    # "other" from "hi", no candidate
+    assert on["reply"] - dict(off)["reply"] == pytest.approx(0.15, abs=1e-9)
+    assert on["ask"] == pytest.approx(off[0][1], abs=1e-12)
+    assert on["other"] == pytest.approx(dict(off)["other"], abs=1e-12)

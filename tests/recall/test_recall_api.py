@@ -163,6 +163,7 @@ async def test_recall_reports_ranks_scores_and_loads_working_memory(ns_client) -
         "fulltext_weight": 0.4,
         "normalization": "zscore",
         "candidates": 64,  # k + 2·limit
+        "turn_spread": 0.0,
     }
     top = body["hits"][0]
     assert top["key"] == "caroline-group" and top["author"] == "writer"

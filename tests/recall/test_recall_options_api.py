@@ -90,6 +90,7 @@ async def test_explain_reports_each_lists_rank_score_and_share(client) -> None:
         "fulltext_weight": 2.0,
         "normalization": None,
         "candidates": 30,  # k + 2·limit (limit 10)
+        "turn_spread": 0.0,
     }
     hits = {h["key"]: h for h in body["hits"]}
     x = hits["x"]["explain"]
