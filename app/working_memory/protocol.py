@@ -10,6 +10,7 @@ the commit does are described once, in ARCHITECTURE.md ("The two-tier write prot
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -349,8 +350,12 @@ class WriteProtocol(RobotSync):
                 try:
                     found = await self.store.touch(self.namespace, robot.name, key, now_ms)
                 except WorkingMemoryNotInitialized:
-                    await self.resync(robot)
-                    found = await self.store.touch(self.namespace, robot.name, key, now_ms)
+                    # Rebuilt first. A robot removed meanwhile (resync finds no row: a write
+                    # that registered it failed) has nothing to touch, nor one dropped again
+                    # since: the retrieve still answers.
+                    if await self.resync(robot):
+                        with contextlib.suppress(WorkingMemoryNotInitialized):
+                            found = await self.store.touch(self.namespace, robot.name, key, now_ms)
                 self.breaker.reset()
                 reached = True
             except (RedisUnavailable, *UNAVAILABLE) as exc:

@@ -18,6 +18,8 @@ from sqlalchemy.exc import DBAPIError
 from app.components import Components
 from app.db.migrate import upgrade
 from app.working_memory.items import WMItem
+from app.working_memory.model import Scope
+from app.working_memory.robots import Robot
 from app.working_memory.store import robot_keys
 from tests.cluster import connect
 from tests.working_memory.tiers import (
@@ -179,6 +181,26 @@ async def test_a_rebuild_waiting_on_a_withdrawal_mark_does_not_place_the_memory_
         == 0
     )
     assert await disagreements(client, ["a", "writer"]) == {}
+
+
+async def test_a_retrieves_touch_for_a_robot_removed_meanwhile_is_no_error(client) -> None:
+    """A retrieve touches its robot's working memory after reading the memory; if the robot
+    was removed in between (a write that registered it failed and discarded it), Redis has
+    nothing and the rebuild finds no row: the touch does nothing (it raised, a 500, in a
+    property-test run of 2026-12-07)."""
+    c = client.app.state.components
+    await put(client, "a", "k", "a note")
+    ns = namespace_of(client)
+    ns_id = await scalar(client, "SELECT id FROM namespace WHERE name = :ns", ns=ns)
+    memory = await scalar(
+        client, "SELECT id FROM memory WHERE namespace_id = :ns AND key = 'k'", ns=ns_id
+    )
+    ghost = Robot(999_999_999, "ghost", 100)  # no row, no Redis keys
+    async with c.sessionmaker() as session:
+        protocol = c.two_tier.protocol(session, Scope(ns_id, ns))
+        assert await protocol.touch(ghost, memory, "k") is None
+    assert await keys_held(client, "a") == {"k": "a note"}
+    assert await disagreements(client, ["a"]) == {}
 
 
 async def test_a_replace_withdraws_the_old_version_from_every_holder(client) -> None:
