@@ -62,6 +62,7 @@ POST /v1/robots/{{robot}}/memories
     INSERT robot
     group commit
     SELECT robot SELECT memory
+    SELECT working_memory_item
     SELECT working_memory_item memory SELECT robot SELECT pool
     EVALSHA load
     {MIRROR}
