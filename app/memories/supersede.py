@@ -183,7 +183,7 @@ class SupersedingAdds:
     asked: frozenset[str] = frozenset()
 
     async def write(self, robot: Robot, drafts: list[MemoryDraft]) -> Committed:
-        rows = await self._lock(robot, drafts)
+        rows, supersedes = await self._lock(robot, drafts)
         # A memory added without a time starts now, after what it supersedes: the clock read
         # once the rows are locked, not the transaction's start (now()), which an add of a
         # superseded key committed meanwhile may follow.
@@ -193,7 +193,7 @@ class SupersedingAdds:
         if taken:
             raise key_taken(taken)
         closed: list[tuple[int, str, list[Holder]]] = []
-        for (m, _), ks in zip(new, self.supersedes, strict=True):
+        for (m, _), ks in zip(new, supersedes, strict=True):
             end = m.valid_from or m.created_at
             for k in ks:
                 if end <= rows[k].valid_from:
@@ -209,14 +209,17 @@ class SupersedingAdds:
                 self.writes.added(robot, m, now, outcomes[m.key]).model_copy(
                     update={"superseded": ks}
                 )
-                for (m, now), ks in zip(new, self.supersedes, strict=True)
+                for (m, now), ks in zip(new, supersedes, strict=True)
             ]
 
         return Committed([placement_of(m) for m, _ in new], answer, withdrawn=closed)
 
-    async def _lock(self, robot: Robot, drafts: list[MemoryDraft]) -> dict[str, Any]:
-        """The superseded rows, locked in key order; 422, 404, 403 or 409 (nothing written)
-        when one cannot be superseded by this add."""
+    async def _lock(
+        self, robot: Robot, drafts: list[MemoryDraft]
+    ) -> tuple[dict[str, Any], list[list[str]]]:
+        """The superseded rows, locked in key order, and per draft the keys it supersedes
+        (`supersedes` less the detector's findings ended or forgotten since); 422, 404, 403
+        or 409 (nothing written) when one cannot be superseded by this add."""
         keys = [k for ks in self.supersedes for k in ks]
         own = {d.key for d in drafts}
         if set(keys) & own:
@@ -232,9 +235,9 @@ class SupersedingAdds:
             if k not in self.asked
             and (k not in rows or rows[k].deleted_at is not None or rows[k].valid_to is not None)
         }
-        if gone:  # found by the detector, ended or forgotten since: not this add's to end
-            self.supersedes = [[k for k in ks if k not in gone] for ks in self.supersedes]
-            keys = [k for k in keys if k not in gone]
+        # Found by the detector, ended or forgotten since: not this add's to end.
+        supersedes = [[k for k in ks if k not in gone] for ks in self.supersedes]
+        keys = [k for k in keys if k not in gone]
         missing = sorted(k for k in keys if k not in rows or rows[k].deleted_at is not None)
         if missing:
             raise NotFound(f"memories to supersede do not exist: {', '.join(missing)}")
@@ -243,10 +246,10 @@ class SupersedingAdds:
         ended = sorted(k for k in keys if rows[k].valid_to is not None)
         if ended:
             raise Conflict(f"already superseded or no longer valid: {', '.join(ended)}", keys=ended)
-        for d, ks in zip(drafts, self.supersedes, strict=True):
+        for d, ks in zip(drafts, supersedes, strict=True):
             old = [(k, Audience.of(rows[k]), rows[k].author) for k in ks]
             check_covers(d.key, d.audience, robot.name, old)
-        return rows
+        return rows, supersedes
 
 
 def check_covers(
