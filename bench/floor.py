@@ -233,9 +233,9 @@ class Floor:
         """WriteProtocol.place: the robot's lock (with the placed memories at their version),
         one place script, then one statement recording membership, the change and evictions.
         (The floor skips the protocol's Python: the (gen, seq) check and its rebuilds.)"""
-        members = MembershipRepository(s)  # type: ignore[arg-type]
+        members = MembershipRepository(s, self.ns_id)  # type: ignore[arg-type]
         state = await members.lock(
-            robot.id, self.default_budget, [(p[0], p[1], p[2]) for p in placements]
+            self.ns_id, robot.id, self.default_budget, [(p[0], p[1], p[2]) for p in placements]
         )
         assert state is not None
         live = [p for p in placements if p[0] in state.live]
@@ -441,7 +441,9 @@ class Floor:
                 "touch", robot_name, [key, str(_us(now) // 1000)], self._budget(robot)
             )
             if int(found):
-                await MembershipRepository(s).touch(robot.id, row.id, now)
+                await MembershipRepository(s, self.ns_id).touch(  # type: ignore[arg-type]
+                    robot.id, row.id, now
+                )
 
     async def robot_stats(self, robot_name: str, days: int = 30) -> None:
         """StatsService.robot."""
@@ -462,7 +464,7 @@ class Floor:
     async def _usage(self, s: RawSession, robot: Any) -> None:
         reply = await self.scripts["usage"](keys=robot_keys(self.ns, robot.name), args=[])
         if reply[0] == "NOINIT":
-            await StatsRepository(s).membership_usage(robot.id)  # type: ignore[arg-type]
+            await StatsRepository(s).membership_usage(self.ns_id, robot.id)  # type: ignore[arg-type]
 
     async def namespace_stats(self) -> None:
         """StatsService.namespace. The servers' versions and the hypertables are left out:
@@ -479,7 +481,7 @@ class Floor:
                 await self.scripts["usage"](keys=keys, args=[], client=pipe)
             for row, reply in zip(rows, await pipe.execute(), strict=True):
                 if reply[0] == "NOINIT":
-                    await repo.membership_usage(row.id)
+                    await repo.membership_usage(self.ns_id, row.id)
 
     # --- core: the one essential statement or script --------------------------------------
 

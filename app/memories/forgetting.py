@@ -81,7 +81,7 @@ class Forgetting:
             )  # fmt: skip
         holders = await self.two_tier.mark_holders(row.id)
         if hard:
-            await self.repo.hard_delete(row.id, row.created_at)
+            await self.repo.hard_delete(self.caller.namespace_id, row.id, row.created_at)
             read = to_read(row)
         else:
             deleted = await self.repo.set_deleted(row.id, row.created_at, True)

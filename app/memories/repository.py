@@ -391,15 +391,19 @@ class MemoryRepository:
         )
         return [r.id for r in rows.all()]
 
-    async def hard_delete(self, id_: int, created_at: datetime) -> None:
+    async def hard_delete(self, namespace_id: int, id_: int, created_at: datetime) -> None:
         """The memory, its key, and the mirror rows of robots not holding it. Rows of robots
-        holding it stay (marked stale) until their working memory has let it go."""
+        holding it stay (marked stale) until their working memory has let it go. Each
+        statement names the namespace (on Citus: one task on its shard)."""
         for statement in (
-            "DELETE FROM working_memory_item WHERE memory_id = :id AND NOT in_working_memory",
-            "DELETE FROM memory_key WHERE memory_id = :id",
-            "DELETE FROM memory WHERE id = :id AND created_at = :c",
+            "DELETE FROM working_memory_item WHERE namespace_id = :ns AND memory_id = :id "
+            "AND NOT in_working_memory",
+            "DELETE FROM memory_key WHERE namespace_id = :ns AND memory_id = :id",
+            "DELETE FROM memory WHERE namespace_id = :ns AND id = :id AND created_at = :c",
         ):
-            await self.session.execute(sql(statement), {"id": id_, "c": created_at})
+            await self.session.execute(
+                sql(statement), {"ns": namespace_id, "id": id_, "c": created_at}
+            )
 
     async def list(
         self, namespace_id: int, f: ListFilters, limit: int, after: tuple[datetime, int] | None

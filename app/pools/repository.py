@@ -130,7 +130,8 @@ class PoolRepository:
                 sql(f"""
                 SELECT w.robot_id, r.name AS robot, m.id AS memory_id, m.key
                 FROM working_memory_item w
-                JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
+                JOIN memory m ON m.namespace_id = w.namespace_id AND m.id = w.memory_id
+                                 AND m.created_at = w.memory_created_at
                 JOIN robot r ON r.id = w.robot_id
                 JOIN pool p ON p.id = m.pool_id
                 WHERE m.pool_id = :id AND w.in_working_memory AND NOT {MAY_READ}

@@ -126,7 +126,7 @@ class RobotRepository:
                 {"ns": namespace_id, "name": name},
             )
         ).scalar()
-        return None if robot_id is None else await self._held(robot_id)
+        return None if robot_id is None else await self._held(namespace_id, robot_id)
 
     async def lock_unused(self, namespace_id: int, name: str) -> Any | None:
         """As `lock_for_removal`, without waiting: None when the row is locked (a write in
@@ -144,10 +144,11 @@ class RobotRepository:
                 {"ns": namespace_id, "name": name},
             )
         ).scalar()
-        return None if robot_id is None else await self._held(robot_id)
+        return None if robot_id is None else await self._held(namespace_id, robot_id)
 
-    async def _held(self, robot_id: int) -> Any:
-        """What a locked robot holds, and its row's version."""
+    async def _held(self, namespace_id: int, robot_id: int) -> Any:
+        """What a locked robot holds, and its row's version (each count names the namespace:
+        on Citus one task on its shard)."""
         return (
             await self.session.execute(
                 sql("""
@@ -155,13 +156,17 @@ class RobotRepository:
                        (SELECT CAST(CAST(xmin AS text) AS bigint) FROM robot
                         WHERE id = CAST(:id AS bigint)) AS row_version,
                        (SELECT count(*) FROM memory
-                        WHERE author_robot_id = :id AND deleted_at IS NULL) AS memories,
+                        WHERE namespace_id = :ns AND author_robot_id = :id
+                          AND deleted_at IS NULL) AS memories,
                        (SELECT count(*) FROM memory
-                        WHERE author_robot_id = :id AND deleted_at IS NOT NULL) AS forgotten,
-                       (SELECT count(*) FROM session WHERE robot_id = :id) AS sessions,
+                        WHERE namespace_id = :ns AND author_robot_id = :id
+                          AND deleted_at IS NOT NULL) AS forgotten,
+                       (SELECT count(*) FROM session
+                        WHERE namespace_id = :ns AND robot_id = :id) AS sessions,
                        (SELECT count(*) FROM working_memory_item
-                        WHERE robot_id = :id AND in_working_memory) AS working_memory"""),
-                {"id": robot_id},
+                        WHERE namespace_id = :ns AND robot_id = :id
+                          AND in_working_memory) AS working_memory"""),
+                {"ns": namespace_id, "id": robot_id},
             )
         ).one()
 

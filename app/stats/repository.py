@@ -121,15 +121,17 @@ class StatsRepository:
             )
         )
 
-    async def membership_usage(self, robot_id: int) -> tuple[int, int]:
+    async def membership_usage(self, namespace_id: int, robot_id: int) -> tuple[int, int]:
         row = (
             await self.session.execute(
                 sql("""
                 SELECT coalesce(sum(m.token_count), 0), count(*)
                 FROM working_memory_item w
-                JOIN memory m ON m.id = w.memory_id AND m.created_at = w.memory_created_at
-                WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL"""),
-                {"robot": robot_id},
+                JOIN memory m ON m.namespace_id = :ns AND m.id = w.memory_id
+                                 AND m.created_at = w.memory_created_at
+                WHERE w.namespace_id = :ns AND w.robot_id = :robot AND w.in_working_memory
+                  AND m.deleted_at IS NULL"""),
+                {"ns": namespace_id, "robot": robot_id},
             )
         ).one()
         return int(row[0]), int(row[1])

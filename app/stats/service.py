@@ -77,7 +77,11 @@ class StatsService:
         from Redis, or (None: Redis unreachable) from Postgres membership, marked degraded."""
         wm = robot.working_memory
         degraded = usage is None
-        tokens, items = usage if usage is not None else await self.repo.membership_usage(wm.id)
+        tokens, items = (
+            usage
+            if usage is not None
+            else await self.repo.membership_usage(self.caller.namespace_id, wm.id)
+        )
         return WorkingMemoryUsage(
             group=group_name(robot.group.name) if robot.group else None,
             tokens=tokens,

@@ -46,10 +46,10 @@ class SummaryRepository:
         params = {"limit": limit, "default_budget": default_budget}
         return list((await self.session.execute(_DUE, params)).all())
 
-    async def working_memory_tokens(self, robot_id: int) -> int:
+    async def working_memory_tokens(self, namespace_id: int, robot_id: int) -> int:
         """What the robot's working memory holds, by its Postgres mirror (equal to Redis
         after every change: the write protocol)."""
-        return (await StatsRepository(self.session).membership_usage(robot_id))[0]
+        return (await StatsRepository(self.session).membership_usage(namespace_id, robot_id))[0]
 
     async def evicted_since(self, robot_id: int, after: int, limit: int) -> list[Any]:
         params = {"robot": robot_id, "after": after, "limit": limit}

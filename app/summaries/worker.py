@@ -107,7 +107,9 @@ class EvictionSummaryWorker:
         )
         try:
             async with self.units(caller) as unit:
-                held = await SummaryRepository(unit.session).working_memory_tokens(row.robot_id)
+                held = await SummaryRepository(unit.session).working_memory_tokens(
+                    row.namespace_id, row.robot_id
+                )
                 # Placed only if it fits beside what working memory holds: a summary must not
                 # evict (a placement evicts even more important items to admit its memory).
                 fits = held + self.tokenizer.count(summary.content) <= row.budget

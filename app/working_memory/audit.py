@@ -36,7 +36,7 @@ async def audit(
     row = await repository.robot(namespace, robot, default_budget)
     if row is None:
         return [f"robot {namespace}/{robot} does not exist"]
-    members = await repository.listed(row.id)
+    members = await repository.listed(row.namespace_id, row.id)
     problems: list[str] = []
     if row.stale:
         problems.append("robot is marked stale")

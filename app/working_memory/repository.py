@@ -3,6 +3,10 @@ working set, the source for rebuilding it and for serving context while Redis is
 
 Every statement here that changes a robot's membership runs under that robot's row lock,
 taken by `lock()` (see app/working_memory/protocol.py for the order of a change).
+
+A repository serves one namespace (`namespace_id`): every statement names it, so that on
+Citus (migrations 0031, 0033: working_memory_item distributed by namespace_id, co-located
+with memory) each one runs as one task on the namespace's shard.
 """
 
 from __future__ import annotations
@@ -26,13 +30,13 @@ _EVICT_EVENTS = """
 # Rows of the robot's members placed by a change: (id, created_at, added_at, last access,
 # from_recall) as Redis stored them.
 _UPSERT_MEMBERS = """
-    INSERT INTO working_memory_item AS w (robot_id, memory_id, memory_created_at,
+    INSERT INTO working_memory_item AS w (namespace_id, robot_id, memory_id, memory_created_at,
         in_working_memory, seq, added_at, last_access_at, from_recall, stale_at)
-    SELECT :robot, t.id, t.c, true, :seq, t.added_at, t.last_access, t.from_recall, NULL
+    SELECT :ns, :robot, t.id, t.c, true, :seq, t.added_at, t.last_access, t.from_recall, NULL
     FROM unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
                 CAST(:added AS timestamptz[]), CAST(:access AS timestamptz[]),
                 CAST(:recall AS boolean[])) AS t(id, c, added_at, last_access, from_recall)
-    ON CONFLICT (robot_id, memory_id) DO UPDATE SET
+    ON CONFLICT (namespace_id, robot_id, memory_id) DO UPDATE SET
         memory_created_at = excluded.memory_created_at, in_working_memory = true,
         seq = excluded.seq, added_at = excluded.added_at,
         last_access_at = excluded.last_access_at, from_recall = excluded.from_recall,
@@ -68,8 +72,11 @@ class Placed:
 
 
 class MembershipRepository:
-    def __init__(self, session: DbSession) -> None:
+    """One namespace's working-memory mirror (`needing_repair` alone looks across all)."""
+
+    def __init__(self, session: DbSession, namespace_id: int = 0) -> None:
         self.session = session
+        self.namespace_id = namespace_id
 
     # --- the robot's lock ----------------------------------------------------------------
 
@@ -152,7 +159,8 @@ class MembershipRepository:
             ), departed AS (
                 UPDATE working_memory_item SET in_working_memory = false, seq = :seq,
                        stale_at = NULL
-                WHERE robot_id = :robot AND memory_id = ANY(CAST(:departed AS bigint[]))
+                WHERE namespace_id = :ns AND robot_id = :robot
+                  AND memory_id = ANY(CAST(:departed AS bigint[]))
             ), robot AS ({_RECORD_ROBOT})
             {_EVICT_EVENTS}"""),
             {
@@ -186,13 +194,16 @@ class MembershipRepository:
             ), gone AS (
                 UPDATE working_memory_item w SET in_working_memory = false, seq = :seq,
                        stale_at = NULL
-                WHERE w.robot_id = :robot AND (w.in_working_memory OR w.stale_at IS NOT NULL)
+                WHERE w.namespace_id = :ns AND w.robot_id = :robot
+                  AND (w.in_working_memory OR w.stale_at IS NOT NULL)
                   AND NOT (w.memory_id = ANY(CAST(:ids AS bigint[])))
-                  AND EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = w.memory_id)
+                  AND EXISTS (SELECT 1 FROM memory_key k
+                              WHERE k.namespace_id = :ns AND k.memory_id = w.memory_id)
             ), orphans AS (
                 DELETE FROM working_memory_item w
-                WHERE w.robot_id = :robot
-                  AND NOT EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = w.memory_id)
+                WHERE w.namespace_id = :ns AND w.robot_id = :robot
+                  AND NOT EXISTS (SELECT 1 FROM memory_key k
+                                  WHERE k.namespace_id = :ns AND k.memory_id = w.memory_id)
             ), robot AS (
                 UPDATE robot SET wm_gen = :gen, wm_seq = :seq, working_memory_stale = false
                 WHERE id = :robot
@@ -217,15 +228,25 @@ class MembershipRepository:
             WITH out AS (
                 UPDATE working_memory_item w SET in_working_memory = false, seq = :seq,
                        stale_at = NULL
-                WHERE w.robot_id = :robot AND w.memory_id = ANY(CAST(:ids AS bigint[]))
-                  AND EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = w.memory_id)
+                WHERE w.namespace_id = :ns AND w.robot_id = :robot
+                  AND w.memory_id = ANY(CAST(:ids AS bigint[]))
+                  AND EXISTS (SELECT 1 FROM memory_key k
+                              WHERE k.namespace_id = :ns AND k.memory_id = w.memory_id)
             ), orphans AS (
                 DELETE FROM working_memory_item w
-                WHERE w.robot_id = :robot AND w.memory_id = ANY(CAST(:ids AS bigint[]))
-                  AND NOT EXISTS (SELECT 1 FROM memory_key k WHERE k.memory_id = w.memory_id)
+                WHERE w.namespace_id = :ns AND w.robot_id = :robot
+                  AND w.memory_id = ANY(CAST(:ids AS bigint[]))
+                  AND NOT EXISTS (SELECT 1 FROM memory_key k
+                                  WHERE k.namespace_id = :ns AND k.memory_id = w.memory_id)
             )
             {_RECORD_ROBOT}"""),
-            {"robot": robot_id, "gen": change.gen, "seq": change.seq, "ids": memory_ids},
+            {
+                "ns": self.namespace_id,
+                "robot": robot_id,
+                "gen": change.gen,
+                "seq": change.seq,
+                "ids": memory_ids,
+            },
         )
 
     async def record_clear(self, robot_id: int, change: Change | None) -> int:
@@ -238,7 +259,7 @@ class MembershipRepository:
                     WITH out AS (
                         UPDATE working_memory_item w SET in_working_memory = false,
                                stale_at = NULL, seq = coalesce(CAST(:seq AS bigint), w.seq)
-                        WHERE w.robot_id = :robot
+                        WHERE w.namespace_id = :ns AND w.robot_id = :robot
                           AND (w.in_working_memory OR w.stale_at IS NOT NULL)
                         RETURNING w.in_working_memory AS was_in
                     ), robot AS (
@@ -248,6 +269,7 @@ class MembershipRepository:
                     )
                     SELECT count(*) FROM out"""),
                     {
+                        "ns": self.namespace_id,
                         "robot": robot_id,
                         "gen": change.gen if change else None,
                         "seq": change.seq if change else None,
@@ -270,9 +292,10 @@ class MembershipRepository:
             await self.session.execute(
                 sql("""
                 SELECT 1 FROM working_memory_item
-                WHERE robot_id = :robot AND memory_id = :id AND stale_at IS NOT NULL
+                WHERE namespace_id = :ns AND robot_id = :robot AND memory_id = :id
+                  AND stale_at IS NOT NULL
                 FOR UPDATE"""),
-                {"robot": robot_id, "id": memory_id},
+                {"ns": self.namespace_id, "robot": robot_id, "id": memory_id},
             )
         ).one_or_none()
         return row is not None
@@ -296,9 +319,9 @@ class MembershipRepository:
             await self.session.execute(
                 sql("""
                 SELECT 1 FROM working_memory_item w
-                WHERE w.robot_id = :robot AND w.in_working_memory
+                WHERE w.namespace_id = :ns AND w.robot_id = :robot AND w.in_working_memory
                 FOR UPDATE OF w"""),
-                {"robot": robot_id},
+                {"ns": reader.namespace_id, "robot": robot_id},
             )
         readable, params = reader.where()
         return list(
@@ -309,8 +332,8 @@ class MembershipRepository:
                 FROM working_memory_item w
                 JOIN memory m ON m.namespace_id = :ns AND m.id = w.memory_id
                                  AND m.created_at = w.memory_created_at
-                WHERE w.robot_id = :robot AND w.in_working_memory AND m.deleted_at IS NULL
-                  AND m.superseded_by IS NULL AND {readable}
+                WHERE w.namespace_id = :ns AND w.robot_id = :robot AND w.in_working_memory
+                  AND m.deleted_at IS NULL AND m.superseded_by IS NULL AND {readable}
                 ORDER BY w.added_at, m.key"""),
                 {"ns": reader.namespace_id, "robot": robot_id, **params},
             )
@@ -328,9 +351,10 @@ class MembershipRepository:
                 sql("""
                 UPDATE working_memory_item w SET stale_at = now()
                 FROM robot r
-                WHERE w.memory_id = :id AND w.in_working_memory AND r.id = w.robot_id
+                WHERE w.namespace_id = :ns AND w.memory_id = :id AND w.in_working_memory
+                  AND r.id = w.robot_id
                 RETURNING r.id, r.name"""),
-                {"id": memory_id},
+                {"ns": self.namespace_id, "id": memory_id},
             )
         )
 
@@ -341,15 +365,19 @@ class MembershipRepository:
             sql("""
             UPDATE working_memory_item w SET stale_at = now()
             FROM unnest(CAST(:robots AS bigint[]), CAST(:ids AS bigint[])) AS t(robot, id)
-            WHERE w.robot_id = t.robot AND w.memory_id = t.id AND w.in_working_memory"""),
-            {"robots": list(robot_ids), "ids": list(memory_ids)},
+            WHERE w.namespace_id = :ns AND w.robot_id = t.robot AND w.memory_id = t.id
+              AND w.in_working_memory"""),
+            {"ns": self.namespace_id, "robots": list(robot_ids), "ids": list(memory_ids)},
         )
 
     async def move(self, memory_id: int, created_at: datetime) -> None:
         """A replace moved the memory in time: the mirror's rows follow it."""
         await self.session.execute(
-            sql("UPDATE working_memory_item SET memory_created_at = :c WHERE memory_id = :id"),
-            {"id": memory_id, "c": created_at},
+            sql(
+                "UPDATE working_memory_item SET memory_created_at = :c "
+                "WHERE namespace_id = :ns AND memory_id = :id"
+            ),
+            {"ns": self.namespace_id, "id": memory_id, "c": created_at},
         )
 
     async def touch(self, robot_id: int, memory_id: int, at: datetime) -> None:
@@ -357,8 +385,9 @@ class MembershipRepository:
         await self.session.execute(
             sql("""
             UPDATE working_memory_item SET last_access_at = greatest(last_access_at, :at)
-            WHERE robot_id = :robot AND memory_id = :id AND in_working_memory"""),
-            {"robot": robot_id, "id": memory_id, "at": at},
+            WHERE namespace_id = :ns AND robot_id = :robot AND memory_id = :id
+              AND in_working_memory"""),
+            {"ns": self.namespace_id, "robot": robot_id, "id": memory_id, "at": at},
         )
 
     async def touch_held(self, robot_id: int, memory_ids: Sequence[int], at: datetime) -> set[int]:
@@ -372,7 +401,8 @@ class MembershipRepository:
             sql(f"""
             WITH {RELAXED_FLUSH_CTE}, held AS (
                 SELECT w.memory_id FROM working_memory_item w
-                WHERE w.robot_id = :robot AND w.memory_id = ANY(CAST(:ids AS bigint[]))
+                WHERE w.namespace_id = :ns AND w.robot_id = :robot
+                  AND w.memory_id = ANY(CAST(:ids AS bigint[]))
                   AND w.in_working_memory AND w.stale_at IS NULL AND w.from_recall
                   AND NOT EXISTS (SELECT 1 FROM robot r
                                   WHERE r.id = :robot AND r.working_memory_stale)
@@ -381,9 +411,9 @@ class MembershipRepository:
             UPDATE working_memory_item w
             SET last_access_at = greatest(w.last_access_at, :at)
             FROM held, flush
-            WHERE w.robot_id = :robot AND w.memory_id = held.memory_id
+            WHERE w.namespace_id = :ns AND w.robot_id = :robot AND w.memory_id = held.memory_id
             RETURNING w.memory_id"""),
-            {"robot": robot_id, "ids": list(memory_ids), "at": at},
+            {"ns": self.namespace_id, "robot": robot_id, "ids": list(memory_ids), "at": at},
         )
         return {r.memory_id for r in rows}
 

@@ -90,7 +90,7 @@ class RobotSync:
         self.scope = scope
         self.default_budget = default_budget
         self.clock = clock
-        self.members = MembershipRepository(session)
+        self.members = MembershipRepository(session, scope.namespace_id)
 
     @property
     def namespace(self) -> str:

@@ -102,8 +102,11 @@ async def test_0031_distributes_by_namespace_colocated_with_reference_tables(
         await conn.close()
     distributed = {r["tbl"] for r in rows if r["partmethod"] == "h"}
     reference = {r["tbl"] for r in rows if r["partmethod"] == "n"}
-    assert distributed == set(m0031.DISTRIBUTED)
-    assert reference == set(m0031.REFERENCE) | set(m0031.NO_NAMESPACE_COLUMN)
+    # 0033 gave working_memory_item its namespace_id and distributed it.
+    assert distributed == set(m0031.DISTRIBUTED) | {"working_memory_item"}
+    assert reference == set(m0031.REFERENCE) | set(m0031.NO_NAMESPACE_COLUMN) - {
+        "working_memory_item"
+    }
     assert {r["col"] for r in rows if r["partmethod"] == "h"} == {"namespace_id"}
     # One co-location group: a namespace's rows of every distributed table on one node.
     assert len({r["colocationid"] for r in rows if r["partmethod"] == "h"}) == 1
@@ -393,24 +396,35 @@ async def test_stats_answer_on_citus_and_the_working_memory_lock_and_read_are_ro
     assert reads and await _tasks_of(citus_url, reads) == [[1]] * len(reads)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="not yet on Citus: working_memory_item is a reference table, and Citus refuses a "
-    "rebuild's record (the mirror upserted, and updated with EXISTS on the distributed "
-    "memory_key, in one statement: 'only reference tables may be queried when targeting a "
-    "reference table with multi shard UPDATE/DELETE queries with multiple tables'); a robot's "
-    "first change is a rebuild, so no working memory is built. It needs a namespace_id column "
-    "to be distributed (docs/SCALING.md, Citus section)",
-)
-async def test_a_recall_loads_its_hits_into_working_memory_on_citus(citus_app: Any) -> None:
-    async with citus_app() as (client, _seen):
+async def test_a_recall_loads_its_hits_into_working_memory_on_citus(
+    citus_url: str, citus_app: Any
+) -> None:
+    """working_memory_item is distributed by namespace (migration 0033), so the robot's first
+    change (a rebuild), a recall's placement, a forget's withdrawal and the context read all
+    work on Citus, and every statement that touches the mirror is one task on the
+    namespace's shard (app/working_memory/repository.py names the namespace in each)."""
+    async with citus_app() as (client, seen):
         r = await client.post(
             "/v1/robots/r1/memories", json={"key": "walrus", "content": "the walrus"}
         )
         assert r.status_code == 201, r.text
         r = await client.post(
-            "/v1/robots/r1/recall", json={"query": "walrus", "strategy": "fulltext"}
+            "/v1/robots/r1/recall",
+            json={"query": "walrus", "strategy": "fulltext", "wait_for_working_memory": True},
         )
-    assert r.status_code == 200, r.text
-    assert r.json()["working_memory"]["loaded"] == ["walrus"]
+        assert r.status_code == 200, r.text
+        assert r.json()["working_memory"]["loaded"] == ["walrus"]
+        held = await client.get("/v1/robots/r1/working-memory")
+        assert held.status_code == 200, held.text
+        assert [i["key"] for i in held.json()["items"]] == ["walrus"]
+        r = await client.delete("/v1/robots/r1/memories/walrus")
+        assert r.status_code == 200, r.text
+        held = await client.get("/v1/robots/r1/working-memory")
+        assert [i["key"] for i in held.json()["items"]] == []
+        mirror = [(q, a) for q, a in seen if "working_memory_item" in q]
+    # The placement's record, the withdrawal's, and the reads of the members.
+    for written in ("INSERT INTO working_memory_item", "UPDATE working_memory_item"):
+        assert any(written in q for q, _ in mirror), written
+    assert any("FROM working_memory_item w" in q for q, _ in mirror)
+    counts = await _tasks_of(citus_url, mirror)
+    assert [c for c in counts if set(c) != {1}] == []

@@ -131,7 +131,7 @@ async def test_the_setting_takes_effect_and_ends_with_the_transaction(client, ns
         assert (await s.execute(show)).scalar_one() == "on"  # transaction-local
 
         # The working-memory lock of a change: a clear (durable) waits, a place does not.
-        members = MembershipRepository(s)
+        members = MembershipRepository(s, ids.ns)
         await members.lock(ids.ns, ids.robot, 100, relaxed=False)
         assert (await s.execute(show)).scalar_one() == "on"
         await s.rollback()
