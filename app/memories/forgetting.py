@@ -84,7 +84,9 @@ class Forgetting:
             await self.repo.hard_delete(self.caller.namespace_id, row.id, row.created_at)
             read = to_read(row)
         else:
-            deleted = await self.repo.set_deleted(row.id, row.created_at, True)
+            deleted = await self.repo.set_deleted(
+                self.caller.namespace_id, row.id, row.created_at, True
+            )
             read = to_read(row).model_copy(
                 update={"deleted_at": deleted.deleted_at, "updated_at": deleted.updated_at}
             )
@@ -110,7 +112,9 @@ class Forgetting:
         if row is None or row.deleted_at is not None or row.version != version:
             return False
         holders = await self.two_tier.mark_holders(row.id)
-        await self.repo.set_deleted(row.id, row.created_at, True, archived=rule)
+        await self.repo.set_deleted(
+            self.caller.namespace_id, row.id, row.created_at, True, archived=rule
+        )
         detail = {"hard": False, "key": key, "archived": rule}
         await self.events.record(
             self.caller.namespace_id, "forget", robot.id, memory_ids=[row.id], detail=detail
@@ -125,7 +129,9 @@ class Forgetting:
         await self.audiences.may_change(robot, row)
         if row.deleted_at is None:
             return to_read(row)
-        restored = await self.repo.set_deleted(row.id, row.created_at, False)
+        restored = await self.repo.set_deleted(
+            self.caller.namespace_id, row.id, row.created_at, False
+        )
         await self.events.record(self.caller.namespace_id, "restore", robot.id, memory_ids=[row.id])
         await self.two_tier.commit_durable()
         return to_read(row).model_copy(

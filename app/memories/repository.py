@@ -279,7 +279,8 @@ class MemoryRepository:
             sql(f"""
             SELECT k.memory_id, k.key
             FROM memory_key k
-            JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+            JOIN memory m ON m.namespace_id = :ns AND m.id = k.memory_id
+                             AND m.created_at = k.memory_created_at
             JOIN robot r ON r.id = m.author_robot_id
             WHERE k.namespace_id = :ns AND k.memory_id = ANY(CAST(:ids AS bigint[]))
               AND {readable}"""),
@@ -308,7 +309,8 @@ class MemoryRepository:
                 sql(f"""
                 SELECT {columns}
                 FROM memory_key k
-                JOIN memory m ON m.id = k.memory_id AND m.created_at = k.memory_created_at
+                JOIN memory m ON m.namespace_id = :ns AND m.id = k.memory_id
+                                 AND m.created_at = k.memory_created_at
                 JOIN robot r ON r.id = m.author_robot_id
                 WHERE k.namespace_id = :ns AND k.key = :key AND {readable}
                 {lock}"""),
@@ -342,18 +344,26 @@ class MemoryRepository:
         return (await self.session.execute(sql(statement), params)).one()
 
     async def set_deleted(
-        self, id_: int, created_at: datetime, deleted: bool, archived: str | None = None
+        self,
+        namespace_id: int,
+        id_: int,
+        created_at: datetime,
+        deleted: bool,
+        archived: str | None = None,
     ) -> Any:
         """Soft delete (by a retention policy: `archived` names its rule) or restore;
-        returns (deleted_at, updated_at)."""
+        returns (deleted_at, updated_at). The statement names the namespace, and now() stays
+        out of a CASE (Citus: one task on the namespace's shard, and no volatile function in a
+        CASE of a distributed UPDATE)."""
+        deleted_at = "now()" if deleted else "NULL"
         return (
             await self.session.execute(
-                sql("""
-                UPDATE memory SET deleted_at = CASE WHEN :deleted THEN now() END,
+                sql(f"""
+                UPDATE memory SET deleted_at = {deleted_at},
                                   archived = CAST(:archived AS text), updated_at = now()
-                WHERE id = :id AND created_at = :c
+                WHERE namespace_id = :ns AND id = :id AND created_at = :c
                 RETURNING deleted_at, updated_at"""),
-                {"id": id_, "c": created_at, "deleted": deleted, "archived": archived},
+                {"ns": namespace_id, "id": id_, "c": created_at, "archived": archived},
             )
         ).one()
 

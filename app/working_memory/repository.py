@@ -222,9 +222,11 @@ class MembershipRepository:
 
     async def record_removal(self, robot_id: int, change: Change, memory_ids: list[int]) -> None:
         """A withdrawal: the memories are out of the robot's working memory (rows of
-        hard-deleted memories are dropped)."""
+        hard-deleted memories are dropped), then the change recorded on the robot, in a
+        statement of its own (Citus will not modify the robot, a reference table, in a
+        statement that reads memory_key, a distributed one)."""
         await self.session.execute(
-            sql(f"""
+            sql("""
             WITH out AS (
                 UPDATE working_memory_item w SET in_working_memory = false, seq = :seq,
                        stale_at = NULL
@@ -232,6 +234,7 @@ class MembershipRepository:
                   AND w.memory_id = ANY(CAST(:ids AS bigint[]))
                   AND EXISTS (SELECT 1 FROM memory_key k
                               WHERE k.namespace_id = :ns AND k.memory_id = w.memory_id)
+                RETURNING 1
             ), orphans AS (
                 DELETE FROM working_memory_item w
                 WHERE w.namespace_id = :ns AND w.robot_id = :robot
@@ -239,14 +242,11 @@ class MembershipRepository:
                   AND NOT EXISTS (SELECT 1 FROM memory_key k
                                   WHERE k.namespace_id = :ns AND k.memory_id = w.memory_id)
             )
-            {_RECORD_ROBOT}"""),
-            {
-                "ns": self.namespace_id,
-                "robot": robot_id,
-                "gen": change.gen,
-                "seq": change.seq,
-                "ids": memory_ids,
-            },
+            SELECT count(*) FROM out"""),
+            {"ns": self.namespace_id, "robot": robot_id, "seq": change.seq, "ids": memory_ids},
+        )
+        await self.session.execute(
+            sql(_RECORD_ROBOT), {"robot": robot_id, "gen": change.gen, "seq": change.seq}
         )
 
     async def record_clear(self, robot_id: int, change: Change | None) -> int:

@@ -67,7 +67,11 @@ async def citus_url(cluster: Cluster) -> str:
 
 async def _connect(url: str) -> asyncpg.Connection:
     u = make_url(url)
-    return await asyncpg.connect(host=u.host, port=u.port, user=u.username, database=u.database)
+    # As the engine's connections (app/db/engine.py): each statement planned for its values.
+    return await asyncpg.connect(
+        host=u.host, port=u.port, user=u.username, database=u.database,
+        server_settings={"plan_cache_mode": "force_custom_plan"},
+    )  # fmt: skip
 
 
 async def test_0031_distributes_by_namespace_colocated_with_reference_tables(
@@ -290,13 +294,45 @@ def citus_app(citus_url: str, redis_url: str):  # type: ignore[no-untyped-def]
     return make
 
 
-async def _tasks_of(url: str, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[int]]:
-    """Each statement's Citus task counts, from EXPLAIN with its own bind values."""
+def _literal(value: Any) -> str:
+    """A bind value as an SQL literal (what _inlined puts in its place)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        items = ",".join(
+            "NULL" if v is None else '"' + (str(v).lower() if isinstance(v, bool) else str(v)) + '"'
+            for v in value
+        )
+        return "'{" + items + "}'"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _inlined(sql: str, args: tuple[Any, ...]) -> str:
+    """The statement with its bind values written in: Citus cannot EXPLAIN an INSERT ... SELECT
+    from unnest($n) with parameters ("parameters in SQL functions"), though it runs it."""
+    for n in range(len(args), 0, -1):
+        sql = sql.replace(f"${n}", _literal(args[n - 1]))
+    return sql
+
+
+async def _tasks_of(
+    url: str, statements: list[tuple[str, tuple[Any, ...]]], *, inline: bool = False
+) -> list[list[int]]:
+    """Each statement's Citus task counts, from EXPLAIN with its own bind values (written
+    into the statement with `inline`)."""
     conn = await _connect(url)
     found = []
     try:
         for sql, args in statements:
-            plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args))
+            explain = f"EXPLAIN (FORMAT JSON) {_inlined(sql, args) if inline else sql}"
+            try:
+                plan = json.loads(await conn.fetchval(explain, *(() if inline else args)))
+            except asyncpg.PostgresError as exc:
+                raise AssertionError(f"{exc}: {sql}") from exc
             found.append(_task_counts(plan))
     finally:
         await conn.close()
@@ -426,5 +462,5 @@ async def test_a_recall_loads_its_hits_into_working_memory_on_citus(
     for written in ("INSERT INTO working_memory_item", "UPDATE working_memory_item"):
         assert any(written in q for q, _ in mirror), written
     assert any("FROM working_memory_item w" in q for q, _ in mirror)
-    counts = await _tasks_of(citus_url, mirror)
+    counts = await _tasks_of(citus_url, mirror, inline=True)
     assert [c for c in counts if set(c) != {1}] == []
