@@ -407,12 +407,6 @@ class Settings(BaseSettings):
     recall_candidates: int | None = Field(
         default=None, ge=1, le=1000, description="Each list's depth (default k + 2·limit)"
     )
-    recall_text_rank: Literal["ts_rank", "bm25"] = Field(
-        default="ts_rank",
-        description="How the full-text list of a fulltext or hybrid recall is ranked: ts_rank, "
-        "or bm25 (each matched word weighted by its inverse document frequency, a memory's "
-        "length normalised against the average)",
-    )
     recall_turn_spread: float = Field(
         default=0.0,
         ge=0,

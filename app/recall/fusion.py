@@ -175,13 +175,7 @@ def signals_for(
 
 
 def check_hybrid_only(req: RecallRequest) -> None:
-    """Fusion and signals shape hybrid's score; asked of another strategy they are a mistake,
-    as is a full-text ranking asked of a vector recall."""
-    if req.strategy == "vector" and req.text_rank is not None:
-        raise Unprocessable(
-            "text_rank applies to strategies fulltext and hybrid, not vector",
-            errors=[{"field": "text_rank", "message": "fulltext and hybrid only"}],
-        )
+    """Fusion and signals shape hybrid's score; asked of another strategy they are a mistake."""
     if req.strategy == "hybrid":
         return
     for field in ("fusion", "signals"):

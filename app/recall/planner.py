@@ -18,14 +18,12 @@ skips all of it (caches.LargeNamespaces)."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from app.config import VectorStorage
 from app.db.vectors import EF_SEARCH_MAX
-from app.recall.query import TextRank
 
 if TYPE_CHECKING:
     from app.recall.query import SearchQuery
@@ -85,21 +83,13 @@ class LexemeFrequencies:
     rows: float
     freq: dict[str, float]
     untracked: float
-    # The average count of distinct lexemes in a memory's search_tsv (the last entry of the
-    # column's elem_count_histogram), None when not kept.
-    avg_len: float | None = None
 
     def matches(self, lexeme: str) -> float:
         return self.rows * self.freq.get(lexeme, self.untracked)
 
 
 def lexeme_frequencies(
-    rows: float,
-    lexemes: list[str] | None,
-    freqs: list[float] | None,
-    *,
-    min_rows: float,
-    avg_len: float | None = None,
+    rows: float, lexemes: list[str] | None, freqs: list[float] | None, *, min_rows: float
 ) -> LexemeFrequencies | None:
     """The statistics ANALYZE keeps on memory.search_tsv as estimates, or None when counting
     is the better way: the table is smaller than `min_rows` (counting is cheap) or has no
@@ -111,7 +101,6 @@ def lexeme_frequencies(
         float(rows),
         dict(zip(lexemes, tracked, strict=True)),
         min(DEFAULT_TS_MATCH_SEL, min(tracked) / 2),
-        avg_len,
     )
 
 
@@ -235,11 +224,7 @@ def _or_query(terms: list[str]) -> str | None:
 
 Strategy = Literal["vector", "fulltext", "hybrid"]
 # How the full-text list is ordered (statements.RANKERS has each one's SQL).
-Ranker = TextRank
-# BM25's saturation and length normalisation (the usual values); a memory's length is its
-# count of distinct lexemes, against the namespace's average (Lexemes.avg_len).
-BM25_K1 = 1.2
-BM25_B = 0.75
+Ranker = Literal["ts_rank"]
 
 
 @dataclass
@@ -262,19 +247,6 @@ class Lexemes:
 
     terms: list[str]
     matches: dict[int, float]
-    # For bm25: the memories the counts are out of (the table's rows for estimates; the
-    # eligible ones, capped, for counts), and their average count of distinct lexemes.
-    rows: float | None = None
-    avg_len: float | None = None
-
-
-def bm25_idf(lexemes: Lexemes) -> tuple[float, ...]:
-    """Each term's inverse document frequency, ln(1 + (N − df + ½) / (df + ½)), N the
-    memories the counts are out of (at least the largest count); a count capped at the budget
-    + 1 makes a common word's weight an upper bound, which is all its place needs."""
-    dfs = [lexemes.matches.get(i, 0.0) for i in range(len(lexemes.terms))]
-    n = max([lexemes.rows or 0.0, *dfs])
-    return tuple(math.log(1 + (n - df + 0.5) / (df + 0.5)) for df in dfs)
 
 
 @dataclass(frozen=True)
@@ -317,11 +289,6 @@ class TextList:
     words: TextPlan
     fill_window: int
     ranker: Ranker = "ts_rank"
-    # bm25 only: the terms (words.all_q's, in order), each one's weight (bm25_idf), and the
-    # average length a memory's is normalised against.
-    terms: tuple[str, ...] = ()
-    idf: tuple[float, ...] = ()
-    avg_len: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -415,16 +382,5 @@ def _text_list(
         return None
     wanted = depth(query, strategy)
     budget = max(bounds.candidate_budget, wanted)
-    lexemes = facts.lexemes
-    words = split_lexemes(lexemes.terms, lexemes.matches, budget)
-    if query.text_rank == "ts_rank":
-        return TextList(wanted, words, bounds.fill_window)
-    return TextList(
-        wanted,
-        words,
-        bounds.fill_window,
-        ranker=query.text_rank,
-        terms=tuple(lexemes.terms),
-        idf=bm25_idf(lexemes),
-        avg_len=max(lexemes.avg_len or 1.0, 1.0),
-    )
+    words = split_lexemes(facts.lexemes.terms, facts.lexemes.matches, budget)
+    return TextList(wanted, words, bounds.fill_window)

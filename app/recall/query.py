@@ -14,17 +14,12 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 from app.db.sql import vector_text
 from app.recall.fusion import NO_SIGNALS, Fusion, Signals, hybrid_candidates
 from app.timeframes.validity import Validity
 from app.visibility import Reader
-
-# How the full-text list is ordered (statements.RANKERS has each one's SQL): ts_rank, or
-# bm25 (each matched word weighted by its inverse document frequency, the memory's length
-# normalised).
-TextRank = Literal["ts_rank", "bm25"]
 
 
 @dataclass(frozen=True)
@@ -129,7 +124,6 @@ class SearchQuery:
     fusion: Fusion = field(default_factory=Fusion)
     signals: Signals = NO_SIGNALS
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
-    text_rank: TextRank = "ts_rank"
 
     @cached_property
     def where(self) -> Where:

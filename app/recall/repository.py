@@ -44,18 +44,14 @@ LEXEME_AS_TSQUERY = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') 
 PGVECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
 
 # The statistics ANALYZE keeps on memory.search_tsv: the lexemes found in more than a few
-# rows, with the fraction of rows holding each, and the table's row estimate; beside them
-# bm25's average count of distinct lexemes in a memory, over the first 1,000
-# rows read (tsvector statistics keep no lengths). On a
+# rows, with the fraction of rows holding each, and the table's row estimate. On a
 # TimescaleDB hypertable both live on the chunks (inheritance children) as well.
 LEXEME_STATS = """
     SELECT greatest(c.reltuples, coalesce(
                (SELECT sum(k.reltuples) FROM pg_inherits i JOIN pg_class k ON k.oid = i.inhrelid
                 WHERE i.inhparent = c.oid AND k.reltuples > 0), 0)) AS rows,
            s.most_common_elems::text::text[] AS lexemes,
-           s.most_common_elem_freqs AS freqs,
-           (SELECT avg(length(x.search_tsv))::float8
-            FROM (SELECT search_tsv FROM memory LIMIT 1000) AS x) AS avg_len
+           s.most_common_elem_freqs AS freqs
     FROM pg_class c
     LEFT JOIN LATERAL (
         SELECT most_common_elems, most_common_elem_freqs FROM pg_stats
@@ -99,16 +95,9 @@ def question_lexemes(vector_count: str = "") -> str:
               LIMIT :max_lexemes) AS l"""
 
 
-# bm25 in a table too small for statistics: the eligible memories its weights are out of,
-# counted up to this many, and their average length taken over as many.
-BM25_ROWS_CAP = 10_000
-
-
-def lexeme_counts(eligible: str, n_terms: int, count_vectors: bool, *, rows: bool = False) -> str:
+def lexeme_counts(eligible: str, n_terms: int, count_vectors: bool) -> str:
     """Each term's (:t0, :t1, …) matches among the eligible memories, capped at :df_cap; with
-    `count_vectors`, a row i = -1 with the capped count of embedded eligible memories; with
-    `rows` (bm25), rows i = -2 and -3: the eligible memories, counted up to :rows_cap, and
-    their average count of distinct lexemes.
+    `count_vectors`, a row i = -1 with the capped count of embedded eligible memories.
 
     Each lexeme gets its own count subquery with the lexeme as a bind value, so the planner
     sees it and uses the column's lexeme statistics: a common word is counted by a scan that
@@ -125,12 +114,6 @@ def lexeme_counts(eligible: str, n_terms: int, count_vectors: bool, *, rows: boo
     ]
     if count_vectors:
         counts.append(f"SELECT -1 AS i, {ready_count(eligible)} AS matches")
-    if rows:
-        counts.append(f"""
-        SELECT x.i, x.v FROM (
-            SELECT count(*)::float8 AS n, avg(length(e.search_tsv))::float8 AS len
-            FROM (SELECT m.search_tsv FROM memory m WHERE {eligible} LIMIT :rows_cap) AS e
-        ) AS s, LATERAL (VALUES (-2, s.n), (-3, s.len)) AS x(i, v)""")
     return " UNION ALL ".join(counts)
 
 
@@ -244,9 +227,7 @@ class SearchRepository:
         if cached is not None:
             return cached[0]
         row = (await self._rows(LEXEME_STATS))[0]
-        found = lexeme_frequencies(
-            row.rows, row.lexemes, row.freqs, min_rows=stats.min_rows, avg_len=row.avg_len
-        )
+        found = lexeme_frequencies(row.rows, row.lexemes, row.freqs, min_rows=stats.min_rows)
         stats.remember(found)
         return found
 
@@ -276,7 +257,7 @@ class SearchRepository:
             return None, eligible
         if frequencies is not None:
             matches = {i: frequencies.matches(x) for i, x in enumerate(found.lexemes)}
-            return Lexemes(terms, matches, frequencies.rows, frequencies.avg_len), eligible
+            return Lexemes(terms, matches), eligible
         budget = max(bounds.candidate_budget, wanted)
         return await self._count_lexemes(query, terms, budget, bounds=bounds, count=count)
 
@@ -289,12 +270,7 @@ class SearchRepository:
         params.update({f"t{i}": term for i, term in enumerate(terms)})
         if count:
             params["cap"] = bounds.exact_max_rows + 1
-        bm25 = query.text_rank == "bm25"
-        if bm25:
-            params["rows_cap"] = BM25_ROWS_CAP
-        statement = lexeme_counts(query.where.sql, len(terms), count, rows=bm25)
+        statement = lexeme_counts(query.where.sql, len(terms), count)
         matches = {i: n for i, n in await self._rows(statement, params)}
-        counted = matches.pop(-1, None)  # the count row, if asked for
-        eligible = None if counted is None else int(counted)
-        rows, avg_len = matches.pop(-2, None), matches.pop(-3, None)
-        return Lexemes(terms, matches, rows, avg_len), eligible
+        eligible = matches.pop(-1, None)  # the count row, if asked for
+        return Lexemes(terms, matches), eligible

@@ -210,12 +210,6 @@ class RecallRequest(StrictModel):
         description="The vector list's own question (full text keeps `query`); default: the "
         "query without the names of the namespace's speakers (HTM_RECALL_VECTOR_QUERY)",
     )
-    text_rank: Literal["ts_rank", "bm25"] | None = Field(
-        default=None,
-        description="How the full-text list is ranked (fulltext and hybrid): ts_rank, or bm25 "
-        "(each matched word weighted by how rare it is, a memory's length normalised); "
-        "default HTM_RECALL_TEXT_RANK",
-    )
     min_score: float | None = Field(
         default=None,
         ge=0,

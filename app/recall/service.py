@@ -266,7 +266,6 @@ class RecallService:
             fusion=fusion,
             signals=signals,
             now=req.now or self.clock(),
-            text_rank=req.text_rank or self.settings.recall_text_rank,
         )
         shown = req.embedding is None and vector is not None and vector_text != text
         return Asked(

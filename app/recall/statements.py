@@ -19,15 +19,7 @@ from app.recall.fusion import (
     signal_params,
     turn_spread_sql,
 )
-from app.recall.planner import (
-    BM25_B,
-    BM25_K1,
-    Ranker,
-    SearchPlan,
-    TextList,
-    TextPlan,
-    VectorList,
-)
+from app.recall.planner import Ranker, SearchPlan, TextList, TextPlan, VectorList
 
 
 def qvec(storage: VectorStorage) -> str:
@@ -142,9 +134,6 @@ def vector_search(eligible: str, exact: bool, storage: VectorStorage, *, configu
 
 def text_params(text: TextList) -> dict[str, Any]:
     params: dict[str, Any] = {"all_q": text.words.all_q, "text_n": text.depth}
-    if text.ranker == "bm25":
-        params.update(bm25_terms=list(text.terms), bm25_idf=list(text.idf))
-        params["bm25_avg_len"] = text.avg_len
     if text.words.rare_q is not None:
         params["rare_q"] = text.words.rare_q
     if text.words.common_q is not None:
@@ -161,25 +150,8 @@ def ts_rank(alias: str) -> str:
     return f"ts_rank({alias}.search_tsv, CAST(:all_q AS tsquery))"
 
 
-def bm25(alias: str) -> str:
-    """BM25 with each word counted once: the sum of the matched terms' weights (:bm25_idf,
-    planner.bm25_idf: a rare word outweighs several common ones, which ts_rank treats alike),
-    times (k1 + 1) / (1 + k1 · (1 − b + b · length / average length)), so a long memory
-    matching a word by chance gains less than a short one about it. Conversation turns rarely
-    repeat a content word, so the count's saturation is left out."""
-    matched = (
-        "(SELECT coalesce(sum(q.w), 0) FROM unnest(CAST(:bm25_terms AS tsquery[]), "
-        f"CAST(:bm25_idf AS float8[])) AS q(t, w) WHERE {alias}.search_tsv @@ q.t)"
-    )
-    norm = (
-        f"(1 + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * length({alias}.search_tsv) "
-        "/ CAST(:bm25_avg_len AS float8)))"
-    )
-    return f"({matched} * {BM25_K1 + 1} / {norm})"
-
-
 # Each full-text ranker (planner.Ranker): the score of a memory row `alias` for the question.
-RANKERS: dict[Ranker, Callable[[str], str]] = {"ts_rank": ts_rank, "bm25": bm25}
+RANKERS: dict[Ranker, Callable[[str], str]] = {"ts_rank": ts_rank}
 
 
 def text_ctes(eligible: str, words: TextPlan, ranker: Ranker = "ts_rank") -> str:

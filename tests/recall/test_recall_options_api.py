@@ -218,8 +218,6 @@ async def test_timeframe_auto_takes_the_phrase_out_and_applies_it(client) -> Non
         ({"signals": {"half_life_days": 0}}, "signals.half_life_days"),
         ({"signals": {"tags": ["Not A Tag!"]}}, "signals.tags.0"),
         ({"explain": "yes"}, "explain"),
-        ({"strategy": "vector", "text_rank": "bm25"}, "text_rank"),
-        ({"text_rank": "okapi"}, "text_rank"),
     ],
 )
 async def test_bad_options_are_422_and_register_nothing(client, body, field) -> None:

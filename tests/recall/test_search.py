@@ -7,7 +7,6 @@ hand-built sets live in per-test namespaces of the shared database and are rolle
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -634,57 +633,6 @@ async def test_fulltext_respects_the_limit(session: DbSession, story: int) -> No
     assert keys(hits) == ["parade", "lgbtq"]
 
 
-def bm25_score(idfs: list[float], length: int, avg_len: float) -> float:
-    """planner.bm25_idf's weights of the matched words, normalised as statements.bm25 does."""
-    k1, b = recall_planner.BM25_K1, recall_planner.BM25_B
-    return sum(idfs) * (k1 + 1) / (1 + k1 * (1 - b + b * length / avg_len))
-
-
-async def test_fulltext_bm25_weights_a_rare_word_above_two_common_ones(
-    session: DbSession, story: int
-) -> None:
-    """Over the story's 7 live memories (counted: no statistics asked for), "go" is in 1,
-    "caroline" and "support" in 3, "group" in 4: by bm25 the hike (go) outranks "the support
-    group helped", which ts_rank ranks above it for sharing two words."""
-    counts = SearchCaches(lexeme_stats=LexemeStats(min_rows=float("inf")))
-    repo = Search(session, caches=counts)
-    ts = await repo.fulltext(SearchQuery(story, 10, text=QUESTION))
-    assert keys(ts) == ["parade", "lgbtq", "helped", "hiking", "sunrise", "pottery"]
-    hits = await repo.fulltext(SearchQuery(story, 10, text=QUESTION, text_rank="bm25"))
-    assert keys(hits) == ["parade", "lgbtq", "hiking", "helped", "sunrise", "pottery"]
-
-    def idf(df: int, n: int = 7) -> float:
-        return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
-    carolin, go, support, group = idf(3), idf(1), idf(3), idf(4)
-    lengths = dict(
-        (
-            await session.execute(
-                text("SELECT key, length(search_tsv) FROM memory "
-                     "WHERE namespace_id = :ns AND deleted_at IS NULL"),
-                {"ns": story},
-            )
-        ).all()
-    )  # fmt: skip
-    assert len(lengths) == 7
-    avg_len = sum(lengths.values()) / 7
-    matched = {
-        "parade": [carolin, support, group],
-        "lgbtq": [carolin, support, group],
-        "hiking": [go],
-        "helped": [support, group],
-        "sunrise": [carolin],
-        "pottery": [group],
-    }
-    assert [h.fulltext_score for h in hits] == pytest.approx(
-        [bm25_score(matched[h.key], lengths[h.key], avg_len) for h in hits], rel=1e-9
-    )
-    assert [h.score for h in hits] == [h.fulltext_score for h in hits]
-    # Hybrid reads the same ranking for its full-text list.
-    both = await repo.hybrid(SearchQuery(story, 10, text=QUESTION, vector=None, text_rank="bm25"))
-    assert keys(both) == keys(hits)
-
-
 async def test_fulltext_with_common_words_ranks_rare_word_matches_first(
     session: DbSession, seed: Seed
 ) -> None:
@@ -785,11 +733,6 @@ async def test_fulltext_on_an_analyzed_large_table_splits_words_by_their_statist
     frequencies = await repo.repository.lexeme_frequencies()
     assert frequencies is not None and frequencies.rows == BIG
     assert frequencies.freq["memori"] == frequencies.freq["number"] == 1.0
-    # bm25's average length, over the first 1,000 rows (every memory has 3 lexemes).
-    exact = (
-        await big_session.execute(text("SELECT avg(length(search_tsv)) FROM memory"))
-    ).scalar_one()
-    assert frequencies.avg_len == pytest.approx(float(exact), rel=1e-6)
     assert "12345" not in frequencies.freq
     assert frequencies.matches("12345") == BIG * 0.005  # at most PostgreSQL's default
     assert plan == TextPlan(
