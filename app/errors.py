@@ -104,6 +104,9 @@ _CONFLICT_SQLSTATES = frozenset({"40P01", "40001", "55P03"})
 DB_UNAVAILABLE = "the database is unavailable; nothing was written"
 DB_TIMEOUT = "the database did not finish in time; nothing was written"
 DB_CONFLICT = "a concurrent change conflicted with this one; nothing was written: retry"
+# Citus: the coordinator could not reach a worker this statement needs (its connection to the
+# node failed, or one it had opened died): XX000 with these words, or class 08 below.
+_NODE_UNREACHABLE = ("failure on connection marked as essential", "connection to the remote node")
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
@@ -139,12 +142,27 @@ def is_database_gone(exc: BaseException) -> bool:
     return False
 
 
+def is_node_unreachable(exc: BaseException) -> bool:
+    """On Citus: a worker node the statement needs is down (its namespace's shard, or any
+    node for a write to a reference table); the coordinator and its connection are fine."""
+    for e in _causes(exc):
+        if getattr(e, "sqlstate", None) == "XX000" and any(
+            words in str(e) for words in _NODE_UNREACHABLE
+        ):
+            return True
+    return False
+
+
 def database_failure(exc: BaseException) -> ServiceUnavailable | None:
     """The 503 a database error amounts to, or None when it is not about availability (a
     constraint violation, a syntax error: those are bugs or 4xx, handled elsewhere)."""
     if is_statement_timeout(exc) or any(isinstance(e, TimeoutError) for e in _causes(exc)):
         return DependencyTimeout(DB_TIMEOUT, dependency="postgres")
-    if is_database_gone(exc) or isinstance(exc, sqlalchemy.exc.TimeoutError):
+    if (
+        is_database_gone(exc)
+        or is_node_unreachable(exc)
+        or isinstance(exc, sqlalchemy.exc.TimeoutError)
+    ):
         # sqlalchemy.exc.TimeoutError: no pooled connection came free in time.
         return ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres")
     if any(getattr(e, "sqlstate", None) in _CONFLICT_SQLSTATES for e in _causes(exc)):

@@ -36,6 +36,7 @@ from app.errors import (
     ServiceUnavailable,
     database_failure,
     is_database_gone,
+    is_node_unreachable,
     is_statement_timeout,
 )
 from app.tracing import database_call
@@ -142,6 +143,9 @@ class DbSession:
             if is_statement_timeout(exc):
                 self.errors.timeouts += 1
                 raise DependencyTimeout(DB_TIMEOUT, dependency="postgres") from exc
+            if is_node_unreachable(exc):  # Citus: a worker is down; this connection is fine
+                self.errors.unavailable += 1
+                raise ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres") from exc
             gone = removed_meanwhile(exc)
             if gone is not None:
                 raise gone from exc

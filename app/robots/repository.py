@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.db.session import DbSession
@@ -16,6 +17,8 @@ _VERSION = "CAST(CAST(xmin AS text) AS bigint) AS row_version"
 # lock_unused): well under deadlock_timeout (1 s), so that it gives up before a deadlock with
 # an insert in flight could be detected and cost that insert its transaction.
 UNUSED_LOCK_WAIT = "100ms"
+# A robot's last_seen_at is refreshed at most this often.
+SEEN_EVERY = timedelta(minutes=1)
 # A robot with its group's working-memory columns (app/groups), which robot_from_row reads.
 _WITH_GROUP = f"""
     SELECT {", ".join("r." + c.strip() for c in _COLUMNS.split(","))},
@@ -31,8 +34,15 @@ class RobotRepository:
     async def ensure(self, namespace_id: int, name: str) -> tuple[Any, bool]:
         """(row, created): register on first use.
 
-        DO NOTHING on conflict: concurrent requests of one robot must not queue on its row
-        lock. last_seen_at is refreshed at most once a minute."""
+        Read first, and write only what needs writing: the row when it is missing (DO
+        NOTHING on conflict: concurrent requests of one robot must not queue on its row
+        lock), last_seen_at when it is a minute old. On Citus `robot` is a reference table,
+        and a write to it needs every node: a robot that exists is then served while a worker
+        is down (tests/citus)."""
+        found = await self.get(namespace_id, name)
+        if found is not None:
+            await self._seen(found)
+            return found, False
         row = (
             await self.session.execute(
                 sql(f"""
@@ -47,8 +57,16 @@ class RobotRepository:
         row = await self.get(namespace_id, name)
         if row is None:  # deleted between the two statements: register it again
             return await self.ensure(namespace_id, name)
-        # SKIP LOCKED: a working-memory change holds the row's lock; waiting for it would
-        # put a robot lock after other locks this transaction may take (a memory's row).
+        await self._seen(row)
+        return row, False
+
+    async def _seen(self, row: Any) -> None:
+        """last_seen_at = now(), when the row read says it is over a minute old (the clocks
+        of this process and the database need not agree: the statement checks again).
+        SKIP LOCKED: a working-memory change holds the row's lock; waiting for it would put
+        a robot lock after other locks this transaction may take (a memory's row)."""
+        if row.last_seen_at is not None and row.last_seen_at > datetime.now(UTC) - SEEN_EVERY:
+            return
         await self.session.execute(
             sql("""
             UPDATE robot SET last_seen_at = now()
@@ -57,7 +75,6 @@ class RobotRepository:
                         FOR NO KEY UPDATE SKIP LOCKED)"""),
             {"id": row.id},
         )
-        return row, False
 
     async def get(self, namespace_id: int, name: str) -> Any | None:
         return (

@@ -59,6 +59,7 @@ POST /v1/robots/{{robot}}/memories
     INSERT namespace
   fastapi.endpoint
     SELECT pg_attribute pg_type
+    SELECT robot
     INSERT robot
     group commit
     SELECT robot SELECT memory
@@ -76,9 +77,7 @@ RECALL = """\
 POST /v1/robots/{robot}/recall
   fastapi.dependencies
   fastapi.endpoint
-    INSERT robot
     SELECT robot
-    UPDATE robot SELECT robot
     SELECT pg_inherits pg_class SELECT pg_stats
     SELECT
     SELECT memory SELECT robot
