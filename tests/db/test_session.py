@@ -71,3 +71,34 @@ async def test_a_commit_on_a_connection_the_server_closed_is_503_not_500(
             assert caught.value.extra.get("dependency") == "postgres"
     finally:
         await admin.dispose()
+
+
+async def test_a_citus_worker_out_of_reach_is_503_and_keeps_the_connection(client) -> None:
+    """Citus reports a worker it cannot reach as XX000 "failure on connection marked as
+    essential" (or "connection to the remote node ... failed"): a 503 (app.errors.
+    is_node_unreachable), on a connection that is still good. Any other XX000 stays an error
+    of its own. Raised here by the server itself, with the words Citus uses."""
+    from app.db.session import DbSession
+    from app.errors import ServiceUnavailable
+
+    def raising(message: str) -> str:
+        return f"DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = '{message}'; END $$"
+
+    res = client.app.state.components
+    async with res.sessionmaker() as s:
+        assert isinstance(s, DbSession)
+        for words in (
+            "failure on connection marked as essential: 127.0.0.1:9700",
+            "connection to the remote node postgres@127.0.0.1:9700 failed with the following "
+            "error: Connection refused",
+        ):
+            with pytest.raises(ServiceUnavailable) as caught:
+                await s.execute(text(raising(words)))
+            assert caught.value.status == 503
+            await s.rollback()
+            assert (await s.execute(text("SELECT 1"))).scalar_one() == 1
+            await s.rollback()
+        with pytest.raises(Exception) as other:
+            await s.execute(text(raising("some other internal error")))
+        assert not isinstance(other.value, ServiceUnavailable)
+        await s.rollback()
