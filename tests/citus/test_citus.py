@@ -492,8 +492,8 @@ async def test_a_worker_lost_answers_503_for_what_needs_it_and_loses_nothing(
     worker: nothing answers 500; the namespace on the stopped worker answers 503
     problem+json to each add and recall; with the worker back, every acknowledged add is
     there and no refused one is. What it does not show yet (issue 50 item 3): the other
-    namespace's adds answered 503 too (their INSERT failed on a connection "marked as
-    essential" to the stopped worker: not yet diagnosed); its recalls answered 200. Runs
+    namespace's adds answered 503 too (the add's one statement needs every worker, it seems for
+    its CTE's result: docs/SCALING.md); its recalls answered 200. Runs
     last in this module: it stops and starts a worker of the module's cluster."""
     async with citus_app() as (client, _seen):
         ports: dict[int, str] = {}
