@@ -42,7 +42,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from app.config import VectorStorage
-from app.db.session import Sessionmaker
+from app.db.citus import is_citus
+from app.db.session import DbSession, Sessionmaker
 from app.db.vectors import StoredVectors
 from app.memories.model import AddGroup, GroupStored, MemoryDraft
 from app.memories.repository import MemoryRepository
@@ -87,6 +88,7 @@ class GroupCommit:
         enrich: bool = False,
         flushes: int = 2,
         max_chars: int | None = statement_chars(5000),  # HTM_STATEMENT_TIMEOUT_MS' default
+        apart: bool | None = None,
     ) -> None:
         self.sessionmaker = sessionmaker
         self.enrich = enrich  # an LLM is configured: new memories queue for enrichment
@@ -103,6 +105,10 @@ class GroupCommit:
         self.commits = 0
         self.adds = 0
         self.memories = 0
+        # On Citus the add is several statements (MemoryRepository.add `apart`). None: read
+        # at the first flush (a database does not become a Citus coordinator under a running
+        # service).
+        self._apart = apart
 
     async def store(self, group: AddGroup) -> GroupStored:
         """Store the group (durably, committed) with whatever else is queued."""
@@ -171,12 +177,13 @@ class GroupCommit:
         try:
             async with self.sessionmaker() as session, session.begin():
                 storage = await self.vectors.storage(session)
+                apart = await self.apart(session)
                 repo = MemoryRepository(session)
                 if self.max_chars is not None and _size(groups[0]) > self.max_chars:
                     # Too large for one statement: alone in its flush (_take).
                     results = [await self._store_split(repo, groups[0], storage)]
                 else:
-                    results = await repo.add(groups, storage, self.enrich)
+                    results = await repo.add(groups, storage, self.enrich, apart=apart)
                     self.statements += 1
         except _Refused as refused:  # rolled back: the group stored nothing
             return [refused.stored]
@@ -184,6 +191,12 @@ class GroupCommit:
         self.adds += len(groups)
         self.memories += sum(len(r.claimed) for r in results)
         return results
+
+    async def apart(self, session: DbSession) -> bool:
+        """Whether adds on this database are stored apart (Citus), read once."""
+        if self._apart is None:
+            self._apart = await is_citus(session)
+        return self._apart
 
     async def _store_split(
         self, repo: MemoryRepository, group: AddGroup, storage: VectorStorage
@@ -193,7 +206,9 @@ class GroupCommit:
         answer names every taken key), so the transaction drops what the others stored."""
         stored = GroupStored({}, [], None)
         for drafts in _parts(group, self.max_chars or 0):
-            [part] = await repo.add([replace(group, drafts=drafts)], storage, self.enrich)
+            [part] = await repo.add(
+                [replace(group, drafts=drafts)], storage, self.enrich, apart=bool(self._apart)
+            )
             self.statements += 1
             stored.claimed.update(part.claimed)
             stored.taken += part.taken

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from app.config import VectorStorage
@@ -24,10 +25,7 @@ from app.visibility import Reader
 # rectangular), embeddings as pgvector text (NULL: pending), cast to the column's type
 # (app/db/vectors.py). Ids are drawn in the input CTE, which a volatile nextval()
 # materializes once, so each claim maps back to its input row.
-_ADD_TEMPLATE = """
-    WITH input AS (
-        SELECT t.*, nextval('memory_id_seq') AS id, coalesce(t.c, now()) AS created
-        FROM unnest(CAST(:groups AS int[]), CAST(:nss AS bigint[]), CAST(:robots AS bigint[]),
+_ARRAYS = """CAST(:groups AS int[]), CAST(:nss AS bigint[]), CAST(:robots AS bigint[]),
                     CAST(:ats AS timestamptz[]), CAST(:keys AS text[]),
                     CAST(:cs AS timestamptz[]), CAST(:contents AS text[]),
                     CAST(:types AS text[]), CAST(:importances AS float8[]),
@@ -38,30 +36,24 @@ _ADD_TEMPLATE = """
                     CAST(:readers AS text[]), CAST(:group_ids AS bigint[]),
                     CAST(:pool_ids AS bigint[]), CAST(:confidences AS float8[]),
                     CAST(:sources AS text[]), CAST(:entities AS text[]),
-                    CAST(:entity_kinds AS text[]))
-             WITH ORDINALITY AS t(g, ns, robot, at, k, c, content, type, importance, tags,
+                    CAST(:entity_kinds AS text[])"""
+_COLUMNS = """g, ns, robot, at, k, c, content, type, importance, tags,
                                   metadata, tokens, embedding, model, search_text, valid_from,
                                   valid_to, visibility, readers, group_id, pool_id,
-                                  confidence, source, entities, entity_kinds, ord)
-    ), claimed AS (
-        INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
-        SELECT ns, k, id, created FROM input ORDER BY ord
-        ON CONFLICT (namespace_id, key) DO NOTHING
-        RETURNING memory_id
-    ), complete AS (
-        SELECT i.g FROM input i LEFT JOIN claimed c ON c.memory_id = i.id
-        GROUP BY i.g HAVING count(c.memory_id) = count(*)
-    ), events AS (
+                                  confidence, source, entities, entity_kinds"""
+# What a stored group writes beside its key, each from `{rows}` (its rows, as `i`) where
+# `{complete}`: the `add` events, the speakers named, the memories.
+_EVENTS = """
         INSERT INTO memory_event (namespace_id, robot_id, memory_id, kind, at)
         SELECT i.ns, i.robot, i.id, 'add', coalesce(i.at, now())
-        FROM input i WHERE i.g IN (SELECT g FROM complete)
-    ), speakers AS (
+        FROM {rows} WHERE {complete}"""
+_SPEAKERS = """
         INSERT INTO speaker (namespace_id, name)
-        SELECT DISTINCT i.ns, CAST(i.metadata AS jsonb) ->> 'speaker' FROM input i
-        WHERE i.g IN (SELECT g FROM complete) AND {speaker}
+        SELECT DISTINCT i.ns, CAST(i.metadata AS jsonb) ->> 'speaker' FROM {rows}
+        WHERE {complete} AND {speaker}
         ORDER BY 1, 2
-        ON CONFLICT DO NOTHING
-    ), stored AS (
+        ON CONFLICT DO NOTHING"""
+_MEMORIES = """
         INSERT INTO memory (id, created_at, updated_at, namespace_id, key, content, type,
                             importance, tags, metadata, author_robot_id, token_count,
                             embedding, embedding_model, embedding_status, enrichment_status,
@@ -78,30 +70,78 @@ _ADD_TEMPLATE = """
                i.pool_id, i.confidence, i.source,
                ARRAY(SELECT jsonb_array_elements_text(CAST(i.entities AS jsonb))),
                ARRAY(SELECT jsonb_array_elements_text(CAST(i.entity_kinds AS jsonb)))
-        FROM input i WHERE i.g IN (SELECT g FROM complete)
-        ORDER BY i.ord
+        FROM {rows} WHERE {complete}
+        ORDER BY i.ord"""
+_ADD_TEMPLATE = f"""
+    WITH input AS (
+        SELECT t.*, nextval('memory_id_seq') AS id, coalesce(t.c, now()) AS created
+        FROM unnest({_ARRAYS})
+             WITH ORDINALITY AS t({_COLUMNS}, ord)
+    ), claimed AS (
+        INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
+        SELECT ns, k, id, created FROM input ORDER BY ord
+        ON CONFLICT (namespace_id, key) DO NOTHING
+        RETURNING memory_id
+    ), complete AS (
+        SELECT i.g FROM input i LEFT JOIN claimed c ON c.memory_id = i.id
+        GROUP BY i.g HAVING count(c.memory_id) = count(*)
+    ), events AS ({_EVENTS}
+    ), speakers AS ({_SPEAKERS}
+    ), stored AS ({_MEMORIES}
     )
     SELECT i.g, i.k AS key, i.id AS memory_id, i.created AS memory_created_at,
            c.memory_id IS NOT NULL AS claimed, now() AS now
     FROM input i LEFT JOIN claimed c ON c.memory_id = i.id
-    ORDER BY i.ord"""
+    ORDER BY i.ord""".replace("{rows}", "input i").replace(
+    "{complete}", "i.g IN (SELECT g FROM complete)"
+)
 # A speaker's name as app/memories/search_text.speaker_of takes it: a string of 1-100
 # characters.
 SPEAKER_NAMED = """(jsonb_typeof({md} -> 'speaker') = 'string'
         AND length({md} ->> 'speaker') BETWEEN 1 AND 100)"""
-_ADD: dict[VectorStorage, Any] = {
-    storage: sql(
-        _ADD_TEMPLATE.replace("{storage}", storage).replace(
-            "{speaker}", SPEAKER_NAMED.format(md="CAST(i.metadata AS jsonb)")
-        )
+
+
+def _filled(template: str, storage: VectorStorage) -> str:
+    return template.replace("{storage}", storage).replace(
+        "{speaker}", SPEAKER_NAMED.format(md="CAST(i.metadata AS jsonb)")
     )
+
+
+_ADD: dict[VectorStorage, Any] = {
+    storage: sql(_filled(_ADD_TEMPLATE, storage)) for storage in ("vector", "halfvec")
+}
+
+# The same on Citus (migration 0031), where that one statement needs every worker: Citus runs
+# each of its CTEs as a subplan and sends `input` and `complete`, which several of them read,
+# to every worker, so one worker down failed the adds of every namespace (tests/citus). There
+# the add is statements that each read only their parameters, so that each goes only to the
+# shards of the namespaces it writes: ids drawn, keys claimed, then for the groups whose every
+# key was claimed the events, the speakers and the memories (MemoryRepository.add_apart).
+_IDS = sql("""
+    SELECT nextval('memory_id_seq') AS id, now() AS now FROM generate_series(1, :n)""")
+_CLAIM = sql("""
+    INSERT INTO memory_key (namespace_id, key, memory_id, memory_created_at)
+    SELECT ns, k, id, created
+    FROM unnest(CAST(:nss AS bigint[]), CAST(:keys AS text[]), CAST(:ids AS bigint[]),
+                CAST(:createds AS timestamptz[])) AS t(ns, k, id, created)
+    ON CONFLICT (namespace_id, key) DO NOTHING
+    RETURNING memory_id""")
+_APART_ROWS = f"""unnest({_ARRAYS}, CAST(:ids AS bigint[]),
+                  CAST(:createds AS timestamptz[]))
+             WITH ORDINALITY AS i({_COLUMNS}, id, created, ord)"""
+_APART: dict[VectorStorage, list[Any]] = {
+    storage: [
+        sql(_filled(part, storage).replace("{rows}", _APART_ROWS).replace("{complete}", "true"))
+        for part in (_EVENTS, _SPEAKERS, _MEMORIES)
+    ]
     for storage in ("vector", "halfvec")
 }
 
 # Keys a group claimed before another of its keys turned out taken.
+# The namespaces named: on Citus the delete goes to their shards only.
 _RELEASE = sql("""
     DELETE FROM memory_key
-    WHERE memory_id = ANY(CAST(:ids AS bigint[]))""")
+    WHERE namespace_id = ANY(CAST(:nss AS bigint[])) AND memory_id = ANY(CAST(:ids AS bigint[]))""")
 
 
 # The embedding columns of a replaced row; `old` or `memory` supplies the stored vector.
@@ -196,55 +236,63 @@ def _replace_params(
     }
 
 
+def _add_params(rows: list[tuple[int, AddGroup, Any]]) -> dict[str, Any]:
+    """`add`'s per-row values as the parallel arrays its statements unnest."""
+    entities = [d.entities() for _, _, d in rows]
+    return {
+        "groups": [gi for gi, _, _ in rows],
+        "nss": [g.namespace_id for _, g, _ in rows],
+        "robots": [g.robot_id for _, g, _ in rows],
+        "ats": [g.event_at for _, g, _ in rows],
+        "keys": [d.key for _, _, d in rows],
+        "cs": [d.created_at for _, _, d in rows],
+        "contents": [d.content for _, _, d in rows],
+        "types": [d.type for _, _, d in rows],
+        "importances": [float(d.importance) for _, _, d in rows],
+        "tags": [json.dumps(d.tags) for _, _, d in rows],
+        "metadata": [json.dumps(d.metadata) for _, _, d in rows],
+        "tokens": [d.token_count for _, _, d in rows],
+        "embeddings": [
+            None if d.embedding is None else vector_text(d.embedding) for _, _, d in rows
+        ],
+        "models": [d.embedding_model for _, _, d in rows],
+        "search_texts": [d.search_text for _, _, d in rows],
+        "valid_froms": [d.valid_from for _, _, d in rows],
+        "valid_tos": [d.valid_to for _, _, d in rows],
+        "visibilities": [d.audience.visibility for _, _, d in rows],
+        "readers": [json.dumps(d.audience.readers) for _, _, d in rows],
+        "group_ids": [d.audience.group_id for _, _, d in rows],
+        "pool_ids": [d.audience.pool_id for _, _, d in rows],
+        "confidences": [d.confidence for _, _, d in rows],
+        "sources": [d.source for _, _, d in rows],
+        "entities": [json.dumps([e.key for e in es]) for es in entities],
+        "entity_kinds": [json.dumps([e.kind for e in es]) for es in entities],
+    }
+
+
 class MemoryRepository:
     def __init__(self, session: DbSession) -> None:
         self.session = session
 
     async def add(
-        self, groups: Sequence[AddGroup], storage: VectorStorage, enrich: bool = False
+        self,
+        groups: Sequence[AddGroup],
+        storage: VectorStorage,
+        enrich: bool = False,
+        *,
+        apart: bool = False,
     ) -> list[GroupStored]:
         """Store each group's drafts (one add each) in one statement; a group with a key
         already taken stores nothing. In the order of `groups`. `storage`: the embedding
-        column's type (app/db/vectors.py); `enrich`: queue them for app/enrichment."""
+        column's type (app/db/vectors.py); `enrich`: queue them for app/enrichment; `apart`:
+        in statements that each write only their namespaces' shards (Citus: _IDS, _APART)."""
         rows = [(gi, g, d) for gi, g in enumerate(groups) for d in g.drafts]
-        entities = [d.entities() for _, _, d in rows]
-        found = (
-            await self.session.execute(
-                _ADD[storage],
-                {
-                    "groups": [gi for gi, _, _ in rows],
-                    "nss": [g.namespace_id for _, g, _ in rows],
-                    "robots": [g.robot_id for _, g, _ in rows],
-                    "ats": [g.event_at for _, g, _ in rows],
-                    "keys": [d.key for _, _, d in rows],
-                    "cs": [d.created_at for _, _, d in rows],
-                    "contents": [d.content for _, _, d in rows],
-                    "types": [d.type for _, _, d in rows],
-                    "importances": [float(d.importance) for _, _, d in rows],
-                    "tags": [json.dumps(d.tags) for _, _, d in rows],
-                    "metadata": [json.dumps(d.metadata) for _, _, d in rows],
-                    "tokens": [d.token_count for _, _, d in rows],
-                    "embeddings": [
-                        None if d.embedding is None else vector_text(d.embedding)
-                        for _, _, d in rows
-                    ],
-                    "models": [d.embedding_model for _, _, d in rows],
-                    "search_texts": [d.search_text for _, _, d in rows],
-                    "valid_froms": [d.valid_from for _, _, d in rows],
-                    "valid_tos": [d.valid_to for _, _, d in rows],
-                    "visibilities": [d.audience.visibility for _, _, d in rows],
-                    "readers": [json.dumps(d.audience.readers) for _, _, d in rows],
-                    "group_ids": [d.audience.group_id for _, _, d in rows],
-                    "pool_ids": [d.audience.pool_id for _, _, d in rows],
-                    "confidences": [d.confidence for _, _, d in rows],
-                    "sources": [d.source for _, _, d in rows],
-                    "entities": [json.dumps([e.key for e in es]) for es in entities],
-                    "entity_kinds": [json.dumps([e.kind for e in es]) for es in entities],
-                    "enrich": enrich,
-                },
-            )
-        ).all()
+        params = _add_params(rows) | {"enrich": enrich}
         out = [GroupStored({}, [], None) for _ in groups]
+        if apart:
+            found = await self._add_apart(rows, params, storage)
+        else:
+            found = (await self.session.execute(_ADD[storage], params)).all()
         for r in found:
             stored = out[r.g]
             stored.now = r.now
@@ -252,13 +300,53 @@ class MemoryRepository:
                 stored.claimed[r.key] = (r.memory_id, r.memory_created_at)
             else:
                 stored.taken.append(r.key)
-        orphans = [mid for s in out if s.taken for mid, _ in s.claimed.values()]
+        orphans = [
+            (g.namespace_id, mid)
+            for g, s in zip(groups, out, strict=True)
+            if s.taken
+            for mid, _ in s.claimed.values()
+        ]
         if orphans:
-            await self.session.execute(_RELEASE, {"ids": orphans})
+            await self.session.execute(
+                _RELEASE, {"nss": [n for n, _ in orphans], "ids": [m for _, m in orphans]}
+            )
         for s in out:
             if s.taken:
                 s.claimed.clear()
         return out
+
+    async def _add_apart(
+        self, rows: list[tuple[int, AddGroup, Any]], params: dict[str, Any], storage: VectorStorage
+    ) -> list[Any]:
+        """`add`'s statement as several (Citus): the rows `add` reads, in input order."""
+        drawn = (await self.session.execute(_IDS, {"n": len(rows)})).all()
+        now = drawn[0].now if drawn else None
+        ids = [r.id for r in drawn]
+        createds = [d.created_at or now for _, _, d in rows]
+        claimed = {
+            r.memory_id
+            for r in await self.session.execute(
+                _CLAIM,
+                {"nss": params["nss"], "keys": params["keys"], "ids": ids, "createds": createds},
+            )
+        }
+        whole = {gi for gi, _, _ in rows} - {
+            gi for (gi, _, _), i in zip(rows, ids, strict=True) if i not in claimed
+        }
+        keep = [j for j, (gi, _, _) in enumerate(rows) if gi in whole]
+        if keep:
+            part = {
+                k: [v[j] for j in keep] if isinstance(v, list) else v for k, v in params.items()
+            }
+            part |= {"ids": [ids[j] for j in keep], "createds": [createds[j] for j in keep]}
+            for statement in _APART[storage]:
+                await self.session.execute(statement, part)
+        return [
+            SimpleNamespace(
+                g=gi, key=d.key, memory_id=i, memory_created_at=c, claimed=i in claimed, now=now
+            )
+            for (gi, _, d), i, c in zip(rows, ids, createds, strict=True)
+        ]
 
     async def ids_of(self, namespace_id: int, keys: Sequence[str]) -> dict[str, int]:
         """Each key's memory id (MCP's short aliases of made-up keys, app/mcp/aliases.py)."""

@@ -67,7 +67,12 @@ class MemoryWrites:
         """Claim the drafts' keys and store them in the open transaction. Returns what was
         stored, or (when any key is taken) nothing and the taken keys."""
         group = self.group(robot, drafts)
-        [result] = await self.repo.add([group], await self._storage(), self.adds.enrich)
+        [result] = await self.repo.add(
+            [group],
+            await self._storage(),
+            self.adds.enrich,
+            apart=await self.adds.apart(self.session),
+        )
         return stored(robot, drafts, result)
 
     def written(self, robot: Robot, new: list[Stored]) -> Committed:

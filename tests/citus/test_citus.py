@@ -257,10 +257,19 @@ async def test_a_recall_statement_in_one_namespace_is_one_router_task_on_its_sha
 # --- through the API: what each request sends, planned on the cluster ----------------------
 
 
+class Seen(list[tuple[str, tuple[Any, ...]]]):
+    """The statements a connection sent, and the notices it received (`notices`: message and
+    detail; with citus.log_remote_commands on, the commands the coordinator sent workers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notices: list[tuple[str, str]] = []
+
+
 @pytest.fixture(scope="module")
 def citus_app(citus_url: str, redis_url: str):  # type: ignore[no-untyped-def]
     """`async with citus_app() as (client, seen)`: the app on the cluster's coordinator, in a
-    fresh namespace; `seen` collects every statement its connections send, with its bind
+    fresh namespace; `seen` (Seen) collects every statement its connections send, with its bind
     values (asyncpg's query logger, added as the pool opens each connection)."""
     import contextlib
 
@@ -273,11 +282,14 @@ def citus_app(citus_url: str, redis_url: str):  # type: ignore[no-untyped-def]
 
     @contextlib.asynccontextmanager
     async def make() -> Any:
-        seen: list[tuple[str, tuple[Any, ...]]] = []
+        seen = Seen()
 
         def log(dbapi_connection: Any, _record: Any) -> None:
             dbapi_connection.driver_connection.add_query_logger(
                 lambda q: seen.append((q.query, tuple(q.args)))
+            )
+            dbapi_connection.driver_connection.add_log_listener(
+                lambda _c, m: seen.notices.append((m.message, m.detail or ""))
             )
 
         event.listen(Pool, "connect", log)
@@ -345,18 +357,40 @@ def _searches(seen: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[str, tuple[
     return [(q, a) for q, a in seen if re.search(r"FROM memory m\s+WHERE m\.namespace_id", q)]
 
 
-async def _add_and_recall(citus_app: Any) -> tuple[Any, Any, Any]:
-    """One add and a vector, full-text and hybrid recall: the add's INSERT into memory, each
-    recall's hits and the statements that searched."""
+def _shards_written(notices: list[tuple[str, str]]) -> dict[str, set[tuple[str, str]]]:
+    """table -> the (shard, worker) pairs the coordinator sent rows (citus.log_remote_
+    commands: "issuing INSERT INTO public.memory_key_102033 ..." or "issuing COPY
+    public.memory_102040 ...", detail "on server ...:port")."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    for message, detail in notices:
+        m = re.match(r"issuing (?:INSERT INTO|COPY) public\.([a-z_]+)_(\d+)\b", message)
+        if m:
+            port = re.search(r":(\d+)", detail)
+            found.setdefault(m[1], set()).add((m[2], port[1] if port else "?"))
+    return found
+
+
+async def _add_and_recall(citus_url: str, citus_app: Any) -> tuple[Any, Any, Any]:
+    """One add and a vector, full-text and hybrid recall: the shards the add wrote (each
+    table's), each recall's hits and the statements that searched."""
     vec = [1.0] + [0.0] * 383
+    database = make_url(citus_url).database
+    conn = await _connect(citus_url)
+    await conn.execute(f'ALTER DATABASE "{database}" SET citus.log_remote_commands = on')
+    try:
+        async with citus_app() as (client, seen):
+            r = await client.post(
+                "/v1/robots/r1/memories",
+                json={"key": "walrus", "content": "the walrus sat on the ice", "embedding": vec},
+            )
+            assert r.status_code == 201, r.text
+            written = _shards_written(seen.notices)
+            namespace = client.headers["X-Namespace"]
+    finally:
+        await conn.execute(f'ALTER DATABASE "{database}" RESET citus.log_remote_commands')
+        await conn.close()
     async with citus_app() as (client, seen):
-        r = await client.post(
-            "/v1/robots/r1/memories",
-            json={"key": "walrus", "content": "the walrus sat on the ice", "embedding": vec},
-        )
-        assert r.status_code == 201, r.text
-        inserts = [(q, a) for q, a in seen if "INSERT INTO memory (" in q]
-        seen.clear()
+        client.headers["X-Namespace"] = namespace
         found: dict[str, list[str]] = {}
         searches: dict[str, list[tuple[str, tuple[Any, ...]]]] = {}
         for strategy in ("vector", "fulltext", "hybrid"):
@@ -368,23 +402,28 @@ async def _add_and_recall(citus_app: Any) -> tuple[Any, Any, Any]:
             found[strategy] = [h["key"] for h in r.json()["hits"]]
             searches[strategy] = _searches(seen)
             seen.clear()
-    return inserts, found, searches
+    return written, found, searches
 
 
-async def test_an_add_through_the_api_is_one_router_task_and_each_recall_finds_it(
+async def test_an_add_through_the_api_writes_one_shard_and_each_recall_finds_it(
     citus_url: str, citus_app: Any
 ) -> None:
-    inserts, found, _ = await _add_and_recall(citus_app)
+    written, found, _ = await _add_and_recall(citus_url, citus_app)
     assert found == {"vector": ["walrus"], "fulltext": ["walrus"], "hybrid": ["walrus"]}
-    # The add's INSERT into memory (and its keys, in one statement): each part one task.
-    assert len(inserts) == 1
-    assert await _tasks_of(citus_url, inserts) == [[1, 1]]
+    # The add's key, event, memory and working-memory entry each went to one shard, all on
+    # one worker (the namespace's: co-located). A new namespace and robot are rows of
+    # reference tables, written on every worker.
+    distributed = ["memory", "memory_event", "memory_key", "working_memory_item"]
+    assert sorted(written) == sorted([*distributed, "namespace", "robot"]), written
+    assert all(len(written[t]) == 1 for t in distributed), written
+    assert len({port for t in distributed for _, port in written[t]}) == 1, written
+    assert all(len({port for _, port in written[t]}) == 2 for t in ("namespace", "robot"))
 
 
 async def test_each_recall_through_the_api_searches_as_one_router_task(
     citus_url: str, citus_app: Any
 ) -> None:
-    _, _, searches = await _add_and_recall(citus_app)
+    _, _, searches = await _add_and_recall(citus_url, citus_app)
     for strategy, statements in searches.items():
         assert statements, strategy
         assert await _tasks_of(citus_url, statements) == [[1]] * len(statements), strategy
@@ -490,11 +529,10 @@ async def test_a_worker_lost_answers_503_for_what_needs_it_and_loses_nothing(
 ) -> None:
     """One worker stopped (immediate) under writes and recalls in two namespaces, one on each
     worker: nothing answers 500; the namespace on the stopped worker answers 503
-    problem+json to each add and recall; with the worker back, every acknowledged add is
-    there and no refused one is. What it does not show yet (issue 50 item 3): the other
-    namespace's adds answered 503 too (the add's one statement needs every worker, it seems for
-    its CTE's result: docs/SCALING.md); its recalls answered 200. Runs
-    last in this module: it stops and starts a worker of the module's cluster."""
+    problem+json to each add and recall; the other keeps serving both (its adds are
+    statements that each go only to its shard: MemoryRepository.add `apart`); with the
+    worker back, every acknowledged add is there and no refused one is. Runs last in this
+    module: it stops and starts a worker of the module's cluster."""
     async with citus_app() as (client, _seen):
         ports: dict[int, str] = {}
         for _ in range(40):  # a namespace on each worker (8 shards over 2 workers)
@@ -537,7 +575,7 @@ async def test_a_worker_lost_answers_503_for_what_needs_it_and_loses_nothing(
         finally:
             cluster.workers[1].start()
         assert statuses[lost] == [503, 503, 503, 503]
-        assert set(statuses[kept]) <= {200, 201, 503} and statuses[kept][-1] == 200
+        assert statuses[kept] == [201, 201, 201, 200]
         for ns in (kept, lost):
             r = await client.get("/v1/robots/r1/memories", headers={"X-Namespace": ns})
             assert r.status_code == 200, r.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import text
@@ -84,16 +85,24 @@ async def test_a_group_bounded_by_max_rows_commits_in_several_transactions(clien
     assert (commit.commits, commit.adds) == (3, 6)  # two adds (four memories) per commit
 
 
+def spoken(key: str, speaker: str) -> MemoryDraft:
+    return replace(draft(key), metadata={"speaker": speaker, "session": 1})
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["one statement", "apart (Citus)"])
 async def test_a_taken_key_fails_only_its_own_add_and_its_other_keys_are_released(
-    client, ns
+    client, ns, apart: bool
 ) -> None:
+    """Both ways of storing a flush (one statement; on Citus statements apart, forced here on
+    plain PostgreSQL) answer and write the same: a group with a taken key stores nothing and
+    logs no event, the others their memories, events and speakers."""
     ns_id, robot = await _robot(client, ns, "a")
-    commit = GroupCommit(client.app.state.components.sessionmaker, StoredVectors())
+    commit = GroupCommit(client.app.state.components.sessionmaker, StoredVectors(), apart=apart)
     await commit.store(AddGroup(ns_id, robot, [draft("old")], None))
     groups = [
-        AddGroup(ns_id, robot, [draft("x1"), draft("old"), draft("x2")], None),  # old: taken
-        AddGroup(ns_id, robot, [draft("y1")], None),
-        AddGroup(ns_id, robot, [draft("same"), draft("z1")], None),  # first to claim "same"
+        AddGroup(ns_id, robot, [draft("x1"), draft("old"), spoken("x2", "Xavi")], None),
+        AddGroup(ns_id, robot, [spoken("y1", "Yara")], None),
+        AddGroup(ns_id, robot, [draft("same"), spoken("z1", "Yara")], None),  # claims "same"
         AddGroup(ns_id, robot, [draft("w1"), draft("same")], None),  # "same": taken above
     ]
     results = await asyncio.gather(*(commit.store(g) for g in groups))
@@ -105,6 +114,40 @@ async def test_a_taken_key_fails_only_its_own_add_and_its_other_keys_are_release
         ([], ["same"]),
     ]
     assert await _stored_keys(client, ns_id) == {"old", "y1", "same", "z1"}
+    ids = {k: mid for r in results for k, (mid, _) in r.claimed.items()}
+    async with client.app.state.components.sessionmaker() as s:
+        events = (
+            await s.execute(
+                text(
+                    "SELECT e.memory_id, m.key FROM memory_event e JOIN memory m"
+                    " ON m.id = e.memory_id WHERE e.namespace_id = :ns AND e.kind = 'add'"
+                ),
+                {"ns": ns_id},
+            )
+        ).all()
+        speakers = (
+            await s.execute(
+                text("SELECT name FROM speaker WHERE namespace_id = :ns ORDER BY name"),
+                {"ns": ns_id},
+            )
+        ).scalars()
+        rows = (
+            await s.execute(
+                text(
+                    "SELECT key, content, metadata, embedding_status FROM memory"
+                    " WHERE namespace_id = :ns AND key <> 'old' ORDER BY key"
+                ),
+                {"ns": ns_id},
+            )
+        ).all()
+    assert sorted((k for _, k in events)) == ["old", "same", "y1", "z1"]
+    assert all(ids[k] == mid for mid, k in events if k != "old")
+    assert list(speakers) == ["Yara"]
+    assert [tuple(r) for r in rows] == [
+        ("same", "about same", {}, "pending"),
+        ("y1", "about y1", {"speaker": "Yara", "session": 1}, "pending"),
+        ("z1", "about z1", {"speaker": "Yara", "session": 1}, "pending"),
+    ]
 
 
 async def test_concurrent_adds_over_http_get_one_201_per_add_and_one_409_per_clash(

@@ -1,0 +1,14 @@
+"""Whether the database is a Citus coordinator: migration 0031 distributed its namespace-scoped
+tables there, and a statement that reads what an earlier part of itself wrote goes to every
+worker (app/memories/repository.py, `_APART`). Detected at runtime, like TimescaleDB."""
+
+from __future__ import annotations
+
+from app.db.session import DbSession
+from app.db.sql import sql
+
+_CITUS = sql("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')")
+
+
+async def is_citus(session: DbSession) -> bool:
+    return bool((await session.execute(_CITUS)).scalar_one())
