@@ -42,7 +42,9 @@ _UPSERT_MEMBERS = """
         last_access_at = excluded.last_access_at, from_recall = excluded.from_recall,
         stale_at = NULL"""
 
-_RECORD_ROBOT = "UPDATE robot SET wm_gen = :gen, wm_seq = :seq WHERE id = :robot"
+# The change recorded: the robot's (generation, sequence) in its working_memory_change row.
+_RECORD_ROBOT = """UPDATE working_memory_change SET gen = :gen, seq = :seq
+    WHERE namespace_id = :ns AND robot_id = :robot"""
 
 
 @dataclass(frozen=True)
@@ -90,53 +92,81 @@ class MembershipRepository:
         relaxed: bool = True,
         skip_locked: bool = False,
     ) -> LockedRobot | None:
-        """Lock the robot's row for one working-memory change (FOR NO KEY UPDATE: memory's
-        foreign key to robot still takes its key-share locks) and read its budget, flags and
-        last recorded change. `memories` are (id, created_at, version) about to be placed:
+        """Lock the robot's working_memory_change row for one working-memory change (made at
+        its first: `_first_change`) and read its last recorded change, with the robot's
+        budget and stale flag (the robot's own row too, locked, when that flag is set: see
+        record_load). `memories` are (id, created_at, version) about to be placed:
         each current one (that version, neither deleted nor superseded) is locked FOR KEY
         SHARE, which a replace, supersede or forget (FOR UPDATE) waits for, and returned in
         `live` (a supersede need not change what a reader saw: a recall that read "valid now"
         at its start still finds a memory whose validity ended since, at its new version). The
         robot is locked first (the memories' scan waits on it), the order every change takes.
-        The memories' scan names the robot's namespace (`namespace_id`): on Citus (migration
-        0031) that makes the statement one task on the namespace's shard.
+        The change row and the memories' scan name the robot's namespace (`namespace_id`): on
+        Citus (migrations 0031, 0034) that makes the statement one task on the namespace's
+        shard, with no write to the robot, a reference table.
 
         relaxed: the transaction writes only mirror rows and log rows, so its commit need not
         wait for the WAL flush (app.db.sql.RELAXED_FLUSH_CTE). skip_locked: None if another
         change holds the robot (the repair worker passes by)."""
         flush = f"{RELAXED_FLUSH_CTE}," if relaxed else ""
-        row = (
-            await self.session.execute(
-                sql(f"""
-                WITH {flush} r AS MATERIALIZED (
-                    SELECT id, coalesce(working_memory_budget, :default_budget) AS budget,
-                           working_memory_stale AS stale, wm_gen, wm_seq
-                    FROM robot WHERE id = :robot
-                    FOR NO KEY UPDATE {"SKIP LOCKED" if skip_locked else ""}
-                )
-                SELECT r.budget, r.stale, r.wm_gen, r.wm_seq,
-                       ARRAY(SELECT m.id FROM memory m
-                             JOIN unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
-                                         CAST(:versions AS int[])) AS t(id, c, version)
-                               ON m.id = t.id AND m.created_at = t.c
-                             WHERE m.namespace_id = :ns AND m.version = t.version
-                               AND m.deleted_at IS NULL
-                               AND m.superseded_by IS NULL AND r.id IS NOT NULL
-                             FOR KEY SHARE OF m) AS live
-                FROM r{", flush" if relaxed else ""}"""),
-                {
-                    "ns": namespace_id,
-                    "robot": robot_id,
-                    "default_budget": default_budget,
-                    "ids": [m[0] for m in memories],
-                    "cs": [m[1] for m in memories],
-                    "versions": [m[2] for m in memories],
-                },
+        statement = sql(f"""
+            WITH {flush} c AS MATERIALIZED (
+                SELECT robot_id, gen, seq FROM working_memory_change
+                WHERE namespace_id = :ns AND robot_id = :robot
+                FOR NO KEY UPDATE {"SKIP LOCKED" if skip_locked else ""}
+            ), r AS (
+                SELECT id, coalesce(working_memory_budget, :default_budget) AS budget,
+                       working_memory_stale AS stale
+                FROM robot WHERE id = :robot
             )
-        ).one_or_none()
+            SELECT r.budget, r.stale, c.gen, c.seq,
+                   ARRAY(SELECT m.id FROM memory m
+                         JOIN unnest(CAST(:ids AS bigint[]), CAST(:cs AS timestamptz[]),
+                                     CAST(:versions AS int[])) AS t(id, c, version)
+                           ON m.id = t.id AND m.created_at = t.c
+                         WHERE m.namespace_id = :ns AND m.version = t.version
+                           AND m.deleted_at IS NULL
+                           AND m.superseded_by IS NULL AND c.robot_id IS NOT NULL
+                         FOR KEY SHARE OF m) AS live
+            FROM c JOIN r ON r.id = c.robot_id{", flush" if relaxed else ""}""")
+        params = {
+            "ns": namespace_id,
+            "robot": robot_id,
+            "default_budget": default_budget,
+            "ids": [m[0] for m in memories],
+            "cs": [m[1] for m in memories],
+            "versions": [m[2] for m in memories],
+        }
+        row = (await self.session.execute(statement, params)).one_or_none()
+        if row is None:  # no row yet (its first change), locked (skip_locked), or robot gone
+            await self._first_change(namespace_id, robot_id)
+            row = (await self.session.execute(statement, params)).one_or_none()
         if row is None:
             return None
-        return LockedRobot(row.budget, row.stale, row.wm_gen, row.wm_seq, frozenset(row.live))
+        stale = row.stale
+        if stale:
+            # A rebuild will clear the flag (record_load): hold the robot's row until then,
+            # so that a concurrent mark_robot_stale lands after it, not under it.
+            stale = (
+                await self.session.execute(
+                    sql("""SELECT working_memory_stale FROM robot WHERE id = :robot
+                           FOR NO KEY UPDATE"""),
+                    {"robot": robot_id},
+                )
+            ).scalar_one()
+        return LockedRobot(row.budget, stale, row.gen, row.seq, frozenset(row.live))
+
+    async def _first_change(self, namespace_id: int, robot_id: int) -> None:
+        """The robot's working_memory_change row, made at its first change if it has none
+        (migration 0034 made one for every robot of its time; concurrent first changes: one
+        makes it, the others wait for its commit, then lock it in turn)."""
+        await self.session.execute(
+            sql("""
+            INSERT INTO working_memory_change (namespace_id, robot_id)
+            SELECT namespace_id, id FROM robot WHERE id = :robot AND namespace_id = :ns
+            ON CONFLICT (namespace_id, robot_id) DO NOTHING"""),
+            {"ns": namespace_id, "robot": robot_id},
+        )
 
     # --- recording changes (under the lock) ------------------------------------------------
 
@@ -184,10 +214,13 @@ class MembershipRepository:
         placed: Sequence[Placed],
         evicted: Sequence[int],
         at: datetime | None,
+        was_stale: bool = False,
     ) -> None:
         """A rebuild: the membership becomes exactly the loaded set, every stale mark of the
         robot is cleared (the load wrote current content), rows of hard-deleted memories go,
-        and the robot is no longer stale."""
+        and the robot is no longer stale (`was_stale`: its flag was set, and `lock` holds its
+        row: cleared in a statement of its own, as Citus will not write the robot, a
+        reference table, in a statement that writes the namespace's shard)."""
         await self.session.execute(
             sql(f"""
             WITH placed AS ({_UPSERT_MEMBERS}
@@ -204,9 +237,7 @@ class MembershipRepository:
                 WHERE w.namespace_id = :ns AND w.robot_id = :robot
                   AND NOT EXISTS (SELECT 1 FROM memory_key k
                                   WHERE k.namespace_id = :ns AND k.memory_id = w.memory_id)
-            ), robot AS (
-                UPDATE robot SET wm_gen = :gen, wm_seq = :seq, working_memory_stale = false
-                WHERE id = :robot
+            ), robot AS ({_RECORD_ROBOT}
             )
             {_EVICT_EVENTS}"""),
             {
@@ -219,6 +250,11 @@ class MembershipRepository:
                 "at": at,
             },
         )
+        if was_stale:
+            await self.session.execute(
+                sql("UPDATE robot SET working_memory_stale = false WHERE id = :robot"),
+                {"robot": robot_id},
+            )
 
     async def record_removal(self, robot_id: int, change: Change, memory_ids: list[int]) -> None:
         """A withdrawal: the memories are out of the robot's working memory (rows of
@@ -246,7 +282,8 @@ class MembershipRepository:
             {"ns": self.namespace_id, "robot": robot_id, "seq": change.seq, "ids": memory_ids},
         )
         await self.session.execute(
-            sql(_RECORD_ROBOT), {"robot": robot_id, "gen": change.gen, "seq": change.seq}
+            sql(_RECORD_ROBOT),
+            {"ns": self.namespace_id, "robot": robot_id, "gen": change.gen, "seq": change.seq},
         )
 
     async def record_clear(self, robot_id: int, change: Change | None) -> int:
@@ -263,9 +300,10 @@ class MembershipRepository:
                           AND (w.in_working_memory OR w.stale_at IS NOT NULL)
                         RETURNING w.in_working_memory AS was_in
                     ), robot AS (
-                        UPDATE robot SET wm_gen = coalesce(CAST(:gen AS bigint), wm_gen),
-                                         wm_seq = coalesce(CAST(:seq AS bigint), wm_seq)
-                        WHERE id = :robot
+                        UPDATE working_memory_change
+                        SET gen = coalesce(CAST(:gen AS bigint), gen),
+                            seq = coalesce(CAST(:seq AS bigint), seq)
+                        WHERE namespace_id = :ns AND robot_id = :robot
                     )
                     SELECT count(*) FROM out"""),
                     {

@@ -295,6 +295,7 @@ class RobotSync:
             placed=placed,
             evicted=evicted,
             at=self.clock() if evicted else None,
+            was_stale=state.stale,
         )
         self.counts.evictions += len(evicted)
         return replace(state, stale=False, gen=result.gen, seq=result.seq), len(keep), evicted

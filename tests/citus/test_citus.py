@@ -106,8 +106,9 @@ async def test_0031_distributes_by_namespace_colocated_with_reference_tables(
         await conn.close()
     distributed = {r["tbl"] for r in rows if r["partmethod"] == "h"}
     reference = {r["tbl"] for r in rows if r["partmethod"] == "n"}
-    # 0033 gave working_memory_item its namespace_id and distributed it.
-    assert distributed == set(m0031.DISTRIBUTED) | {"working_memory_item"}
+    # 0033 gave working_memory_item its namespace_id and distributed it; 0034 made
+    # working_memory_change, distributed.
+    assert distributed == set(m0031.DISTRIBUTED) | {"working_memory_item", "working_memory_change"}
     assert reference == set(m0031.REFERENCE) | set(m0031.NO_NAMESPACE_COLUMN) - {
         "working_memory_item"
     }
@@ -358,15 +359,19 @@ def _searches(seen: list[tuple[str, tuple[Any, ...]]]) -> list[tuple[str, tuple[
 
 
 def _shards_written(notices: list[tuple[str, str]]) -> dict[str, set[tuple[str, str]]]:
-    """table -> the (shard, worker) pairs the coordinator sent rows (citus.log_remote_
-    commands: "issuing INSERT INTO public.memory_key_102033 ..." or "issuing COPY
-    public.memory_102040 ...", detail "on server ...:port")."""
+    """ "VERB table" -> the (shard, worker) pairs the coordinator sent it to (citus.log_remote_
+    commands: "issuing INSERT INTO public.memory_key_102033 ...", "issuing COPY
+    public.memory_102040 ...", "issuing UPDATE public.robot_102009 ...", detail "on server
+    ...:port")."""
     found: dict[str, set[tuple[str, str]]] = {}
     for message, detail in notices:
-        m = re.match(r"issuing (?:INSERT INTO|COPY) public\.([a-z_]+)_(\d+)\b", message)
+        m = re.match(
+            r"issuing (INSERT INTO|COPY|UPDATE|DELETE FROM) public\.([a-z_]+)_(\d+)\b", message
+        )
         if m:
             port = re.search(r":(\d+)", detail)
-            found.setdefault(m[1], set()).add((m[2], port[1] if port else "?"))
+            verb = m[1].split()[0]
+            found.setdefault(f"{verb} {m[2]}", set()).add((m[3], port[1] if port else "?"))
     return found
 
 
@@ -410,14 +415,26 @@ async def test_an_add_through_the_api_writes_one_shard_and_each_recall_finds_it(
 ) -> None:
     written, found, _ = await _add_and_recall(citus_url, citus_app)
     assert found == {"vector": ["walrus"], "fulltext": ["walrus"], "hybrid": ["walrus"]}
-    # The add's key, event, memory and working-memory entry each went to one shard, all on
-    # one worker (the namespace's: co-located). A new namespace and robot are rows of
-    # reference tables, written on every worker.
-    distributed = ["memory", "memory_event", "memory_key", "working_memory_item"]
-    assert sorted(written) == sorted([*distributed, "namespace", "robot"]), written
-    assert all(len(written[t]) == 1 for t in distributed), written
-    assert len({port for t in distributed for _, port in written[t]}) == 1, written
-    assert all(len({port for _, port in written[t]}) == 2 for t in ("namespace", "robot"))
+    # The add's key, event and memory, and its placement's working-memory rows, each went to
+    # one shard, all on one worker (the namespace's: co-located). A new namespace and robot
+    # are rows of reference tables, written on every worker; the placement writes no robot
+    # (migration 0034: its lock and record are its working_memory_change row).
+    assert sorted(written) == [
+        "COPY memory",
+        "COPY memory_event",
+        "DELETE working_memory_item",
+        "INSERT memory_key",
+        "INSERT namespace",
+        "INSERT robot",
+        "INSERT working_memory_change",
+        "INSERT working_memory_item",
+        "UPDATE working_memory_change",
+        "UPDATE working_memory_item",
+    ], written
+    reference = ("INSERT namespace", "INSERT robot")
+    assert all(len(written[t]) == 1 for t in written if t not in reference), written
+    assert len({port for t in written if t not in reference for _, port in written[t]}) == 1
+    assert all(len({port for _, port in written[t]}) == 2 for t in reference), written
 
 
 async def test_each_recall_through_the_api_searches_as_one_router_task(
@@ -450,9 +467,10 @@ async def test_stats_answer_on_citus_and_the_working_memory_lock_and_read_are_ro
     citus_url: str, citus_app: Any
 ) -> None:
     """The stats answer, their counter read one task. Each add's placement takes the robot's
-    working-memory lock (the robot, a reference table, and the memories to place, FOR KEY
-    SHARE) and, the robot's first change, rebuilds it from the mirror (its members read with
-    their memories): each of those statements names the namespace and is one task."""
+    working-memory lock (its working_memory_change row, and the memories to place, FOR KEY
+    SHARE; tried twice at the robot's first change, around making that row) and, the robot's
+    first change, rebuilds it from the mirror (its members read with their memories): each
+    of those statements names the namespace and is one task."""
     async with citus_app() as (client, seen):
         for key in ("a", "b"):
             r = await client.post("/v1/robots/r1/memories", json={"key": key, "content": key})
@@ -466,8 +484,8 @@ async def test_stats_answer_on_citus_and_the_working_memory_lock_and_read_are_ro
     assert stats.status_code == 200, stats.text
     assert stats.json()["memories"] == 2
     assert counters and await _tasks_of(citus_url, counters) == [[1]] * len(counters)
-    assert len(locks) == 2  # one per add
-    assert await _tasks_of(citus_url, locks) == [[1], [1]]
+    assert len(locks) == 3  # one per add, the first tried twice
+    assert await _tasks_of(citus_url, locks) == [[1], [1], [1]]
     assert reads and await _tasks_of(citus_url, reads) == [[1]] * len(reads)
 
 

@@ -13,6 +13,7 @@ TABLES = {
     "memory",
     "memory_key",
     "working_memory_item",
+    "working_memory_change",  # a robot's last recorded change, its lock (migration 0034)
     "memory_event",
     "api_key",
     "robot_memory_count",  # statistics' counters (migration 0004)

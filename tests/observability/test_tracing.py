@@ -50,8 +50,15 @@ def header(n: int) -> dict[str, str]:
 # A change of working memory's PostgreSQL mirror after a script: one statement.
 MIRROR = (
     "INSERT working_memory_item UPDATE working_memory_item SELECT memory_key "
-    "DELETE working_memory_item UPDATE robot INSERT memory_event"
+    "DELETE working_memory_item UPDATE working_memory_change INSERT memory_event"
 )
+# A placement's record.
+PLACED = (
+    "INSERT working_memory_item UPDATE working_memory_item UPDATE working_memory_change "
+    "INSERT memory_event"
+)
+# A new robot's first working-memory change makes its working_memory_change row, between two
+# tries of the lock.
 ADD = f"""\
 POST /v1/robots/{{robot}}/memories
   fastapi.dependencies
@@ -62,19 +69,21 @@ POST /v1/robots/{{robot}}/memories
     SELECT robot
     INSERT robot
     group commit
-    SELECT robot SELECT memory
+    SELECT working_memory_change SELECT robot SELECT memory
+    INSERT working_memory_change SELECT robot
+    SELECT working_memory_change SELECT robot SELECT memory
     SELECT working_memory_item
     SELECT working_memory_item memory SELECT robot SELECT pool
     EVALSHA load
     {MIRROR}
     EVALSHA place
-    INSERT working_memory_item UPDATE working_memory_item UPDATE robot INSERT memory_event
+    {PLACED}
   fastapi.serialization"""
 # A recall whose hit the robot holds: the log row, the robot, the full-text search (its
 # lexeme statistics read once), then working memory: a refresh that finds the hit placed by
 # an add, not a recall, so a placement.
-RECALL = """\
-POST /v1/robots/{robot}/recall
+RECALL = f"""\
+POST /v1/robots/{{robot}}/recall
   fastapi.dependencies
   fastapi.endpoint
     SELECT robot
@@ -84,9 +93,9 @@ POST /v1/robots/{robot}/recall
     SELECT memory SELECT robot SELECT memory_access SELECT memory_access memory robot
     INSERT memory_event
     EVALSHA refresh
-    SELECT robot SELECT memory
+    SELECT working_memory_change SELECT robot SELECT memory
     EVALSHA place
-    INSERT working_memory_item UPDATE working_memory_item UPDATE robot INSERT memory_event
+    {PLACED}
   fastapi.serialization"""
 
 

@@ -104,11 +104,11 @@ async def change(client: Any, robot: str) -> tuple[int, int]:
     async with client.app.state.components.sessionmaker() as s:
         row = (
             await s.execute(
-                text("SELECT wm_gen, wm_seq FROM robot WHERE id = :id"),
+                text("SELECT gen, seq FROM working_memory_change WHERE robot_id = :id"),
                 {"id": await robot_id(client, robot)},
             )
         ).one()
-    return int(row.wm_gen), int(row.wm_seq)
+    return int(row.gen), int(row.seq)
 
 
 async def events(client: Any, robot: str) -> int:

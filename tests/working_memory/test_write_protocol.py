@@ -426,7 +426,8 @@ async def test_a_deadlock_in_the_mirror_step_is_not_a_5xx(client) -> None:
         await wait_for_lock_waiters(client)  # holds the robot, waits for the memory
         with contextlib.suppress(DBAPIError):  # one side is the deadlock's victim
             await conn.execute(
-                text("SELECT 1 FROM robot WHERE id = :id FOR NO KEY UPDATE"), {"id": rid}
+                text("SELECT 1 FROM working_memory_change WHERE robot_id = :id FOR NO KEY UPDATE"),
+                {"id": rid},
             )
         await conn.rollback()
     r = await recall

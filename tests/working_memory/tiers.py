@@ -66,8 +66,18 @@ async def robot_locked(client: Any, robot: str) -> AsyncIterator[None]:
     engine = client.app.state.components.engine
     rid = await robot_id(client, robot)
     async with engine.connect() as conn:
+        # The lock is the robot's working_memory_change row (migration 0034), made at its
+        # first change: made here if the robot has had none yet.
         await conn.execute(
-            text("SELECT 1 FROM robot WHERE id = :id FOR NO KEY UPDATE"), {"id": rid}
+            text("""INSERT INTO working_memory_change (namespace_id, robot_id)
+                    SELECT namespace_id, id FROM robot WHERE id = :id
+                    ON CONFLICT DO NOTHING"""),
+            {"id": rid},
+        )
+        await conn.commit()
+        await conn.execute(
+            text("SELECT 1 FROM working_memory_change WHERE robot_id = :id FOR NO KEY UPDATE"),
+            {"id": rid},
         )
         yield
         await conn.rollback()
