@@ -11,8 +11,9 @@ server's binaries (docs/SCALING.md); without it, says so and exits 2.
 3. **Bytes per memory**: the namespace-scoped tables' total size (on Citus
    `citus_total_relation_size`, every shard), over the memories.
 4. **A worker lost under load** (Citus only): c=4 clients, each an add then a vector recall
-   over the namespaces in turn, for --loss-seconds; the second worker is stopped
-   (`immediate`) for the middle third. Answers by phase and by where the namespace lives;
+   over its namespaces in turn (two on the namespaces of the worker to be stopped, two on
+   the others), for --loss-seconds; the second worker is stopped (`immediate`) for the
+   middle third. Answers by phase and by where the namespace lives;
    then, the worker back, every acknowledged add must be there.
 5. **Rebalance** (Citus only): a third worker started, added (`citus_add_node`) and
    `citus_rebalance_start()` run under the same load; the time until
@@ -192,14 +193,16 @@ async def worker_of(conn: asyncpg.Connection, namespaces: list[str]) -> dict[str
 
 
 class Traffic:
-    """K clients, each an add then a vector recall over the namespaces in turn, until
+    """Clients, each an add then a vector recall over its namespaces in turn, until
     stopped: every answer kept with its time, and the keys acknowledged."""
 
-    def __init__(self, base_url: str, namespaces: list[str], queries: np.ndarray) -> None:
+    def __init__(self, base_url: str, clients: list[list[str]], queries: np.ndarray) -> None:
         self.base_url = base_url
-        self.namespaces = namespaces
+        self.clients = clients  # each client's namespaces, taken in turn
+        namespaces = sorted({ns for c in clients for ns in c})
         self.queries = queries
-        self.answers: list[tuple[float, str, str, int]] = []  # (t, namespace, kind, status)
+        # (t, namespace, kind, status, seconds)
+        self.answers: list[tuple[float, str, str, int, float]] = []
         self.acknowledged: dict[str, set[str]] = {ns: set() for ns in namespaces}
         self.refused: dict[str, set[str]] = {ns: set() for ns in namespaces}
         self.samples: dict[tuple[str, str, int], str] = {}  # a body of each failed answer
@@ -210,7 +213,8 @@ class Traffic:
     async def _client(self, c: Http, w: int) -> None:
         i = 0
         while not self._stop.is_set():
-            ns = self.namespaces[(w + i * 4) % len(self.namespaces)]
+            mine = self.clients[w]
+            ns = mine[i % len(mine)]
             key = f"t-{self.run}-{w}-{i}"
             h = {"X-Namespace": ns}
             v = [float(x) for x in self.queries[i % len(self.queries)]]
@@ -237,12 +241,13 @@ class Traffic:
                     status = 0
                     if kind == "add":
                         self.refused[ns].add(key)
-                self.answers.append((t, ns, kind, status))
+                self.answers.append((t, ns, kind, status, time.monotonic() - t))
             i += 1
 
     async def __aenter__(self) -> Traffic:
-        self._http = await Http(self.base_url, 4, timeout_s=30).__aenter__()
-        self._tasks = [asyncio.create_task(self._client(self._http, w)) for w in range(4)]
+        n = len(self.clients)
+        self._http = await Http(self.base_url, n, timeout_s=30).__aenter__()
+        self._tasks = [asyncio.create_task(self._client(self._http, w)) for w in range(n)]
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -258,12 +263,16 @@ class Traffic:
         }
 
     def counts(self, since: float, until: float, where: dict[str, str]) -> dict[str, Any]:
-        """Answers in [since, until) by the namespace's place (`where`) and kind."""
-        c: Counter[str] = Counter()
-        for t, ns, kind, status in self.answers:
+        """Answers begun in [since, until) by the namespace's place (`where`), kind and
+        status: how many, and their p50 in ms."""
+        took: dict[str, list[float]] = {}
+        for t, ns, kind, status, dt in self.answers:
             if since <= t < until:
-                c[f"{where.get(ns, '?')} {kind} {status}"] += 1
-        return dict(sorted(c.items()))
+                took.setdefault(f"{where.get(ns, '?')} {kind} {status}", []).append(dt)
+        return {
+            k: {"n": len(v), "p50_ms": round(float(np.median(v)) * 1000, 1)}
+            for k, v in sorted(took.items())
+        }
 
     async def lost(self, url: str) -> dict[str, int]:
         """Acknowledged adds not stored (must be 0), and refused ones stored anyway."""
@@ -300,8 +309,13 @@ async def worker_loss(
         await conn.close()
     lost_node = cluster.workers[1]
     where = {ns: ("lost" if p == lost_node.port else "kept") for ns, p in ports.items()}
+    kept = [ns for ns in namespaces if where[ns] == "kept"]
+    lost = [ns for ns in namespaces if where[ns] == "lost"]
     third = seconds / 3
-    async with Traffic(base_url, namespaces, queries) as traffic:
+    # Two clients on the namespaces the stopped worker holds, two on the others: a slow
+    # refusal on one side does not hold the other's requests back.
+    clients = [kept, kept, lost, lost] if kept and lost else [namespaces] * 4
+    async with Traffic(base_url, clients, queries) as traffic:
         t0 = time.monotonic()
         await asyncio.sleep(third)
         t1 = time.monotonic()
@@ -332,7 +346,7 @@ async def rebalance(
     conn = await asyncpg.connect(**_pg(url))
     try:
         before = dict(await conn.fetch(_SHARDS))
-        async with Traffic(base_url, namespaces, queries) as traffic:
+        async with Traffic(base_url, [namespaces] * 4, queries) as traffic:
             t0 = time.monotonic()
             await asyncio.sleep(3)
             t1 = time.monotonic()

@@ -17,6 +17,8 @@ In turn, each fault is injected while the load runs:
     redis_cluster_failover
                       on a second service, using a Redis Cluster of 3 masters with 1 replica
                       each: a master SIGKILLed, its replica promoted (chaos/cluster.py)
+    citus_worker_stop on a third service, over a Citus coordinator and 2 workers: a worker
+                      stopped, then started (chaos/citus.py; skipped, no row, without Citus)
 
 Per fault it reports: requests, acknowledged writes, acknowledged writes missing afterwards
 (must be 0), responses by status (no 500; 503 only while PostgreSQL is down), p99 latency
@@ -53,13 +55,14 @@ from app.working_memory.audit import audit
 from app.working_memory.store import WorkingMemoryStore
 from bench.http import Http
 from bench.infra import ServiceProcess, admin
+from chaos.citus import CITUS_BACK, CITUS_FAULTS, citus_worker_stop
 from chaos.cluster import CLUSTER_BACK, CLUSTER_FAULTS, ClusterWorld, start_nodes
 from chaos.load import NAMESPACE, ROBOTS, Ledger, Load, Provider, Sample
 from chaos.world import BACK, FAULTS, World
 
 CHAOS_DIR = PROJECT_ROOT / ".htm" / "chaos"
 # The faults after which the service must come back by itself.
-RECOVERS = {**BACK, **CLUSTER_BACK}
+RECOVERS = {**BACK, **CLUSTER_BACK, **CITUS_BACK}
 RESULTS_DIR = PROJECT_ROOT / "bench" / "results"
 
 
@@ -335,8 +338,8 @@ async def cluster_faults(
 async def main(args: argparse.Namespace) -> int:
     timing = QUICK if args.quick else FULL
     data = CHAOS_DIR / ("quick" if args.quick else "full")
-    faults = args.faults.split(",") if args.faults else [*FAULTS, *CLUSTER_FAULTS]
-    unknown = sorted(set(faults) - set(FAULTS) - set(CLUSTER_FAULTS))
+    faults = args.faults.split(",") if args.faults else [*FAULTS, *CLUSTER_FAULTS, *CITUS_FAULTS]
+    unknown = sorted(set(faults) - set(FAULTS) - set(CLUSTER_FAULTS) - set(CITUS_FAULTS))
     if unknown:
         say(f"chaos: no such fault: {', '.join(unknown)}")
         return 2
@@ -371,6 +374,13 @@ async def main(args: argparse.Namespace) -> int:
         if on_cluster:
             seed = args.seed + len(single)
             reports += await cluster_faults(on_cluster, data, pg, provider, timing, seed)
+        if "citus_worker_stop" in faults:
+            got = await citus_worker_stop(
+                timing.before_s, timing.fault_s, timing.after_s, timing.clients, args.seed
+            )
+            if got is not None:
+                reports.append(FaultReport(**got))
+                say(f"  {got['requests']} requests, statuses {got['statuses']}")
         md = table(reports)
         print(md)
         machine = f"{os.cpu_count()} cores, {os.uname().machine}"
@@ -408,7 +418,7 @@ async def main(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m chaos", description=__doc__)
     p.add_argument("--quick", action="store_true", help="shorter phases, fewer clients (CI)")
-    every = ",".join((*FAULTS, *CLUSTER_FAULTS))
+    every = ",".join((*FAULTS, *CLUSTER_FAULTS, *CITUS_FAULTS))
     p.add_argument("--faults", help=f"comma-separated subset of {every}")
     p.add_argument("--seed", type=int, default=20261123)
     p.add_argument("--out", type=Path, default=RESULTS_DIR)

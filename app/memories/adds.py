@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from app.config import VectorStorage
-from app.db.citus import is_citus
+from app.db.deployment import is_citus
 from app.db.session import DbSession, Sessionmaker
 from app.db.vectors import StoredVectors
 from app.memories.model import AddGroup, GroupStored, MemoryDraft

@@ -1,6 +1,8 @@
-"""Whether the database is a Citus coordinator: migration 0031 distributed its namespace-scoped
+"""Facts about the database the service runs on, detected at runtime (like TimescaleDB).
+
+`is_citus`: whether it is a Citus coordinator. Migration 0031 distributed its namespace-scoped
 tables there, and a statement that reads what an earlier part of itself wrote goes to every
-worker (app/memories/repository.py, `_APART`). Detected at runtime, like TimescaleDB."""
+worker (app/memories/repository.py, `_APART`)."""
 
 from __future__ import annotations
 
