@@ -149,9 +149,14 @@ def is_database_gone(exc: BaseException) -> bool:
 
 def is_node_unreachable(exc: BaseException) -> bool:
     """On Citus: a worker node the statement needs is down (its namespace's shard, or any
-    node for a write to a reference table); the coordinator and its connection are fine."""
+    node for a write to a reference table); the coordinator and its connection are fine.
+    Citus says so in XX000 ("failure on connection marked as essential") or in 08006
+    ("connection to the remote node ... failed", ERRCODE_CONNECTION_FAILURE): the class of a
+    lost connection, but sent by the coordinator over ours, which the caller checks is open
+    (app/db/session.py) before taking it for the server gone."""
     for e in _causes(exc):
-        if getattr(e, "sqlstate", None) == "XX000" and any(
+        state = getattr(e, "sqlstate", None)
+        if (state == "XX000" or (isinstance(state, str) and state.startswith("08"))) and any(
             words in str(e) for words in _NODE_UNREACHABLE
         ):
             return True

@@ -29,7 +29,7 @@ import numpy as np
 
 from app.embedded import EmbeddedRedis
 from bench import citus_cluster
-from bench.citus import Traffic, load, vectors, worker_of
+from bench.citus import Traffic, load, vectors, warm, worker_of
 from bench.infra import ServiceProcess
 from chaos.load import Sample
 
@@ -42,22 +42,6 @@ NAMESPACES = [f"citus{i:02d}" for i in range(8)]
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-async def _warm(base_url: str) -> None:
-    """The load's robot registered in every namespace, its working memory made: a new robot
-    is a row of `robot`, a reference table, which cannot be written while a worker is down
-    (docs/SCALING.md), and this fault is about the robots that exist."""
-    from bench.http import Http
-
-    async with Http(base_url, 2) as c:
-        for ns in NAMESPACES:
-            r = await c.post(
-                "/v1/robots/traffic/memories",
-                json={"key": "warm", "content": "warm", "embedding": [1.0] + [0.0] * 383},
-                headers={"X-Namespace": ns},
-            )
-            assert r.status_code == 201, r.text[:300]
 
 
 async def _agree(url: str, redis_url: str) -> list[str]:
@@ -118,7 +102,7 @@ async def citus_worker_stop(
         )
         await service.start()
         await load(service.base_url, NAMESPACES, 20, seed)
-        await _warm(service.base_url)
+        await warm(service.base_url, NAMESPACES)
         import asyncpg
 
         from bench.citus import _pg

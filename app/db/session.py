@@ -136,6 +136,13 @@ class DbSession:
                 await self._discard()
                 self.errors.timeouts += 1
                 raise DependencyTimeout(DB_TIMEOUT, dependency="postgres") from exc
+            if is_node_unreachable(exc) and not (self._driver and self._driver.is_closed()):
+                # Citus: a worker is down. Its words may come in class 08, a lost connection's,
+                # but the coordinator sent them over this one, which is fine: keep it and the
+                # pool's others (dropping them all made every request of every namespace open
+                # a connection anew while the worker was down: bench/results/2026-12-07-citus.md).
+                self.errors.unavailable += 1
+                raise ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres") from exc
             if connection_lost(exc, self._driver):
                 await self._lost()
                 self.errors.unavailable += 1
@@ -143,9 +150,6 @@ class DbSession:
             if is_statement_timeout(exc):
                 self.errors.timeouts += 1
                 raise DependencyTimeout(DB_TIMEOUT, dependency="postgres") from exc
-            if is_node_unreachable(exc):  # Citus: a worker is down; this connection is fine
-                self.errors.unavailable += 1
-                raise ServiceUnavailable(DB_UNAVAILABLE, dependency="postgres") from exc
             gone = removed_meanwhile(exc)
             if gone is not None:
                 raise gone from exc

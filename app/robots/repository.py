@@ -63,8 +63,9 @@ class RobotRepository:
     async def _seen(self, row: Any) -> None:
         """last_seen_at = now(), when the row read says it is over a minute old (the clocks
         of this process and the database need not agree: the statement checks again).
-        SKIP LOCKED: a working-memory change holds the row's lock; waiting for it would put
-        a robot lock after other locks this transaction may take (a memory's row)."""
+        SKIP LOCKED: another transaction holds the row's lock (a PUT, or a rebuild clearing
+        the stale flag); waiting for it would put a robot lock after other locks this
+        transaction may take (a memory's row), and the next request refreshes it anyway."""
         if row.last_seen_at is not None and row.last_seen_at > datetime.now(UTC) - SEEN_EVERY:
             return
         await self.session.execute(

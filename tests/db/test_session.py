@@ -75,33 +75,44 @@ async def test_a_commit_on_a_connection_the_server_closed_is_503_not_500(
 
 async def test_a_citus_worker_out_of_reach_is_503_and_keeps_the_connection(client) -> None:
     """Citus reports a worker it cannot reach as XX000 "failure on connection marked as
-    essential" (or "connection to the remote node ... failed", or, when the worker stopped
-    under the statement, "server closed the connection unexpectedly"): a 503 (app.errors.
-    is_node_unreachable), on a connection that is still good. Any other XX000 stays an error
-    of its own. Raised here by the server itself, with the words Citus uses."""
+    essential", as 08006 (ERRCODE_CONNECTION_FAILURE, the class of a lost connection)
+    "connection to the remote node ... failed", or, when the worker stopped under the
+    statement, XX000 "server closed the connection unexpectedly": a 503 (app.errors.
+    is_node_unreachable), on the same connection, still good (dropping it, and the pool with
+    it, made every request open a connection anew while a worker was down). Any other XX000
+    stays an error of its own. Raised here by the server itself, with Citus's words."""
     from app.db.session import DbSession
     from app.errors import ServiceUnavailable
 
-    def raising(message: str) -> str:
-        return f"DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = '{message}'; END $$"
+    def raising(state: str, message: str) -> str:
+        raise_it = f"RAISE EXCEPTION USING ERRCODE = '{state}', MESSAGE = '{message}'"
+        return f"DO $$ BEGIN {raise_it}; END $$"
 
     res = client.app.state.components
     async with res.sessionmaker() as s:
         assert isinstance(s, DbSession)
-        for words in (
-            "failure on connection marked as essential: 127.0.0.1:9700",
-            "connection to the remote node postgres@127.0.0.1:9700 failed with the following "
-            "error: Connection refused",
-            "server closed the connection unexpectedly\n\tThis probably means the server "
-            "terminated abnormally\n\tbefore or while processing the request.",
+        pid = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        await s.rollback()
+        for state, words in (
+            ("XX000", "failure on connection marked as essential: 127.0.0.1:9700"),
+            (
+                "08006",
+                "connection to the remote node postgres@127.0.0.1:9700 failed with the "
+                "following error: Connection refused",
+            ),
+            (
+                "XX000",
+                "server closed the connection unexpectedly\n\tThis probably means the server "
+                "terminated abnormally\n\tbefore or while processing the request.",
+            ),
         ):
             with pytest.raises(ServiceUnavailable) as caught:
-                await s.execute(text(raising(words)))
+                await s.execute(text(raising(state, words)))
             assert caught.value.status == 503
             await s.rollback()
-            assert (await s.execute(text("SELECT 1"))).scalar_one() == 1
+            assert (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one() == pid
             await s.rollback()
         with pytest.raises(Exception) as other:
-            await s.execute(text(raising("some other internal error")))
+            await s.execute(text(raising("XX000", "some other internal error")))
         assert not isinstance(other.value, ServiceUnavailable)
         await s.rollback()
