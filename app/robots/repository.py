@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.db.session import DbSession
 from app.db.sql import sql
+from app.errors import ServiceUnavailable, is_node_unreachable
+
+log = logging.getLogger(__name__)
 
 _COLUMNS = (
     "id, name, working_memory_budget, working_memory_stale, session_ttl_s, summarize_evictions, "
@@ -65,17 +69,29 @@ class RobotRepository:
         of this process and the database need not agree: the statement checks again).
         SKIP LOCKED: another transaction holds the row's lock (a PUT, or a rebuild clearing
         the stale flag); waiting for it would put a robot lock after other locks this
-        transaction may take (a memory's row), and the next request refreshes it anyway."""
+        transaction may take (a memory's row), and the next request refreshes it anyway.
+        Best effort, under a savepoint: on Citus `robot` is a reference table, whose write
+        needs every node, and while a worker is down the request must not fail for it
+        (every robot's requests would, a minute into the outage: tests/citus)."""
         if row.last_seen_at is not None and row.last_seen_at > datetime.now(UTC) - SEEN_EVERY:
             return
-        await self.session.execute(
-            sql("""
-            UPDATE robot SET last_seen_at = now()
-            WHERE id = (SELECT id FROM robot
-                        WHERE id = :id AND last_seen_at < now() - interval '1 minute'
-                        FOR NO KEY UPDATE SKIP LOCKED)"""),
-            {"id": row.id},
-        )
+        await self.session.execute(sql("SAVEPOINT robot_seen"))
+        try:
+            await self.session.execute(
+                sql("""
+                UPDATE robot SET last_seen_at = now()
+                WHERE id = (SELECT id FROM robot
+                            WHERE id = :id AND last_seen_at < now() - interval '1 minute'
+                            FOR NO KEY UPDATE SKIP LOCKED)"""),
+                {"id": row.id},
+            )
+        except ServiceUnavailable as exc:
+            if not is_node_unreachable(exc):
+                raise
+            await self.session.execute(sql("ROLLBACK TO SAVEPOINT robot_seen"))
+            log.info("robot %s: last_seen_at not written (a Citus worker is down)", row.id)
+        else:
+            await self.session.execute(sql("RELEASE SAVEPOINT robot_seen"))
 
     async def get(self, namespace_id: int, name: str) -> Any | None:
         return (

@@ -548,7 +548,8 @@ async def test_a_worker_lost_answers_503_for_what_needs_it_and_loses_nothing(
     """One worker stopped (immediate) under writes and recalls in two namespaces, one on each
     worker: nothing answers 500; the namespace on the stopped worker answers 503
     problem+json to each add and recall; the other keeps serving both (its adds are
-    statements that each go only to its shard: MemoryRepository.add `apart`); with the
+    statements that each go only to its shard: MemoryRepository.add `apart`; its robot,
+    last seen over a minute ago, is served without last_seen_at written); with the
     worker back, every acknowledged add is there and no refused one is. Runs last in this
     module: it stops and starts a worker of the module's cluster."""
     async with citus_app() as (client, _seen):
@@ -569,6 +570,13 @@ async def test_a_worker_lost_answers_503_for_what_needs_it_and_loses_nothing(
         lost, kept = ports[lost_port], next(n for p, n in ports.items() if p != lost_port)
         acknowledged: dict[str, list[str]] = {kept: ["before"], lost: ["before"]}
         statuses: dict[str, list[int]] = {kept: [], lost: []}
+        # The robots last seen over a minute ago, and not cached: each request's registration
+        # then tries to write last_seen_at, a reference table's row, which needs every node
+        # (RobotRepository._seen: best effort, under a savepoint).
+        conn = await _connect(citus_url)
+        await conn.execute("UPDATE robot SET last_seen_at = now() - interval '2 minutes'")
+        await conn.close()
+        client._transport.app.state.components.two_tier.robots.clear()
         cluster.workers[1].stop("immediate")
         try:
             for ns in (kept, lost):

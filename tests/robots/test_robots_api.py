@@ -196,3 +196,58 @@ async def test_discarding_a_registration_never_waits_for_a_write_in_flight(clien
     async with request(c, caller) as r:
         await r.robots.discard(robot, version)
     assert await robots(client) == []
+
+
+async def test_last_seen_is_refreshed_when_a_minute_old_and_not_before(client) -> None:
+    """A robot's last_seen_at moves on its first request once it is over a minute old
+    (RobotRepository._seen, under a savepoint), and is left alone before that."""
+    from sqlalchemy import text
+
+    r = await client.post("/v1/robots/seen/memories", json={"key": "k1", "content": "one"})
+    assert r.status_code == 201
+    components = client.app.state.components
+    ns = client.headers["X-Namespace"]
+
+    async def last_seen_age_s() -> float:
+        async with components.sessionmaker() as s:
+            age = (
+                await s.execute(
+                    text(
+                        "SELECT extract(epoch FROM now() - r.last_seen_at) FROM robot r"
+                        " JOIN namespace n ON n.id = r.namespace_id"
+                        " WHERE n.name = :ns AND r.name = 'seen'"
+                    ),
+                    {"ns": ns},
+                )
+            ).scalar_one()
+            await s.rollback()
+        return float(age)
+
+    async with components.sessionmaker() as s:
+        await s.execute(
+            text(
+                "UPDATE robot SET last_seen_at = now() - interval '30 seconds'"
+                " WHERE name = 'seen' AND namespace_id = (SELECT id FROM namespace"
+                " WHERE name = :ns)"
+            ),
+            {"ns": ns},
+        )
+        await s.commit()
+    components.two_tier.robots.clear()  # the next request reads the row (RobotRepository.ensure)
+    r = await client.post("/v1/robots/seen/memories", json={"key": "k2", "content": "two"})
+    assert r.status_code == 201
+    assert 29 < await last_seen_age_s() < 60  # under a minute: not written
+    async with components.sessionmaker() as s:
+        await s.execute(
+            text(
+                "UPDATE robot SET last_seen_at = now() - interval '2 minutes'"
+                " WHERE name = 'seen' AND namespace_id = (SELECT id FROM namespace"
+                " WHERE name = :ns)"
+            ),
+            {"ns": ns},
+        )
+        await s.commit()
+    components.two_tier.robots.clear()
+    r = await client.post("/v1/robots/seen/memories", json={"key": "k3", "content": "three"})
+    assert r.status_code == 201
+    assert await last_seen_age_s() < 5
