@@ -18,7 +18,7 @@ from app.db.session import Sessionmaker
 from app.errors import ServiceUnavailable
 from app.working_memory.model import RedisUnavailable, Scope
 from app.working_memory.protocol import TwoTier
-from app.working_memory.repository import MembershipRepository
+from app.working_memory.repository import needing_repair
 from app.working_memory.robots import Robot
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class RepairWorker:
         repairs = self.two_tier.repairs
         queued = repairs.take()
         async with self.sessionmaker() as session:
-            rows = await MembershipRepository(session).needing_repair(STALE_AFTER_S, BATCH)
+            rows = await needing_repair(session, STALE_AFTER_S, BATCH)
             await session.commit()
         todo = {r.id: (r.namespace_id, r.namespace, r.name) for r in rows}
         for robot_id, namespace_id, namespace, name in queued:

@@ -74,9 +74,10 @@ class Placed:
 
 
 class MembershipRepository:
-    """One namespace's working-memory mirror (`needing_repair` alone looks across all)."""
+    """One namespace's working-memory mirror (`needing_repair`, a function of its own below,
+    looks across all)."""
 
-    def __init__(self, session: DbSession, namespace_id: int = 0) -> None:
+    def __init__(self, session: DbSession, namespace_id: int) -> None:
         self.session = session
         self.namespace_id = namespace_id
 
@@ -455,23 +456,6 @@ class MembershipRepository:
         )
         return {r.memory_id for r in rows}
 
-    async def needing_repair(self, older_than_s: float, limit: int) -> list[Any]:
-        """Robots whose Redis may be out of line with the mirror: marked stale, or owing a
-        withdrawal for longer than a change normally takes. (id, name, namespace name)."""
-        return list(
-            await self.session.execute(
-                sql("""
-                SELECT r.id, r.name, n.name AS namespace, r.namespace_id
-                FROM robot r JOIN namespace n ON n.id = r.namespace_id
-                WHERE r.working_memory_stale
-                   OR r.id IN (SELECT w.robot_id FROM working_memory_item w
-                               WHERE w.stale_at < now() - make_interval(secs => :age))
-                ORDER BY r.id
-                LIMIT :limit"""),
-                {"age": older_than_s, "limit": limit},
-            )
-        )
-
 
 def _placed_params(placed: Sequence[Placed]) -> dict[str, Any]:
     return {
@@ -481,3 +465,21 @@ def _placed_params(placed: Sequence[Placed]) -> dict[str, Any]:
         "access": [p.last_access_at for p in placed],
         "recall": [p.from_recall for p in placed],
     }
+
+
+async def needing_repair(session: DbSession, older_than_s: float, limit: int) -> list[Any]:
+    """Robots whose Redis may be out of line with the mirror: marked stale, or owing a
+    withdrawal for longer than a change normally takes. (id, name, namespace name)."""
+    return list(
+        await session.execute(
+            sql("""
+            SELECT r.id, r.name, n.name AS namespace, r.namespace_id
+            FROM robot r JOIN namespace n ON n.id = r.namespace_id
+            WHERE r.working_memory_stale
+               OR r.id IN (SELECT w.robot_id FROM working_memory_item w
+                           WHERE w.stale_at < now() - make_interval(secs => :age))
+            ORDER BY r.id
+            LIMIT :limit"""),
+            {"age": older_than_s, "limit": limit},
+        )
+    )
