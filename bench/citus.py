@@ -43,23 +43,13 @@ from bench import citus_cluster
 from bench.driver import Limits, closed_loop
 from bench.http import Http
 from bench.infra import BENCH_DIR, ServiceProcess
+from bench.replica import WORDS, vectors
 
-DIM = 384
-WORDS = (
-    "alpha river stone window garden coffee meeting budget travel winter summer music "
-    "project deadline invoice doctor school market engine bridge forest ocean castle "
-    "library kitchen letter camera ticket station island harbor valley mountain desert"
-).split()
 SETTINGS = {"embedding_provider": "none", "dedupe": "off", "supersede": "off"}
 
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def vectors(rng: np.random.Generator, n: int) -> np.ndarray:
-    v = rng.standard_normal((n, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
 def _pg(url: str) -> dict[str, Any]:

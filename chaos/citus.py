@@ -29,8 +29,9 @@ import numpy as np
 
 from app.embedded import EmbeddedRedis
 from bench import citus_cluster
-from bench.citus import Traffic, load, vectors, warm, worker_of
+from bench.citus import Traffic, load, warm, worker_of
 from bench.infra import ServiceProcess
+from bench.replica import vectors
 from chaos.load import Sample
 
 CITUS_FAULTS = ("citus_worker_stop",)

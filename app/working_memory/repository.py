@@ -259,9 +259,9 @@ class MembershipRepository:
 
     async def record_removal(self, robot_id: int, change: Change, memory_ids: list[int]) -> None:
         """A withdrawal: the memories are out of the robot's working memory (rows of
-        hard-deleted memories are dropped), then the change recorded on the robot, in a
-        statement of its own (Citus will not modify the robot, a reference table, in a
-        statement that reads memory_key, a distributed one)."""
+        hard-deleted memories are dropped), then the change recorded in the robot's
+        working_memory_change row, by a second statement (written when that row was the
+        robot's, a reference table on Citus; one statement would now do)."""
         await self.session.execute(
             sql("""
             WITH out AS (
